@@ -1,0 +1,3 @@
+"""slimwheel: slim, correct CUDA wheels."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from slimwheel.cli import entry
+
+entry()

@@ -1,0 +1,81 @@
+"""The `slimwheel` command line: a thin layer over the library, and its single error boundary.
+
+Each command lives in `slimwheel/commands/<name>.py` and exposes a click command called `command`; they are found
+here by module name, so adding a command never edits this file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import pkgutil
+import sys
+import traceback
+from collections.abc import Sequence
+
+import click
+
+import slimwheel
+import slimwheel.commands
+from slimwheel.errors import ExitCode, SlimwheelError
+
+log = logging.getLogger("slimwheel")
+
+
+class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(slimwheel.commands.__path__))
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        mod_name = name.replace("-", "_")
+        if mod_name not in {m.name for m in pkgutil.iter_modules(slimwheel.commands.__path__)}:
+            return None
+        mod = importlib.import_module(f"slimwheel.commands.{mod_name}")
+        return mod.command
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(slimwheel.__version__, "--version", prog_name="slimwheel")
+@click.option("-v", "--verbose", count=True, help="More detail: -v shows external commands, -vv debug output.")
+@click.option("-q", "--quiet", is_flag=True, help="Only errors and the final verdict.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
+    """Build, repair, check and explain slim, correct CUDA wheels.
+
+    \b
+    Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input, 4 an external tool failed,
+    10 over the size budget, 11 missing GPU coverage, 12 inconsistent dependencies, 13 several checks failed.
+    """
+    level = logging.WARNING if quiet else (logging.INFO if verbose == 0 else logging.DEBUG)
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
+    ctx.obj = {"verbose": verbose, "quiet": quiet}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status instead of exiting (testable)."""
+    try:
+        rv = cli.main(args=list(argv) if argv is not None else None, prog_name="slimwheel", standalone_mode=False)
+    except SlimwheelError as e:
+        click.echo(f"slimwheel: error: {e}", err=True)
+        return int(e.exit_code)
+    except click.exceptions.Abort:
+        click.echo("slimwheel: aborted", err=True)
+        return 130
+    except click.ClickException as e:
+        e.show()
+        return e.exit_code
+    except click.exceptions.Exit as e:
+        return e.exit_code
+    except KeyboardInterrupt:
+        click.echo("slimwheel: interrupted", err=True)
+        return 130
+    except Exception as e:  # the one place a bug is turned into a message
+        if logging.getLogger("slimwheel").isEnabledFor(logging.DEBUG):
+            traceback.print_exc()
+        click.echo(f"slimwheel: internal error: {type(e).__name__}: {e} (run with -vv for the traceback)", err=True)
+        return int(ExitCode.INTERNAL)
+    return rv if isinstance(rv, int) else 0
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,283 @@
+"""Configuration: `[tool.slimwheel]` in pyproject.toml, `SLIMWHEEL_*` environment variables, and CLI flags.
+
+One pure function, `resolve`, merges them with the precedence CLI > env > file > defaults and reports every problem
+at once. Each field carries its documentation; `json_schema()` is generated from the model and committed as
+`slimwheel/resources/slimwheel.schema.json` (a test fails when it drifts).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from slimwheel.errors import BadInputError, ConfigError
+from slimwheel.units import parse_size
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+ENV_PREFIX = "SLIMWHEEL_"
+
+COMPRESSION_MODES = ("auto", "none", "default", "size", "speed", "balance")
+LINK_MODES = ("dynamic", "static")
+
+
+def _doc(text: str, *, choices: tuple[str, ...] = (), kind: str = "string") -> dict[str, Any]:
+    return {"doc": text, "choices": choices, "kind": kind}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    """Everything a slimwheel run can be told. Keys in pyproject use dashes: `extra-sass`."""
+
+    cuda: str = field(
+        default="auto",
+        metadata=_doc(
+            'CUDA release to build with, e.g. "13.0" or "12.4". "auto" takes the toolkit found (CUDA_HOME, PATH) '
+            "or, if none, assembles CUDA 13.0 from PyPI wheels."
+        ),
+    )
+    toolkit: str = field(
+        default="",
+        metadata=_doc("Root of a CUDA toolkit to use (holding bin/nvcc). Empty: find one or assemble it."),
+    )
+    archs: str = field(
+        default="all",
+        metadata=_doc(
+            'GPUs the wheel must run on natively: "all" (every compute capability the toolkit can target), a range '
+            '"7.5-12.0", "8.0+", or a list "8.0,9.0". The plan picks the fewest SASS targets that serve them by '
+            "binary compatibility."
+        ),
+    )
+    targets: str = field(
+        default="",
+        metadata=_doc(
+            'Explicit targets instead of a plan, CMake style: "75-real;80-real;90" (90 = SASS and PTX). '
+            "Overrides archs, extra-sass and ptx."
+        ),
+    )
+    extra_sass: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            'Additional SASS targets for code tuned per minor version or arch-specific features: ["86", "90a"].',
+            kind="list",
+        ),
+    )
+    ptx: str = field(
+        default="newest",
+        metadata=_doc(
+            'PTX to embed: "newest" (for the highest SASS target, so newer GPUs JIT-compile it), "none", '
+            'or a list of compute capabilities "9.0,12.0".'
+        ),
+    )
+    exclude_integrated: bool = field(
+        default=True,
+        metadata=_doc(
+            "Leave out integrated GPUs (Jetson, Thor, GB10), which run aarch64 only; set false for aarch64 wheels.",
+            kind="bool",
+        ),
+    )
+    compression: str = field(
+        default="auto",
+        metadata=_doc(
+            'Fatbin compression: "auto" (size mode on CUDA >= 12.8, -Xfatbin=-compress-all before), "none", '
+            '"default", "size", "speed", "balance". Size and balance need newer drivers; the report says which.',
+            choices=COMPRESSION_MODES,
+        ),
+    )
+    link: str = field(
+        default="dynamic",
+        metadata=_doc(
+            '"dynamic": link the CUDA libraries of PyPI\'s nvidia-* wheels and require them; '
+            '"static": link nvprune\'d static libraries into the extension.',
+            choices=LINK_MODES,
+        ),
+    )
+    libraries: tuple[str, ...] = field(
+        default=("cudart", "cublas"),
+        metadata=_doc('CUDA components the extension links: ["cudart", "cublas"].', kind="list"),
+    )
+    budget: str = field(
+        default="60MiB",
+        metadata=_doc(
+            'Largest wheel allowed, e.g. "60MiB" (2**20-byte units; the historical PyPI limit), "100MB" (10**6).'
+        ),
+    )
+    require_arch: str = field(
+        default="",
+        metadata=_doc(
+            'Compute capabilities a wheel must serve (natively or by PTX JIT) to pass check, e.g. "7.5-12.0". '
+            "Empty: what the plan wants."
+        ),
+    )
+    loader: bool = field(
+        default=True,
+        metadata=_doc(
+            "Put slimwheel's run-time loader into repaired wheels (dynamic link mode), so the extension reuses "
+            "CUDA libraries already loaded (torch) and finds the nvidia-* wheels without LD_LIBRARY_PATH.",
+            kind="bool",
+        ),
+    )
+
+    @property
+    def budget_bytes(self) -> int:
+        return parse_size(self.budget, what="budget")
+
+
+def _key(name: str) -> str:
+    return name.replace("_", "-")
+
+
+FIELDS = {_key(f.name): f for f in fields(Config)}
+
+
+def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
+    f = FIELDS[key]
+    kind = f.metadata["kind"]
+    where = f"{origin}: {key}"
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            return value.lower() in ("1", "true", "yes", "on")
+        problems.append(f"{where}: expected true or false, got {value!r}")
+        return None
+    if kind == "list":
+        if isinstance(value, str):
+            value = [v for v in value.replace(";", ",").split(",") if v.strip()]
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(v.strip() for v in value)
+        problems.append(f"{where}: expected a list of strings, got {value!r}")
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        value = str(value)
+    if not isinstance(value, str):
+        problems.append(f"{where}: expected a string, got {value!r}")
+        return None
+    choices = f.metadata["choices"]
+    if choices and value not in choices:
+        problems.append(f"{where}: {value!r} is not one of {', '.join(choices)}")
+        return None
+    return value
+
+
+def _did_you_mean(key: str) -> str:
+    close = difflib.get_close_matches(key, list(FIELDS), n=1, cutoff=0.6)
+    return f' (did you mean "{close[0]}"?)' if close else ""
+
+
+def resolve(
+    file_table: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cli: Mapping[str, Any] | None = None,
+    *,
+    file_name: str = "pyproject.toml",
+) -> Config:
+    """Defaults <- [tool.slimwheel] <- SLIMWHEEL_* <- CLI flags (None means "not given"). Pure: env is passed in."""
+    problems: list[str] = []
+    values: dict[str, Any] = {}
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if file_table:
+        unknown = [k for k in file_table if k not in FIELDS]
+        for k in unknown:
+            problems.append(f"{file_name} [tool.slimwheel]: unknown key {k!r}{_did_you_mean(k)}")
+        layers.append((f"{file_name} [tool.slimwheel]", {k: v for k, v in file_table.items() if k in FIELDS}))
+    if env:
+        env_layer: dict[str, Any] = {}
+        for name, value in env.items():
+            if not name.startswith(ENV_PREFIX) or name in IGNORED_ENV:
+                continue
+            k = _key(name[len(ENV_PREFIX) :].lower())
+            if k in FIELDS:
+                env_layer[k] = value
+            else:
+                problems.append(f"environment: unknown variable {name}{_did_you_mean(k)}")
+        layers.append(("environment SLIMWHEEL_*", env_layer))
+    if cli:
+        layers.append(("command line", {_key(k): v for k, v in cli.items() if v is not None}))
+    for origin, layer in layers:
+        for k, v in layer.items():
+            c = _coerce(k, v, origin, problems)
+            if c is not None:
+                values[k.replace("-", "_")] = c
+    cfg = Config(**values)
+    try:
+        cfg.budget_bytes  # noqa: B018 - validates
+    except BadInputError as e:
+        problems.append(str(e))
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+# Variables slimwheel reads for other purposes (the runtime loader's opt-out, the cache folder), not config keys.
+IGNORED_ENV = frozenset({"SLIMWHEEL_USE_SYSTEM_CUDA", "SLIMWHEEL_CACHE", "SLIMWHEEL_VERBOSE"})
+
+
+def read_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the whole pyproject table, its [tool.slimwheel] table); a missing file or table gives empty tables."""
+    path = project_dir / "pyproject.toml"
+    if not path.is_file():
+        return {}, {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        raise BadInputError(f"{path}: not valid TOML: {e}") from None
+    table = data.get("tool", {}).get("slimwheel", {})
+    if not isinstance(table, dict):
+        raise BadInputError(f"{path}: [tool.slimwheel] must be a table")
+    return data, table
+
+
+def load(project_dir: Path | None, env: Mapping[str, str], cli: Mapping[str, Any]) -> Config:
+    table: dict[str, Any] = {}
+    name = "pyproject.toml"
+    if project_dir is not None:
+        _, table = read_pyproject(project_dir)
+        name = str(project_dir / "pyproject.toml")
+    return resolve(table, env, cli, file_name=name)
+
+
+def with_overrides(cfg: Config, **kw: Any) -> Config:
+    return replace(cfg, **kw)
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON schema of [tool.slimwheel], generated from the model (for validate-pyproject and editors)."""
+    props: dict[str, Any] = {}
+    for key, f in FIELDS.items():
+        kind = f.metadata["kind"]
+        p: dict[str, Any] = {"description": f.metadata["doc"]}
+        if kind == "bool":
+            p["type"] = "boolean"
+            p["default"] = f.default
+        elif kind == "list":
+            p["type"] = "array"
+            p["items"] = {"type": "string"}
+            p["default"] = list(f.default)
+        else:
+            p["type"] = "string"
+            p["default"] = f.default
+            if f.metadata["choices"]:
+                p["enum"] = list(f.metadata["choices"])
+        props[key] = p
+    return {
+        "$schema": "http://json-schema.org/draft-07/schema#",
+        "$id": "https://github.com/slimwheel/slimwheel/blob/main/slimwheel/resources/slimwheel.schema.json",
+        "title": "[tool.slimwheel]",
+        "description": "slimwheel's configuration in pyproject.toml",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": props,
+    }
+
+
+def schema_text() -> str:
+    return json.dumps(json_schema(), indent=2) + "\n"

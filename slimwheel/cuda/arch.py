@@ -1,0 +1,356 @@
+"""GPU compute capabilities, compilation targets, binary compatibility and the architecture plan.
+
+Facts encoded here (shared/cuda-facts.md, section 3):
+- SASS for X.Y runs on every GPU of the same major X with minor >= Y; `a` SASS only on exactly X.Y;
+  `f` SASS on the family (same major, minor >= Y).
+- PTX for compute_XY is JIT-compiled by the driver for any CC >= X.Y; `a`/`f` PTX keeps the SASS rule.
+- Integrated (Tegra/Jetson/Thor, GB10) GPUs are aarch64 systems: an x86_64 wheel can never run on them.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from slimwheel.errors import BadInputError
+
+
+@dataclass(frozen=True, order=True)
+class CC:
+    """A compute capability, e.g. CC(9, 0)."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @property
+    def sm(self) -> str:
+        """The number nvcc uses: 90, 100, 121."""
+        return f"{self.major}{self.minor}"
+
+    @classmethod
+    def parse(cls, text: str) -> CC:
+        """Accepts "9.0", "90", "sm_90", "compute_90", "120", "12.1"."""
+        t = str(text).strip().lower()
+        t = re.sub(r"^(sm_|compute_|lto_)", "", t)
+        m = re.fullmatch(r"(\d+)\.(\d)", t)
+        if m:
+            return cls(int(m.group(1)), int(m.group(2)))
+        m = re.fullmatch(r"(\d{2,3})", t)
+        if m:
+            n = m.group(1)
+            return cls(int(n[:-1]), int(n[-1]))
+        raise BadInputError(f"{text!r} is not a compute capability", hint="write e.g. 8.6, 86 or sm_86")
+
+
+@dataclass(frozen=True)
+class GpuGeneration:
+    cc: CC
+    name: str
+    integrated: bool = False  # Tegra / Jetson / Thor / GB10: aarch64 systems only
+
+
+# Every compute capability a shipped NVIDIA GPU has had, Maxwell on. 10.1 was Thor's number before CUDA 13
+# renamed it 11.0; it is kept out so that coverage tables do not count one product twice.
+GENERATIONS: tuple[GpuGeneration, ...] = (
+    GpuGeneration(CC(5, 0), "Maxwell (GTX 750)"),
+    GpuGeneration(CC(5, 2), "Maxwell (GTX 9xx, M40)"),
+    GpuGeneration(CC(5, 3), "Jetson Nano/TX1", integrated=True),
+    GpuGeneration(CC(6, 0), "Pascal (P100)"),
+    GpuGeneration(CC(6, 1), "Pascal (GTX 10xx, P40)"),
+    GpuGeneration(CC(6, 2), "Jetson TX2", integrated=True),
+    GpuGeneration(CC(7, 0), "Volta (V100)"),
+    GpuGeneration(CC(7, 2), "Jetson Xavier", integrated=True),
+    GpuGeneration(CC(7, 5), "Turing (T4, RTX 20xx)"),
+    GpuGeneration(CC(8, 0), "Ampere (A100)"),
+    GpuGeneration(CC(8, 6), "Ampere (A10, RTX 30xx)"),
+    GpuGeneration(CC(8, 7), "Jetson Orin", integrated=True),
+    GpuGeneration(CC(8, 9), "Ada (L4, L40, RTX 40xx)"),
+    GpuGeneration(CC(9, 0), "Hopper (H100, H200)"),
+    GpuGeneration(CC(10, 0), "Blackwell (B200, GB200)"),
+    GpuGeneration(CC(10, 3), "Blackwell Ultra (B300)"),
+    GpuGeneration(CC(11, 0), "Thor", integrated=True),
+    GpuGeneration(CC(12, 0), "Blackwell (RTX 50xx, RTX PRO)"),
+    GpuGeneration(CC(12, 1), "GB10 (DGX Spark)", integrated=True),
+)
+KNOWN_CCS: tuple[CC, ...] = tuple(g.cc for g in GENERATIONS)
+_BY_CC = {g.cc: g for g in GENERATIONS}
+
+
+def generation(cc: CC) -> GpuGeneration | None:
+    return _BY_CC.get(cc)
+
+
+class Kind(str, enum.Enum):
+    SASS = "sass"
+    PTX = "ptx"
+
+
+class Variant(str, enum.Enum):
+    """`a`: arch-specific (exactly this CC); `f`: family-specific (CUDA 12.9+)."""
+
+    PLAIN = ""
+    ARCH = "a"
+    FAMILY = "f"
+
+
+@dataclass(frozen=True, order=True)
+class Target:
+    """One compilation target: SASS (a cubin) or PTX for one compute capability."""
+
+    cc: CC
+    kind: Kind = Kind.SASS
+    variant: Variant = Variant.PLAIN
+
+    @property
+    def arch(self) -> str:
+        """nvcc's spelling: 90, 90a, 100f."""
+        return f"{self.cc.sm}{self.variant.value}"
+
+    def __str__(self) -> str:
+        return f"{'sm' if self.kind is Kind.SASS else 'compute'}_{self.arch}"
+
+    @property
+    def cmake(self) -> str:
+        """CMake CUDA_ARCHITECTURES spelling: 90-real (SASS) or 90-virtual (PTX)."""
+        return f"{self.arch}-{'real' if self.kind is Kind.SASS else 'virtual'}"
+
+    def runs_on(self, gpu: CC) -> bool:
+        if self.variant is Variant.ARCH:
+            return gpu == self.cc
+        if self.kind is Kind.PTX and self.variant is Variant.PLAIN:
+            return gpu >= self.cc
+        return gpu.major == self.cc.major and gpu.minor >= self.cc.minor
+
+    @classmethod
+    def parse(cls, text: str, *, kind: Kind | None = None) -> Target:
+        """Accepts sm_90, sm_90a, compute_90, 90, 90a, 100f, 9.0, 9.0a; `kind` overrides the prefix."""
+        t = str(text).strip().lower()
+        k = Kind.SASS
+        if t.startswith("compute_"):
+            k = Kind.PTX
+        variant = Variant.PLAIN
+        body = re.sub(r"^(sm_|compute_|lto_)", "", t)
+        if body[-1:] in ("a", "f"):
+            variant = Variant(body[-1])
+            body = body[:-1]
+        try:
+            cc = CC.parse(body)
+        except BadInputError:
+            raise BadInputError(
+                f"{text!r} is not a GPU target", hint="write e.g. sm_86, compute_120, 90a, 100f"
+            ) from None
+        return cls(cc, kind or k, variant)
+
+
+def served_by(gpu: CC, targets: Iterable[Target]) -> tuple[str, Target | None]:
+    """How a GPU runs a binary with these targets: ("sass", best cubin) | ("ptx", best PTX) | ("none", None).
+
+    The driver prefers a compatible cubin (the highest one), and JIT-compiles the highest compatible PTX otherwise.
+    """
+    ts = list(targets)
+    sass = [t for t in ts if t.kind is Kind.SASS and t.runs_on(gpu)]
+    if sass:
+        return "sass", max(sass, key=lambda t: (t.cc, t.variant is not Variant.PLAIN))
+    ptx = [t for t in ts if t.kind is Kind.PTX and t.runs_on(gpu)]
+    if ptx:
+        return "ptx", max(ptx, key=lambda t: t.cc)
+    return "none", None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Which CCs a set of targets serves, and how."""
+
+    native: tuple[CC, ...]
+    ptx_only: tuple[CC, ...]
+    none: tuple[CC, ...]
+
+    @classmethod
+    def of(cls, targets: Iterable[Target], ccs: Iterable[CC] = KNOWN_CCS) -> Coverage:
+        ts = list(targets)
+        out: dict[str, list[CC]] = {"sass": [], "ptx": [], "none": []}
+        for cc in ccs:
+            out[served_by(cc, ts)[0]].append(cc)
+        return cls(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"]))
+
+
+def parse_cc_set(spec: str | Sequence[str], *, supported: Sequence[CC] = KNOWN_CCS) -> tuple[CC, ...]:
+    """A coverage request -> the set of CCs it names.
+
+    Forms (comma separated, may be combined): "7.5-12.0" (every CC in `supported` in that range),
+    "7.5+" (that CC and up), "8.6" (one CC), "all" (every CC in `supported`).
+    """
+    items = spec if not isinstance(spec, str) else [s for s in re.split(r"[,;\s]+", spec) if s]
+    chosen: set[CC] = set()
+    for item in items:
+        it = item.strip().lower()
+        if it in ("all", "native", "all-supported"):
+            chosen.update(supported)
+            continue
+        if it.endswith("+"):
+            lo = CC.parse(it[:-1])
+            chosen.update(c for c in supported if c >= lo)
+            continue
+        m = re.fullmatch(r"([\d.]+)\s*-\s*([\d.]+)", it)
+        if m:
+            lo, hi = CC.parse(m.group(1)), CC.parse(m.group(2))
+            if lo > hi:
+                raise BadInputError(f"coverage range {item!r} runs backwards")
+            chosen.update(c for c in supported if lo <= c <= hi)
+            continue
+        chosen.add(CC.parse(it))
+    if not chosen:
+        raise BadInputError(f"coverage request {spec!r} names no compute capability this toolkit supports")
+    return tuple(sorted(chosen))
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One line of the plan's explanation."""
+
+    target: Target
+    serves: tuple[CC, ...]
+    why: str
+
+
+@dataclass(frozen=True)
+class ArchPlan:
+    """The targets to compile, and why each one is there."""
+
+    targets: tuple[Target, ...]
+    wanted: tuple[CC, ...]
+    steps: tuple[PlanStep, ...] = field(default=())
+    skipped: tuple[tuple[CC, str], ...] = field(default=())
+
+    @property
+    def sass(self) -> tuple[Target, ...]:
+        return tuple(t for t in self.targets if t.kind is Kind.SASS)
+
+    @property
+    def ptx(self) -> tuple[Target, ...]:
+        return tuple(t for t in self.targets if t.kind is Kind.PTX)
+
+    @property
+    def cmake_architectures(self) -> str:
+        """For CMAKE_CUDA_ARCHITECTURES: SASS as N-real; the PTX target as plain N when SASS N exists too."""
+        sass = {t.arch for t in self.sass}
+        parts = [t.cmake for t in self.sass if t.arch not in {p.arch for p in self.ptx}]
+        for p in self.ptx:
+            parts.append(p.arch if p.arch in sass else p.cmake)
+        return ";".join(parts)
+
+    @property
+    def nvcc_gencode(self) -> tuple[str, ...]:
+        flags = []
+        for t in self.targets:
+            code = f"sm_{t.arch}" if t.kind is Kind.SASS else f"compute_{t.arch}"
+            flags.append(f"-gencode=arch=compute_{t.arch},code={code}")
+        return tuple(flags)
+
+    @property
+    def coverage(self) -> Coverage:
+        return Coverage.of(self.targets)
+
+
+def plan(
+    wanted: Iterable[CC],
+    *,
+    supported: Sequence[CC],
+    extra_sass: Iterable[Target] = (),
+    ptx: str = "newest",
+    exclude_integrated: bool = True,
+) -> ArchPlan:
+    """The fewest SASS targets that serve every wanted CC natively, plus PTX.
+
+    Within one major, SASS for the lowest wanted minor serves every higher minor (binary compatibility), so one cubin
+    per major is enough; this is the minimum, since no cubin crosses a major. `extra_sass` adds tuned cubins (e.g. 8.6
+    next to 8.0, or 90a); `ptx` is "newest" (PTX of the highest SASS target, which the driver JIT-compiles for GPUs newer
+    than any cubin), "none", or a comma list of CCs.
+    """
+    supported_set = set(supported)
+    skipped: list[tuple[CC, str]] = []
+    want: list[CC] = []
+    for cc in sorted(set(wanted)):
+        gen = generation(cc)
+        if cc not in supported_set:
+            skipped.append((cc, "the toolkit cannot target it"))
+        elif exclude_integrated and gen is not None and gen.integrated:
+            skipped.append((cc, f"{gen.name} is an integrated aarch64 GPU; an x86_64 wheel never runs there"))
+        else:
+            want.append(cc)
+    if not want:
+        raise BadInputError(
+            "the coverage request leaves no compute capability to build for",
+            hint="supported by this toolkit: " + ", ".join(str(c) for c in sorted(supported_set)),
+        )
+    steps: list[PlanStep] = []
+    targets: list[Target] = []
+    majors = sorted({c.major for c in want})
+    for major in majors:
+        in_major = [c for c in want if c.major == major]
+        t = Target(in_major[0], Kind.SASS)
+        targets.append(t)
+        others = tuple(c for c in in_major if c != t.cc)
+        why = f"lowest wanted {major}.x" + (f"; binary-compatible with {', '.join(map(str, others))}" if others else "")
+        steps.append(PlanStep(t, tuple(in_major), why))
+    for extra in extra_sass:
+        if extra.kind is not Kind.SASS:
+            raise BadInputError(f"extra SASS target {extra} is PTX")
+        if extra.cc not in supported_set:
+            raise BadInputError(
+                f"extra SASS target {extra} is beyond this toolkit",
+                hint="supported: " + ", ".join(str(c) for c in sorted(supported_set)),
+            )
+        if extra not in targets:
+            targets.append(extra)
+            served = tuple(c for c in want if extra.runs_on(c))
+            steps.append(PlanStep(extra, served, "requested: code tuned for this CC"))
+    if ptx == "newest":
+        top = max((t for t in targets if t.variant is Variant.PLAIN), key=lambda t: t.cc)
+        p = Target(top.cc, Kind.PTX)
+        targets.append(p)
+        steps.append(PlanStep(p, (), f"PTX of the newest target, JIT-compiled by drivers on GPUs newer than {top.cc}"))
+    elif ptx not in ("none", ""):
+        for cc in parse_cc_set(ptx, supported=supported):
+            p = Target(cc, Kind.PTX)
+            if p not in targets:
+                targets.append(p)
+                steps.append(PlanStep(p, (), "requested PTX"))
+    targets.sort(key=lambda t: (t.kind is Kind.PTX, t.cc, t.variant.value))
+    return ArchPlan(tuple(targets), tuple(want), tuple(steps), tuple(skipped))
+
+
+def parse_targets(spec: str | Sequence[str]) -> tuple[Target, ...]:
+    """An explicit target list: "75-real;80-real;90" (CMake style), "sm_80,compute_90", "80 90a"."""
+    items = spec if not isinstance(spec, str) else [s for s in re.split(r"[,;\s]+", spec) if s]
+    out: list[Target] = []
+    for item in items:
+        it = item.strip().lower()
+        if it.endswith("-real"):
+            out.append(Target.parse(it[:-5], kind=Kind.SASS))
+        elif it.endswith("-virtual"):
+            out.append(Target.parse(it[:-8], kind=Kind.PTX))
+        elif it.startswith(("sm_", "compute_")):
+            out.append(Target.parse(it))
+        else:  # CMake: a bare number means SASS and PTX
+            t = Target.parse(it, kind=Kind.SASS)
+            out.extend([t, Target(t.cc, Kind.PTX, t.variant)])
+    return tuple(dict.fromkeys(out))
+
+
+def explicit_plan(spec: str | Sequence[str], *, supported: Sequence[CC]) -> ArchPlan:
+    targets = parse_targets(spec)
+    beyond = [t for t in targets if t.cc not in set(supported)]
+    if beyond:
+        raise BadInputError(
+            "targets beyond this toolkit: " + ", ".join(map(str, beyond)),
+            hint="supported: " + ", ".join(str(c) for c in sorted(set(supported))),
+        )
+    steps = tuple(PlanStep(t, (), "listed explicitly") for t in targets)
+    wanted = tuple(sorted({c for c in KNOWN_CCS for t in targets if t.runs_on(c)}))
+    return ArchPlan(tuple(sorted(targets, key=lambda t: (t.kind is Kind.PTX, t.cc))), wanted, steps)

@@ -1,0 +1,90 @@
+"""Facts per CUDA release: which compute capabilities nvcc can target, and which driver a binary needs.
+
+`nvcc --list-gpu-arch` is the truth for an installed toolkit (slimwheel.toolkit asks it); this table answers when only
+a wheel is at hand (size-report, check) and for plans made before a toolkit exists.
+Sources: the CUDA toolkit release notes' driver table; nvcc 13.0 measured (shared/cuda-facts.md, section 3).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slimwheel.cuda.arch import CC
+
+
+@dataclass(frozen=True, order=True)
+class CudaVersion:
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+    @classmethod
+    def parse(cls, text: str) -> CudaVersion:
+        from slimwheel.errors import BadInputError
+
+        parts = str(text).strip().split(".")
+        try:
+            return cls(int(parts[0]), int(parts[1]) if len(parts) > 1 else 0)
+        except (ValueError, IndexError):
+            raise BadInputError(f"{text!r} is not a CUDA version", hint="write e.g. 13.0 or 12.4") from None
+
+
+def _ccs(*nums: int) -> tuple[CC, ...]:
+    return tuple(CC.parse(str(n)) for n in nums)
+
+
+# nvcc --list-gpu-arch per release (the compute_XY it accepts, without a/f variants).
+SUPPORTED_ARCHS: dict[tuple[int, int], tuple[CC, ...]] = {
+    (11, 8): _ccs(35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90),
+    (12, 0): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90),
+    (12, 4): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90),
+    (12, 8): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 120),
+    (12, 9): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121),
+    (13, 0): _ccs(75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
+}
+
+# Minimum Linux driver that runs code built by this release with no compatibility package. Within a major, minor
+# version compatibility lets SASS run on the major's first driver, but PTX JIT needs the release's own driver.
+RELEASE_DRIVER: dict[tuple[int, int], str] = {
+    (11, 8): "520.61.05",
+    (12, 0): "525.60.13",
+    (12, 1): "530.30.02",
+    (12, 2): "535.54.03",
+    (12, 3): "545.23.06",
+    (12, 4): "550.54.14",
+    (12, 5): "555.42.02",
+    (12, 6): "560.28.03",
+    (12, 8): "570.26",
+    (12, 9): "575.51.03",
+    (13, 0): "580.65.06",
+}
+MAJOR_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+# Fatbins compressed in `size`/`balance` mode (CUDA 12.8+) need this driver on CUDA 12 (rapids-cmake's docstring).
+SIZE_COMPRESSION_DRIVER_CUDA12 = "550.54.14"
+
+# PTX ISA version -> the CUDA release that introduced it (PTX ISA release notes).
+PTX_ISA_RELEASE: dict[tuple[int, int], tuple[int, int]] = {
+    (7, 0): (11, 0), (7, 1): (11, 1), (7, 2): (11, 2), (7, 3): (11, 3), (7, 4): (11, 4), (7, 5): (11, 5),
+    (7, 6): (11, 6), (7, 7): (11, 7), (7, 8): (11, 8), (8, 0): (12, 0), (8, 1): (12, 1), (8, 2): (12, 2),
+    (8, 3): (12, 3), (8, 4): (12, 4), (8, 5): (12, 5), (8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9),
+    (9, 0): (13, 0), (9, 1): (13, 1), (9, 2): (13, 2),
+}  # fmt: skip
+
+
+def supported_archs(version: CudaVersion) -> tuple[CC, ...]:
+    """The table entry for this release, or for the closest earlier one of the same major."""
+    keys = sorted(k for k in SUPPORTED_ARCHS if k[0] == version.major and k <= (version.major, version.minor))
+    if not keys:
+        keys = sorted(k for k in SUPPORTED_ARCHS if k[0] == version.major)
+    if not keys:
+        from slimwheel.errors import BadInputError
+
+        raise BadInputError(f"CUDA {version} is not a release slimwheel knows", hint="supported majors: 11, 12, 13")
+    return SUPPORTED_ARCHS[keys[-1]]
+
+
+def driver_for_release(version: CudaVersion) -> str | None:
+    keys = sorted(k for k in RELEASE_DRIVER if k <= (version.major, version.minor) and k[0] == version.major)
+    return RELEASE_DRIVER[keys[-1]] if keys else MAJOR_DRIVER.get(version.major)

@@ -1,0 +1,39 @@
+"""File output that never leaves half-written files: write to a temp file beside the target, then os.replace."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+
+@contextlib.contextmanager
+def atomic_path(target: Path) -> Iterator[Path]:
+    """Yields a temporary path in target's folder; on success it replaces target, on error it is removed."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, target)
+    finally:
+        if tmp_path.exists():
+            tmp_path.unlink()
+
+
+def write_text_atomic(target: Path, text: str) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def cache_dir(env: dict[str, str] | None = None) -> Path:
+    """SLIMWHEEL_CACHE, else $XDG_CACHE_HOME/slimwheel, else ~/.cache/slimwheel."""
+    e = os.environ if env is None else env
+    if e.get("SLIMWHEEL_CACHE"):
+        return Path(e["SLIMWHEEL_CACHE"])
+    base = e.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "slimwheel"

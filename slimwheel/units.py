@@ -1,0 +1,59 @@
+"""Byte sizes: parse "60MiB" / "100MB" / "12345", and format with an explicit unit.
+
+MB = 10**6 bytes, MiB = 2**20 bytes (pydistcheck's convention, stated in every report).
+"""
+
+from __future__ import annotations
+
+import re
+
+from slimwheel.errors import BadInputError
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "kib": 2**10,
+    "mib": 2**20,
+    "gib": 2**30,
+    "k": 2**10,
+    "m": 2**20,
+    "g": 2**30,
+}
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_size(text: str | int, *, what: str = "size") -> int:
+    """Bytes from "60MiB", "100 MB", "1.5GiB", "4096". Bare K/M/G are binary (pydistcheck's rule)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        if text < 0:
+            raise BadInputError(f"{what}: {text} is negative")
+        return text
+    m = _SIZE_RE.match(str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        raise BadInputError(
+            f"{what}: cannot read {text!r} as a size",
+            hint="write e.g. 60MiB (2**20 bytes each), 100MB (10**6 bytes each) or a byte count",
+        )
+    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+def mb(n: int) -> str:
+    return f"{n / 10**6:.2f} MB"
+
+
+def human(n: int) -> str:
+    """Short binary-unit form for tables: 512 B, 3.4 KiB, 12.30 MiB, 1.20 GiB."""
+    if n < 1024:
+        return f"{n} B"
+    if n < 2**20:
+        return f"{n / 1024:.1f} KiB"
+    if n < 2**30:
+        return f"{n / 2**20:.2f} MiB"
+    return f"{n / 2**30:.2f} GiB"
