@@ -1,0 +1,41 @@
+"""Shared fixtures.
+
+- Unit tests (tests/unit) may not start subprocesses: they stay fast and pure.
+- Integration tests get real tools through session fixtures that set them up once (cached across runs).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _no_subprocess_in_unit_tests(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    if "tests/unit" not in str(request.path).replace("\\", "/"):
+        return
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"unit tests may not start subprocesses: {args[:1]}")
+
+    monkeypatch.setattr(subprocess, "Popen", forbidden)
+    monkeypatch.setattr(subprocess, "run", forbidden)
+    monkeypatch.setattr(subprocess, "check_output", forbidden)
+    monkeypatch.setattr(subprocess, "check_call", forbidden)
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO
+
+
+@pytest.fixture(scope="session")
+def toolkit13():
+    """A CUDA 13.0 toolkit: assembled from PyPI wheels into the slimwheel cache (or found), verified."""
+    from slimwheel.toolkit import ensure_toolkit
+
+    return ensure_toolkit("13.0")
