@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import logging
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -22,6 +23,8 @@ if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
     import tomli as tomllib
+
+log = logging.getLogger("slimwheel.config")
 
 ENV_PREFIX = "SLIMWHEEL_"
 
@@ -197,8 +200,11 @@ def resolve(
             k = _key(name[len(ENV_PREFIX) :].lower())
             if k in FIELDS:
                 env_layer[k] = value
+            elif hint := _did_you_mean(k):
+                problems.append(f"environment: unknown variable {name}{hint}")
             else:
-                problems.append(f"environment: unknown variable {name}{_did_you_mean(k)}")
+                # Other tools share the prefix (SlimWheel.cmake's SLIMWHEEL_CUDA_ARCHITECTURES): not a typo of ours.
+                log.debug("ignoring environment variable %s: not a slimwheel setting", name)
         layers.append(("environment SLIMWHEEL_*", env_layer))
     if cli:
         layers.append(("command line", {_key(k): v for k, v in cli.items() if v is not None}))

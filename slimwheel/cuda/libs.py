@@ -35,7 +35,15 @@ def _cu13(component: str, soname: str, package: str, after: tuple[str, ...] = ()
     return RuntimeLib(component, 13, soname, package, "nvidia/cu13/lib", "nvidia.cu13", after)
 
 
+def _cu11(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = ()) -> RuntimeLib:
+    return RuntimeLib(component, 11, soname, package, f"nvidia/{pkgdir}/lib", f"nvidia.{pkgdir}", after)
+
+
 RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
+    # CUDA 11.8 (SONAMEs read from Debian 12's CUDA 11.8 libraries; the -cu11 wheels use the cu12 layout).
+    _cu11("cudart", "libcudart.so.11.0", "nvidia-cuda-runtime-cu11", "cuda_runtime"),
+    _cu11("cublasLt", "libcublasLt.so.11", "nvidia-cublas-cu11", "cublas", ("cudart",)),
+    _cu11("cublas", "libcublas.so.11", "nvidia-cublas-cu11", "cublas", ("cudart", "cublasLt")),
     _cu12("cudart", "libcudart.so.12", "nvidia-cuda-runtime-cu12", "cuda_runtime"),
     _cu12("nvJitLink", "libnvJitLink.so.12", "nvidia-nvjitlink-cu12", "nvjitlink", ("cudart",)),
     _cu12("cublasLt", "libcublasLt.so.12", "nvidia-cublas-cu12", "cublas", ("cudart",)),

@@ -1,0 +1,326 @@
+"""`slimwheel build` as a library: plan -> toolkit -> [prune] -> PEP 517 build -> repair -> inspect + check -> report.
+
+Each phase is a plain call into the module that owns it (toolkit, plan, prune, repair, inspect, check); this module
+only wires them, times them, and tells a `progress` callback about each one. It never prints. The wheel is built with
+pypa/build (`python -m build --wheel`, isolated) and scikit-build-core, which receives the plan as
+`-C cmake.define.SLIMWHEEL_*=...`, plus the toolkit's nvcc and root and the folder of slimwheel's CMake package (so
+`find_package(slimwheel)` works even though slimwheel is not installed in the isolated build environment).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import slimwheel
+from slimwheel.config import Config
+from slimwheel.errors import BadInputError, ToolError
+from slimwheel.fsutil import cache_dir, write_text_atomic
+from slimwheel.plan import BuildPlan, make_plan, make_plan_for_release, plan_to_json
+from slimwheel.toolkit import DEFAULT_CUDA, ensure_toolkit, find_toolkit, parse_request, toolkit_to_json
+from slimwheel.toolkit.model import Toolkit
+
+if TYPE_CHECKING:  # the repair and inspect areas are imported when a build runs, not when slimwheel starts
+    from slimwheel.check import Verdict
+    from slimwheel.inspect.report import WheelReport
+    from slimwheel.repair import RepairResult
+
+log = logging.getLogger(__name__)
+
+REPORT_SCHEMA = 1
+CMAKE_PACKAGE_DIR = Path(slimwheel.__file__).resolve().parent / "cmake"
+
+
+@dataclass(frozen=True)
+class PhaseEvent:
+    """What the progress callback hears: a phase starts, or ends after `seconds` with a one-line `detail`."""
+
+    phase: str
+    state: str  # "start" | "done"
+    seconds: float | None = None
+    detail: str = ""
+
+
+Progress = Callable[[PhaseEvent], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildSetup:
+    """Everything decided before compiling: what --dry-run shows."""
+
+    project_dir: Path
+    plan: BuildPlan
+    toolkit: Toolkit | None  # None only in a dry run when the toolkit is not assembled yet
+    toolkit_note: str
+    command: tuple[str, ...]
+    env: dict[str, str]  # added to the environment of the build
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildResult:
+    wheel: Path
+    report_json: Path
+    phases: dict[str, float]
+    setup: BuildSetup
+    verdict: Verdict
+    report: WheelReport
+    repair: RepairResult
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _Phases:
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.times: dict[str, float] = {}
+        self.details: dict[str, str] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[dict[str, str]]:
+        box: dict[str, str] = {"detail": ""}
+        if self.progress:
+            self.progress(PhaseEvent(name, "start"))
+        t0 = time.monotonic()
+        yield box
+        secs = time.monotonic() - t0
+        self.times[name] = round(secs, 2)
+        self.details[name] = box["detail"]
+        log.debug("phase %s: %.1f s %s", name, secs, box["detail"])
+        if self.progress:
+            self.progress(PhaseEvent(name, "done", secs, box["detail"]))
+
+
+def check_project(project_dir: Path) -> Path:
+    project_dir = Path(project_dir).absolute()
+    if not (project_dir / "pyproject.toml").is_file():
+        raise BadInputError(
+            f"{project_dir}: no pyproject.toml; slimwheel builds PEP 517 projects",
+            hint="point it at the folder with pyproject.toml (scikit-build-core as the build backend)",
+        )
+    return project_dir
+
+
+def config_settings(
+    plan: BuildPlan, toolkit: Toolkit | None, *, static_libdir: Path | None = None, build_dir: Path | None = None
+) -> list[str]:
+    """The `-C` settings for scikit-build-core: the plan's SLIMWHEEL_* variables, the toolkit, the CMake package,
+    and the build folder (slimwheel's own, so a build never shares CMake state with another build of the project)."""
+    defines = dict(plan.cmake_defines)
+    if static_libdir is not None:
+        defines["SLIMWHEEL_STATIC_LIBDIR"] = str(static_libdir)
+    if toolkit is not None:
+        defines["CMAKE_CUDA_COMPILER"] = str(toolkit.nvcc)
+        defines["CUDAToolkit_ROOT"] = str(toolkit.root)
+        if toolkit.host_compiler is not None:
+            defines["CMAKE_CUDA_HOST_COMPILER"] = str(toolkit.host_compiler)
+    defines["slimwheel_DIR"] = str(CMAKE_PACKAGE_DIR)
+    settings = [f"cmake.define.{k}={v}" for k, v in defines.items()]
+    if build_dir is not None:
+        settings.append(f"build-dir={build_dir}")
+    return settings
+
+
+def build_command(
+    project_dir: Path, outdir: Path, settings: list[str], *, isolation: bool = True, python: str | None = None
+) -> tuple[str, ...]:
+    cmd = [python or sys.executable, "-m", "build", "--wheel", "--outdir", str(outdir)]
+    if not isolation:
+        cmd.append("--no-isolation")
+    cmd += [f"-C{s}" for s in settings]
+    cmd.append(str(project_dir))
+    return tuple(cmd)
+
+
+def preliminary_plan(cfg: Config, env: Mapping[str, str]) -> tuple[BuildPlan, Toolkit | None]:
+    """A plan from what is already here (no download): catches bad settings before a toolkit is assembled."""
+    root = Path(cfg.toolkit) if cfg.toolkit else None
+    tk = find_toolkit(cfg.cuda, root=root, env=env)
+    if tk is not None:
+        return make_plan(cfg, tk), tk
+    return make_plan_for_release(cfg, parse_request(cfg.cuda) or DEFAULT_CUDA), None
+
+
+def prepare(
+    project_dir: Path,
+    cfg: Config,
+    *,
+    env: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+    isolation: bool = True,
+    wheel_dir: Path | None = None,
+    build_dir: Path | None = None,
+    phases: _Phases | None = None,
+) -> BuildSetup:
+    """Plan, toolkit, (static) prune, and the build command. A dry run finds but never assembles a toolkit."""
+    e = dict(os.environ if env is None else env)
+    ph = phases or _Phases(None)
+    project_dir = check_project(project_dir)
+    with ph.phase("plan") as box:
+        plan, found = preliminary_plan(cfg, e)
+        box["detail"] = f"CUDA {plan.cuda}: {plan.arch.cmake_architectures}, compression {plan.compression}"
+    if dry_run:
+        tk = found
+        if tk is None:
+            version = parse_request(cfg.cuda) or DEFAULT_CUDA
+            note = (
+                f"no CUDA {version} toolkit here yet; a build would assemble it in "
+                f"{cache_dir(e) / 'toolkits' / f'cuda-{version}'}"
+            )
+        else:
+            note = f"CUDA {tk.version} ({tk.source}) at {tk.root}"
+    else:
+        with ph.phase("toolkit") as box:
+            tk = ensure_toolkit(cfg.cuda, root=Path(cfg.toolkit) if cfg.toolkit else None, env=e)
+            note = f"CUDA {tk.version} ({tk.source}) at {tk.root}"
+            box["detail"] = note
+        plan = make_plan(cfg, tk)  # the toolkit's own target list decides
+    static_libdir = None
+    if plan.link == "static" and not dry_run and tk is not None:
+        with ph.phase("prune") as box:
+            try:
+                from slimwheel.prune import prune_libraries
+            except ImportError as err:
+                raise ToolError(f"static linking needs slimwheel.prune, which is not available ({err})") from None
+            pruned = prune_libraries(tk, plan.arch.targets, plan.components, cache=cache_dir(e))
+            static_libdir = pruned.libdir
+            n = len(plan.arch.targets)
+            box["detail"] = f"{len(pruned.libs)} libraries pruned to {n} targets in {pruned.libdir}"
+    outdir = wheel_dir or Path("<temporary folder>")
+    settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir)
+    cmd = build_command(project_dir, outdir, settings, isolation=isolation)
+    return BuildSetup(
+        project_dir=project_dir,
+        plan=plan,
+        toolkit=tk,
+        toolkit_note=note,
+        command=cmd,
+        env=dict(tk.env) if tk is not None else {},
+    )
+
+
+def _run_build(setup: BuildSetup, log_path: Path) -> None:
+    env = dict(os.environ)
+    env.update(setup.env)
+    log.debug("$ %s", shlex.join(setup.command))  # -v shows external commands; the report keeps it too
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "w", encoding="utf-8") as fh:
+        fh.write(f"$ {shlex.join(setup.command)}\n")
+        fh.flush()
+        proc = subprocess.run(setup.command, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
+        raise ToolError(
+            f"building {setup.project_dir} failed (exit {proc.returncode}); the whole log is {log_path}:\n{tail}"
+        )
+
+
+def _report_path(wheel: Path) -> Path:
+    return wheel.with_name(wheel.name.removesuffix(".whl") + ".slimwheel.json")
+
+
+def build_project(
+    project_dir: Path,
+    cfg: Config,
+    *,
+    out_dir: Path,
+    progress: Progress | None = None,
+    env: Mapping[str, str] | None = None,
+    isolation: bool = True,
+    build_dir: Path | None = None,
+) -> BuildResult:
+    """Build, repair, inspect and check one project; write `<wheel>.slimwheel.json` beside the repaired wheel.
+
+    The verdict of the checks is in the result (and the report); the caller decides the exit status
+    (slimwheel.check.raise_for). Errors: BadInputError for bad settings, ToolError when a tool fails.
+    `build_dir`: CMake's build folder, kept for incremental rebuilds; default a fresh temporary one (a clean build
+    that shares nothing with the project's own build-dir or a concurrent build).
+    """
+    from slimwheel.check import check_wheel, make_policy, verdict_to_json
+    from slimwheel.inspect.report import inspect_wheel, report_to_json
+    from slimwheel.repair import repair_wheel
+
+    e = dict(os.environ if env is None else env)
+    out_dir = Path(out_dir).absolute()
+    ph = _Phases(progress)
+    t_start = time.monotonic()
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    with tempfile.TemporaryDirectory(prefix="slimwheel-build-") as tmp_s:
+        raw_dir = Path(tmp_s) / "dist"
+        bdir = Path(build_dir).absolute() if build_dir is not None else Path(tmp_s) / "build"
+        setup = prepare(project_dir, cfg, env=e, isolation=isolation, wheel_dir=raw_dir, build_dir=bdir, phases=ph)
+        tk = setup.toolkit
+        assert tk is not None  # not a dry run
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        log_path = cache_dir(e) / "logs" / f"build-{setup.project_dir.name}-{stamp}.log"
+        with ph.phase("build") as box:
+            _run_build(setup, log_path)
+            wheels = sorted(raw_dir.glob("*.whl"))
+            if len(wheels) != 1:
+                raise ToolError(f"building {setup.project_dir} made {len(wheels)} wheels, expected one ({log_path})")
+            raw = wheels[0]
+            box["detail"] = f"{raw.name} ({raw.stat().st_size / 2**20:.2f} MiB before repair)"
+        with ph.phase("repair") as box:
+            versions = (toolkit_to_json(tk, env=e).get("packages") or None) if tk.source == "pypi" else None
+            out_dir.mkdir(parents=True, exist_ok=True)
+            repaired = repair_wheel(raw, out_dir, cuda=tk.version, loader=cfg.loader, versions=versions)
+            box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
+        with ph.phase("check") as box:
+            report = inspect_wheel(repaired.wheel)
+            require = cfg.require_arch or ",".join(str(c) for c in setup.plan.arch.wanted)
+            policy = make_policy(report, budget=cfg.budget, require_arch=require)
+            verdict = check_wheel(report, policy)
+            box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
+    report_json = _report_path(repaired.wheel)
+    with ph.phase("report") as box:
+        data = {
+            "schema": REPORT_SCHEMA,
+            "slimwheel": slimwheel.__version__,
+            "started": started,
+            "project": str(setup.project_dir),
+            "wheel": str(repaired.wheel),
+            "ok": verdict.ok,
+            "config": _config_json(cfg),
+            "plan": plan_to_json(setup.plan),
+            "toolkit": toolkit_to_json(tk, env=e),
+            "build_command": list(setup.command),
+            "build_log": str(log_path),
+            "repair": {
+                "excluded": list(repaired.excluded),
+                "requires": list(repaired.requires),
+                "bundled": list(repaired.bundled),
+            },
+            "report": report_to_json(report),
+            "check": verdict_to_json(verdict),
+            "phases": dict(ph.times),
+        }
+        data["phases"]["total"] = round(time.monotonic() - t_start, 2)
+        write_text_atomic(report_json, json.dumps(data, indent=2) + "\n")
+        report_json.chmod(0o644)  # a CI artifact: mkstemp's private mode would hide it from other users
+        box["detail"] = str(report_json)
+    phases = dict(ph.times)
+    phases["total"] = round(time.monotonic() - t_start, 2)
+    return BuildResult(
+        wheel=repaired.wheel,
+        report_json=report_json,
+        phases=phases,
+        setup=setup,
+        verdict=verdict,
+        report=report,
+        repair=repaired,
+        extra={"details": dict(ph.details), "log": str(log_path)},
+    )
+
+
+def _config_json(cfg: Config) -> dict[str, Any]:
+    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}

@@ -1,0 +1,281 @@
+"""Checks on a wheel report: size budget, required GPU coverage, and that every needed library is accounted for.
+
+Pure functions over a `WheelReport`; the CLI turns verdicts into output and an exit code (`raise_for`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib.resources
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.arch import CC, generation, parse_cc_set
+from slimwheel.cuda.versions import CudaVersion, supported_archs
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.inspect.report import WheelReport, gap_text, module_coverage
+from slimwheel.units import mb, mib, parse_size
+
+DEFAULT_BUDGET = "60MiB"
+# The dynamic loader is part of glibc; some libraries name it in DT_NEEDED (for __tls_get_addr) and every
+# manylinux system has it, though auditwheel's whitelist does not list it.
+_LOADERS = ("ld-linux*.so.*", "ld64.so.*", "ld-musl-*.so.1")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckPolicy:
+    budget_bytes: int = 60 * 2**20
+    require: tuple[CC, ...] = ()
+    require_spec: str = ""  # as the user wrote it ("7.5-12.0", "toolkit"), for messages
+    left_out: tuple[CC, ...] = ()  # integrated aarch64 GPUs dropped from the request for an x86_64 wheel
+    dependencies: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class Failure:
+    kind: str  # "budget" | "coverage" | "dependencies"
+    message: str
+    exit_code: ExitCode
+
+
+@dataclass(frozen=True, kw_only=True)
+class Verdict:
+    wheel: str
+    ok: bool
+    failures: tuple[Failure, ...]
+    notes: tuple[str, ...] = field(default=())
+
+
+def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[CC, ...]]:
+    """(required, left out) for `--require-arch`: a CC set ("7.5-12.0", "8.0+", "9.0") or "toolkit": every CC the
+    wheel's CUDA major can target (the newest release of that major slimwheel knows). Integrated GPUs (Jetson, Thor,
+    GB10) are aarch64 systems, so they are left out for x86_64 wheels."""
+    spec = spec.strip()
+    if not spec:
+        return (), ()
+    if spec.lower() == "toolkit":
+        if report.cuda_major is None:
+            raise BadInputError(
+                f"{report.path}: --require-arch toolkit: cannot tell the wheel's CUDA major",
+                hint="give the compute capabilities instead, e.g. --require-arch 7.5-12.0",
+            )
+        # Numbers nvcc accepts that no product we know of has (10.1, renamed 11.0) are left out.
+        ccs = tuple(cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if generation(cc) is not None)
+    else:
+        ccs = parse_cc_set(spec)
+    if not report.is_x86_64:
+        return ccs, ()
+    keep = tuple(cc for cc in ccs if not ((g := generation(cc)) and g.integrated))
+    return keep, tuple(cc for cc in ccs if cc not in keep)
+
+
+def make_policy(
+    report: WheelReport, *, budget: str | int = DEFAULT_BUDGET, require_arch: str = "", dependencies: bool = True
+) -> CheckPolicy:
+    require, left_out = required_ccs(require_arch, report)
+    return CheckPolicy(
+        budget_bytes=parse_size(budget, what="budget"),
+        require=require,
+        require_spec=require_arch,
+        left_out=left_out,
+        dependencies=dependencies,
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _policies() -> tuple[dict[str, Any], ...]:
+    text = importlib.resources.files("auditwheel.policy").joinpath("manylinux-policy.json").read_text("utf-8")
+    return tuple(json.loads(text))
+
+
+def manylinux_whitelist(report: WheelReport) -> tuple[str, tuple[str, ...], str | None]:
+    """(policy name, lib_whitelist, note) for the wheel's platform tags, from auditwheel's policy JSON.
+
+    Several manylinux tags: the oldest (most restrictive) one applies, because pip may install the wheel there.
+    """
+    policies = [p for p in _policies() if p["priority"] > 0]
+    by_name: dict[str, dict[str, Any]] = {}
+    for p in policies:
+        by_name[p["name"]] = p
+        for alias in p.get("aliases", []):
+            by_name[alias] = p
+    matched = []
+    for plat in report.platforms:
+        m = re.fullmatch(r"(manylinux\w*?)_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)", plat)
+        if m and m.group(1) in by_name:
+            matched.append(by_name[m.group(1)])
+    if matched:
+        p = max(matched, key=lambda p: p["priority"])
+        return p["name"], tuple(p["lib_whitelist"]), None
+    newest = min(policies, key=lambda p: p["priority"])
+    return (
+        newest["name"],
+        tuple(newest["lib_whitelist"]),
+        f"no manylinux platform tag ({', '.join(report.platforms) or 'none'}): system libraries were checked "
+        f"against {newest['name']}'s list",
+    )
+
+
+def _required_packages(report: WheelReport) -> tuple[dict[str, Requirement], list[str]]:
+    reqs: dict[str, Requirement] = {}
+    notes: list[str] = []
+    for r in report.requires_dist:
+        try:
+            req = Requirement(r)
+        except InvalidRequirement:
+            notes.append(f"Requires-Dist {r!r} cannot be parsed")
+            continue
+        if req.marker is not None and "extra" in str(req.marker):
+            continue  # only installed on request: does not make a library available
+        reqs[canonicalize_name(req.name)] = req
+    return reqs, notes
+
+
+def _admits_only_major(req: Requirement, major: int) -> bool:
+    """Does the requirement pin a package that is versioned by CUDA release (nvidia-cuda-runtime 13.0.x) to `major`?"""
+    spec = req.specifier
+    if not str(spec):
+        return False
+    probes_in = [Version(f"{major}.{m}.{p}") for m in (0, 1, 5, 9) for p in (0, 99)]
+    probes_out = [Version(f"{major - 1}.9.99"), Version(f"{major + 1}.0.0")]
+    return any(spec.contains(v, prereleases=True) for v in probes_in) and not any(
+        spec.contains(v, prereleases=True) for v in probes_out
+    )
+
+
+def _dependency_failures(report: WheelReport) -> tuple[list[str], list[str]]:
+    problems: list[str] = []
+    notes: list[str] = []
+    bundled = {f.name.rsplit("/", 1)[-1] for f in report.files}
+    bundled |= {e.soname for e in report.elfs if e.soname}
+    policy, whitelist, note = manylinux_whitelist(report)
+    if note:
+        notes.append(note)
+    reqs, req_notes = _required_packages(report)
+    notes.extend(req_notes)
+    for elf in report.elfs:
+        for needed in elf.needed:
+            if needed in bundled or needed in whitelist or needed in cudalibs.DRIVER_SONAMES:
+                continue
+            if any(fnmatch.fnmatchcase(needed, pat) for pat in _LOADERS):
+                continue
+            candidates = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == needed]
+            if report.cuda_major is not None:
+                candidates = [lib for lib in candidates if lib.cuda_major == report.cuda_major] or candidates
+            if not candidates:
+                problems.append(
+                    f"{elf.name} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
+                    f"and not allowed by {policy}"
+                )
+                continue
+            satisfied = False
+            wanted = []
+            for lib in candidates:
+                req = reqs.get(canonicalize_name(lib.package))
+                wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
+                if req is None:
+                    continue
+                if lib.package.endswith(f"-cu{lib.cuda_major}") or _admits_only_major(req, lib.cuda_major):
+                    satisfied = True
+                    break
+                problems.append(
+                    f"{elf.name} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
+                    f"{lib.package} to {lib.cuda_major}.*: pip may install another CUDA major"
+                )
+                satisfied = True  # reported above, more precisely than "missing"
+                break
+            if not satisfied:
+                problems.append(
+                    f"{elf.name} needs {needed}: not in the wheel and no Requires-Dist on {' or '.join(wanted)}"
+                )
+    return problems, notes
+
+
+def check_wheel(report: WheelReport, policy: CheckPolicy) -> Verdict:
+    failures: list[Failure] = []
+    notes: list[str] = []
+    if report.size > policy.budget_bytes:
+        failures.append(
+            Failure(
+                kind="budget",
+                message=f"{mib(report.size)} ({mb(report.size)}, {report.size} bytes) is over the budget of "
+                f"{mib(policy.budget_bytes)} ({mb(policy.budget_bytes)}, {policy.budget_bytes} bytes) by "
+                f"{report.size - policy.budget_bytes} bytes",
+                exit_code=ExitCode.OVER_BUDGET,
+            )
+        )
+    else:
+        notes.append(f"size {mib(report.size)} of a {mib(policy.budget_bytes)} budget")
+    if policy.left_out:
+        notes.append(
+            "left out of the required set, as integrated aarch64 GPUs never run an x86_64 wheel: "
+            + ", ".join(map(str, policy.left_out))
+        )
+    if policy.require:
+        # Judged for the required CCs themselves (they may lie outside the report's table, e.g. 8.8).
+        cov, gap_list = module_coverage(report.elfs, policy.require)
+        gaps = {g.cc: g for g in gap_list}
+        missing = list(cov.none)
+        if missing:
+            names = ", ".join(
+                f"{cc}"
+                + (f" ({g.name})" if (g := generation(cc)) else "")
+                + (f" [{gap_text(gaps[cc])}]" if cc in gaps else "")
+                for cc in missing
+            )
+            failures.append(
+                Failure(
+                    kind="coverage",
+                    message=f"required compute capabilities with neither SASS nor PTX: {names}",
+                    exit_code=ExitCode.MISSING_COVERAGE,
+                )
+            )
+        else:
+            ptx = [str(cc) for cc in cov.ptx_only]
+            notes.append(
+                f"all {len(policy.require)} required compute capabilities are served"
+                + (f" ({', '.join(ptx)} only through PTX JIT)" if ptx else "")
+            )
+    if policy.dependencies:
+        problems, dep_notes = _dependency_failures(report)
+        notes.extend(dep_notes)
+        failures.extend(
+            Failure(kind="dependencies", message=p, exit_code=ExitCode.INCONSISTENT_DEPENDENCIES) for p in problems
+        )
+    return Verdict(wheel=str(report.path), ok=not failures, failures=tuple(failures), notes=tuple(notes))
+
+
+def exit_code_for(verdicts: list[Verdict] | tuple[Verdict, ...]) -> ExitCode:
+    codes = {f.exit_code for v in verdicts for f in v.failures}
+    if not codes:
+        return ExitCode.OK
+    if len(codes) == 1:
+        return codes.pop()
+    return ExitCode.CHECK_FAILED
+
+
+def raise_for(verdicts: list[Verdict] | tuple[Verdict, ...]) -> None:
+    """CheckFailed with 10 (budget), 11 (coverage), 12 (dependencies), or 13 when several kinds failed."""
+    code = exit_code_for(verdicts)
+    if code is ExitCode.OK:
+        return
+    failed = [v for v in verdicts if not v.ok]
+    kinds = sorted({f.kind for v in failed for f in v.failures})
+    raise CheckFailed(f"{len(failed)} of {len(verdicts)} wheel(s) failed: {', '.join(kinds)}", code)
+
+
+def verdict_to_json(v: Verdict) -> dict[str, Any]:
+    return {
+        "wheel": v.wheel,
+        "ok": v.ok,
+        "failures": [{"kind": f.kind, "message": f.message, "exit_code": int(f.exit_code)} for f in v.failures],
+        "notes": list(v.notes),
+    }

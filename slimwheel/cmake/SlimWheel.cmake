@@ -1,0 +1,349 @@
+# SlimWheel.cmake: applies a slimwheel build plan to CUDA targets.
+#
+#   find_package(slimwheel CONFIG REQUIRED)        # or add_subdirectory(<slimwheel repo>)
+#   slimwheel_cuda_target(<target>)                # every target with CUDA sources, and the extension module
+#   slimwheel_link_cuda(<target> LIBRARIES cudart cublas [PACKAGE_DEPTH <n>])
+#
+# The plan arrives as cache variables that `slimwheel build` passes (-C cmake.define.SLIMWHEEL_...=...):
+#   SLIMWHEEL_CUDA_ARCHITECTURES  CMake list of targets, e.g. "75-real;80-real;90-real;100-real;120"
+#   SLIMWHEEL_COMPRESSION         auto | none | default | size | speed | balance | legacy
+#   SLIMWHEEL_LINK                dynamic | static
+#   SLIMWHEEL_CUDA_MAJOR          11 | 12 | 13 (must match the toolkit)
+#   SLIMWHEEL_STATIC_LIBDIR       folder with nvprune'd static libraries (static mode)
+#   SLIMWHEEL_CUDA_LIBDIRS        toolkit library folders, searched first
+#   SLIMWHEEL_CUDA_INCLUDEDIRS    toolkit include folders (for toolkits assembled from wheels)
+#   SLIMWHEEL_STRIP               strip symbols at link time in Release/MinSizeRel (default ON)
+# Unset variables get defaults (a plain `pip wheel .` works); each default is announced in the configure log.
+#
+# Functions read their data through CMAKE_CURRENT_FUNCTION_LIST_DIR and global properties, never through
+# variables of the including scope, so they also work from a parent directory after add_subdirectory().
+
+include_guard(GLOBAL)
+
+if(CMAKE_VERSION VERSION_LESS 3.18)
+  message(FATAL_ERROR "slimwheel needs CMake >= 3.18 (for CUDA_ARCHITECTURES with -real/-virtual); this is ${CMAKE_VERSION}")
+endif()
+
+set(SLIMWHEEL_CUDA_ARCHITECTURES "" CACHE STRING
+    "CUDA targets in CMake syntax (75-real;80-real;90). Empty: slimwheel's plan for the toolkit.")
+set(SLIMWHEEL_COMPRESSION "" CACHE STRING
+    "Fatbin compression: auto, none, default, size, speed, balance, legacy (-Xfatbin=-compress-all). Empty: auto.")
+set_property(CACHE SLIMWHEEL_COMPRESSION PROPERTY STRINGS "" auto none default size speed balance legacy)
+set(SLIMWHEEL_LINK "" CACHE STRING "How CUDA libraries are linked: dynamic (nvidia-* wheels) or static. Empty: dynamic.")
+set_property(CACHE SLIMWHEEL_LINK PROPERTY STRINGS "" dynamic static)
+set(SLIMWHEEL_CUDA_MAJOR "" CACHE STRING "CUDA major the wheel is for (11, 12, 13). Empty: the toolkit's.")
+set(SLIMWHEEL_STATIC_LIBDIR "" CACHE PATH "Folder with nvprune'd static CUDA libraries (SLIMWHEEL_LINK=static).")
+set(SLIMWHEEL_CUDA_LIBDIRS "" CACHE STRING "CUDA library folders, searched before the toolkit's own.")
+set(SLIMWHEEL_CUDA_INCLUDEDIRS "" CACHE STRING "Extra CUDA include folders (toolkits assembled from wheels).")
+option(SLIMWHEEL_STRIP "Strip symbols of linked targets in Release and MinSizeRel builds." ON)
+
+# The settings a configure run uses, resolved once (defaults filled in, the toolkit checked) into global properties.
+function(_slimwheel_resolve)
+  get_property(done GLOBAL PROPERTY _SLIMWHEEL_RESOLVED)
+  if(done)
+    return()
+  endif()
+  include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelTables.cmake")
+
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(NOT "CUDA" IN_LIST languages)
+    message(FATAL_ERROR "slimwheel: the CUDA language is not enabled; use project(<name> LANGUAGES CXX CUDA) "
+                        "or enable_language(CUDA) before calling slimwheel functions")
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER_ID STREQUAL "NVIDIA")
+    message(FATAL_ERROR "slimwheel: CUDA compiler ${CMAKE_CUDA_COMPILER} is ${CMAKE_CUDA_COMPILER_ID}; slimwheel needs nvcc")
+  endif()
+  string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" release "${CMAKE_CUDA_COMPILER_VERSION}")
+  set(major "${CMAKE_MATCH_1}")
+
+  # A wheel for CUDA 12 built with a CUDA 13 nvcc would point its RPATH at the wrong nvidia-* folders.
+  if(SLIMWHEEL_CUDA_MAJOR AND NOT SLIMWHEEL_CUDA_MAJOR STREQUAL major)
+    message(FATAL_ERROR "slimwheel: SLIMWHEEL_CUDA_MAJOR is ${SLIMWHEEL_CUDA_MAJOR} but ${CMAKE_CUDA_COMPILER} "
+                        "is CUDA ${CMAKE_CUDA_COMPILER_VERSION}; point CMAKE_CUDA_COMPILER at a CUDA ${SLIMWHEEL_CUDA_MAJOR} nvcc")
+  endif()
+
+  set(archs "${SLIMWHEEL_CUDA_ARCHITECTURES}")
+  set(mode "${SLIMWHEEL_COMPRESSION}")
+  set(link "${SLIMWHEEL_LINK}")
+  if(archs STREQUAL "" OR mode STREQUAL "" OR link STREQUAL "")
+    _slimwheel_plan_defaults("${release}" plan_archs plan_mode plan_link origin)
+    foreach(pair IN ITEMS "archs;plan_archs;CUDA_ARCHITECTURES" "mode;plan_mode;COMPRESSION" "link;plan_link;LINK")
+      list(GET pair 0 var)
+      list(GET pair 1 default)
+      list(GET pair 2 name)
+      if("${${var}}" STREQUAL "")
+        set(${var} "${${default}}")
+        message(STATUS "slimwheel: SLIMWHEEL_${name} not set; using '${${var}}' from ${origin}")
+      endif()
+    endforeach()
+  endif()
+  if(NOT link MATCHES "^(dynamic|static)$")
+    message(FATAL_ERROR "slimwheel: SLIMWHEEL_LINK is '${link}'; expected dynamic or static")
+  endif()
+  if(archs MATCHES "(^|;)(native|all|all-major)(;|$)")
+    # `native` builds for the build machine's GPU only (none on a CI runner); all/all-major ignore the plan.
+    message(FATAL_ERROR "slimwheel: SLIMWHEEL_CUDA_ARCHITECTURES='${archs}': name the targets (e.g. 75-real;80-real;90) "
+                        "or leave it empty for slimwheel's plan")
+  endif()
+
+  if(mode STREQUAL "auto")
+    if(release VERSION_GREATER_EQUAL 12.8)
+      set(mode size)
+    else()
+      set(mode legacy)
+    endif()
+  endif()
+  if(NOT mode MATCHES "^(none|default|size|speed|balance|legacy)$")
+    message(FATAL_ERROR "slimwheel: SLIMWHEEL_COMPRESSION is '${mode}'; expected auto, none, default, size, speed, balance or legacy")
+  endif()
+  if(mode STREQUAL "legacy")
+    set(compress_flags "-Xfatbin=-compress-all")
+  elseif(release VERSION_GREATER_EQUAL 12.8)
+    set(compress_flags "--compress-mode=${mode}")
+  elseif(mode STREQUAL "none")
+    set(compress_flags "")  # before 12.8 nvcc has no switch for it; its default leaves most entries uncompressed
+  else()
+    message(WARNING "slimwheel: --compress-mode=${mode} needs CUDA >= 12.8 (this is ${release}); using -Xfatbin=-compress-all")
+    set(mode legacy)
+    set(compress_flags "-Xfatbin=-compress-all")
+  endif()
+
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_RELEASE "${release}")
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_MAJOR "${major}")
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_ARCHS "${archs}")
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_COMPRESSION "${mode}")
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_COMPRESS_FLAGS "${compress_flags}")
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_LINK "${link}")
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_RESOLVED TRUE)
+  message(STATUS "slimwheel: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${archs}, compression ${mode}, link ${link}")
+endfunction()
+
+# Defaults for unset SLIMWHEEL_* variables. If the build's Python can run slimwheel, `slimwheel plan` answers (it
+# reads the project's [tool.slimwheel]); else architectures come from the committed table of plans per release (the
+# closest earlier release of the same major) and the other settings from their documented defaults.
+function(_slimwheel_plan_defaults release out_archs out_compression out_link out_origin)
+  include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelTables.cmake")
+  set(python "")
+  foreach(candidate IN ITEMS "${Python_EXECUTABLE}" "${Python3_EXECUTABLE}")
+    if(candidate)
+      set(python "${candidate}")
+      break()
+    endif()
+  endforeach()
+  if(python)
+    execute_process(
+      COMMAND "${python}" -m slimwheel plan --format cmake --cuda "${release}" "${CMAKE_SOURCE_DIR}"
+      RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+    if(rc EQUAL 0 AND out MATCHES "set\\(SLIMWHEEL_CUDA_ARCHITECTURES \"([^\"]+)\"")
+      set(${out_archs} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+      foreach(name IN ITEMS COMPRESSION LINK)
+        string(TOLOWER "${name}" lower)
+        if(out MATCHES "set\\(SLIMWHEEL_${name} \"([^\"]*)\"")
+          set(${out_${lower}} "${CMAKE_MATCH_1}" PARENT_SCOPE)
+        endif()
+      endforeach()
+      set(${out_origin} "`${python} -m slimwheel plan` for ${CMAKE_SOURCE_DIR}" PARENT_SCOPE)
+      return()
+    endif()
+  endif()
+  string(REGEX MATCH "^[0-9]+" major "${release}")
+  set(best "")
+  foreach(known IN LISTS _SLIMWHEEL_RELEASES)
+    string(REGEX MATCH "^[0-9]+" known_major "${known}")
+    if(known_major STREQUAL major AND (best STREQUAL "" OR known VERSION_LESS_EQUAL release))
+      if(best STREQUAL "" OR known VERSION_GREATER best)
+        set(best "${known}")
+      endif()
+    endif()
+  endforeach()
+  if(best STREQUAL "")
+    message(FATAL_ERROR "slimwheel: no default architectures for CUDA ${release}; set SLIMWHEEL_CUDA_ARCHITECTURES")
+  endif()
+  set(${out_archs} "${_SLIMWHEEL_DEFAULT_ARCHS_${best}}" PARENT_SCOPE)
+  set(${out_compression} auto PARENT_SCOPE)
+  set(${out_link} dynamic PARENT_SCOPE)
+  set(${out_origin} "slimwheel's default plan for CUDA ${best} (SlimWheelTables.cmake; slimwheel not importable)"
+      PARENT_SCOPE)
+endfunction()
+
+# slimwheel_cuda_target(<target>)
+# Targets from the plan, fatbin compression, hidden symbols, unused sections and libraries dropped, symbols stripped.
+function(slimwheel_cuda_target target)
+  if(NOT TARGET "${target}")
+    message(FATAL_ERROR "slimwheel_cuda_target: '${target}' is not a target")
+  endif()
+  _slimwheel_resolve()
+  get_property(archs GLOBAL PROPERTY _SLIMWHEEL_ARCHS)
+  get_property(compress_flags GLOBAL PROPERTY _SLIMWHEEL_COMPRESS_FLAGS)
+  get_property(link GLOBAL PROPERTY _SLIMWHEEL_LINK)
+  get_target_property(type "${target}" TYPE)
+
+  # CUDA_ARCHITECTURES wins over CMAKE_CUDA_ARCHITECTURES and the compiler's default (sm_75 on CUDA 13).
+  set_target_properties("${target}" PROPERTIES
+    CUDA_ARCHITECTURES "${archs}"
+    C_VISIBILITY_PRESET hidden
+    CXX_VISIBILITY_PRESET hidden
+    CUDA_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    POSITION_INDEPENDENT_CODE ON)
+  # cudart is linked by slimwheel_link_cuda (dynamic: the nvidia-* wheel's SONAME) or the static recipe, never by
+  # CMake's default (static cudart in every target, exporting its symbols unless hidden).
+  if(link STREQUAL "dynamic")
+    set_target_properties("${target}" PROPERTIES CUDA_RUNTIME_LIBRARY None)
+  else()
+    set_target_properties("${target}" PROPERTIES CUDA_RUNTIME_LIBRARY Static)
+  endif()
+
+  if(NOT type STREQUAL "INTERFACE_LIBRARY")
+    # The visibility presets do not reach host code that nvcc hands to the host compiler in every CMake version.
+    set(cuda_options -Xcompiler=-fvisibility=hidden,-ffunction-sections,-fdata-sections ${compress_flags})
+    set(host_options -fvisibility=hidden -ffunction-sections -fdata-sections)
+    target_compile_options("${target}" PRIVATE
+      "$<$<COMPILE_LANGUAGE:CUDA>:${cuda_options}>" "$<$<COMPILE_LANGUAGE:C,CXX>:${host_options}>")
+    if(SLIMWHEEL_CUDA_INCLUDEDIRS)
+      target_include_directories("${target}" SYSTEM PRIVATE ${SLIMWHEEL_CUDA_INCLUDEDIRS})
+    endif()
+  endif()
+  if(type MATCHES "^(SHARED_LIBRARY|MODULE_LIBRARY|EXECUTABLE)$")
+    # --gc-sections keeps .nv_fatbin: the registration constructor in .init_array references it.
+    target_link_options("${target}" PRIVATE "LINKER:--gc-sections" "LINKER:--as-needed")
+    if(SLIMWHEEL_STRIP)
+      # -s drops .symtab and debug info only; .nv_fatbin and .dynsym (the module's entry point) stay.
+      target_link_options("${target}" PRIVATE "$<$<OR:$<CONFIG:Release>,$<CONFIG:MinSizeRel>>:LINKER:-s>")
+    endif()
+    if(compress_flags)
+      # With separable compilation the device-link step writes a fatbin too.
+      target_link_options("${target}" PRIVATE "$<DEVICE_LINK:${compress_flags}>")
+    endif()
+  endif()
+endfunction()
+
+# The link item for one CUDA component in dynamic mode: the SONAME's file in SLIMWHEEL_CUDA_LIBDIRS (first),
+# FindCUDAToolkit's imported target, or the SONAME's file next to the toolkit's libraries. Wheels of nvidia-* ship
+# only versioned files (libcublas.so.13) and no libcublas.so, so the SONAME is searched for too.
+function(_slimwheel_dynamic_lib major component out)
+  include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelTables.cmake")
+  set(soname "${_SLIMWHEEL_LIB_${major}_${component}_SONAME}")
+  set(var "SLIMWHEEL_${component}_LIBRARY")
+  if(SLIMWHEEL_CUDA_LIBDIRS AND NOT ${var})
+    find_library(${var} NAMES "${component}" "${soname}" PATHS ${SLIMWHEEL_CUDA_LIBDIRS} NO_DEFAULT_PATH)
+  endif()
+  if(${var})
+    set(${out} "${${var}}" PARENT_SCOPE)
+    return()
+  endif()
+  if(TARGET "CUDA::${component}")
+    set(${out} "CUDA::${component}" PARENT_SCOPE)
+    return()
+  endif()
+  find_library(${var} NAMES "${component}" "${soname}"
+               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR}
+               PATH_SUFFIXES lib64 lib)
+  if(NOT ${var})
+    message(FATAL_ERROR "slimwheel: cannot find ${soname} (CUDA component ${component}) in SLIMWHEEL_CUDA_LIBDIRS "
+                        "(${SLIMWHEEL_CUDA_LIBDIRS}) or the toolkit (${CUDAToolkit_LIBRARY_DIR}); install "
+                        "${_SLIMWHEEL_LIB_${major}_${component}_PACKAGE} or point SLIMWHEEL_CUDA_LIBDIRS at its lib folder")
+  endif()
+  set(${out} "${${var}}" PARENT_SCOPE)
+endfunction()
+
+# slimwheel_link_cuda(<target> LIBRARIES <component>... [PACKAGE_DEPTH <n>])
+# Components are the names of slimwheel's library table (cudart, cublas, cublasLt, curand, cusparse, ...).
+# PACKAGE_DEPTH: how many folders the target sits below site-packages (site-packages/knn/_knn.so: 1).
+function(slimwheel_link_cuda target)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "PACKAGE_DEPTH" "LIBRARIES")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "slimwheel_link_cuda: unexpected arguments: ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT TARGET "${target}")
+    message(FATAL_ERROR "slimwheel_link_cuda: '${target}' is not a target")
+  endif()
+  if(NOT DEFINED arg_PACKAGE_DEPTH)
+    set(arg_PACKAGE_DEPTH 1)
+  elseif(NOT arg_PACKAGE_DEPTH MATCHES "^[0-9]+$")
+    message(FATAL_ERROR "slimwheel_link_cuda: PACKAGE_DEPTH must be a whole number, got '${arg_PACKAGE_DEPTH}'")
+  endif()
+  _slimwheel_resolve()
+  include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelTables.cmake")
+  get_property(major GLOBAL PROPERTY _SLIMWHEEL_MAJOR)
+  get_property(link GLOBAL PROPERTY _SLIMWHEEL_LINK)
+
+  # Canonical component names, cudart always: the kernels' launch code needs it.
+  set(components cudart)
+  foreach(requested IN LISTS arg_LIBRARIES)
+    string(TOLOWER "${requested}" wanted)
+    set(match "")
+    foreach(known IN LISTS _SLIMWHEEL_LIBS_${major})
+      string(TOLOWER "${known}" k)
+      if(k STREQUAL wanted)
+        set(match "${known}")
+      endif()
+    endforeach()
+    if(match STREQUAL "")
+      string(REPLACE ";" ", " known_list "${_SLIMWHEEL_LIBS_${major}}")
+      message(FATAL_ERROR "slimwheel_link_cuda: no CUDA ${major} library '${requested}'; known: ${known_list}")
+    endif()
+    list(APPEND components "${match}")
+  endforeach()
+  list(REMOVE_DUPLICATES components)
+
+  if(SLIMWHEEL_CUDA_INCLUDEDIRS)
+    target_include_directories("${target}" SYSTEM PRIVATE ${SLIMWHEEL_CUDA_INCLUDEDIRS})
+  endif()
+
+  if(link STREQUAL "static")
+    if(NOT EXISTS "${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelStatic.cmake")
+      message(FATAL_ERROR "slimwheel: SLIMWHEEL_LINK=static needs ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelStatic.cmake, "
+                          "which this slimwheel does not have; use SLIMWHEEL_LINK=dynamic")
+    endif()
+    include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelStatic.cmake")
+    _slimwheel_link_static("${target}" ${components})
+    return()
+  endif()
+
+  # The shared cudart below replaces CMake's default static one, also when slimwheel_cuda_target was not called here.
+  set_target_properties("${target}" PROPERTIES CUDA_RUNTIME_LIBRARY None)
+  if(NOT TARGET CUDA::cudart)
+    list(APPEND CMAKE_LIBRARY_PATH ${SLIMWHEEL_CUDA_LIBDIRS})
+    find_package(CUDAToolkit REQUIRED)
+  endif()
+  set(items "")
+  set(folders "")
+  set(todo ${components})
+  while(todo)
+    list(POP_FRONT todo component)
+    _slimwheel_dynamic_lib("${major}" "${component}" item)
+    list(APPEND items "${item}")
+    # RUNPATH is not searched for the dependencies of dependencies, so their folders are listed too (CUDA 12).
+    list(APPEND folders "${_SLIMWHEEL_LIB_${major}_${component}_FOLDER}")
+    foreach(dep IN LISTS _SLIMWHEEL_LIB_${major}_${component}_AFTER)
+      list(APPEND folders "${_SLIMWHEEL_LIB_${major}_${dep}_FOLDER}")
+    endforeach()
+  endwhile()
+  # The requested libraries stay DT_NEEDED whatever the link order: --as-needed (set by slimwheel_cuda_target) would
+  # drop a library that comes before the static archive that uses it, leaving an extension that fails at import.
+  foreach(item IN LISTS items)
+    if(TARGET "${item}")
+      set(item "$<TARGET_FILE:${item}>")
+    endif()
+    target_link_libraries("${target}" PRIVATE "-Wl,--push-state,--no-as-needed,${item},--pop-state")
+  endforeach()
+  if(TARGET CUDA::toolkit)
+    # Headers of the toolkit (cuda_runtime.h, cublas_v2.h) for host sources of this target.
+    target_link_libraries("${target}" PRIVATE CUDA::toolkit)
+  endif()
+
+  list(REMOVE_DUPLICATES folders)
+  string(REPEAT "/.." "${arg_PACKAGE_DEPTH}" up)
+  set(rpath "")
+  foreach(folder IN LISTS folders)
+    list(APPEND rpath "$ORIGIN${up}/${folder}")
+  endforeach()
+  get_target_property(existing "${target}" INSTALL_RPATH)
+  if(existing)
+    list(PREPEND rpath ${existing})
+    list(REMOVE_DUPLICATES rpath)
+  endif()
+  set_target_properties("${target}" PROPERTIES INSTALL_RPATH "${rpath}")
+  message(STATUS "slimwheel: ${target} links ${components} dynamically; INSTALL_RPATH ${rpath}")
+endfunction()

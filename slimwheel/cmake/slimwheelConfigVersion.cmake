@@ -1,0 +1,25 @@
+# The version is read from slimwheel/__init__.py, the package's one version string.
+# Compatible: the same major and at least the requested version; while the major is 0, the same minor too.
+file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/../__init__.py" _slimwheel_version_line REGEX "^__version__ *= *")
+string(REGEX REPLACE "^__version__ *= *[\"']([^\"']+)[\"'].*" "\\1" PACKAGE_VERSION "${_slimwheel_version_line}")
+unset(_slimwheel_version_line)
+
+set(PACKAGE_VERSION_COMPATIBLE FALSE)
+set(PACKAGE_VERSION_EXACT FALSE)
+if(NOT PACKAGE_FIND_VERSION)
+  set(PACKAGE_VERSION_COMPATIBLE TRUE)
+elseif(PACKAGE_VERSION VERSION_GREATER_EQUAL PACKAGE_FIND_VERSION)
+  string(REGEX MATCH "^([0-9]+)\\.([0-9]+)" _slimwheel_mm "${PACKAGE_VERSION}")
+  set(_slimwheel_major "${CMAKE_MATCH_1}")
+  set(_slimwheel_minor "${CMAKE_MATCH_2}")
+  if(_slimwheel_major EQUAL PACKAGE_FIND_VERSION_MAJOR
+     AND (NOT _slimwheel_major EQUAL 0 OR _slimwheel_minor EQUAL PACKAGE_FIND_VERSION_MINOR))
+    set(PACKAGE_VERSION_COMPATIBLE TRUE)
+  endif()
+  if(PACKAGE_VERSION VERSION_EQUAL PACKAGE_FIND_VERSION)
+    set(PACKAGE_VERSION_EXACT TRUE)
+  endif()
+  unset(_slimwheel_mm)
+  unset(_slimwheel_major)
+  unset(_slimwheel_minor)
+endif()

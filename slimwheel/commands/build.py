@@ -1,0 +1,128 @@
+"""`slimwheel build`: plan, toolkit, build, repair, check and report one project, with each phase timed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+
+from slimwheel.build import PhaseEvent, build_project, prepare
+from slimwheel.commands.plan import config_options, load_config, render_plan
+from slimwheel.units import human
+
+
+class _Reporter:
+    """Phase lines on stderr: a live spinner for a person at a terminal, one plain line per event otherwise."""
+
+    def __init__(self, console: Console, quiet: bool) -> None:
+        self.console = console
+        self.quiet = quiet
+        self.live = console.is_terminal
+        self.status: Any = None
+
+    def __call__(self, ev: PhaseEvent) -> None:
+        if self.quiet:
+            return
+        if ev.state == "start":
+            if self.live:
+                self.status = self.console.status(f"{ev.phase} ...")  # plain text: no markup in phase names
+                self.status.start()
+            else:
+                self.console.print(f"[{ev.phase}] ...", highlight=False, markup=False)
+            return
+        if self.status is not None:
+            self.status.stop()
+            self.status = None
+        detail = f"  {ev.detail}" if ev.detail else ""
+        self.console.print(
+            f"[{ev.phase}] done in {ev.seconds:.1f} s{detail}", highlight=False, markup=False, soft_wrap=True
+        )
+
+    def close(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
+@click.command("build")
+@click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option(
+    "--out-dir", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
+    show_default=True, help="Where the repaired wheel and its JSON report go.",
+)  # fmt: skip
+@click.option("--dry-run", is_flag=True, help="Show the plan, the toolkit and the build command; build nothing.")
+@click.option(
+    "--no-isolation", is_flag=True, help="Build in the current environment (scikit-build-core etc. installed)."
+)
+@click.option(
+    "--build-dir", type=click.Path(file_okay=False, path_type=Path),
+    help="CMake build folder to keep for incremental rebuilds (default: a fresh temporary one).",
+)  # fmt: skip
+@config_options
+@click.pass_context
+def command(
+    ctx: click.Context,
+    project_dir: Path | None,
+    out_dir: Path,
+    dry_run: bool,
+    no_isolation: bool,
+    build_dir: Path | None,
+    **kwargs: Any,
+) -> None:
+    """Build a wheel of PROJECT_DIR (default: the current folder), repair it, check it and report.
+
+    The exit status is non-zero when a check fails (10 budget, 11 coverage, 12 dependencies, 13 several).
+    """
+    project = (project_dir or Path.cwd()).absolute()
+    cfg = load_config(project, kwargs)
+    out = Console()
+    err = Console(stderr=True)
+    if dry_run:
+        tmp = Path(tempfile.gettempdir()) / "slimwheel-build-XXXXXXXX"  # the real build's temporary folder
+        setup = prepare(
+            project,
+            cfg,
+            env=dict(os.environ),
+            dry_run=True,
+            isolation=not no_isolation,
+            wheel_dir=tmp / "dist",
+            build_dir=build_dir.absolute() if build_dir else tmp / "build",
+        )
+        render_plan(setup.plan, f"toolkit: {setup.toolkit_note}", out)
+        out.print("build command:", highlight=False)
+        click.echo("  " + shlex.join(setup.command))
+        if setup.env:
+            click.echo("  with environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in setup.env.items()))
+        return
+    quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
+    reporter = _Reporter(err, quiet)
+    try:
+        result = build_project(
+            project, cfg, out_dir=out_dir, progress=reporter, isolation=not no_isolation, build_dir=build_dir
+        )
+    finally:
+        reporter.close()
+    r = result.report
+    v = result.verdict
+    out.print(f"wheel:    {result.wheel} ({human(r.size)})", highlight=False, soft_wrap=True)
+    out.print(f"targets:  {' '.join(str(t) for t in r.targets) or 'none'}", highlight=False)
+    out.print(f"requires: {', '.join(result.repair.requires) or 'nothing'}", highlight=False)
+    out.print(f"report:   {result.report_json}", highlight=False, soft_wrap=True)
+    times = ", ".join(f"{k} {s:.1f} s" for k, s in result.phases.items())
+    out.print(f"time:     {times}", highlight=False, soft_wrap=True)
+    if v.ok:
+        out.print("check:    ok", highlight=False)
+    else:
+        for f in v.failures:
+            out.print(f"check:    FAILED ({f.kind}): {f.message}", highlight=False, soft_wrap=True)
+    for note in getattr(v, "notes", ()):
+        out.print(f"note:     {note}", highlight=False, soft_wrap=True)
+    from slimwheel.check import raise_for
+
+    sys.stdout.flush()
+    raise_for([v])

@@ -1,0 +1,70 @@
+"""`slimwheel check`: size budget, required GPU coverage and dependency consistency, with a verdict per wheel.
+
+Exit codes: 0 all passed, 10 over budget, 11 missing coverage, 12 inconsistent dependencies, 13 several kinds.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from slimwheel import check as checkmod
+from slimwheel import config as cfgmod
+from slimwheel import render
+from slimwheel.commands.size_report import FORMATS, emit, table_text
+from slimwheel.inspect.report import inspect_wheel
+
+
+@click.command("check")
+@click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--budget",
+    default=None,
+    help="Largest wheel allowed: 60MiB (default; 2**20-byte units), 100MB (10**6), or bytes. "
+    "Config key: budget; env: SLIMWHEEL_BUDGET.",
+)
+@click.option(
+    "--require-arch",
+    default=None,
+    help="Compute capabilities every wheel must serve by SASS or PTX: 7.5-12.0, 8.0+, 9.0, or 'toolkit' "
+    "(all that the wheel's CUDA major can target). Config key: require-arch.",
+)
+@click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the verdicts (and reports, for json/markdown) to FILE atomically.",
+)
+def command(
+    wheels: tuple[Path, ...],
+    budget: str | None,
+    require_arch: str | None,
+    no_dependencies: bool,
+    fmt: str,
+    output: Path | None,
+) -> None:
+    """Check WHEELs against the budget, the required GPU coverage and their library dependencies."""
+    # CLI > SLIMWHEEL_* > [tool.slimwheel] of the current folder's pyproject.toml > defaults.
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "require_arch": require_arch})
+    reports = [inspect_wheel(w) for w in wheels]
+    verdicts = [
+        checkmod.check_wheel(
+            r,
+            checkmod.make_policy(r, budget=cfg.budget, require_arch=cfg.require_arch, dependencies=not no_dependencies),
+        )
+        for r in reports
+    ]
+    if fmt == "json":
+        text = render.render_json(reports, verdicts)
+    elif fmt == "markdown":
+        text = render.render_markdown(reports, verdicts)
+    else:
+        color = output is None and sys.stdout.isatty()
+        text = table_text(lambda console: render.render_verdicts(verdicts, console), color=color)
+    emit(text, output)
+    checkmod.raise_for(verdicts)

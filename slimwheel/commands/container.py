@@ -1,0 +1,85 @@
+"""`slimwheel container`: build manylinux wheels in a container with cibuildwheel, configured from [tool.slimwheel]."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import click
+
+from slimwheel import config as cfgmod
+from slimwheel import container
+from slimwheel.cuda.versions import CudaVersion
+from slimwheel.errors import ToolError
+
+
+@click.command("container")
+@click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@click.option("--cuda", type=click.Choice(["12.4", "13.0"]), default="13.0", show_default=True,
+              help="CUDA release: 13.0 (assembled from PyPI wheels in the container) or 12.4 (NVIDIA's rpm "
+                   "repository).")  # fmt: skip
+@click.option("--print-config", is_flag=True,
+              help="Only print the configuration (as [tool.cibuildwheel] TOML and as CIBW_* variables) and exit.")
+@click.option("--format", "fmt", type=click.Choice(["text", "toml", "env", "json"]), default="text",
+              show_default=True, help="With --print-config: both forms (text), or one of them.")  # fmt: skip
+@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
+              show_default=True, help="Where cibuildwheel puts the repaired wheels.")  # fmt: skip
+@click.option("--engine", type=click.Choice(["auto", "docker", "podman"]), default="auto", show_default=True)
+@click.option("--only", default=None,
+              help="Build one identifier only, e.g. cp312-manylinux_x86_64 (cibuildwheel's --only).")
+@click.option("--import-name", default=None, help="Module the test command imports (default: from pyproject.toml).")
+@click.option("--env", "extra_env", multiple=True, metavar="NAME=VALUE",
+              help="Add a variable to the container's build environment (repeatable).")
+def command(project_dir: Path | None, cuda: str, print_config: bool, fmt: str, output_dir: Path, engine: str,
+            only: str | None, import_name: str | None, extra_env: tuple[str, ...]) -> None:  # fmt: skip
+    """Build PROJECT_DIR's wheels in a manylinux_2_28 container with cibuildwheel.
+
+    The configuration comes from [tool.slimwheel] (targets, compression, libraries): before-all installs the CUDA
+    toolkit, the plan's CMake variables go in as config-settings, `slimwheel repair` repairs, and the test command
+    imports the wheel. Needs docker or podman with a running engine; without one it prints what it would run and
+    exits with status 4.
+    """
+    project_dir = (project_dir or Path.cwd()).resolve()
+    cfg = cfgmod.load(project_dir, dict(os.environ), {"cuda": cuda})
+    project = container.load_project(project_dir, import_name=import_name)
+    if print_config:
+        chosen = engine if engine != "auto" else "docker"
+        problem = None
+    else:
+        chosen, problem = container.pick_engine(engine, dict(os.environ))
+    source = container.source_tree()
+    env_pairs = {}
+    for item in extra_env:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--env")
+        env_pairs[name] = value
+    table = container.cibw_config(cfg, CudaVersion.parse(cuda), project, engine=chosen, source=source,
+                                  extra_env=env_pairs)  # fmt: skip
+    inv = container.invocation(table, project, output_dir.resolve(), only=only)
+    if print_config or problem is not None:
+        _show(table, inv, fmt)
+    if print_config:
+        return
+    if problem is not None:
+        raise ToolError(
+            f"cannot build in a container: {problem}",
+            hint="start docker (or podman), or run the configuration above on a machine that has one",
+        )
+    container.run(inv, dict(os.environ))
+    click.echo(f"wheels in {output_dir}")
+
+
+def _show(table: dict, inv: container.Invocation, fmt: str) -> None:
+    if fmt == "json":
+        click.echo(json.dumps({"schema": 1, "cibuildwheel": table, "env": inv.env, "argv": list(inv.argv)}, indent=2))
+        return
+    if fmt in ("text", "toml"):
+        if fmt == "text":
+            click.echo("# pyproject.toml form:")
+        click.echo(container.render_toml(table), nl=False)
+    if fmt in ("text", "env"):
+        if fmt == "text":
+            click.echo("\n# what slimwheel container runs (CIBW_* variables over the project's own settings):")
+        click.echo(container.render_shell(inv.env, inv.argv), nl=False)

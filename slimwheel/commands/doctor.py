@@ -1,0 +1,46 @@
+"""`slimwheel doctor`: the driver, the GPUs, where the CUDA libraries come from, and whether a wheel runs here."""
+
+from __future__ import annotations
+
+import json
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from slimwheel.doctor import doctor_to_json, run_doctor
+
+
+@click.command("doctor")
+@click.argument("target", required=False)
+@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+def command(target: str | None, fmt: str) -> None:
+    """Check this machine for TARGET (a .whl file or an installed distribution's name), or in general."""
+    report = run_doctor(target)
+    if fmt == "json":
+        click.echo(json.dumps(doctor_to_json(report), indent=2))
+        return
+    console = Console()
+    console.print(f"driver: {report.driver_version or 'none'} (CUDA {report.driver_cuda or '-'})   "
+                  f"module loading: {report.module_loading} ({report.module_loading_source})")  # fmt: skip
+    if report.gpus:
+        t = Table(title="GPUs")
+        for col in ("#", "name", "CC", "served by"):
+            t.add_column(col)
+        for g in report.gpus:
+            t.add_row(str(g.index), g.name, g.cc, g.served_by if g.ok else f"[red]{g.served_by}[/red]")
+        console.print(t)
+    if report.libraries:
+        t = Table(title="CUDA libraries")
+        for col in ("library", "from", "path / places looked"):
+            t.add_column(col)
+        for lib in report.libraries:
+            system = [t for t in lib.tried if t.startswith("system search: /")]
+            where = lib.found or (f"not in {len(lib.tried) - 1} folders (--format json lists them)"
+                                  + (f"; {system[0]}" if system else ""))  # fmt: skip
+            via = lib.via if lib.via != "missing" else f"[red]missing[/red] (pip install {lib.package})"
+            t.add_row(lib.soname, via, where)
+        console.print(t)
+    for note in report.notes:
+        console.print(f"note: {note}")
+    console.print("ok" if report.ok else "[red]problems found[/red]")

@@ -1,0 +1,109 @@
+"""`slimwheel plan`: the GPU targets, compression, link mode and driver floor a build would use, and why."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from slimwheel import config as cfgmod
+from slimwheel.config import COMPRESSION_MODES, LINK_MODES, Config
+from slimwheel.plan import BuildPlan, cmake_cache_script, make_plan, make_plan_for_release, plan_to_json
+from slimwheel.toolkit import DEFAULT_CUDA, find_toolkit, parse_request
+
+# The [tool.slimwheel] keys a command line may override; shared by `plan` and `build`.
+_OPTIONS: tuple[Callable[[Any], Any], ...] = (
+    click.option("--cuda", help='CUDA release, e.g. 13.0 or 12.4; "auto" takes the toolkit found, else 13.0.'),
+    click.option("--toolkit", "toolkit", help="Root of the CUDA toolkit to use (holding bin/nvcc)."),
+    click.option("--archs", help='GPUs to serve natively: "all", "7.5-12.0", "8.0+", "8.0,9.0".'),
+    click.option("--targets", help='Explicit targets instead of a plan: "75-real;80-real;90".'),
+    click.option("--extra-sass", help='More SASS targets, comma separated: "86,90a".'),
+    click.option("--ptx", help='"newest", "none", or compute capabilities "9.0,12.0".'),
+    click.option(
+        "--exclude-integrated/--include-integrated", default=None, help="Leave out Jetson/Thor/GB10 (aarch64 only)."
+    ),
+    click.option("--compression", type=click.Choice(COMPRESSION_MODES), help="Fatbin compression."),
+    click.option("--link", type=click.Choice(LINK_MODES), help="Link the CUDA libraries dynamically or statically."),
+    click.option("--libraries", help='CUDA components the extension links: "cudart,cublas".'),
+    click.option("--budget", help='Largest wheel allowed: "60MiB", "100MB".'),
+    click.option("--require-arch", help='Compute capabilities the wheel must serve: "7.5-12.0".'),
+    click.option("--loader/--no-loader", default=None, help="Put slimwheel's run-time loader into the wheel."),
+)
+CONFIG_KEYS = (
+    "cuda", "toolkit", "archs", "targets", "extra_sass", "ptx", "exclude_integrated", "compression", "link",
+    "libraries", "budget", "require_arch", "loader",
+)  # fmt: skip
+
+
+def config_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(_OPTIONS):
+        fn = opt(fn)
+    return fn
+
+
+def load_config(project_dir: Path | None, kwargs: dict[str, Any]) -> Config:
+    """Defaults <- PROJECT/pyproject.toml [tool.slimwheel] <- SLIMWHEEL_* <- the flags given."""
+    cli = {k: kwargs.pop(k) for k in CONFIG_KEYS}
+    return cfgmod.load(project_dir, dict(os.environ), cli)
+
+
+def plan_for(cfg: Config) -> tuple[BuildPlan, str]:
+    """The plan with an installed toolkit if there is one (nothing is downloaded), else the release table."""
+    root = Path(cfg.toolkit) if cfg.toolkit else None
+    tk = find_toolkit(cfg.cuda, root=root, env=dict(os.environ))
+    if tk is not None:
+        return make_plan(cfg, tk), f"targets from nvcc {tk.version} at {tk.root}"
+    version = parse_request(cfg.cuda) or DEFAULT_CUDA
+    return (
+        make_plan_for_release(cfg, version),
+        f"no CUDA {version} toolkit installed: targets from slimwheel's table for CUDA {version} "
+        f"(`slimwheel toolkit --cuda {version}` assembles one)",
+    )
+
+
+@click.command("plan")
+@click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
+@config_options
+@click.option("--format", "fmt", type=click.Choice(["table", "json", "cmake"]), default="table", show_default=True)
+def command(project_dir: Path | None, fmt: str, **kwargs: Any) -> None:
+    """Pick the fewest GPU targets that serve the wanted GPUs natively, plus PTX for newer ones, and explain them.
+
+    PROJECT_DIR (default: the current folder) supplies [tool.slimwheel]; flags override it.
+    """
+    cfg = load_config(project_dir or Path.cwd(), kwargs)
+    p, origin = plan_for(cfg)
+    if fmt == "json":
+        data = plan_to_json(p)
+        data["origin"] = origin
+        click.echo(json.dumps(data, indent=2))
+    elif fmt == "cmake":
+        click.echo(cmake_cache_script(p.cmake_defines), nl=False)
+    else:
+        render_plan(p, origin, Console())
+
+
+def render_plan(p: BuildPlan, origin: str, console: Console) -> None:
+    data = plan_to_json(p)
+    t = Table(title=f"Architecture plan (CUDA {p.cuda})", title_justify="left")
+    t.add_column("target")
+    t.add_column("runs natively on")
+    t.add_column("why")
+    for s in data["steps"]:
+        t.add_row(s["target"], " ".join(s["serves"]) or "-", s["why"])
+    console.print(t)
+    cov = data["coverage"]
+    console.print(f"CMake architectures: {p.arch.cmake_architectures}")
+    console.print(f"native (SASS): {' '.join(cov['native']) or '-'}; by PTX JIT: {' '.join(cov['ptx_only']) or '-'}")
+    console.print(f"compression: {p.compression} ({p.compression_flag})")
+    console.print(f"driver floor: >= {p.driver_floor} ({'; '.join(p.driver_why)})")
+    libs = ", ".join(f"{lib.soname} ({lib.package})" for lib in p.libraries)
+    console.print(f"link: {p.link}" + (f": {libs}" if libs else ""))
+    for note in p.notes:
+        console.print(f"note: {note}")
+    console.print(f"[dim]{origin}[/dim]")

@@ -1,0 +1,54 @@
+"""`slimwheel repair`: auditwheel repair that leaves the CUDA libraries to PyPI's nvidia-* wheels and requires them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from slimwheel.cuda.versions import CudaVersion
+from slimwheel.repair import repair_wheel
+
+
+@click.command("repair")
+@click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "-w", "--wheel-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
+    show_default=True, help="Folder for the repaired wheel.",
+)  # fmt: skip
+@click.option("--cuda", "cuda", default=None, help="CUDA release the wheel was built with (e.g. 13.0); default: "
+              "the major its DT_NEEDED libraries name, lower bounds X.0.")  # fmt: skip
+@click.option("--plat", default=None, help="Platform tag, e.g. manylinux_2_28_x86_64 (default: auditwheel's auto).")
+@click.option("--no-loader", is_flag=True, help="Do not add slimwheel's run-time loader (rely on RPATH alone).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+def command(wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, as_json: bool) -> None:
+    """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels, which become
+    Requires-Dist entries. Usable as cibuildwheel's repair command: `slimwheel repair -w {dest_dir} {wheel}`."""
+    result = repair_wheel(
+        wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat
+    )
+    if as_json:
+        click.echo(
+            json.dumps(
+                {
+                    "schema": 1,
+                    "wheel": str(result.wheel),
+                    "cuda_major": result.cuda_major,
+                    "excluded": list(result.excluded),
+                    "requires": list(result.requires),
+                    "bundled": list(result.bundled),
+                    "loader": list(result.loader),
+                    "rpath_fixed": list(result.rpath_fixed),
+                    "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
+                },
+                indent=2,
+            )
+        )
+        return
+    click.echo(f"repaired: {result.wheel}")
+    click.echo(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
+    click.echo(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
+    click.echo(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
+    if result.loader:
+        click.echo(f"  loader:     {', '.join(result.loader)}")

@@ -1,0 +1,77 @@
+"""`slimwheel size-report`: what takes the space in a wheel, which GPUs it runs on, which driver it needs."""
+
+from __future__ import annotations
+
+import io
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from slimwheel import fsutil, render
+from slimwheel.inspect.report import inspect_wheel
+
+FORMATS = ("table", "json", "markdown")
+
+
+def emit(text: str, output: Path | None) -> None:
+    if output is None:
+        click.echo(text, nl=False)
+    else:
+        fsutil.write_text_atomic(output, text)
+
+
+def table_text(draw, *, color: bool) -> str:  # type: ignore[no-untyped-def]
+    """Render with rich into a string: colours on a terminal, plain text into files and pipes."""
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=160 if not color else None,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=False,
+    )
+    draw(console)
+    return buf.getvalue()
+
+
+@click.command("size-report")
+@click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(FORMATS),
+    default="table",
+    show_default=True,
+    help='table: for a terminal; json: versioned ({"schema": 1}), sizes in bytes; markdown: a CI job summary.',
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to FILE (atomically) instead of standard output.",
+)
+@click.option("--entries", is_flag=True, help="Table/Markdown: list every fatbin entry, not only totals per arch.")
+def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bool) -> None:
+    """Sizes per file, ELF section and fatbin entry; GPU coverage (SASS, PTX JIT, none) and the driver needed.
+
+    Sizes: MiB = 2**20 bytes, MB = 10**6 bytes.
+    """
+    reports = [inspect_wheel(w) for w in wheels]
+    if fmt == "json":
+        text = render.render_json(reports)
+    elif fmt == "markdown":
+        text = render.render_markdown(reports, entries=entries)
+    else:
+        color = output is None and sys.stdout.isatty()
+
+        def draw(console: Console) -> None:
+            for i, r in enumerate(reports):
+                if i:
+                    console.print()
+                render.render_table(r, console, entries=entries)
+
+        text = table_text(draw, color=color)
+    emit(text, output)

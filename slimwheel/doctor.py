@@ -1,0 +1,241 @@
+"""`slimwheel doctor`: can this machine run this CUDA wheel, and with which libraries?
+
+Driver and GPUs (NVML, else the driver API), where each CUDA library the wheel needs would come from (the same search
+the shipped loader does), whether the wheel's SASS/PTX serves each local GPU, and the lazy-loading mode. On a machine
+without a driver it says so and still answers the library and coverage questions.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import json
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.arch import CC, Target, served_by
+from slimwheel.errors import BadInputError
+from slimwheel.runtime import driver as drv
+from slimwheel.runtime import loader
+
+log = logging.getLogger("slimwheel.doctor")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LibraryCheck:
+    component: str
+    soname: str
+    package: str
+    found: str | None  # absolute path
+    via: str  # already-loaded | wheel | system | missing
+    tried: tuple[str, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuCheck:
+    index: int
+    name: str
+    cc: str
+    served_by: str  # "sass sm_90", "ptx compute_90 (JIT at first load)", "none", "n/a" without a target
+    ok: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class DoctorReport:
+    target: str | None
+    driver_version: str | None  # "580.65.06" (NVML)
+    driver_cuda: str | None  # "13.0" (cuDriverGetVersion)
+    gpus: tuple[GpuCheck, ...]
+    cuda_major: int | None
+    libraries: tuple[LibraryCheck, ...]
+    module_loading: str
+    module_loading_source: str
+    driver_floor: str | None
+    notes: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(lib.via != "missing" for lib in self.libraries) and all(g.ok for g in self.gpus)
+
+
+def _targets_and_needs(target: str) -> tuple[tuple[Target, ...], set[str], str | None, int | None]:
+    """(targets, DT_NEEDED SONAMEs, driver floor, cuda major) of a wheel file or an installed distribution."""
+    from slimwheel.inspect.report import inspect_binary, inspect_wheel
+
+    path = Path(target)
+    if path.suffix == ".whl":
+        if not path.is_file():
+            raise BadInputError(f"{target}: no such wheel")
+        rep = inspect_wheel(path)
+        needs = {n for e in rep.elfs for n in e.needed}
+        return rep.targets, needs, rep.driver_floor, rep.cuda_major
+    try:
+        dist = md.distribution(target)
+    except md.PackageNotFoundError:
+        raise BadInputError(f"{target}: neither a .whl file nor an installed distribution") from None
+    targets: set[Target] = set()
+    needs: set[str] = set()
+    for f in dist.files or ():
+        p = Path(str(dist.locate_file(f)))
+        if not (p.suffix == ".so" or ".so." in p.name) or not p.is_file():
+            continue
+        with p.open("rb") as fh:
+            if fh.read(4) != b"\x7fELF":
+                continue
+        elf = inspect_binary(p)
+        needs |= set(elf.needed)
+        targets |= {e.target for fb in elf.fatbins for e in fb.entries if e.target is not None}
+    majors = {lib.cuda_major for lib in cudalibs.RUNTIME_LIBS if lib.soname in needs}
+    major = majors.pop() if len(majors) == 1 else None
+    return tuple(sorted(targets, key=str)), needs, None, major
+
+
+def _site_of(target: str | None) -> list[str]:
+    if target and not target.endswith(".whl"):
+        try:
+            return [str(md.distribution(target).locate_file(""))]
+        except md.PackageNotFoundError:
+            return []
+    return []
+
+
+_SYSTEM_PROBE = """
+import ctypes, json, sys
+from slimwheel.runtime.loader import handle_path
+out = {}
+for soname in sys.argv[1:]:
+    try:
+        out[soname] = handle_path(ctypes.CDLL(soname))
+    except OSError:
+        out[soname] = None
+print(json.dumps(out))
+"""
+
+
+def system_search(sonames: list[str]) -> dict[str, str | None]:
+    """Where the dynamic loader's normal search finds each SONAME. In a child process: loading a CUDA library into
+    this one would make it "already loaded" for everything after."""
+    if not sonames:
+        return {}
+    proc = subprocess.run([sys.executable, "-c", _SYSTEM_PROBE, *sonames], capture_output=True, text=True,
+                          check=False, env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"})  # fmt: skip
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        log.warning("system library search failed: %s", proc.stderr.strip()[-500:])
+        return dict.fromkeys(sonames)
+    return json.loads(lines[-1])
+
+
+def resolve_library(
+    lib: cudalibs.RuntimeLib, roots: list[str], *, use_system: bool, system: dict[str, str | None]
+) -> LibraryCheck:
+    """Where the shipped loader would take this library from (the same search, the same refusals)."""
+    row = {"component": lib.component, "soname": lib.soname, "folder": lib.folder, "cuda_major": lib.cuda_major}
+    tried = []
+    hit = loader.already_loaded(lib.soname)
+    if hit is not None:
+        return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package, found=hit[1],
+                            via="already-loaded", tried=())  # fmt: skip
+    if not use_system:
+        found, attempts = loader.find_in_wheels(row, roots)
+        tried += [f"{place}: {outcome}" for place, outcome in attempts]
+        if found:
+            return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package, found=found,
+                                via="wheel", tried=tuple(tried))  # fmt: skip
+    # What a system search gives (the loader does this only with SLIMWHEEL_USE_SYSTEM_CUDA=1).
+    where = system.get(lib.soname)
+    if where is None:
+        tried.append("system search: not found")
+        return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package, found=None,
+                            via="missing", tried=tuple(tried))  # fmt: skip
+    tried.append(f"system search: {where} ({'used' if use_system else 'ignored unless SLIMWHEEL_USE_SYSTEM_CUDA=1'})")
+    return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package,
+                        found=where if use_system else None, via="system" if use_system else "missing",
+                        tried=tuple(tried))  # fmt: skip
+
+
+def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) -> DoctorReport:
+    env = dict(os.environ) if env is None else env
+    notes: list[str] = []
+    targets: tuple[Target, ...] = ()
+    needs: set[str] = set()
+    floor = None
+    major = None
+    if target:
+        targets, needs, floor, major = _targets_and_needs(target)
+        if not targets:
+            notes.append(f"{target}: no fatbin (no CUDA kernels) found")
+
+    driver_version = None
+    gpus: list[drv.Gpu] = []
+    nvml = drv.Nvml.open()
+    if nvml is not None:
+        with nvml:
+            driver_version = nvml.driver_version()
+            gpus = nvml.gpus()
+    cuda = drv.CudaDriver.open()
+    driver_cuda = drv.format_cuda_version(cuda.version()) if cuda is not None else None
+    if cuda is not None and not gpus:
+        gpus = cuda.gpus()
+    if cuda is None and nvml is None:
+        notes.append("no NVIDIA driver on this machine (libcuda.so.1 and libnvidia-ml.so.1 not found): no GPU checks")
+    elif not gpus:
+        notes.append("the NVIDIA driver is installed but reports no GPU")
+
+    if major is not None:
+        libs = [lib for lib in cudalibs.libs_for(major) if lib.soname in needs]
+    elif target:
+        libs = []
+        notes.append(f"{target}: needs no CUDA library of the nvidia-* wheels")
+    else:
+        libs = [cudalibs.lookup(c, m) for m in (13, 12) for c in ("cudart", "cublasLt", "cublas")]
+    use_system = env.get(loader.USE_SYSTEM_ENV, "") not in ("", "0")
+    roots = [r for r in [*_site_of(target), *sys.path] if r and os.path.isabs(r) and os.path.isdir(r)]
+    roots = list(dict.fromkeys(roots))
+    system = system_search([lib.soname for lib in libs])
+    checks = tuple(resolve_library(lib, roots, use_system=use_system, system=system) for lib in libs)
+
+    if driver_version and floor and _version_key(driver_version) < _version_key(floor):
+        notes.append(f"driver {driver_version} is older than {floor}, which this wheel's code needs")
+    if driver_cuda and major is not None and int(driver_cuda.split(".")[0]) < major:
+        notes.append(f"the driver supports CUDA {driver_cuda}; this wheel needs CUDA {major}: update the driver")
+
+    gpu_checks = []
+    for g in gpus:
+        if not target or not targets:
+            label = "n/a" if not target else "n/a (no CUDA kernels in it)"
+            gpu_checks.append(GpuCheck(index=g.index, name=g.name, cc=g.cc, served_by=label, ok=True))
+            continue
+        try:
+            how, t = served_by(CC.parse(g.cc), targets)
+        except BadInputError:
+            how, t = "none", None
+        text = {"sass": f"sass {t}", "ptx": f"ptx {t} (JIT at first load)", "none": "none"}[how]
+        gpu_checks.append(GpuCheck(index=g.index, name=g.name, cc=g.cc, served_by=text, ok=how != "none"))
+    mode, source = drv.module_loading()
+    return DoctorReport(
+        target=target,
+        driver_version=driver_version,
+        driver_cuda=driver_cuda,
+        gpus=tuple(gpu_checks),
+        cuda_major=major,
+        libraries=checks,
+        module_loading=mode,
+        module_loading_source=source,
+        driver_floor=floor,
+        notes=tuple(notes),
+    )
+
+
+def _version_key(v: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in v.split(".") if p.isdigit())
+
+
+def doctor_to_json(report: DoctorReport) -> dict[str, object]:
+    data = asdict(report)
+    data["ok"] = report.ok
+    return json.loads(json.dumps({"schema": 1, **data}))  # tuples -> lists: the JSON it is printed as

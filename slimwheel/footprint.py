@@ -1,0 +1,135 @@
+"""`slimwheel footprint`: GPU memory and time of importing a CUDA package and of its first call, eager vs lazy.
+
+Each figure comes from a fresh process (module loading is decided when the CUDA context is created, and memory once
+taken is not given back), with CUDA_MODULE_LOADING set to EAGER or LAZY. Per mode two processes run: a bare one that
+only creates the primary context (the figure every CUDA process pays), and one that creates it, imports the module and
+makes the first call. Memory is measured as cuMemGetInfo (total - free) deltas against the device's use before the
+process made its context (NVML), and as NVML's per-process usedGpuMemory; torch's allocator counters would not see
+the context or the loaded kernels.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from slimwheel.errors import BadInputError, ToolError
+
+log = logging.getLogger("slimwheel.footprint")
+
+MODES = ("EAGER", "LAZY")
+
+# Runs in the child process: the same interpreter as slimwheel, so slimwheel.runtime.driver is importable.
+_CHILD = r"""
+import importlib, json, os, sys, time
+from slimwheel.runtime.driver import CudaDriver, Nvml
+target, call, device, bare = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+out = {"pid": os.getpid(), "stages": []}
+nvml = Nvml.open()
+cuda = CudaDriver.open()
+if cuda is None:
+    print(json.dumps({"error": "no NVIDIA driver (libcuda.so.1) on this machine"})); sys.exit(0)
+before = None
+if nvml is not None:
+    gpus = nvml.gpus()
+    before = gpus[device].memory_used if len(gpus) > device else None
+def stage(name, t):
+    used = cuda.mem_used()
+    out["stages"].append({
+        "stage": name, "seconds": t,
+        "device_used": used, "delta_vs_before": (used - before) if (used is not None and before is not None) else None,
+        "nvml_process": nvml.process_memory(os.getpid(), device) if nvml is not None else None,
+    })
+t0 = time.perf_counter()
+rc = cuda.retain_primary_context(device)
+if rc != 0:
+    print(json.dumps({"error": f"creating the CUDA context failed (CUresult {rc})"})); sys.exit(0)
+stage("context", time.perf_counter() - t0)
+if not bare:
+    t0 = time.perf_counter()
+    try:
+        mod = importlib.import_module(target)
+    except Exception as e:
+        print(json.dumps({"error": f"import {target} failed: {type(e).__name__}: {e}"})); sys.exit(0)
+    cuda.synchronize()
+    stage("import", time.perf_counter() - t0)
+    if call:
+        env = {"m": mod, target.split(".")[0]: importlib.import_module(target.split(".")[0])}
+        t0 = time.perf_counter()
+        try:
+            eval(call, env)
+        except Exception as e:
+            print(json.dumps({"error": f"--call {call!r} failed: {type(e).__name__}: {e}"})); sys.exit(0)
+        cuda.synchronize()
+        stage("first call", time.perf_counter() - t0)
+print(json.dumps(out))
+"""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stage:
+    stage: str  # context | import | first call
+    seconds: float
+    device_used: int | None  # bytes, cuMemGetInfo total - free
+    delta_vs_before: int | None  # bytes: device_used minus the device's use before this process made a context
+    nvml_process: int | None  # bytes: NVML usedGpuMemory of this process
+
+
+@dataclass(frozen=True, kw_only=True)
+class Run:
+    mode: str  # EAGER | LAZY
+    bare: tuple[Stage, ...]
+    module: tuple[Stage, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FootprintReport:
+    target: str
+    call: str | None
+    device: int
+    runs: tuple[Run, ...]
+
+
+def _child(target: str, call: str | None, device: int, mode: str, bare: bool, python: str) -> tuple[Stage, ...]:
+    env = dict(os.environ)
+    env["CUDA_MODULE_LOADING"] = mode
+    if python != sys.executable:
+        # Another interpreter (the package's environment) still needs slimwheel.runtime.driver (standard library only).
+        import slimwheel
+
+        pkg_root = str(Path(slimwheel.__file__).resolve().parent.parent)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
+    cmd = [python, "-c", _CHILD, target, call or "", str(device), "1" if bare else "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        raise ToolError(f"footprint child ({mode}, {'bare' if bare else target}) failed (exit {proc.returncode}):\n"
+                        + "\n".join(proc.stderr.strip().splitlines()[-10:]))  # fmt: skip
+    data = json.loads(lines[-1])
+    if "error" in data:
+        raise ToolError(f"footprint ({mode}): {data['error']}")
+    return tuple(Stage(**s) for s in data["stages"])
+
+
+def measure(
+    target: str, *, call: str | None = None, device: int = 0, modes: tuple[str, ...] = MODES,
+    python: str | None = None,
+) -> FootprintReport:  # fmt: skip
+    if not target.replace(".", "").replace("_", "").isalnum():
+        raise BadInputError(f"{target!r} is not a module name", hint="give the import name, e.g. faiss or knn")
+    runs = []
+    for mode in modes:
+        bare = _child(target, None, device, mode, True, python or sys.executable)
+        module = _child(target, call, device, mode, False, python or sys.executable)
+        log.debug("%s: bare %s, module %s", mode, bare, module)
+        runs.append(Run(mode=mode, bare=bare, module=module))
+    return FootprintReport(target=target, call=call, device=device, runs=tuple(runs))
+
+
+def footprint_to_json(report: FootprintReport) -> dict[str, object]:
+    return json.loads(json.dumps({"schema": 1, "units": "bytes, seconds", **asdict(report)}))

@@ -1,0 +1,161 @@
+"""The CUDA fatbin container, read by slimwheel's own code (no NVIDIA tool is needed on a user's CI machine).
+
+Layout (little-endian; checked against `cuobjdump --list-elf/--list-ptx` on nvcc 12.x/13.0 output in the tests):
+
+    container header (16 bytes):  u32 magic 0xBA55ED50, u16 version (1), u16 header size (16), u64 size of the entries
+    entry header (>= 64 bytes):   u16 kind (1 PTX, 2 ELF/cubin, 8 LTO-IR), u16 version, u32 header size,
+                                  u64 stored (padded) payload size, u32 compressed size (0 when stored plain),
+                                  u32 options offset, u32 version word (PTX: ISA major << 16 | minor),
+                                  u32 sm (75, 90, 121),
+                                  u64 unused, u64 flags, u64 unused, u64 uncompressed size (0 when stored plain)
+    flags:                        0x1 64-bit, 0x10 Linux, 0x2000 LZ4-compressed (-Xfatbin=-compress-all of CUDA 12, as
+                                  in faiss-gpu 1.15.1; --compress-mode=speed of 13.0), 0x8000 zstd-compressed
+                                  (--compress-mode=default/size and -compress-all of 13.0), 0x100000 arch-specific
+                                  (`a`), 0x200000 family-specific (`f`); all measured on nvcc 13.0 output
+
+A section (.nv_fatbin in linked ELFs and host objects, __nv_relfatbin in -rdc objects) holds one container per
+translation unit, back to back, zero-padded to 8 bytes. Sizes come from the headers; payloads are never decompressed.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+from slimwheel.cuda.arch import CC, Kind, Target, Variant
+from slimwheel.errors import BadInputError
+
+MAGIC = 0xBA55ED50
+MAGIC_BYTES = struct.pack("<I", MAGIC)
+_HEADER = struct.Struct("<IHHQ")
+_ENTRY = struct.Struct("<HHIQIIIIQQQQ")  # the first 64 bytes of an entry header
+assert _ENTRY.size == 64
+
+_KINDS = {1: "ptx", 2: "sass", 8: "lto-ir"}
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000
+FLAG_FAMILY_SPECIFIC = 0x200000
+
+
+@dataclass(frozen=True, kw_only=True)
+class FatbinEntry:
+    """One cubin, PTX text or LTO-IR module inside a fatbin."""
+
+    kind: str  # "sass" | "ptx" | "lto-ir" | "unknown-<n>"
+    arch: str  # nvcc's spelling: 90, 90a, 100f
+    target: Target | None  # for sass and ptx; None for LTO-IR (not loadable) and unknown kinds
+    compression: str  # "none" | "lz4" | "zstd"
+    stored_size: int  # bytes the payload takes in the file (compressed size, or padded size when stored plain)
+    uncompressed_size: int
+    ptx_isa: tuple[int, int] | None = None  # PTX entries: the ISA version, e.g. (8, 5)
+
+    @property
+    def compressed(self) -> bool:
+        return self.compression != "none"
+
+
+@dataclass(frozen=True, kw_only=True)
+class Fatbin:
+    """One fatbin container: `offset` is where it starts in the file that holds it, `size` includes its header.
+
+    `device_link` marks the container nvcc's device-link step made (registered by a version-2 wrapper): without
+    -rdc it holds no kernels, with -rdc its kernels' PTX sits in the __nv_relfatbin containers.
+    """
+
+    offset: int
+    size: int
+    entries: tuple[FatbinEntry, ...]
+    device_link: bool = False
+
+
+def _fail(where: str, offset: int, problem: str) -> BadInputError:
+    return BadInputError(f"{where}: fatbin at offset {offset:#x}: {problem}")
+
+
+def parse_fatbin(data: bytes | memoryview, offset: int = 0, *, where: str, base: int = 0) -> Fatbin:
+    """The container starting at `offset` of `data`. `base` is added to reported offsets (the section's file offset)."""
+    mv = memoryview(data)
+    end_of_data = len(mv)
+    if offset + _HEADER.size > end_of_data:
+        raise _fail(where, base + offset, f"header needs {_HEADER.size} bytes, only {end_of_data - offset} left")
+    magic, _version, header_size, fat_size = _HEADER.unpack_from(mv, offset)
+    if magic != MAGIC:
+        raise _fail(where, base + offset, f"bad magic {magic:#010x} (expected {MAGIC:#010x})")
+    if header_size < _HEADER.size:
+        raise _fail(where, base + offset, f"header size {header_size} is smaller than {_HEADER.size}")
+    end = offset + header_size + fat_size
+    if end > end_of_data:
+        raise _fail(
+            where, base + offset, f"entries of {fat_size} bytes run past the end ({end - end_of_data} bytes missing)"
+        )
+    entries: list[FatbinEntry] = []
+    p = offset + header_size
+    while p < end:
+        if p + _ENTRY.size > end:
+            raise _fail(where, base + offset, f"entry header at {base + p:#x} is cut off by the container's end")
+        (kind_n, _ev, ehsize, padded, csize, _opt, verword, sm, _u1, flags, _u2, usize) = _ENTRY.unpack_from(mv, p)
+        if ehsize < _ENTRY.size:
+            raise _fail(where, base + offset, f"entry at {base + p:#x} has header size {ehsize} < {_ENTRY.size}")
+        if p + ehsize + padded > end:
+            raise _fail(
+                where,
+                base + offset,
+                f"entry at {base + p:#x} says {padded} payload bytes, which run past the container's end",
+            )
+        entries.append(_entry(kind_n, verword, sm, flags, padded, csize, usize))
+        p += ehsize + padded
+    return Fatbin(offset=base + offset, size=end - offset, entries=tuple(entries))
+
+
+def _entry(kind_n: int, verword: int, sm: int, flags: int, padded: int, csize: int, usize: int) -> FatbinEntry:
+    kind = _KINDS.get(kind_n, f"unknown-{kind_n}")
+    variant = (
+        Variant.ARCH
+        if flags & FLAG_ARCH_SPECIFIC
+        else Variant.FAMILY
+        if flags & FLAG_FAMILY_SPECIFIC
+        else Variant.PLAIN
+    )
+    compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else "none"
+    stored = csize if compression != "none" and csize else padded
+    uncompressed = usize if compression != "none" and usize else stored
+    target: Target | None = None
+    arch = f"{sm}{variant.value}"
+    if kind in ("sass", "ptx") and sm >= 10:
+        target = Target(CC(sm // 10, sm % 10), Kind.SASS if kind == "sass" else Kind.PTX, variant)
+        arch = target.arch
+    isa = (verword >> 16, verword & 0xFFFF) if kind == "ptx" else None
+    return FatbinEntry(
+        kind=kind,
+        arch=arch,
+        target=target,
+        compression=compression,
+        stored_size=stored,
+        uncompressed_size=uncompressed,
+        ptx_isa=isa,
+    )
+
+
+def parse_fatbins(data: bytes | memoryview, *, where: str, base: int = 0) -> tuple[Fatbin, ...]:
+    """Every container in a fatbin section (or a whole .fatbin file): back to back, zero padding between them."""
+    mv = memoryview(data)
+    out: list[Fatbin] = []
+    p = 0
+    n = len(mv)
+    while p < n:
+        if mv[p : p + 4] != MAGIC_BYTES:
+            # Padding between containers is zeros up to the next 8-byte boundary (often to the section's end).
+            q = p
+            while q < n and mv[q] == 0:
+                q += 1
+            if q == n:
+                break
+            if q == p or q % 8:
+                raise _fail(where, base + q, "neither a fatbin header nor zero padding")
+            p = q
+            continue
+        fb = parse_fatbin(mv, p, where=where, base=base)
+        out.append(fb)
+        p += fb.size
+    return tuple(out)

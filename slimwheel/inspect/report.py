@@ -1,0 +1,451 @@
+"""The wheel report: what takes the space, which GPUs the wheel runs on, which driver and libraries it needs."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, served_by
+from slimwheel.cuda.versions import (
+    MAJOR_DRIVER,
+    PTX_ISA_RELEASE,
+    SIZE_COMPRESSION_DRIVER_CUDA12,
+    CudaVersion,
+    driver_for_release,
+)
+from slimwheel.errors import BadInputError
+from slimwheel.inspect.elf import ElfReport, read_elf
+from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, FatbinEntry
+from slimwheel.inspect.wheel import Member, WheelArchive
+
+__all__ = [
+    "CoverageGap",
+    "ElfReport",
+    "Fatbin",
+    "FatbinEntry",
+    "FileEntry",
+    "TargetTotal",
+    "WheelReport",
+    "coverage_rows",
+    "gap_text",
+    "inspect_binary",
+    "inspect_wheel",
+    "module_coverage",
+    "report_to_json",
+    "target_totals",
+]
+
+log = logging.getLogger(__name__)
+SCHEMA = 1
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileEntry:
+    name: str
+    compressed: int  # bytes inside the zip
+    uncompressed: int  # bytes once installed
+    share: float  # compressed / the wheel's size on disk
+
+
+@dataclass(frozen=True, kw_only=True)
+class TargetTotal:
+    """All fatbin entries of one kind and arch across a wheel."""
+
+    kind: str
+    arch: str
+    count: int
+    stored: int
+    uncompressed: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoverageGap:
+    """A CC that some CUDA modules serve worse than others: the wheel is only as good as its weakest module."""
+
+    cc: CC
+    how: str  # the worst: "ptx" (some modules only by PTX JIT) or "none" (some modules cannot run at all)
+    fatbins: int  # how many fatbins serve it that way
+    total: int  # fatbins with loadable code
+    elfs: tuple[str, ...]  # the ELF files those fatbins are in
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelReport:
+    """Everything size-report shows and check judges, for one wheel. Sizes are bytes."""
+
+    path: Path
+    name: str
+    version: str
+    tags: tuple[str, ...]
+    requires_dist: tuple[str, ...]
+    size: int  # the wheel's bytes on disk
+    files: tuple[FileEntry, ...]
+    elfs: tuple[ElfReport, ...]
+    targets: tuple[Target, ...]  # union over every fatbin
+    coverage: Coverage  # per CC, the worst over every fatbin (a kernel runs only if its own module serves the GPU)
+    coverage_gaps: tuple[CoverageGap, ...]
+    cuda_major: int | None
+    cuda_major_why: str
+    ptx_release: CudaVersion | None  # the CUDA release the newest PTX ISA came with
+    driver_floor: str | None  # for GPUs served by SASS
+    ptx_driver_floor: str | None  # for GPUs served only through PTX JIT
+    driver_why: tuple[str, ...]
+    compression: tuple[str, ...]  # fatbin compression seen: none, lz4, zstd
+
+    @property
+    def installed_size(self) -> int:
+        return sum(f.uncompressed for f in self.files)
+
+    @property
+    def platforms(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(t.split("-", 2)[2] for t in self.tags if t.count("-") >= 2))
+
+    @property
+    def is_x86_64(self) -> bool:
+        return any(p.endswith("x86_64") for p in self.platforms) or self.path.name.endswith("x86_64.whl")
+
+    @property
+    def fatbin_entries(self) -> tuple[FatbinEntry, ...]:
+        return tuple(e for elf in self.elfs for fb in elf.fatbins for e in fb.entries)
+
+
+def target_totals(entries: tuple[FatbinEntry, ...] | list[FatbinEntry]) -> tuple[TargetTotal, ...]:
+    acc: dict[tuple[str, str], list[int]] = {}
+    for e in entries:
+        a = acc.setdefault((e.kind, e.arch), [0, 0, 0])
+        a[0] += 1
+        a[1] += e.stored_size
+        a[2] += e.uncompressed_size
+    order = {"sass": 0, "ptx": 1, "lto-ir": 2}
+
+    def key(k: tuple[str, str]) -> tuple[int, int, str]:
+        m = re.match(r"\d+", k[1])
+        return (order.get(k[0], 3), int(m.group()) if m else 0, k[1])
+
+    return tuple(
+        TargetTotal(kind=k[0], arch=k[1], count=v[0], stored=v[1], uncompressed=v[2])
+        for k, v in sorted(acc.items(), key=lambda kv: key(kv[0]))
+    )
+
+
+def _candidate(archive: WheelArchive, m: Member) -> bool:
+    return m.uncompressed >= 16 and archive.head(m, 4)[:4] in (b"\x7fELF", MAGIC_BYTES)
+
+
+def inspect_wheel(path: Path) -> WheelReport:
+    """Read a wheel once: the zip directory for every file, and each ELF (or .fatbin) member inflated once."""
+    path = Path(path)
+    t0 = time.perf_counter()
+    with WheelArchive(path) as archive:
+        meta = archive.metadata()
+        wheel_size = archive.size
+        files = tuple(
+            FileEntry(
+                name=m.name,
+                compressed=m.compressed,
+                uncompressed=m.uncompressed,
+                share=m.compressed / wheel_size if wheel_size else 0.0,
+            )
+            for m in archive.members
+        )
+        candidates = [m for m in archive.members if _candidate(archive, m)]
+        t1 = time.perf_counter()
+        log.info(
+            "%s: zip directory and metadata, %d files, %d ELF: %.2f s", path.name, len(files), len(candidates), t1 - t0
+        )
+
+        def one(m: Member) -> ElfReport:
+            data = archive.read(m)
+            try:
+                return read_elf(data, m.name)
+            except BadInputError as e:
+                raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
+
+        # Inflate (zlib/ISA-L) releases the GIL: big members overlap. Largest first keeps the workers busy.
+        candidates.sort(key=lambda m: -m.uncompressed)
+        workers = max(1, min(4, os.cpu_count() or 1, len(candidates)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            by_name = {r.name: r for r in pool.map(one, candidates)}
+        elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
+        log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t1)
+    return _assemble(path, meta, wheel_size, files, elfs)
+
+
+def inspect_binary(path: Path) -> ElfReport:
+    """A loose shared library, object, executable or .fatbin file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise BadInputError(f"{path}: cannot be read ({e.strerror})") from None
+    return read_elf(data, str(path))
+
+
+def _requirements(requires: tuple[str, ...]) -> list[Requirement]:
+    out = []
+    for r in requires:
+        try:
+            out.append(Requirement(r))
+        except InvalidRequirement:
+            log.warning("ignoring a Requires-Dist that cannot be parsed: %s", r)
+    return out
+
+
+def _cuda_major(
+    elfs: tuple[ElfReport, ...],
+    requires: tuple[str, ...],
+    ptx_release: CudaVersion | None,
+) -> tuple[int | None, str]:
+    # A SONAME that exists for one major only (libcudart.so.12) is the strongest evidence.
+    unique: dict[str, int] = {}
+    counts = Counter(lib.soname for lib in cudalibs.RUNTIME_LIBS)
+    for lib in cudalibs.RUNTIME_LIBS:
+        if counts[lib.soname] == 1:
+            unique[lib.soname] = lib.cuda_major
+    for elf in elfs:
+        for n in elf.needed:
+            if n in unique:
+                return unique[n], f"{elf.name} needs {n}"
+    for req in _requirements(requires):
+        m = re.fullmatch(r"nvidia-.*-cu(\d+)", req.name.lower())
+        if m:
+            return int(m.group(1)), f"Requires-Dist {req}"
+    if ptx_release is not None:
+        return ptx_release.major, f"PTX ISA of CUDA {ptx_release}"
+    return None, "no CUDA runtime library, nvidia-* requirement or PTX found"
+
+
+_RANK = {"none": 0, "ptx": 1, "sass": 2}
+
+
+def module_coverage(
+    elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
+) -> tuple[Coverage, tuple[CoverageGap, ...]]:
+    """Per CC, how the weakest fatbin serves it. Fatbins with the same targets are judged once."""
+    groups: dict[frozenset[Target], list[str]] = {}
+    for elf in elfs:
+        # A device-link container is no module of its own (no kernels, or kernels whose PTX is in __nv_relfatbin).
+        for fb in [f for f in elf.fatbins if not f.device_link] or elf.fatbins:
+            ts = frozenset(e.target for e in fb.entries if e.target is not None)
+            if ts:
+                groups.setdefault(ts, []).append(elf.name)
+    total = sum(len(v) for v in groups.values())
+    out: dict[str, list[CC]] = {"sass": [], "ptx": [], "none": []}
+    gaps = []
+    for cc in ccs:
+        hows: dict[str, list[str]] = {}
+        for ts, names in groups.items():
+            hows.setdefault(served_by(cc, ts)[0], []).extend(names)
+        worst = min(hows, key=_RANK.__getitem__) if hows else "none"
+        out[worst].append(cc)
+        if len(hows) > 1:
+            names = hows[worst]
+            gaps.append(
+                CoverageGap(cc=cc, how=worst, fatbins=len(names), total=total, elfs=tuple(dict.fromkeys(names)))
+            )
+    return Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"])), tuple(gaps)
+
+
+def _driver_key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in v.split("."))
+
+
+def _assemble(
+    path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
+) -> WheelReport:
+    entries = [e for elf in elfs for fb in elf.fatbins for e in fb.entries]
+    targets = tuple(
+        sorted(
+            {e.target for e in entries if e.target is not None},
+            key=lambda t: (t.kind is Kind.PTX, t.cc, t.variant.value),
+        )
+    )
+    coverage, gaps = module_coverage(elfs)
+    isas = [e.ptx_isa for e in entries if e.ptx_isa]
+    ptx_release = None
+    if isas:
+        newest = max(isas)
+        rel = PTX_ISA_RELEASE.get(newest)
+        if rel is None:  # an ISA newer than the table: the newest release we know of is a lower bound
+            rel = max(r for isa, r in PTX_ISA_RELEASE.items() if isa <= newest)
+        ptx_release = CudaVersion(*rel)
+    major, major_why = _cuda_major(elfs, meta.requires_dist, ptx_release)
+    compression = tuple(sorted({e.compression for e in entries}))
+    why: list[str] = []
+    floor: str | None = None
+    if major is not None and major in MAJOR_DRIVER and any(t.kind is Kind.SASS for t in targets):
+        floor = MAJOR_DRIVER[major]
+        why.append(f"CUDA {major} code runs on the major's first driver, {floor} (minor version compatibility)")
+        if major == 12 and "zstd" in compression:
+            if _driver_key(SIZE_COMPRESSION_DRIVER_CUDA12) > _driver_key(floor):
+                floor = SIZE_COMPRESSION_DRIVER_CUDA12
+            why.append(
+                f"zstd-compressed fatbin entries (--compress-mode, CUDA 12.8+) need driver >= "
+                f"{SIZE_COMPRESSION_DRIVER_CUDA12}"
+            )
+    ptx_floor = None
+    if ptx_release is not None:
+        ptx_floor = driver_for_release(ptx_release)
+        why.append(
+            f"PTX ISA {max(isas)[0]}.{max(isas)[1]} came with CUDA {ptx_release}: JIT compiling it needs "
+            f"driver >= {ptx_floor}"
+        )
+        if floor is None:
+            floor = ptx_floor
+    return WheelReport(
+        path=path,
+        name=meta.name,
+        version=meta.version,
+        tags=meta.tags,
+        requires_dist=meta.requires_dist,
+        size=wheel_size,
+        files=files,
+        elfs=elfs,
+        targets=targets,
+        coverage=coverage,
+        coverage_gaps=gaps,
+        cuda_major=major,
+        cuda_major_why=major_why,
+        ptx_release=ptx_release,
+        driver_floor=floor,
+        ptx_driver_floor=ptx_floor,
+        driver_why=tuple(why),
+        compression=compression,
+    )
+
+
+def _entry_json(e: FatbinEntry) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "kind": e.kind,
+        "arch": e.arch,
+        "compression": e.compression,
+        "stored_bytes": e.stored_size,
+        "uncompressed_bytes": e.uncompressed_size,
+    }
+    if e.ptx_isa:
+        d["ptx_isa"] = f"{e.ptx_isa[0]}.{e.ptx_isa[1]}"
+    return d
+
+
+def elf_to_json(elf: ElfReport) -> dict[str, Any]:
+    return {
+        "name": elf.name,
+        "bytes": elf.size,
+        "kind": elf.kind,
+        "machine": elf.machine,
+        "sections": dict(sorted(elf.sections.items(), key=lambda kv: -kv[1])),
+        "soname": elf.soname,
+        "needed": list(elf.needed),
+        "rpath": elf.rpath,
+        "runpath": elf.runpath,
+        "cuda_modules": elf.modules,
+        "fatbin_bytes": elf.fatbin_bytes,
+        "fatbins": [
+            {
+                "offset": fb.offset,
+                "bytes": fb.size,
+                "device_link": fb.device_link,
+                "entries": [_entry_json(e) for e in fb.entries],
+            }
+            for fb in elf.fatbins
+        ],
+        "totals": [t.__dict__ for t in target_totals([e for fb in elf.fatbins for e in fb.entries])],
+    }
+
+
+def gap_text(gap: CoverageGap) -> str:
+    how = "only through PTX JIT" if gap.how == "ptx" else "not at all"
+    return f"{gap.fatbins} of {gap.total} fatbins run {how} (in {', '.join(gap.elfs)})"
+
+
+def coverage_rows(report: WheelReport) -> list[tuple[str, str, str, str]]:
+    """(cc, GPU, how: sass|ptx|none, via) for every known CC, 5.0 to 12.1; `how` is the weakest module's."""
+    from slimwheel.cuda.arch import generation
+
+    gaps = {g.cc: g for g in report.coverage_gaps}
+    how_of = {
+        cc: k
+        for k, ccs in (
+            ("sass", report.coverage.native),
+            ("ptx", report.coverage.ptx_only),
+            ("none", report.coverage.none),
+        )
+        for cc in ccs
+    }
+    rows = []
+    for cc in KNOWN_CCS:
+        how = how_of[cc]
+        t = served_by(cc, report.targets)[1]
+        via = gap_text(gaps[cc]) if cc in gaps else (str(t) if t and how != "none" else "")
+        gen = generation(cc)
+        rows.append((str(cc), gen.name if gen else "", how, via))
+    return rows
+
+
+def _coverage_json(report: WheelReport) -> list[dict[str, Any]]:
+    gaps = {g.cc: g for g in report.coverage_gaps}
+    out = []
+    for (cc_text, gpu, how, _via), cc in zip(coverage_rows(report), KNOWN_CCS, strict=True):
+        best = served_by(cc, report.targets)[1]
+        gap = gaps.get(cc)
+        out.append(
+            {
+                "cc": cc_text,
+                "gpu": gpu,
+                "served_by": how,
+                "best_target": str(best) if best else None,
+                "weakest": None
+                if gap is None
+                else {"served_by": gap.how, "fatbins": gap.fatbins, "of": gap.total, "elfs": list(gap.elfs)},
+            }
+        )
+    return out
+
+
+def report_to_json(report: WheelReport) -> dict[str, Any]:
+    """Versioned JSON ("schema": 1). Sizes are integers in bytes; their keys end in _bytes or are "bytes"."""
+    return {
+        "schema": SCHEMA,
+        "wheel": {
+            "path": str(report.path),
+            "file": report.path.name,
+            "name": report.name,
+            "version": report.version,
+            "tags": list(report.tags),
+            "requires_dist": list(report.requires_dist),
+            "bytes": report.size,
+            "installed_bytes": report.installed_size,
+        },
+        "cuda": {
+            "major": report.cuda_major,
+            "major_evidence": report.cuda_major_why,
+            "ptx_release": str(report.ptx_release) if report.ptx_release else None,
+            "driver_floor": report.driver_floor,
+            "ptx_jit_driver_floor": report.ptx_driver_floor,
+            "driver_reasons": list(report.driver_why),
+            "fatbin_compression": list(report.compression),
+        },
+        "targets": [str(t) for t in report.targets],
+        "coverage": _coverage_json(report),
+        "totals": [t.__dict__ for t in target_totals(report.fatbin_entries)],
+        "files": [
+            {
+                "name": f.name,
+                "compressed_bytes": f.compressed,
+                "uncompressed_bytes": f.uncompressed,
+                "share": round(f.share, 6),
+            }
+            for f in sorted(report.files, key=lambda f: -f.compressed)
+        ],
+        "elfs": [elf_to_json(e) for e in report.elfs],
+    }

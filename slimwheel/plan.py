@@ -1,0 +1,219 @@
+"""The build plan: which GPU targets to compile, how to compress them, what to link, and the driver that implies.
+
+`make_plan` is pure: it reads a Config and what the toolkit can do (a Toolkit, or the release table in
+cuda/versions.py when no toolkit is installed) and returns a BuildPlan whose `cmake_defines` are the SLIMWHEEL_* cache
+variables SlimWheel.cmake turns into compiler and linker flags.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from packaging.version import Version
+
+from slimwheel.config import Config
+from slimwheel.cuda.arch import CC, KNOWN_CCS, ArchPlan, Coverage, Kind, Target, explicit_plan, parse_cc_set, plan
+from slimwheel.cuda.libs import RuntimeLib, load_order, lookup
+from slimwheel.cuda.versions import (
+    MAJOR_DRIVER,
+    SIZE_COMPRESSION_DRIVER_CUDA12,
+    CudaVersion,
+    driver_for_release,
+    supported_archs,
+)
+from slimwheel.errors import BadInputError
+from slimwheel.toolkit.model import Toolkit
+
+# --compress-mode exists from CUDA 12.8 on; before it, fatbinary's -compress-all is the only switch.
+COMPRESS_MODE_SINCE = CudaVersion(12, 8)
+COMPRESSION_FLAGS = {
+    "none": "--compress-mode=none",
+    "default": "--compress-mode=default",
+    "size": "--compress-mode=size",
+    "speed": "--compress-mode=speed",
+    "balance": "--compress-mode=balance",
+    "legacy": "-Xfatbin=-compress-all",
+}
+
+SYSTEM_DIRS = frozenset(
+    {"/usr/include", "/usr/local/include", "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/lib/x86_64-linux-gnu",
+     "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu"}
+)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class BuildPlan:
+    """What `slimwheel build` will do, and why; everything a report needs to explain the wheel."""
+
+    cuda: CudaVersion
+    arch: ArchPlan
+    compression: str  # none | default | size | speed | balance | legacy
+    driver_floor: str  # the oldest Linux driver that runs every target of this plan
+    link: str  # dynamic | static
+    libraries: tuple[RuntimeLib, ...]  # dynamic: the nvidia-* runtime libraries linked, in load order
+    cmake_defines: dict[str, str]
+    components: tuple[str, ...] = ()  # the CUDA components asked for (cfg.libraries), for static pruning
+    driver_why: tuple[str, ...] = ()  # one line per constraint that sets the floor
+    toolkit_source: str = "toolkit"  # "toolkit" (asked nvcc) or "table" (no toolkit: cuda/versions.py)
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def compression_flag(self) -> str:
+        return COMPRESSION_FLAGS[self.compression]
+
+
+def choose_compression(requested: str, version: CudaVersion) -> tuple[str, str | None]:
+    """(mode, note): "auto" is `size` on CUDA >= 12.8 (PyTorch's choice on 13.0) and the legacy switch before."""
+    new = version >= COMPRESS_MODE_SINCE
+    if requested == "auto":
+        return ("size", None) if new else ("legacy", None)
+    if requested in ("none", "legacy"):
+        return requested, None
+    if not new:
+        if requested == "default":
+            return "legacy", f"CUDA {version} has no --compress-mode; -Xfatbin=-compress-all is its default compression"
+        raise BadInputError(
+            f"compression = {requested!r} needs CUDA 12.8 or newer (nvcc --compress-mode); this is CUDA {version}",
+            hint='use compression = "auto" or "default" (-Xfatbin=-compress-all)',
+        )
+    return requested, None
+
+
+def driver_floor(version: CudaVersion, targets: tuple[Target, ...], compression: str) -> tuple[str, tuple[str, ...]]:
+    """The oldest driver that loads every target: the major's first driver for SASS (minor version compatibility),
+    the release's own driver for PTX JIT, and the compressed-fatbin driver for size/balance modes on CUDA 12."""
+    reasons: list[tuple[str, str]] = []
+    major = MAJOR_DRIVER.get(version.major)
+    if major:
+        reasons.append((major, f"CUDA {version.major} binaries need driver >= {major}"))
+    if any(t.kind is Kind.PTX for t in targets):
+        rel = driver_for_release(version)
+        if rel:
+            reasons.append((rel, f"PTX from CUDA {version} is JIT-compiled only by driver >= {rel}"))
+    if version.major == 12 and compression in ("size", "balance"):
+        reasons.append(
+            (SIZE_COMPRESSION_DRIVER_CUDA12, f"{compression} fatbin compression needs driver >= "
+             f"{SIZE_COMPRESSION_DRIVER_CUDA12} on CUDA 12")
+        )  # fmt: skip
+    if version.major >= 13 and compression not in ("none", "legacy"):
+        reasons.append((MAJOR_DRIVER[13], f"--compress-mode={compression} fatbins need driver >= 580 on CUDA 13"))
+    if not reasons:
+        return "unknown", ()
+    floor = max((r[0] for r in reasons), key=Version)
+    return floor, tuple(why for d, why in reasons if d == floor)
+
+
+def arch_plan(cfg: Config, supported: tuple[CC, ...]) -> ArchPlan:
+    """The targets: cfg.targets verbatim, else the fewest SASS for cfg.archs (+ extra-sass, ptx)."""
+    try:
+        if cfg.targets:
+            return explicit_plan(cfg.targets, supported=supported)
+        wanted = parse_cc_set(cfg.archs, supported=supported)
+        extra = tuple(Target.parse(s, kind=Kind.SASS) for s in cfg.extra_sass)
+        return plan(
+            wanted, supported=supported, extra_sass=extra, ptx=cfg.ptx, exclude_integrated=cfg.exclude_integrated
+        )
+    except BadInputError as e:
+        setting = "targets" if cfg.targets else f"archs = {cfg.archs!r}"
+        if cfg.extra_sass:
+            setting += f", extra-sass = {list(cfg.extra_sass)!r}"
+        raise BadInputError(f"{setting}: {e.message}", hint=e.hint) from None
+
+
+def runtime_libraries(cfg: Config, major: int) -> tuple[RuntimeLib, ...]:
+    """Dynamic mode: the nvidia-* libraries of cfg.libraries and what they load first, in load order."""
+    if cfg.link != "dynamic":
+        return ()
+    try:
+        return tuple(load_order([lookup(c, major) for c in cfg.libraries]))
+    except BadInputError as e:
+        raise BadInputError(f"libraries = {list(cfg.libraries)!r}: {e.message}", hint=e.hint) from None
+
+
+def _plan(cfg: Config, version: CudaVersion, supported: tuple[CC, ...], toolkit: Toolkit | None) -> BuildPlan:
+    arch = arch_plan(cfg, supported)
+    compression, note = choose_compression(cfg.compression, version)
+    floor, why = driver_floor(version, arch.targets, compression)
+    notes = [note] if note else []
+    notes += [f"{cc}: skipped, {reason}" for cc, reason in arch.skipped]
+    if cfg.link == "static" and version.major == 13:
+        notes.append("static linking needs static cuBLAS and nvprune, which no PyPI wheel ships (CUDA 11.8 has them)")
+    defines = {
+        "SLIMWHEEL_CUDA_ARCHITECTURES": arch.cmake_architectures,
+        "SLIMWHEEL_COMPRESSION": compression,
+        "SLIMWHEEL_LINK": cfg.link,
+        "SLIMWHEEL_CUDA_MAJOR": str(version.major),
+    }
+    if toolkit is not None:
+        # The compiler's own folders are left out: naming /usr/include with -I/-isystem breaks libstdc++'s
+        # #include_next, and they are searched anyway (Debian's CUDA 11.8 lives there).
+        inc = [str(d) for d in toolkit.include_dirs if str(d) not in SYSTEM_DIRS]
+        lib = [str(d) for d in toolkit.lib_dirs if str(d) not in SYSTEM_DIRS]
+        if inc:
+            defines["SLIMWHEEL_CUDA_INCLUDEDIRS"] = ";".join(inc)
+        if lib:
+            defines["SLIMWHEEL_CUDA_LIBDIRS"] = ";".join(lib)
+    return BuildPlan(
+        cuda=version,
+        arch=arch,
+        compression=compression,
+        driver_floor=floor,
+        driver_why=why,
+        link=cfg.link,
+        libraries=runtime_libraries(cfg, version.major),
+        components=tuple(cfg.libraries),
+        cmake_defines=defines,
+        toolkit_source="toolkit" if toolkit is not None else "table",
+        notes=tuple(notes),
+    )
+
+
+def make_plan(cfg: Config, toolkit: Toolkit) -> BuildPlan:
+    """The plan for this toolkit: its release and the targets its nvcc lists."""
+    return _plan(cfg, toolkit.version, tuple(toolkit.supported) or supported_archs(toolkit.version), toolkit)
+
+
+def make_plan_for_release(cfg: Config, version: CudaVersion) -> BuildPlan:
+    """The plan when no toolkit is installed: targets from the release table in cuda/versions.py."""
+    return _plan(cfg, version, supported_archs(version), None)
+
+
+def plan_to_json(p: BuildPlan) -> dict[str, Any]:
+    cov = Coverage.of(p.arch.targets, KNOWN_CCS)
+    return {
+        "schema": 1,
+        "cuda": str(p.cuda),
+        "archs_from": "nvcc --list-gpu-arch" if p.toolkit_source == "toolkit" else "slimwheel's release table",
+        "targets": [str(t) for t in p.arch.targets],
+        "sass": [t.arch for t in p.arch.sass],
+        "ptx": [t.arch for t in p.arch.ptx],
+        "cmake_architectures": p.arch.cmake_architectures,
+        "nvcc_flags": list(p.arch.nvcc_gencode),
+        "wanted": [str(c) for c in p.arch.wanted],
+        "steps": [{"target": str(s.target), "serves": [str(c) for c in s.serves], "why": s.why} for s in p.arch.steps],
+        "skipped": [{"cc": str(c), "why": why} for c, why in p.arch.skipped],
+        "coverage": {
+            "native": [str(c) for c in cov.native],
+            "ptx_only": [str(c) for c in cov.ptx_only],
+            "none": [str(c) for c in cov.none],
+        },
+        "compression": p.compression,
+        "compression_flag": p.compression_flag,
+        "driver_floor": p.driver_floor,
+        "driver_why": list(p.driver_why),
+        "link": p.link,
+        "libraries": [
+            {"component": lib.component, "soname": lib.soname, "package": lib.package} for lib in p.libraries
+        ],
+        "cmake_defines": dict(p.cmake_defines),
+        "notes": list(p.notes),
+    }
+
+
+def cmake_cache_script(defines: dict[str, str]) -> str:
+    """An initial-cache script for `cmake -C`: the same variables `slimwheel build` passes."""
+    lines = ["# Written by `slimwheel plan --format cmake`; use with: cmake -C this-file ..."]
+    for k, v in defines.items():
+        lines.append(f'set({k} "{v}" CACHE STRING "set by slimwheel plan")')
+    return "\n".join(lines) + "\n"

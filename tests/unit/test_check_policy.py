@@ -1,0 +1,209 @@
+"""check_wheel on synthetic wheels: budget, coverage, dependency consistency, exit codes, config precedence."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+from helpers.binsynth import elf, fatbin, fatbin_entry
+from helpers.wheelmaker import make_wheel
+
+from slimwheel.check import (
+    CheckPolicy,
+    check_wheel,
+    exit_code_for,
+    make_policy,
+    manylinux_whitelist,
+    raise_for,
+    required_ccs,
+)
+from slimwheel.cli import main
+from slimwheel.cuda.arch import CC
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.inspect.report import inspect_wheel
+
+FB = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
+
+
+def wheel(
+    tmp_path: Path,
+    *,
+    needed: tuple[str, ...] = ("libcudart.so.12", "libc.so.6"),
+    requires: tuple[str, ...] = ("nvidia-cuda-runtime-cu12",),
+    extra: dict[str, bytes] | None = None,
+    tag: str = "cp312-abi3-manylinux_2_28_x86_64",
+    fb: bytes = FB,
+) -> Path:
+    files = {"pkg/_ext.abi3.so": elf(sections={".nv_fatbin": fb}, needed=needed), **(extra or {})}
+    return make_wheel(tmp_path, name="pkg", files=files, requires=requires, tag=tag)
+
+
+def verdict(path: Path, **policy: object):  # type: ignore[no-untyped-def]
+    r = inspect_wheel(path)
+    return check_wheel(r, make_policy(r, **policy))  # type: ignore[arg-type]
+
+
+def test_a_consistent_wheel_passes(tmp_path: Path) -> None:
+    v = verdict(wheel(tmp_path), require_arch="8.0-12.0")
+    assert v.ok and v.failures == ()
+    assert any("PTX JIT" in n and "9.0" in n for n in v.notes)
+    raise_for([v])
+
+
+def test_over_budget(tmp_path: Path) -> None:
+    v = verdict(wheel(tmp_path, extra={"pkg/blob.bin": random.Random(0).randbytes(1_100_000)}), budget="1MB")
+    (f,) = v.failures
+    assert f.kind == "budget" and f.exit_code is ExitCode.OVER_BUDGET and "1.00 MB" in f.message
+    with pytest.raises(CheckFailed) as e:
+        raise_for([v])
+    assert e.value.exit_code == 10
+
+
+def test_missing_coverage_names_the_cc(tmp_path: Path) -> None:
+    sass_only = fatbin([fatbin_entry(sm=70), fatbin_entry(sm=80)])
+    v = verdict(wheel(tmp_path, fb=sass_only), require_arch="7.0-9.0")
+    (f,) = v.failures
+    assert f.kind == "coverage" and f.exit_code == 11 and "9.0 (Hopper" in f.message and "8.0" not in f.message
+
+
+def test_require_toolkit_is_every_cc_of_the_major_without_integrated_gpus_for_x86(tmp_path: Path) -> None:
+    r = inspect_wheel(wheel(tmp_path))
+    req, left_out = required_ccs("toolkit", r)
+    assert CC(5, 0) in req and CC(12, 1) not in req and CC(8, 7) not in req and CC(12, 0) in req
+    assert CC(8, 7) in left_out and CC(12, 1) in left_out
+    arm = inspect_wheel(wheel(tmp_path / "arm", tag="cp312-abi3-manylinux_2_28_aarch64"))
+    assert CC(8, 7) in required_ccs("toolkit", arm)[0]
+    v = check_wheel(r, make_policy(r, require_arch="toolkit"))
+    assert [f.kind for f in v.failures] == ["coverage"] and "5.0" in v.failures[0].message
+
+
+def test_require_toolkit_needs_a_cuda_major(tmp_path: Path) -> None:
+    r = inspect_wheel(wheel(tmp_path, needed=("libc.so.6",), requires=(), fb=fatbin([fatbin_entry(sm=80)])))
+    assert r.cuda_major is None
+    with pytest.raises(BadInputError, match="cannot tell the wheel's CUDA major"):
+        required_ccs("toolkit", r)
+
+
+@pytest.mark.parametrize(
+    ("needed", "requires", "extra", "problem"),
+    [
+        (
+            ("libcudart.so.12", "libm.so.6", "libcuda.so.1", "ld-linux-x86-64.so.2"),
+            ("nvidia-cuda-runtime-cu12",),
+            {},
+            None,
+        ),
+        (("libfoo.so.1",), (), {"pkg.libs/libfoo.so.1": b"x" * 20}, None),
+        (("libcudart.so.13",), ("nvidia-cuda-runtime>=13.0,<14",), {}, None),
+        (("libcudart.so.13",), ("nvidia-cuda-runtime==13.*",), {}, None),
+        (("libfoo.so.1",), (), {}, "needs libfoo.so.1: not in the wheel, not a CUDA runtime library"),
+        (("libcublas.so.12",), ("nvidia-cuda-runtime-cu12",), {}, "no Requires-Dist on nvidia-cublas-cu12"),
+        (("libcudart.so.13",), ("nvidia-cuda-runtime",), {}, "does not pin nvidia-cuda-runtime to 13.*"),
+        (("libcudart.so.13",), ("nvidia-cuda-runtime>=12",), {}, "does not pin nvidia-cuda-runtime to 13.*"),
+        (("libcudart.so.12",), ('nvidia-cuda-runtime-cu12; extra == "gpu"',), {}, "no Requires-Dist"),
+        (("libcudart.so.12",), ("nvidia-cuda-runtime-cu11",), {}, "no Requires-Dist on nvidia-cuda-runtime-cu12"),
+    ],
+)
+def test_dependency_consistency(
+    tmp_path: Path, needed: tuple[str, ...], requires: tuple[str, ...], extra: dict[str, bytes], problem: str | None
+) -> None:
+    v = verdict(wheel(tmp_path, needed=needed, requires=requires, extra=extra))
+    if problem is None:
+        assert v.ok, v.failures
+    else:
+        (f,) = v.failures
+        assert (
+            f.kind == "dependencies" and f.exit_code == 12 and problem in f.message and "pkg/_ext.abi3.so" in f.message
+        )
+
+
+def test_whitelist_comes_from_auditwheels_policy_for_the_oldest_tag(tmp_path: Path) -> None:
+    r = inspect_wheel(wheel(tmp_path, tag="cp312-abi3-manylinux_2_17_x86_64.manylinux_2_28_x86_64"))
+    name, libs, note = manylinux_whitelist(r)
+    assert name == "manylinux_2_17" and "libstdc++.so.6" in libs and note is None
+    plain = inspect_wheel(wheel(tmp_path / "l", tag="cp312-abi3-linux_x86_64"))
+    assert "no manylinux platform tag" in (manylinux_whitelist(plain)[2] or "")
+
+
+def test_several_kinds_of_failure_give_13(tmp_path: Path) -> None:
+    v = verdict(
+        wheel(tmp_path, needed=("libfoo.so.1",), fb=fatbin([fatbin_entry(sm=70)])), budget="100", require_arch="9.0"
+    )
+    assert {f.kind for f in v.failures} == {"budget", "coverage", "dependencies"}
+    assert exit_code_for([v]) is ExitCode.CHECK_FAILED
+    ok = check_wheel(inspect_wheel(wheel(tmp_path / "ok")), CheckPolicy())
+    assert exit_code_for([ok]) is ExitCode.OK and exit_code_for([ok, v]) is ExitCode.CHECK_FAILED
+
+
+def test_cli_precedence_cli_over_env_over_pyproject(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = wheel(tmp_path / "w")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLIMWHEEL_BUDGET", raising=False)
+    monkeypatch.delenv("SLIMWHEEL_REQUIRE_ARCH", raising=False)
+    assert main(["-q", "check", str(w)]) == 0  # default 60 MiB
+    (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\nbudget = "100B"\nrequire-arch = "9.0"\n')
+    assert main(["-q", "check", str(w)]) == 10  # PTX 8.0 serves 9.0, so only the budget fails
+    out = capsys.readouterr().out
+    assert "budget" in out
+    monkeypatch.setenv("SLIMWHEEL_BUDGET", "10MiB")
+    assert main(["-q", "check", str(w)]) == 0
+    assert main(["-q", "check", "--budget", "1KB", str(w)]) == 10
+    assert main(["-q", "check", "--require-arch", "7.0", str(w)]) == 11
+    capsys.readouterr()
+    assert main(["-q", "check", "--format", "json", "--require-arch", "7.0", str(w)]) == 11
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["schema"] == 1 and doc["verdicts"][0]["failures"][0]["kind"] == "coverage"
+
+
+def test_cli_reports_config_problems_with_did_you_mean(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    w = wheel(tmp_path / "w")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\nbudgett = "1MiB"\n')
+    assert main(["-q", "check", str(w)]) == 3
+    assert 'did you mean "budget"' in capsys.readouterr().err
+
+
+def test_markdown_check_summary(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    w = wheel(tmp_path / "w")
+    assert main(["-q", "check", "--format", "markdown", "--require-arch", "7.0", str(w)]) == 11
+    out = capsys.readouterr().out
+    assert "**check: FAILED**" in out and "coverage: required compute capabilities" in out
+
+
+def test_coverage_is_the_weakest_modules(tmp_path: Path) -> None:
+    """One library with sm_90, one without: Hopper runs the first, not the second, so the wheel does not cover 9.0."""
+    full = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=80), fatbin_entry(sm=90)])}, needed=("libc.so.6",))
+    partial = elf(
+        sections={".nv_fatbin": fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80)])}, needed=("libc.so.6",)
+    )
+    w = make_wheel(tmp_path, files={"p/a.so": full, "p/b.so": partial})
+    r = inspect_wheel(w)
+    assert CC(9, 0) in r.coverage.ptx_only and [str(t) for t in r.targets] == ["sm_80", "sm_90", "compute_80"]
+    (gap,) = [g for g in r.coverage_gaps if g.cc == CC(9, 0)]
+    assert (gap.how, gap.fatbins, gap.total, gap.elfs) == ("ptx", 1, 2, ("p/b.so",))
+    no_ptx = make_wheel(
+        tmp_path / "n",
+        files={
+            "p/a.so": full,
+            "p/b.so": elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=80)])}, needed=("libc.so.6",)),
+        },
+    )
+    v = verdict(no_ptx, require_arch="9.0")
+    (f,) = v.failures
+    assert f.kind == "coverage" and "1 of 2 fatbins run not at all (in p/b.so)" in f.message
+
+
+def test_required_ccs_outside_the_known_table_are_judged_too(tmp_path: Path) -> None:
+    """8.8 is a CC nvcc 13 accepts but no product slimwheel knows has; sm_80 serves it, sm_90 does not."""
+    assert verdict(wheel(tmp_path, fb=fatbin([fatbin_entry(sm=80)])), require_arch="8.8").ok
+    v = verdict(wheel(tmp_path / "b", fb=fatbin([fatbin_entry(sm=90)])), require_arch="8.8")
+    assert [f.kind for f in v.failures] == ["coverage"] and "8.8" in v.failures[0].message

@@ -1,0 +1,97 @@
+"""slimwheel.config: precedence, every problem at once, did-you-mean, and the committed JSON schema."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from slimwheel import config as cfgmod
+from slimwheel.config import Config, load, resolve
+from slimwheel.errors import BadInputError, ConfigError
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_defaults() -> None:
+    cfg = resolve()
+    assert cfg == Config()
+    assert cfg.budget == "60MiB" and cfg.budget_bytes == 60 * 2**20 and cfg.libraries == ("cudart", "cublas")
+
+
+def test_precedence_cli_over_env_over_file_over_defaults() -> None:
+    file = {"budget": "10MiB", "archs": "8.0+", "ptx": "none", "link": "static"}
+    env = {"SLIMWHEEL_BUDGET": "20MiB", "SLIMWHEEL_ARCHS": "7.5+", "PATH": "/usr/bin"}
+    cli = {"budget": "30MiB", "archs": None}  # None: the flag was not given
+    cfg = resolve(file, env, cli)
+    assert cfg.budget == "30MiB"  # CLI
+    assert cfg.archs == "7.5+"  # env over file, CLI None ignored
+    assert (cfg.ptx, cfg.link) == ("none", "static")  # file
+    assert cfg.compression == "auto"  # default
+
+
+def test_env_values_are_coerced() -> None:
+    cfg = resolve(
+        {}, {"SLIMWHEEL_LOADER": "off", "SLIMWHEEL_EXTRA_SASS": "86;90a", "SLIMWHEEL_EXCLUDE_INTEGRATED": "0"}
+    )
+    assert cfg.loader is False and cfg.extra_sass == ("86", "90a") and cfg.exclude_integrated is False
+
+
+def test_every_problem_is_reported_at_once_with_did_you_mean() -> None:
+    with pytest.raises(ConfigError) as e:
+        resolve(
+            {"budgett": "1MiB", "compression": "tiny", "loader": "maybe", "extra-sass": [86]},
+            {"SLIMWHEEL_ARCH": "8.0", "SLIMWHEEL_CACHE": "/tmp/x"},  # SLIMWHEEL_CACHE is not a config key: ignored
+            {"budget": "lots"},
+        )
+    problems = e.value.problems
+    assert len(problems) == 6, problems
+    text = "\n".join(problems)
+    assert "unknown key 'budgett' (did you mean \"budget\"?)" in text
+    assert 'unknown variable SLIMWHEEL_ARCH (did you mean "archs"?)' in text
+    assert "compression: 'tiny' is not one of auto, none, default, size, speed, balance" in text
+    assert "loader: expected true or false" in text and "extra-sass: expected a list of strings" in text
+    assert "cannot read 'lots' as a size" in text
+    assert str(e.value).startswith("configuration: 6 problem(s):")
+    assert e.value.exit_code == 3
+
+
+def test_no_suggestion_for_a_far_name() -> None:
+    with pytest.raises(ConfigError, match=r"unknown key 'zzzzzz'$"):
+        resolve({"zzzzzz": 1})
+
+
+def test_load_reads_pyproject_tool_table(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname="x"\n[tool.slimwheel]\nbudget = "99MB"\nloader = false\n')
+    cfg = load(tmp_path, {"SLIMWHEEL_LOADER": "true"}, {})
+    assert cfg.budget_bytes == 99 * 10**6 and cfg.loader is True
+    assert load(tmp_path / "missing", {}, {}) == Config()
+
+
+def test_load_bad_toml_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("[tool.slimwheel\n")
+    with pytest.raises(BadInputError, match=r"pyproject\.toml: not valid TOML"):
+        load(tmp_path, {}, {})
+
+
+def test_schema_has_every_field_with_its_doc() -> None:
+    schema = cfgmod.json_schema()
+    assert set(schema["properties"]) == set(cfgmod.FIELDS)
+    assert schema["additionalProperties"] is False
+    assert all(p["description"] for p in schema["properties"].values())
+    assert schema["properties"]["compression"]["enum"] == list(cfgmod.COMPRESSION_MODES)
+
+
+def test_committed_schema_matches_the_model() -> None:
+    committed = (REPO / "slimwheel" / "resources" / "slimwheel.schema.json").read_text()
+    assert json.loads(committed) == cfgmod.json_schema(), (
+        "slimwheel.schema.json drifted from the Config model: regenerate it with `slimwheel config --schema`"
+    )
+    assert committed == cfgmod.schema_text()
+
+
+def test_unrelated_prefixed_variable_is_ignored_not_an_error() -> None:
+    # SlimWheel.cmake's cache variables may sit in a CI environment; only near-misses of our keys are typos.
+    cfg = resolve({}, {"SLIMWHEEL_CUDA_ARCHITECTURES": "90-real", "SLIMWHEEL_BUDGET": "10MiB"}, {})
+    assert cfg.budget_bytes == 10 * 2**20

@@ -1,0 +1,103 @@
+"""The fatbin reader on synthetic bytes: layout, flags, sizes, and every malformation as a BadInputError."""
+
+from __future__ import annotations
+
+import pytest
+from helpers.binsynth import fatbin, fatbin_entry, pad8
+
+from slimwheel.cuda.arch import CC, Kind, Target, Variant
+from slimwheel.errors import BadInputError
+from slimwheel.inspect.fatbin import parse_fatbin, parse_fatbins
+
+
+def test_uncompressed_sass_entry_reports_padded_size_as_both_sizes() -> None:
+    fb = parse_fatbin(fatbin([fatbin_entry(sm=75, payload=b"\x01" * 128)]), where="t")
+    (e,) = fb.entries
+    assert (e.kind, e.arch, e.compression, e.stored_size, e.uncompressed_size) == ("sass", "75", "none", 128, 128)
+    assert e.target == Target(CC(7, 5), Kind.SASS)
+    assert not e.compressed and e.ptx_isa is None
+    assert fb.size == 16 + 64 + 128 and fb.offset == 0
+
+
+@pytest.mark.parametrize(("flag", "name"), [(0x2000, "lz4"), (0x8000, "zstd")])
+def test_compressed_entry_sizes_come_from_the_header(flag: int, name: str) -> None:
+    entry = fatbin_entry(sm=90, flags=0x11 | flag, payload=b"\x02" * 104, compressed_size=100, uncompressed_size=4000)
+    (e,) = parse_fatbin(fatbin([entry]), where="t").entries
+    assert (e.compression, e.stored_size, e.uncompressed_size, e.compressed) == (name, 100, 4000, True)
+
+
+@pytest.mark.parametrize(
+    ("flags", "kind", "arch", "variant"),
+    [
+        (0x100011, "sass", "90a", Variant.ARCH),
+        (0x1200011, "sass", "100f", Variant.FAMILY),
+        (0x102011, "ptx", "120a", Variant.ARCH),
+        (0x202011, "ptx", "103f", Variant.FAMILY),
+    ],
+)
+def test_arch_and_family_variants(flags: int, kind: str, arch: str, variant: Variant) -> None:
+    sm = int(arch[:-1])
+    (e,) = parse_fatbin(fatbin([fatbin_entry(kind=kind, sm=sm, flags=flags)]), where="t").entries
+    assert e.arch == arch and e.target is not None and e.target.variant is variant
+    assert e.target.kind is (Kind.SASS if kind == "sass" else Kind.PTX)
+
+
+def test_ptx_isa_version_and_lto_and_unknown_kinds() -> None:
+    fb = parse_fatbin(
+        fatbin(
+            [
+                fatbin_entry(kind="ptx", sm=90, ptx_isa=(8, 5)),
+                fatbin_entry(kind="lto-ir", sm=90, header_size=120),
+                fatbin_entry(kind=5, sm=80),
+            ]
+        ),
+        where="t",
+    )
+    ptx, lto, unknown = fb.entries
+    assert ptx.ptx_isa == (8, 5) and ptx.target == Target(CC(9, 0), Kind.PTX)
+    assert lto.kind == "lto-ir" and lto.target is None and lto.arch == "90"
+    assert unknown.kind == "unknown-5" and unknown.target is None
+
+
+def test_several_containers_with_zero_padding_and_base_offset() -> None:
+    one = pad8(fatbin([fatbin_entry(sm=70, payload=b"\x03" * 60)]))
+    two = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80)])
+    fbs = parse_fatbins(one + b"\0" * 8 + two + b"\0" * 16, where="t", base=0x1000)
+    assert [len(f.entries) for f in fbs] == [1, 2]
+    assert fbs[0].offset == 0x1000 and fbs[1].offset == 0x1000 + len(one) + 8
+
+
+def test_sizes_past_the_end_name_the_file_and_the_problem() -> None:
+    data = fatbin([fatbin_entry()], fat_size=10_000)
+    with pytest.raises(BadInputError, match=r"lib\.so \[\.nv_fatbin\]: fatbin at offset 0x0: .*run past the end"):
+        parse_fatbins(data, where="lib.so [.nv_fatbin]")
+
+
+def test_entry_payload_past_the_container_end() -> None:
+    entry = fatbin_entry(payload=b"\0" * 64, padded_size=1 << 40)
+    with pytest.raises(BadInputError, match="payload bytes, which run past the container's end"):
+        parse_fatbin(fatbin([entry], fat_size=128), where="t")
+
+
+@pytest.mark.parametrize(
+    ("data", "problem"),
+    [
+        (b"\x50\xed\x55\xba\x01\x00", "header needs 16 bytes"),
+        (b"\x01\x02\x03\x04" + b"\0" * 60, "neither a fatbin header nor zero padding"),
+        (fatbin([fatbin_entry(header_size=64)])[:16] + b"\0" * 4, "run past the end"),
+        (fatbin([fatbin_entry(header_size=32, payload=b"")], fat_size=64), "header size 32"),
+    ],
+)
+def test_malformed_containers(data: bytes, problem: str) -> None:
+    with pytest.raises(BadInputError, match=problem):
+        parse_fatbins(data, where="t")
+
+
+def test_bad_magic_in_parse_fatbin() -> None:
+    with pytest.raises(BadInputError, match="bad magic"):
+        parse_fatbin(b"\0" * 32, where="t")
+
+
+def test_empty_and_all_zero_sections_hold_no_fatbin() -> None:
+    assert parse_fatbins(b"", where="t") == ()
+    assert parse_fatbins(b"\0" * 24, where="t") == ()

@@ -1,0 +1,237 @@
+"""repair's pure decisions: CUDA major, exclusions, requirement bounds, METADATA, RPATH, loader placement."""
+
+from __future__ import annotations
+
+import ast
+import base64
+import hashlib
+import sys
+
+import pytest
+from packaging.metadata import Metadata
+from packaging.requirements import Requirement
+
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.versions import CudaVersion
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.repair import (
+    ElfInfo,
+    add_requires_dist,
+    deepen_rpath,
+    driver_floor,
+    exclusions,
+    infer_cuda_major,
+    install_dir,
+    plan_loader,
+    policy_whitelist,
+    record_line,
+    requirement_for,
+    requirements,
+    unaccounted,
+    wanted_rpath,
+)
+from slimwheel.runtime import generate
+
+
+def elf(path: str, *needed: str, runpath: tuple[str, ...] = (), rpath: tuple[str, ...] = (), soname=None) -> ElfInfo:
+    return ElfInfo(path=path, soname=soname, needed=tuple(needed), rpath=rpath, runpath=runpath)
+
+
+def test_major_from_needed_sonames() -> None:
+    assert infer_cuda_major({"a.so": elf("a.so", "libcudart.so.13", "libc.so.6")}) == 13
+    assert infer_cuda_major({"a.so": elf("a.so", "libcublas.so.12")}) == 12
+    assert infer_cuda_major({"a.so": elf("a.so", "libc.so.6")}) is None
+
+
+def test_two_majors_are_inconsistent() -> None:
+    elfs = {"a.so": elf("a.so", "libcudart.so.13"), "b.so": elf("b.so", "libcublas.so.12")}
+    with pytest.raises(CheckFailed) as e:
+        infer_cuda_major(elfs)
+    assert e.value.exit_code == ExitCode.INCONSISTENT_DEPENDENCIES
+    assert "libcublas.so.12" in str(e.value) and "libcudart.so.13" in str(e.value)
+
+
+def test_shared_soname_alone_needs_cuda_flag() -> None:
+    # libcurand.so.10 is the SONAME in both CUDA 12 and 13: no way to tell.
+    with pytest.raises(BadInputError, match="--cuda"):
+        infer_cuda_major({"a.so": elf("a.so", "libcurand.so.10")})
+
+
+def test_exclusions_are_versioned_and_cover_the_driver() -> None:
+    ex = exclusions(13)
+    assert set(ex) >= {lib.soname for lib in cudalibs.libs_for(13)}
+    assert "libcuda.so.1" in ex
+    assert all(".so." in s for s in ex)  # an unversioned pattern would not match libcublas.so.13
+    assert not any(s.endswith(".so.12") and s.startswith("libcublas") for s in ex)
+    assert exclusions(None) == cudalibs.DRIVER_SONAMES
+
+
+@pytest.mark.parametrize(
+    ("component", "major", "cuda", "expected"),
+    [
+        ("cublas", 13, CudaVersion(13, 0), "nvidia-cublas>=13.0,<14"),
+        ("cublas", 13, CudaVersion(13, 2), "nvidia-cublas>=13.2,<14"),
+        ("cudart", 12, CudaVersion(12, 4), "nvidia-cuda-runtime-cu12>=12.4,<13"),
+        ("cublas", 12, None, "nvidia-cublas-cu12>=12.0,<13"),
+        ("curand", 13, CudaVersion(13, 0), "nvidia-curand>=10,<11"),  # cuRAND's versions do not follow CUDA's
+        ("cusparse", 13, CudaVersion(13, 0), "nvidia-cusparse>=12,<13"),
+    ],
+)
+def test_requirement_bounds(component: str, major: int, cuda: CudaVersion | None, expected: str) -> None:
+    req = requirement_for(cudalibs.lookup(component, major), cuda=cuda, versions=None)
+    assert req == expected
+    Requirement(req)
+
+
+def test_recorded_versions_win() -> None:
+    lib = cudalibs.lookup("cublas", 13)
+    assert requirement_for(lib, cuda=CudaVersion(13, 0), versions={"nvidia-cublas": "13.1.0.3"}) == (
+        "nvidia-cublas>=13.1,<14"
+    )
+    # dist-info spelling of the name works too
+    assert requirement_for(lib, cuda=None, versions={"nvidia_cublas": "13.0.2.14"}) == "nvidia-cublas>=13.0,<14"
+    with pytest.raises(BadInputError):
+        requirement_for(lib, cuda=None, versions={"nvidia-cublas": "not a version"})
+
+
+def test_one_requirement_per_package() -> None:
+    libs = [cudalibs.lookup(c, 13) for c in ("cudart", "cublasLt", "cublas")]
+    assert requirements(libs, cuda=CudaVersion(13, 0)) == {
+        "nvidia-cuda-runtime": "nvidia-cuda-runtime>=13.0,<14",
+        "nvidia-cublas": "nvidia-cublas>=13.0,<14",
+    }
+
+
+META = """Metadata-Version: 2.1
+Name: demo
+Version: 1.0
+Summary: demo
+Description-Content-Type: text/markdown
+Requires-Dist: numpy>=1.24
+Requires-Dist: nvidia-cublas>=13.1; extra == "gpu"
+
+# demo
+
+Body text.
+"""
+
+
+def test_requires_dist_added_and_metadata_valid() -> None:
+    text, added = add_requires_dist(META, {"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, path="METADATA")
+    assert added == ("nvidia-cublas>=13.0,<14",)
+    meta = Metadata.from_email(text, validate=True)
+    assert [str(r) for r in meta.requires_dist or []][-1] == "nvidia-cublas<14,>=13.0"
+    assert "numpy>=1.24" in [str(r) for r in meta.requires_dist or []]
+    assert text.endswith("# demo\n\nBody text.\n")  # description untouched
+
+
+def test_maintainers_own_requirement_is_kept() -> None:
+    meta = META.replace("Requires-Dist: numpy>=1.24", "Requires-Dist: nvidia-cublas==13.0.2.14")
+    text, added = add_requires_dist(meta, {"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, path="METADATA")
+    assert added == ()
+    assert "nvidia-cublas>=13.0,<14" not in text and "Requires-Dist: nvidia-cublas==13.0.2.14" in text
+
+
+def test_bad_requires_dist_names_the_file() -> None:
+    with pytest.raises(BadInputError, match="x.whl:METADATA"):
+        add_requires_dist("Name: a\nRequires-Dist: !!bad\n\n", {}, path="x.whl:METADATA")
+
+
+def test_record_line_is_urlsafe_sha256_without_padding() -> None:
+    data = b"hello"
+    expect = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode().rstrip("=")
+    assert record_line("a/b.py", data) == ["a/b.py", f"sha256={expect}", "5"]
+
+
+def test_rpath_gets_nvidia_folders_back_after_auditwheel() -> None:
+    cu13 = [cudalibs.lookup("cudart", 13), cudalibs.lookup("cublas", 13)]
+    before = elf("pkg/_ext.so", "libcudart.so.13", "libcublas.so.13", runpath=("$ORIGIN/../nvidia/cu13/lib",))
+    after = elf("pkg/_ext.so", "libcudart.so.13", "libcublas.so.13", "libfoo-1a2b.so.1", rpath=("$ORIGIN/../pkg.libs",))
+    assert wanted_rpath(after, before, cu13) == ("$ORIGIN/../pkg.libs", "$ORIGIN/../nvidia/cu13/lib")
+    # already right: nothing to do
+    assert wanted_rpath(before, before, cu13) is None
+
+
+def test_rpath_for_wheels_built_without_one_cu12_layout() -> None:
+    cu12 = [cudalibs.lookup("cudart", 12), cudalibs.lookup("cublas", 12)]
+    info = elf("a/b/_ext.so", "libcudart.so.12", "libcublas.so.12")
+    assert wanted_rpath(info, None, cu12) == ("$ORIGIN/../../nvidia/cuda_runtime/lib", "$ORIGIN/../../nvidia/cublas/lib")
+    top = elf("_ext.so", "libcudart.so.12")
+    assert wanted_rpath(top, None, cu12) == ("$ORIGIN/nvidia/cuda_runtime/lib",)
+
+
+def test_data_platlib_installs_at_the_root() -> None:
+    assert install_dir("demo-1.0.data/platlib/pkg/_ext.so") == "pkg"
+    assert install_dir("pkg/sub/_ext.so") == "pkg/sub"
+    assert install_dir("_ext.so") == ""
+
+
+def test_deepen_rpath_for_a_moved_extension() -> None:
+    assert deepen_rpath(("$ORIGIN/nvidia/cu13/lib", "$ORIGIN", "/abs")) == (
+        "$ORIGIN/../nvidia/cu13/lib",
+        "$ORIGIN/..",
+        "/abs",
+    )
+
+
+def test_loader_goes_to_the_outermost_regular_package_or_a_shim() -> None:
+    files = ["pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/_ext.cpython-311-x86_64-linux-gnu.so",
+             "top.abi3.so", "ns/inner.cpython-312-x86_64-linux-gnu.so", "pkg.libs/libfoo.so.1"]  # fmt: skip
+    elfs = {f: elf(f, "libcudart.so.13") for f in files if ".so" in f}
+    plan = plan_loader(files, elfs)
+    assert plan.packages == ("pkg",)
+    assert set(plan.shims) == {("top.abi3.so", "top"), ("ns/inner.cpython-312-x86_64-linux-gnu.so", "ns.inner")}
+
+
+def test_loader_import_goes_after_docstring_and_future() -> None:
+    src = '"""Doc."""\nfrom __future__ import annotations\n\nimport os\nfrom ._ext import f\n'
+    out = generate.insert_loader_import(src, path="pkg/__init__.py")
+    tree = ast.parse(out)
+    kinds = [type(n).__name__ for n in tree.body]
+    assert kinds[:3] == ["Expr", "ImportFrom", "ImportFrom"]
+    assert tree.body[2].names[0].name == generate.LOADER_NAME and tree.body[2].level == 1
+    assert generate.insert_loader_import(out, path="pkg/__init__.py") == out  # idempotent
+    assert generate.insert_loader_import("", path="x").startswith("from . import _slimwheel_loader")
+
+
+def test_generated_loader_carries_its_table() -> None:
+    libs = cudalibs.load_order([cudalibs.lookup("cublas", 13)])
+    cfg = generate.loader_config(dist="demo", libs=libs, needed={"libcublas.so.13"},
+                                 requirements={"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, depth=1,
+                                 driver=driver_floor(13, None))  # fmt: skip
+    src = generate.loader_source(cfg)
+    tree = ast.parse(src)
+    assigned = [n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CONFIG"]
+    shipped = ast.literal_eval(assigned[0].value)
+    assert shipped == cfg
+    assert [r["soname"] for r in shipped["libs"]] == [lib.soname for lib in libs]
+    assert [r["needed"] for r in shipped["libs"]][-1] is True and not shipped["libs"][0]["needed"]
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert imported <= set(sys.stdlib_module_names)  # self-contained: runs where slimwheel is not installed
+
+
+def test_driver_floor_from_report() -> None:
+    assert driver_floor(13, None)["min_cuda"] == 13000
+    f = driver_floor(12, "550.54.14", "zstd fatbins")
+    assert f["min_cuda"] == 12040 and f["min_driver"] == "550.54.14" and f["why"] == "zstd fatbins"
+
+
+def test_policy_whitelist_and_unaccounted() -> None:
+    wl = policy_whitelist(("manylinux_2_28_x86_64",))
+    assert "libc.so.6" in wl and "libstdc++.so.6" in wl and "libcudart.so.13" not in wl
+    elfs = {
+        "pkg/_ext.so": elf(
+            "pkg/_ext.so", "libc.so.6", "libcudart.so.13", "libcuda.so.1", "libfoo-ab12.so.1", "libmissing.so.3"
+        ),
+        "pkg.libs/libfoo-ab12.so.1": elf("pkg.libs/libfoo-ab12.so.1", "libm.so.6", soname="libfoo-ab12.so.1"),
+    }
+    assert unaccounted(elfs, major=13, allowed_system=wl) == ["pkg/_ext.so: libmissing.so.3"]
+    # without a CUDA major, the CUDA runtime is not accounted for
+    assert "pkg/_ext.so: libcudart.so.13" in unaccounted(elfs, major=None, allowed_system=wl)
+
+
+def test_a_shimmed_extension_is_not_shimmed_again() -> None:
+    files = ["topmod.py", "topmod.slimwheel/topmod.abi3.so", "topmod.slimwheel/_slimwheel_loader.py"]
+    plan = plan_loader(files, {"topmod.slimwheel/topmod.abi3.so": elf("topmod.slimwheel/topmod.abi3.so", "libcudart.so.13")})
+    assert plan.packages == () and plan.shims == ()
