@@ -5,7 +5,7 @@
 
 Input: the static-knn wheel built here by `slimwheel build tests/packages/static-knn --link static` with CUDA 11.8
 (cuBLAS, cuBLASLt and cudart linked in, nvprune'd to the plan; no Requires-Dist). No network: the wheel is installed
-with `pip install --no-index --no-deps` into a fresh virtual environment that sees the machine's site-packages
+with `pip install --no-index --no-deps --target` into a folder on PYTHONPATH, run by the machine's python3
 (torch and the nvidia-* cu13 wheels live there).
 
 Checks, each in a fresh process:
@@ -78,9 +78,10 @@ print(json.dumps(out))
 """
 
 
-def probe(python: Path, with_torch: bool) -> dict[str, object]:
+def probe(site: Path, with_torch: bool) -> dict[str, object]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
-        [str(python), "-c", PROBE, "1" if with_torch else "0"], capture_output=True, text=True, check=False
+        [sys.executable, "-c", PROBE, "1" if with_torch else "0"], capture_output=True, text=True, check=False, env=env
     )
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-2000:]}
@@ -117,10 +118,13 @@ def main() -> int:
     args = ap.parse_args()
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
-        venv = Path(tmp) / "venv"
-        subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-        py = venv / "bin" / "python"
-        subprocess.run([str(py), "-m", "pip", "install", "-q", "--no-index", "--no-deps", str(args.wheel)], check=True)
+        # The machine's python3 is itself a venv holding torch: a venv made from it would not see torch, so the
+        # wheel goes into a folder on PYTHONPATH and runs under this very interpreter.
+        site = Path(tmp) / "site"
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(args.wheel)],
+            check=True,
+        )
         try:
             gpu = subprocess.run(
                 ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
@@ -128,7 +132,7 @@ def main() -> int:
             ).stdout.strip()  # fmt: skip
         except FileNotFoundError:
             gpu = "no nvidia-smi"
-        results = {"alone": probe(py, False), "with_torch": probe(py, True)}
+        results = {"alone": probe(site, False), "with_torch": probe(site, True)}
     problems = {k: verdict(v, k == "with_torch") for k, v in results.items()}
     data = {
         "schema": 1,

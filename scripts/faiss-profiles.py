@@ -93,8 +93,11 @@ def build(p: Profile, *, src: Path, toolkit, jobs: int, nice: int) -> dict:
         tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-30:])
         raise ToolError(f"{p.name}: the build failed (exit {rc}) after {secs} s; see {logfile}:\n{tail}")
     log.info("%s: built in %.0f s", p.name, secs)
-    return {"seconds": secs, "jobs": jobs, "nice": nice, "cpus": os.cpu_count(), "log": str(logfile),
-            "host": platform.node(), "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    record = {"seconds": secs, "jobs": jobs, "nice": nice, "cpus": os.cpu_count(), "log": str(logfile),
+              "host": platform.node(), "load_avg_1min_at_end": round(os.getloadavg()[0], 1),
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    write_text_atomic(work / "build.json", json.dumps(record, indent=1) + "\n")
+    return record
 
 
 def repair(p: Profile, raw: Path) -> Path:
@@ -253,6 +256,8 @@ def main(argv: list[str] | None = None) -> int:
                                 "planned_targets": [str(t) for t in p.arch.targets]}
             if not a.measure_only:
                 entry["build"] = build(p, src=src, toolkit=toolkit, jobs=a.jobs, nice=a.nice)
+            elif (work_dir(p.name) / "build.json").is_file():
+                entry["build"] = json.loads((work_dir(p.name) / "build.json").read_text())
             raw = sorted((work_dir(p.name) / "dist").glob("*.whl"))
             if len(raw) != 1:
                 raise BadInputError(f"{work_dir(p.name) / 'dist'}: expected one wheel, found {len(raw)}",

@@ -20,7 +20,7 @@ if [[ ! -x "$venv/bin/python" ]]; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip
 # scikit-build-core and nanobind: for `slimwheel build --no-isolation` and the example's tests.
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "$here[test]" \
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e "${here}[test]" \
   "scikit-build-core>=0.10" "nanobind>=2.0"
 printf '%s' "$want" > "$stamp"
 echo "setup: $venv ready ($("$venv/bin/python" --version), slimwheel $("$venv/bin/slimwheel" --version | awk '{print $NF}'))"

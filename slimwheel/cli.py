@@ -36,7 +36,7 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(slimwheel.__version__, "--version", prog_name="slimwheel")
-@click.option("-v", "--verbose", count=True, help="More detail: -v shows external commands, -vv debug output.")
+@click.option("-v", "--verbose", count=True, help="More detail: -v logs each step and external command, -vv debug output.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the final verdict.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
@@ -46,7 +46,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
     Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input, 4 an external tool failed,
     10 over the size budget, 11 missing GPU coverage, 12 inconsistent dependencies, 13 several checks failed.
     """
-    level = logging.WARNING if quiet else (logging.INFO if verbose == 0 else logging.DEBUG)
+    level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
     ctx.obj = {"verbose": verbose, "quiet": quiet}
 

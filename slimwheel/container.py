@@ -133,6 +133,9 @@ def cibw_config(
     for k, v in (extra_env or {}).items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k):
             raise BadInputError(f"--env {k}={v}: {k!r} is not an environment variable name")
+        if '"' in v or "\\" in v:
+            # cibuildwheel writes each value inside double quotes (in both forms) without escaping
+            raise BadInputError(f"--env {k}={v}: double quotes and backslashes cannot be passed to cibuildwheel")
         env[k] = v
     script = f"manylinux-cuda{cuda.major}.sh"
     repair = f"slimwheel repair --cuda {cuda} -w {{dest_dir}} {{wheel}}"

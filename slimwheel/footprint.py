@@ -3,9 +3,9 @@
 Each figure comes from a fresh process (module loading is decided when the CUDA context is created, and memory once
 taken is not given back), with CUDA_MODULE_LOADING set to EAGER or LAZY. Per mode two processes run: a bare one that
 only creates the primary context (the figure every CUDA process pays), and one that creates it, imports the module and
-makes the first call. Memory is measured as cuMemGetInfo (total - free) deltas against the device's use before the
-process made its context (NVML), and as NVML's per-process usedGpuMemory; torch's allocator counters would not see
-the context or the loaded kernels.
+makes the first call. Memory is measured three ways: NVML's device-wide use against the use before the process made
+its context; cuMemGetInfo (total - free) deltas within the process over its own bare context; and NVML's per-process
+usedGpuMemory. torch's allocator counters would not see the context or the loaded kernels.
 """
 
 from __future__ import annotations
@@ -40,9 +40,12 @@ if nvml is not None:
     before = gpus[device].memory_used if len(gpus) > device else None
 def stage(name, t):
     used = cuda.mem_used()
+    # The delta against the use before the context compares NVML with NVML: cuMemGetInfo and NVML count reserved
+    # memory differently (on the H200 their difference is ~600 MiB), so mixing them gives negative deltas.
+    now = nvml.gpus()[device].memory_used if (nvml is not None and before is not None) else None
     out["stages"].append({
         "stage": name, "seconds": t,
-        "device_used": used, "delta_vs_before": (used - before) if (used is not None and before is not None) else None,
+        "device_used": used, "delta_vs_before": (now - before) if (now is not None and before is not None) else None,
         "nvml_process": nvml.process_memory(os.getpid(), device) if nvml is not None else None,
     })
 t0 = time.perf_counter()
@@ -76,7 +79,7 @@ class Stage:
     stage: str  # context | import | first call
     seconds: float
     device_used: int | None  # bytes, cuMemGetInfo total - free
-    delta_vs_before: int | None  # bytes: device_used minus the device's use before this process made a context
+    delta_vs_before: int | None  # bytes: NVML device-wide use now minus before this process made a context
     nvml_process: int | None  # bytes: NVML usedGpuMemory of this process
 
 

@@ -19,6 +19,11 @@ def atomic_path(target: Path) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        if tmp_path.is_file():
+            # mkstemp creates 0600; outputs are ordinary files, readable as the umask allows.
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp_path, 0o666 & ~umask)
         os.replace(tmp_path, target)
     finally:
         if tmp_path.exists():

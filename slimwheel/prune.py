@@ -330,6 +330,8 @@ def _prune_one(
                 cache_hit=True,
                 **info,
             )
+        if entry.exists():  # left incomplete by an older slimwheel or a hand edit: made again
+            shutil.rmtree(entry)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=entry.parent))
         try:
             _run_nvprune(toolkit.nvprune, kept, src, tmp / src.name)

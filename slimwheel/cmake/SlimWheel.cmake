@@ -23,6 +23,9 @@ include_guard(GLOBAL)
 if(CMAKE_VERSION VERSION_LESS 3.18)
   message(FATAL_ERROR "slimwheel needs CMake >= 3.18 (for CUDA_ARCHITECTURES with -real/-virtual); this is ${CMAKE_VERSION}")
 endif()
+# The functions below keep these policies (recorded where they are defined), whatever the project asked for.
+cmake_policy(PUSH)
+cmake_policy(VERSION 3.18...3.31)
 
 set(SLIMWHEEL_CUDA_ARCHITECTURES "" CACHE STRING
     "CUDA targets in CMake syntax (75-real;80-real;90). Empty: slimwheel's plan for the toolkit.")
@@ -145,6 +148,10 @@ function(_slimwheel_plan_defaults release out_archs out_compression out_link out
       set(${out_origin} "`${python} -m slimwheel plan` for ${CMAKE_SOURCE_DIR}" PARENT_SCOPE)
       return()
     endif()
+    if(NOT err MATCHES "No module named")
+      # slimwheel is there but refused (a bad [tool.slimwheel], say): say why instead of silently using the table.
+      message(WARNING "slimwheel: `${python} -m slimwheel plan` failed (exit ${rc}): ${err}")
+    endif()
   endif()
   string(REGEX MATCH "^[0-9]+" major "${release}")
   set(best "")
@@ -162,7 +169,7 @@ function(_slimwheel_plan_defaults release out_archs out_compression out_link out
   set(${out_archs} "${_SLIMWHEEL_DEFAULT_ARCHS_${best}}" PARENT_SCOPE)
   set(${out_compression} auto PARENT_SCOPE)
   set(${out_link} dynamic PARENT_SCOPE)
-  set(${out_origin} "slimwheel's default plan for CUDA ${best} (SlimWheelTables.cmake; slimwheel not importable)"
+  set(${out_origin} "slimwheel's default plan for CUDA ${best} (SlimWheelTables.cmake: no Python that runs slimwheel)"
       PARENT_SCOPE)
 endfunction()
 
@@ -347,3 +354,5 @@ function(slimwheel_link_cuda target)
   set_target_properties("${target}" PROPERTIES INSTALL_RPATH "${rpath}")
   message(STATUS "slimwheel: ${target} links ${components} dynamically; INSTALL_RPATH ${rpath}")
 endfunction()
+
+cmake_policy(POP)

@@ -258,6 +258,16 @@ def test_unset_variables_come_from_slimwheel_plan_when_python_has_slimwheel(tool
     assert "--compress-mode=balance" in cu
 
 
+def test_a_failing_slimwheel_plan_is_reported_not_hidden(toolkit13, tmp_path: Path) -> None:
+    src = write_project(tmp_path / "src", f'add_subdirectory("{REPO}" slimwheel)')
+    (src / "pyproject.toml").write_text(PYPROJECT + '\n[tool.slimwheel]\narchs = "banana"\n')
+    r = configure(toolkit13, src, tmp_path / "build", f"-DPython_EXECUTABLE={sys.executable}")
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
+    assert "-m slimwheel plan` failed (exit 3)" in r.stderr
+    assert "banana" in r.stderr
+    assert "from slimwheel's default plan for CUDA 13.0" in r.stdout
+
+
 @pytest.mark.parametrize(
     ("defines", "message"),
     [

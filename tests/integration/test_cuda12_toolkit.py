@@ -174,3 +174,13 @@ def test_a_cache_entry_from_other_pins_or_half_made_is_not_reused(toolkit12, tmp
     assert _load_cached(fake, release) is None  # assembled from other packages: rebuilt
     (fake / MANIFEST).write_text("{not json")
     assert _load_cached(fake, release) is None
+
+
+def test_the_setup_script_hands_out_the_same_toolkit(toolkit12, repo_root: Path) -> None:  # noqa: ANN001
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
+    env["PATH"] = f"{Path(sys.executable).parent}:/usr/bin:/bin"
+    out = run(["bash", str(repo_root / "scripts" / "setup-cuda12.sh"), "12.4", "--format", "json"], env=env).stdout
+    info = json.loads(out)
+    assert info["root"] == str(toolkit12.root) and info["version"] == "12.4.131"

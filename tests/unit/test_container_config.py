@@ -184,3 +184,8 @@ def test_extra_environment_reaches_the_container() -> None:
     assert t["environment"]["FAISS_SOURCE_DIR"] == "/project/src"
     with pytest.raises(BadInputError, match="not an environment variable name"):
         container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"A-B": "x"})
+    with pytest.raises(BadInputError, match="double quotes"):
+        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"A": 'say "hi"'})
+    spaced = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"A": "two words"})
+    evaluated = parse_environment(container.render_env(spaced)["CIBW_ENVIRONMENT"]).as_dictionary({"PATH": "/b"})
+    assert evaluated["A"] == "two words"

@@ -182,3 +182,51 @@ def test_prune_command_refuses_archs_and_targets_together(capsys: pytest.Capture
 
     assert main(["prune", "--archs", "9.0", "--targets", "90-real"]) == 2
     assert "--archs or --targets, not both" in capsys.readouterr().err
+
+
+def test_concurrent_prunes_run_nvprune_once_per_library(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Threads take the same per-entry flock as processes do (one open file description each)."""
+    import threading
+    import time
+
+    from slimwheel import prune as prune_mod
+
+    calls: list[str] = []
+
+    def fake_nvprune(nvprune: Path, targets: object, src: Path, dst: Path) -> None:
+        calls.append(src.name)
+        time.sleep(0.2)  # long enough for the other threads to reach the lock
+        dst.write_bytes(src.read_bytes()[:10])
+
+    monkeypatch.setattr(prune_mod, "_run_nvprune", fake_nvprune)
+    monkeypatch.setattr(prune_mod, "nvprune_version", lambda nvprune: "11.8.86")
+    monkeypatch.setattr(prune_mod, "library_targets", lambda cuobjdump, lib, digest, cache: CUBLAS_118)
+    libs = {}
+    for comp, name in (("cublas", "libcublas_static.a"), ("cublasLt", "libcublasLt_static.a"),
+                       ("culibos", "libculibos.a"), ("cudart", "libcudart_static.a")):  # fmt: skip
+        libs[comp] = tmp_path / name
+        libs[comp].write_bytes(name.encode() * 100)
+    tool = tmp_path / "tool"
+    tool.write_text("")
+    tk = _toolkit(tmp_path, nvprune=tool, cuobjdump=tool, static_libs=libs)
+    results: list[object] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(prune_libraries(tk, parse_targets("90-real"), ("cublas",), cache=tmp_path / "cache"))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert sorted(calls) == ["libcublasLt_static.a", "libcublas_static.a"]
+    assert len({r.libdir for r in results}) == 1  # type: ignore[attr-defined]
+    misses = [lib.component for r in results for lib in r.libs if not lib.cache_hit and not lib.host_only]  # type: ignore[attr-defined]
+    assert sorted(misses) == ["cublas", "cublasLt"]
+    pruned = {lib.component: lib.pruned for lib in results[0].libs}  # type: ignore[attr-defined]
+    assert pruned["cublas"].read_bytes() == libs["cublas"].read_bytes()[:10]
