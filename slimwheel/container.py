@@ -245,6 +245,15 @@ def pick_engine(requested: str, env: Mapping[str, str]) -> tuple[str, str | None
     return "docker", "; ".join(problems)
 
 
+def cibuildwheel_problem() -> str | None:
+    """None when cibuildwheel can be run with this Python (`python -m cibuildwheel`); else why not."""
+    import importlib.util
+
+    if importlib.util.find_spec("cibuildwheel") is None:
+        return f"cibuildwheel is not installed for {sys.executable} (pip install cibuildwheel)"
+    return None
+
+
 def run(inv: Invocation, base_env: Mapping[str, str]) -> None:
     """Run cibuildwheel; its output streams to the terminal (a container build is long and the user watches it)."""
     env = dict(base_env)

@@ -22,12 +22,14 @@ MARKERS = {
 
 
 def cli_reference() -> str:
-    ctx = click.Context(cli, info_name="slimwheel", terminal_width=100, max_content_width=100)
+    ctx = click.Context(cli, info_name="slimwheel", terminal_width=100, max_content_width=100, **cli.context_settings)
     parts = ["```", cli.get_help(ctx), "```"]
     for name in cli.list_commands(ctx):
         cmd = cli.get_command(ctx, name)
         assert cmd is not None
-        sub = click.Context(cmd, info_name=f"slimwheel {name}", parent=None, terminal_width=100, max_content_width=100)
+        # With the group as parent, every command shows the group's "-h, --help" (click caches the help option per
+        # command, so a parentless context would make the text depend on what ran before).
+        sub = click.Context(cmd, info_name=name, parent=ctx, terminal_width=100, max_content_width=100)
         parts += ["", f"### `slimwheel {name}`", "", "```", cmd.get_help(sub), "```"]
     return "\n".join(parts)
 

@@ -16,9 +16,9 @@ from slimwheel.errors import ToolError
 
 @click.command("container")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--cuda", type=click.Choice(["12.4", "13.0"]), default="13.0", show_default=True,
+@click.option("--cuda", type=click.Choice(["12.4", "13.0"]), default=None,
               help="CUDA release: 13.0 (assembled from PyPI wheels in the container) or 12.4 (NVIDIA's rpm "
-                   "repository).")  # fmt: skip
+                   "repository). Default: [tool.slimwheel] cuda, else 13.0.")  # fmt: skip
 @click.option("--print-config", is_flag=True,
               help="Only print the configuration (as [tool.cibuildwheel] TOML and as CIBW_* variables) and exit.")
 @click.option("--format", "fmt", type=click.Choice(["text", "toml", "env", "json"]), default="text",
@@ -31,7 +31,7 @@ from slimwheel.errors import ToolError
 @click.option("--import-name", default=None, help="Module the test command imports (default: from pyproject.toml).")
 @click.option("--env", "extra_env", multiple=True, metavar="NAME=VALUE",
               help="Add a variable to the container's build environment (repeatable).")
-def command(project_dir: Path | None, cuda: str, print_config: bool, fmt: str, output_dir: Path, engine: str,
+def command(project_dir: Path | None, cuda: str | None, print_config: bool, fmt: str, output_dir: Path, engine: str,
             only: str | None, import_name: str | None, extra_env: tuple[str, ...]) -> None:  # fmt: skip
     """Build PROJECT_DIR's wheels in a manylinux_2_28 container with cibuildwheel.
 
@@ -42,12 +42,14 @@ def command(project_dir: Path | None, cuda: str, print_config: bool, fmt: str, o
     """
     project_dir = (project_dir or Path.cwd()).resolve()
     cfg = cfgmod.load(project_dir, dict(os.environ), {"cuda": cuda})
+    release = CudaVersion.parse(cfg.cuda if cfg.cuda != "auto" else "13.0")
     project = container.load_project(project_dir, import_name=import_name)
     if print_config:
         chosen = engine if engine != "auto" else "docker"
         problem = None
     else:
         chosen, problem = container.pick_engine(engine, dict(os.environ))
+        problem = "; ".join(p for p in (problem, container.cibuildwheel_problem()) if p) or None
     source = container.source_tree()
     env_pairs = {}
     for item in extra_env:
@@ -55,7 +57,7 @@ def command(project_dir: Path | None, cuda: str, print_config: bool, fmt: str, o
         if not sep:
             raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--env")
         env_pairs[name] = value
-    table = container.cibw_config(cfg, CudaVersion.parse(cuda), project, engine=chosen, source=source,
+    table = container.cibw_config(cfg, release, project, engine=chosen, source=source,
                                   extra_env=env_pairs)  # fmt: skip
     inv = container.invocation(table, project, output_dir.resolve(), only=only)
     if print_config or problem is not None:

@@ -189,3 +189,16 @@ def test_extra_environment_reaches_the_container() -> None:
     spaced = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"A": "two words"})
     evaluated = parse_environment(container.render_env(spaced)["CIBW_ENVIRONMENT"]).as_dictionary({"PATH": "/b"})
     assert evaluated["A"] == "two words"
+
+
+def test_the_release_comes_from_the_project_unless_given(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.slimwheel]\ncuda = "12.4"\n')
+    assert main(["container", str(tmp_path), "--print-config", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cibuildwheel"]["before-all"].endswith("manylinux-cuda12.sh 12.4")
+    assert main(["container", str(tmp_path), "--cuda", "13.0", "--print-config", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["cibuildwheel"]["before-all"].endswith("manylinux-cuda13.sh 13.0")
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.slimwheel]\ncuda = "12.8"\n')
+    assert main(["container", str(tmp_path), "--print-config"]) == 3  # BAD_INPUT: not a container release
+    assert "12.4 and 13.0" in capsys.readouterr().err
