@@ -15,7 +15,7 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, served_by
+from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, Variant, served_by
 from slimwheel.cuda.versions import (
     MAJOR_DRIVER,
     PTX_ISA_RELEASE,
@@ -228,31 +228,58 @@ def _cuda_major(
 _RANK = {"none": 0, "ptx": 1, "sass": 2}
 
 
+def _made_for_others(ts: frozenset[Target], cc: CC) -> bool:
+    """Whether a module is plainly meant for other GPUs than `cc`, so that a library never launches it there.
+
+    True for a module without portable PTX whose cubins are all for newer majors than cc (code for newer GPUs only
+    cannot be meant to run on older ones), or all for one other major (a generation's own kernels). cuBLAS and cuBLASLt
+    ship many such modules (Hopper-only, Ampere-and-newer tensor-core kernels) beside generic ones. A module whose
+    cubins are all for older majors, over several of them, is judged: that is a library missing a new GPU.
+    """
+    if any(t.kind is Kind.PTX and t.variant is Variant.PLAIN for t in ts):
+        return False
+    majors = {t.cc.major for t in ts}
+    return min(majors) > cc.major or (len(majors) == 1 and cc.major not in majors)
+
+
 def module_coverage(
     elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
 ) -> tuple[Coverage, tuple[CoverageGap, ...]]:
-    """Per CC, how the weakest fatbin serves it. Fatbins with the same targets are judged once."""
-    groups: dict[frozenset[Target], list[str]] = {}
+    """Per CC, how the wheel serves it: each ELF file only as well as its weakest generic CUDA module, the wheel only
+    as well as its weakest file.
+
+    Within a file, modules plainly made for other GPUs (`_made_for_others`) are not judged for this one, unless the
+    file has nothing else: then it serves the GPU only if one of its modules does.
+    """
+    per_elf: dict[str, dict[frozenset[Target], int]] = {}
     for elf in elfs:
         # A device-link container is no module of its own (no kernels, or kernels whose PTX is in __nv_relfatbin).
         for fb in [f for f in elf.fatbins if not f.device_link] or elf.fatbins:
             ts = frozenset(e.target for e in fb.entries if e.target is not None)
             if ts:
-                groups.setdefault(ts, []).append(elf.name)
-    total = sum(len(v) for v in groups.values())
+                groups = per_elf.setdefault(elf.name, {})
+                groups[ts] = groups.get(ts, 0) + 1
+    total = sum(n for groups in per_elf.values() for n in groups.values())
     out: dict[str, list[CC]] = {"sass": [], "ptx": [], "none": []}
     gaps = []
     for cc in ccs:
-        hows: dict[str, list[str]] = {}
-        for ts, names in groups.items():
-            hows.setdefault(served_by(cc, ts)[0], []).extend(names)
+        # how -> (fatbins judged that way, the files they are in)
+        hows: dict[str, tuple[int, list[str]]] = {}
+        for name, groups in per_elf.items():
+            generic = {ts: n for ts, n in groups.items() if not _made_for_others(ts, cc)}
+            if generic:
+                judged = {ts: (served_by(cc, ts)[0], n) for ts, n in generic.items()}
+            else:
+                best = max((served_by(cc, ts)[0] for ts in groups), key=_RANK.__getitem__)
+                judged = {ts: (best, n) for ts, n in groups.items()}
+            for how, n in judged.values():
+                count, names = hows.get(how, (0, []))
+                hows[how] = (count + n, names if name in names else [*names, name])
         worst = min(hows, key=_RANK.__getitem__) if hows else "none"
         out[worst].append(cc)
         if len(hows) > 1:
-            names = hows[worst]
-            gaps.append(
-                CoverageGap(cc=cc, how=worst, fatbins=len(names), total=total, elfs=tuple(dict.fromkeys(names)))
-            )
+            count, names = hows[worst]
+            gaps.append(CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names)))
     return Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"])), tuple(gaps)
 
 

@@ -160,10 +160,14 @@ def test_configure_profile(name: str, tmp_path: Path, faiss_source: Path, toolki
     if profile.blas == "scipy-openblas32":
         assert "$ORIGIN/../scipy_openblas32/lib" in install.replace("\\$", "$")
         assert "-Dsgemm_=scipy_sgemm_" in (tmp_path / "build.ninja").read_text()
-    # IcmEncoder.cu needs cuRAND's device headers on its include path.
-    icm = _cuda_vars(tmp_path, "/IcmEncoder.cu.o")["INCLUDES"]
-    dirs = [d.removeprefix("-isystem=").removeprefix("-I") for d in icm.split() if d not in ("-isystem",)]
-    assert any((Path(d) / "curand_kernel.h").is_file() for d in dirs), icm
+    # IcmEncoder.cu needs cuRAND's device headers, DeviceUtils.cu cuda_profiler_api.h: both of CUDA 13, not the
+    # CUDA 11.8 copies a Debian system may have in /usr/include.
+    for obj, header in (("/impl/IcmEncoder.cu.o", "curand_kernel.h"), ("/utils/DeviceUtils.cu.o", "cuda_profiler_api.h")):
+        inc = _cuda_vars(tmp_path, obj)["INCLUDES"]
+        dirs = [d.removeprefix("-isystem=").removeprefix("-I") for d in inc.split() if d != "-isystem"]
+        found = [Path(d) / header for d in dirs if (Path(d) / header).is_file()]
+        assert found, inc
+        assert not str(found[0]).startswith("/usr/include"), found
 
 
 def test_configure_refuses_another_faiss_version(tmp_path: Path, faiss_source: Path, toolkit13) -> None:

@@ -207,3 +207,36 @@ def test_required_ccs_outside_the_known_table_are_judged_too(tmp_path: Path) -> 
     assert verdict(wheel(tmp_path, fb=fatbin([fatbin_entry(sm=80)])), require_arch="8.8").ok
     v = verdict(wheel(tmp_path / "b", fb=fatbin([fatbin_entry(sm=90)])), require_arch="8.8")
     assert [f.kind for f in v.failures] == ["coverage"] and "8.8" in v.failures[0].message
+
+
+def _one_lib(tmp_path: Path, *modules: list[tuple[str, int]]) -> Path:
+    """A wheel with one library holding one fatbin section per module; a module is [(kind, sm), ...]."""
+    blob = b"".join(fatbin([fatbin_entry(kind=k, sm=sm) for k, sm in m]) for m in modules)
+    return make_wheel(tmp_path, files={"p/lib.so": elf(sections={".nv_fatbin": blob}, needed=("libc.so.6",))})
+
+
+def test_modules_made_for_newer_gpus_or_one_other_generation_do_not_count_against_a_gpu(tmp_path: Path) -> None:
+    """Static cuBLAS: generic modules next to Ampere-and-newer and Hopper-only ones. Turing runs the generic ones."""
+    w = _one_lib(
+        tmp_path,
+        [("sass", 75), ("sass", 80), ("ptx", 80)],  # the project's own kernels
+        [("sass", 80), ("sass", 90)],  # tensor-core kernels for Ampere and newer
+        [("sass", 90)],  # Hopper only
+    )
+    r = inspect_wheel(w)
+    assert CC(7, 5) in r.coverage.native and CC(8, 6) in r.coverage.native
+    assert CC(9, 0) in r.coverage.ptx_only  # cuBLAS has sm_90, but the project's own kernels only PTX 8.0
+    assert CC(7, 0) in r.coverage.none  # nothing in the file is for Volta
+
+
+def test_a_file_of_only_newer_gpu_code_does_not_serve_older_gpus(tmp_path: Path) -> None:
+    r = inspect_wheel(_one_lib(tmp_path, [("sass", 90)], [("sass", 90), ("sass", 100)]))
+    assert CC(8, 0) in r.coverage.none and CC(9, 0) in r.coverage.native and CC(12, 0) in r.coverage.none
+
+
+def test_a_module_of_older_generations_only_is_a_gap_for_a_new_gpu(tmp_path: Path) -> None:
+    """faiss-gpu-cu12's shape: cubins for 7.0 and 8.0 only and no PTX cannot run on Hopper."""
+    r = inspect_wheel(_one_lib(tmp_path, [("sass", 70), ("sass", 80)], [("sass", 70), ("sass", 80), ("sass", 90)]))
+    assert CC(9, 0) in r.coverage.none
+    (gap,) = [g for g in r.coverage_gaps if g.cc == CC(9, 0)]
+    assert (gap.how, gap.fatbins, gap.total) == ("none", 1, 2)
