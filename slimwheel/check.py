@@ -15,7 +15,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, generation, parse_cc_set
@@ -145,6 +145,14 @@ def _admits_only_major(req: Requirement, major: int) -> bool:
     if not str(spec):
         return False
     probes_in = [Version(f"{major}.{m}.{p}") for m in (0, 1, 5, 9) for p in (0, 99)]
+    # The requirement's own versions too: an exact pin (==13.0.96) or a narrow range admits none of the round probes.
+    for clause in spec:
+        try:
+            v = Version(clause.version.removesuffix(".*"))
+        except InvalidVersion:
+            continue
+        if v.major == major:
+            probes_in.append(v)
     probes_out = [Version(f"{major - 1}.9.99"), Version(f"{major + 1}.0.0")]
     return any(spec.contains(v, prereleases=True) for v in probes_in) and not any(
         spec.contains(v, prereleases=True) for v in probes_out
@@ -183,12 +191,15 @@ def _dependency_failures(report: WheelReport) -> tuple[list[str], list[str]]:
                 wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
                 if req is None:
                     continue
-                if lib.package.endswith(f"-cu{lib.cuda_major}") or _admits_only_major(req, lib.cuda_major):
+                # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their
+                # SONAME major (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
+                version_major = int(lib.soname.split(".so.", 1)[1].split(".")[0])
+                if lib.package.endswith(f"-cu{lib.cuda_major}") or _admits_only_major(req, version_major):
                     satisfied = True
                     break
                 problems.append(
                     f"{elf.name} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
-                    f"{lib.package} to {lib.cuda_major}.*: pip may install another CUDA major"
+                    f"{lib.package} to {version_major}.*: pip may install another CUDA major"
                 )
                 satisfied = True  # reported above, more precisely than "missing"
                 break

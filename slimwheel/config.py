@@ -208,16 +208,18 @@ def resolve(
         layers.append(("environment SLIMWHEEL_*", env_layer))
     if cli:
         layers.append(("command line", {_key(k): v for k, v in cli.items() if v is not None}))
+    origin_of: dict[str, str] = {}
     for origin, layer in layers:
         for k, v in layer.items():
             c = _coerce(k, v, origin, problems)
             if c is not None:
                 values[k.replace("-", "_")] = c
+                origin_of[k] = origin
     cfg = Config(**values)
     try:
         cfg.budget_bytes  # noqa: B018 - validates
     except BadInputError as e:
-        problems.append(str(e))
+        problems.append(f"{origin_of.get('budget', 'default')}: {e}")
     if problems:
         raise ConfigError(problems)
     return cfg
@@ -236,7 +238,10 @@ def read_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise BadInputError(f"{path}: not valid TOML: {e}") from None
-    table = data.get("tool", {}).get("slimwheel", {})
+    tool = data.get("tool", {})
+    if not isinstance(tool, dict):
+        raise BadInputError(f"{path}: [tool] must be a table")
+    table = tool.get("slimwheel", {})
     if not isinstance(table, dict):
         raise BadInputError(f"{path}: [tool.slimwheel] must be a table")
     return data, table

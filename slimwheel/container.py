@@ -75,11 +75,15 @@ def load_project(path: Path, *, import_name: str | None = None) -> Project:
     data, _ = read_pyproject(path)
     if not data:
         raise BadInputError(f"{path / 'pyproject.toml'}: missing", hint="pass the folder of a Python project")
-    name = data.get("project", {}).get("name")
+    def table(parent: Any, key: str) -> Any:  # a malformed pyproject has strings where tables belong
+        value = parent.get(key, {}) if isinstance(parent, dict) else {}
+        return value if isinstance(value, dict) else {}
+
+    name = table(data, "project").get("name")
     if not isinstance(name, str) or not name:
         raise BadInputError(f"{path / 'pyproject.toml'}: [project] has no name")
     if import_name is None:
-        packages = data.get("tool", {}).get("scikit-build", {}).get("wheel", {}).get("packages")
+        packages = table(table(table(data, "tool"), "scikit-build"), "wheel").get("packages")
         if isinstance(packages, list) and packages and isinstance(packages[-1], str):
             import_name = Path(packages[-1]).name
         else:

@@ -19,6 +19,7 @@ from pathlib import Path
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, Target, served_by
 from slimwheel.errors import BadInputError
+from slimwheel.inspect.report import ElfReport, gap_text, module_coverage
 from slimwheel.runtime import driver as drv
 from slimwheel.runtime import loader
 
@@ -62,8 +63,11 @@ class DoctorReport:
         return all(lib.via != "missing" for lib in self.libraries) and all(g.ok for g in self.gpus)
 
 
-def _targets_and_needs(target: str) -> tuple[tuple[Target, ...], set[str], str | None, int | None]:
-    """(targets, DT_NEEDED SONAMEs, driver floor, cuda major) of a wheel file or an installed distribution."""
+def _targets_and_needs(
+    target: str,
+) -> tuple[tuple[Target, ...], set[str], str | None, int | None, tuple[ElfReport, ...]]:
+    """(targets, DT_NEEDED SONAMEs, driver floor, cuda major, ELF reports) of a wheel file or an installed
+    distribution."""
     from slimwheel.inspect.report import inspect_binary, inspect_wheel
 
     path = Path(target)
@@ -72,13 +76,14 @@ def _targets_and_needs(target: str) -> tuple[tuple[Target, ...], set[str], str |
             raise BadInputError(f"{target}: no such wheel")
         rep = inspect_wheel(path)
         needs = {n for e in rep.elfs for n in e.needed}
-        return rep.targets, needs, rep.driver_floor, rep.cuda_major
+        return rep.targets, needs, rep.driver_floor, rep.cuda_major, rep.elfs
     try:
         dist = md.distribution(target)
     except md.PackageNotFoundError:
         raise BadInputError(f"{target}: neither a .whl file nor an installed distribution") from None
     targets: set[Target] = set()
     needs: set[str] = set()
+    elfs: list[ElfReport] = []
     for f in dist.files or ():
         p = Path(str(dist.locate_file(f)))
         if not (p.suffix == ".so" or ".so." in p.name) or not p.is_file():
@@ -87,11 +92,12 @@ def _targets_and_needs(target: str) -> tuple[tuple[Target, ...], set[str], str |
             if fh.read(4) != b"\x7fELF":
                 continue
         elf = inspect_binary(p)
+        elfs.append(elf)
         needs |= set(elf.needed)
         targets |= {e.target for fb in elf.fatbins for e in fb.entries if e.target is not None}
     majors = {lib.cuda_major for lib in cudalibs.RUNTIME_LIBS if lib.soname in needs}
     major = majors.pop() if len(majors) == 1 else None
-    return tuple(sorted(targets, key=str)), needs, None, major
+    return tuple(sorted(targets, key=str)), needs, None, major, tuple(elfs)
 
 
 def _site_of(target: str | None) -> list[str]:
@@ -165,8 +171,9 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
     needs: set[str] = set()
     floor = None
     major = None
+    elfs: tuple[ElfReport, ...] = ()
     if target:
-        targets, needs, floor, major = _targets_and_needs(target)
+        targets, needs, floor, major, elfs = _targets_and_needs(target)
         if not targets:
             notes.append(f"{target}: no fatbin (no CUDA kernels) found")
 
@@ -211,10 +218,18 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
             gpu_checks.append(GpuCheck(index=g.index, name=g.name, cc=g.cc, served_by=label, ok=True))
             continue
         try:
-            how, t = served_by(CC.parse(g.cc), targets)
+            cc = CC.parse(g.cc)
         except BadInputError:
-            how, t = "none", None
+            gpu_checks.append(GpuCheck(index=g.index, name=g.name, cc=g.cc, served_by="none", ok=False))
+            continue
+        # As size-report and check judge it: a kernel runs only if its own module serves the GPU, so the wheel
+        # serves it only as well as its weakest module (not as well as the best target anywhere in it).
+        cov, gaps = module_coverage(elfs, (cc,))
+        how = "sass" if cov.native else "ptx" if cov.ptx_only else "none"
+        t = served_by(cc, targets)[1]
         text = {"sass": f"sass {t}", "ptx": f"ptx {t} (JIT at first load)", "none": "none"}[how]
+        if gaps:
+            text += f" ({gap_text(gaps[0])})"
         gpu_checks.append(GpuCheck(index=g.index, name=g.name, cc=g.cc, served_by=text, ok=how != "none"))
     mode, source = drv.module_loading()
     return DoctorReport(

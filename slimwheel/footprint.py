@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -108,7 +109,12 @@ def _child(target: str, call: str | None, device: int, mode: str, bare: bool, py
         pkg_root = str(Path(slimwheel.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
     cmd = [python, "-c", _CHILD, target, call or "", str(device), "1" if bare else "0"]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"footprint child ({mode}, {'bare' if bare else target}) ran over 600 s") from None
+    except OSError as e:
+        raise ToolError(f"cannot run {python}: {e.strerror}") from None
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise ToolError(f"footprint child ({mode}, {'bare' if bare else target}) failed (exit {proc.returncode}):\n"
@@ -125,6 +131,8 @@ def measure(
 ) -> FootprintReport:  # fmt: skip
     if not target.replace(".", "").replace("_", "").isalnum():
         raise BadInputError(f"{target!r} is not a module name", hint="give the import name, e.g. faiss or knn")
+    if python is not None and shutil.which(python) is None:
+        raise BadInputError(f"--python {python}: no such interpreter", hint="give the path of a python executable")
     runs = []
     for mode in modes:
         bare = _child(target, None, device, mode, True, python or sys.executable)

@@ -8,13 +8,18 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from slimwheel.errors import BadInputError
+
 
 @contextlib.contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
     """Yields a temporary path in target's folder; on success it replaces target, on error it is removed."""
     target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    except OSError as e:  # an output path the user gave that cannot be written: bad input, not a crash
+        raise BadInputError(f"{target}: cannot write here: {e.strerror or e}") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:

@@ -60,6 +60,8 @@ class BuildPlan:
 
     @property
     def compression_flag(self) -> str:
+        if self.compression == "none" and self.cuda < COMPRESS_MODE_SINCE:
+            return ""  # no --compress-mode before 12.8: no flag at all, as SlimWheel.cmake does
         return COMPRESSION_FLAGS[self.compression]
 
 
@@ -91,6 +93,9 @@ def driver_floor(version: CudaVersion, targets: tuple[Target, ...], compression:
         rel = driver_for_release(version)
         if rel:
             reasons.append((rel, f"PTX from CUDA {version} is JIT-compiled only by driver >= {rel}"))
+        else:
+            notes_unknown = f"PTX from CUDA {version} needs that release's driver, newer than slimwheel's table"
+            reasons.append((MAJOR_DRIVER.get(version.major, "0"), notes_unknown))
     if version.major == 12 and compression in ("size", "balance"):
         reasons.append(
             (SIZE_COMPRESSION_DRIVER_CUDA12, f"{compression} fatbin compression needs driver >= "
@@ -110,7 +115,7 @@ def arch_plan(cfg: Config, supported: tuple[CC, ...]) -> ArchPlan:
         if cfg.targets:
             return explicit_plan(cfg.targets, supported=supported)
         wanted = parse_cc_set(cfg.archs, supported=supported)
-        extra = tuple(Target.parse(s, kind=Kind.SASS) for s in cfg.extra_sass)
+        extra = tuple(Target.parse(s) for s in cfg.extra_sass)  # "compute_90" is PTX: plan() refuses it
         return plan(
             wanted, supported=supported, extra_sass=extra, ptx=cfg.ptx, exclude_integrated=cfg.exclude_integrated
         )
@@ -118,6 +123,8 @@ def arch_plan(cfg: Config, supported: tuple[CC, ...]) -> ArchPlan:
         setting = "targets" if cfg.targets else f"archs = {cfg.archs!r}"
         if cfg.extra_sass:
             setting += f", extra-sass = {list(cfg.extra_sass)!r}"
+        if cfg.ptx not in ("newest", "none", "") and not cfg.targets:
+            setting += f", ptx = {cfg.ptx!r}"
         raise BadInputError(f"{setting}: {e.message}", hint=e.hint) from None
 
 

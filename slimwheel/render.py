@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from slimwheel.check import Verdict, verdict_to_json
@@ -76,7 +77,8 @@ def _driver_lines(report: WheelReport) -> list[str]:
 
 def render_table(report: WheelReport, console: Console, *, entries: bool = False) -> None:
     """The readable terminal report of one wheel."""
-    console.print(f"[bold]{report.path.name}[/bold]  {report.name} {report.version}")
+    # Names, requirements and messages come from the wheel: printed as text, never parsed as rich markup.
+    console.print(f"[bold]{escape(report.path.name)}[/bold]  {escape(report.name)} {escape(report.version)}")
     console.print(
         f"  {mb(report.size)} ({mib(report.size)}) on disk, {mib(report.installed_size)} installed, "
         f"{len(report.files)} files, {len(report.elfs)} ELF; sizes: {UNITS_NOTE}"
@@ -86,7 +88,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         files.add_column(col, justify=just)  # type: ignore[arg-type]
     ordered = sorted(report.files, key=lambda f: -f.compressed)
     for f in ordered[:TOP_FILES]:
-        files.add_row(f.name, human(f.compressed), human(f.uncompressed), _pct(f.share))
+        files.add_row(escape(f.name), human(f.compressed), human(f.uncompressed), _pct(f.share))
     if len(ordered) > TOP_FILES:
         rest = ordered[TOP_FILES:]
         files.add_row(
@@ -108,7 +110,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         for e in report.elfs:
             other = sum(v for k, v in e.sections.items() if k not in shown)
             elfs.add_row(
-                e.name,
+                escape(e.name),
                 human(e.size),
                 *[human(e.sections[s]) if s in e.sections else "" for s in shown],
                 human(other),
@@ -122,7 +124,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
             paths = "\n".join(
                 p for p in (f"RPATH {e.rpath}" if e.rpath else "", f"RUNPATH {e.runpath}" if e.runpath else "") if p
             )
-            dyn.add_row(e.name, e.soname or "", paths, ", ".join(e.needed))
+            dyn.add_row(escape(e.name), escape(e.soname or ""), escape(paths), escape(", ".join(e.needed)))
         console.print(dyn)
     totals = target_totals(report.fatbin_entries)
     if totals:
@@ -150,7 +152,8 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
     if entries:
         for e in report.elfs:
             for i, fb in enumerate(e.fatbins):
-                et = Table(title=f"{e.name}: fatbin {i + 1} at {fb.offset:#x}, {human(fb.size)}", title_justify="left")
+                title = f"{escape(e.name)}: fatbin {i + 1} at {fb.offset:#x}, {human(fb.size)}"
+                et = Table(title=title, title_justify="left")
                 for col in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA"):
                     et.add_column(col)
                 for en in fb.entries:
@@ -168,11 +171,11 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         cov.add_column(col)
     style = {"sass": "green", "ptx": "yellow", "none": "red", "n/a": "dim"}
     for cc, gpu, how, via in _coverage(report):
-        cov.add_row(cc, gpu, f"[{style[how]}]{_HOW[how]}[/{style[how]}]", via)
+        cov.add_row(cc, gpu, f"[{style[how]}]{_HOW[how]}[/{style[how]}]", escape(via))
     console.print(cov)
     console.print(f"  {_coverage_summary(report)}")
     for line in _driver_lines(report):
-        console.print(f"  {line}", highlight=False)
+        console.print(f"  {line}", highlight=False, markup=False)
 
 
 def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] = (), *, entries: bool = False) -> str:
@@ -251,10 +254,12 @@ def render_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
     for v in verdicts:
         name = v.wheel.rsplit("/", 1)[-1]
         if v.ok:
-            console.print(f"[green]PASS[/green] {name}", highlight=False)
+            console.print(f"[green]PASS[/green] {escape(name)}", highlight=False)
         else:
-            console.print(f"[red]FAIL[/red] {name}", highlight=False)
+            console.print(f"[red]FAIL[/red] {escape(name)}", highlight=False)
         for f in v.failures:
-            console.print(f"  - {f.kind} (exit {int(f.exit_code)}): {f.message}", highlight=False, soft_wrap=True)
+            console.print(
+                f"  - {f.kind} (exit {int(f.exit_code)}): {f.message}", highlight=False, markup=False, soft_wrap=True
+            )
         for n in v.notes:
-            console.print(f"  - {n}", highlight=False, soft_wrap=True)
+            console.print(f"  - {n}", highlight=False, markup=False, soft_wrap=True)

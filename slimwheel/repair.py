@@ -31,7 +31,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -114,6 +114,18 @@ def read_elf(path: Path, name: str) -> ElfInfo | None:
     except (ELFError, OSError) as e:
         raise BadInputError(f"{name}: cannot read ELF file: {e}") from None
     return ElfInfo(path=name, soname=soname, needed=tuple(needed), rpath=tuple(rpath), runpath=tuple(runpath))
+
+
+def exports_symbol(path: Path, name: str) -> bool:
+    """Whether an ELF file defines `name` in its dynamic symbol table (an extension module defines PyInit_<module>)."""
+    try:
+        with path.open("rb") as f:
+            dynsym = ELFFile(f).get_section_by_name(".dynsym")
+            if dynsym is None:
+                return False
+            return any(s.name == name and s["st_shndx"] != "SHN_UNDEF" for s in dynsym.iter_symbols())
+    except (ELFError, OSError) as e:
+        raise BadInputError(f"{path.name}: cannot read ELF symbols: {e}") from None
 
 
 def scan_elfs(root: Path) -> dict[str, ElfInfo]:
@@ -468,9 +480,15 @@ class LoaderPlan:
     shims: tuple[tuple[str, str], ...]  # (extension path, module name) moved behind a shim
 
 
-def plan_loader(files: list[str], elfs: Mapping[str, ElfInfo]) -> LoaderPlan:
+def plan_loader(
+    files: list[str], elfs: Mapping[str, ElfInfo], is_extension: Callable[[str, str], bool] | None = None
+) -> LoaderPlan:
     """Where the loader must run: the outermost regular package of each Python extension module; a shim for
-    extension modules outside any regular package (see slimwheel/runtime/generate.py)."""
+    extension modules outside any regular package (see slimwheel/runtime/generate.py).
+
+    `is_extension(path, module)` tells a shim candidate that really is an extension module from a shared library whose
+    name only looks like one (`libhelper.so`): moving such a library behind a shim would break the $ORIGIN RPATH of
+    the extensions that link it."""
     fileset = set(files)
     packages: list[str] = []
     shims: list[tuple[str, str]] = []
@@ -493,7 +511,7 @@ def plan_loader(files: list[str], elfs: Mapping[str, ElfInfo]) -> LoaderPlan:
         if pkg is not None:
             if pkg not in packages:
                 packages.append(pkg)
-        else:
+        elif is_extension is None or is_extension(path, m.group("module")):
             shims.append((path, ".".join([*parts[offset:-1], m.group("module")])))
     return LoaderPlan(packages=tuple(packages), shims=tuple(shims))
 
@@ -633,7 +651,7 @@ def _install_loader(
     repaired: Path,
 ) -> list[str]:
     assert major is not None
-    plan = plan_loader(names, elfs)
+    plan = plan_loader(names, elfs, lambda path, module: exports_symbol(work / path, f"PyInit_{module}"))
     ordered = cudalibs.load_order(needed)
     needed_sonames = {lib.soname for lib in needed}
     all_reqs = dict(reqs)

@@ -119,9 +119,9 @@ def command(
         out.print("check:    ok", highlight=False)
     else:
         for f in v.failures:
-            out.print(f"check:    FAILED ({f.kind}): {f.message}", highlight=False, soft_wrap=True)
+            out.print(f"check:    FAILED ({f.kind}): {f.message}", highlight=False, markup=False, soft_wrap=True)
     for note in getattr(v, "notes", ()):
-        out.print(f"note:     {note}", highlight=False, soft_wrap=True)
+        out.print(f"note:     {note}", highlight=False, markup=False, soft_wrap=True)
     from slimwheel.check import raise_for
 
     sys.stdout.flush()

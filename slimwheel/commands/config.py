@@ -13,7 +13,7 @@ from slimwheel import config as cfgmod
 
 
 @click.command("config")
-@click.argument("project_dir", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--schema", is_flag=True, help="Print the JSON schema of [tool.slimwheel] instead.")
 def command(project_dir: Path | None, schema: bool) -> None:
     """Show the resolved configuration of PROJECT_DIR (default: the current folder) as JSON."""

@@ -100,7 +100,7 @@ def render_plan(p: BuildPlan, origin: str, console: Console) -> None:
     cov = data["coverage"]
     console.print(f"CMake architectures: {p.arch.cmake_architectures}")
     console.print(f"native (SASS): {' '.join(cov['native']) or '-'}; by PTX JIT: {' '.join(cov['ptx_only']) or '-'}")
-    console.print(f"compression: {p.compression} ({p.compression_flag})")
+    console.print(f"compression: {p.compression} ({p.compression_flag or 'no flag'})")
     console.print(f"driver floor: >= {p.driver_floor} ({'; '.join(p.driver_why)})")
     libs = ", ".join(f"{lib.soname} ({lib.package})" for lib in p.libraries)
     console.print(f"link: {p.link}" + (f": {libs}" if libs else ""))

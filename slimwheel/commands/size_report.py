@@ -10,12 +10,16 @@ import click
 from rich.console import Console
 
 from slimwheel import fsutil, render
+from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_wheel
 
 FORMATS = ("table", "json", "markdown")
 
 
 def emit(text: str, output: Path | None) -> None:
+    if output is not None and output.suffix.lower() == ".whl":
+        # `-o dist/*.whl` takes the first wheel as the output file and would replace it with the report.
+        raise BadInputError(f"-o {output}: a report is never a wheel; refusing to overwrite a .whl file")
     if output is None:
         click.echo(text, nl=False)
     else:

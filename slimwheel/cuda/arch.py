@@ -284,8 +284,9 @@ def plan(
         else:
             want.append(cc)
     if not want:
+        why = "; ".join(f"{cc}: {reason}" for cc, reason in skipped)
         raise BadInputError(
-            "the coverage request leaves no compute capability to build for",
+            "the coverage request leaves no compute capability to build for" + (f" ({why})" if why else ""),
             hint="supported by this toolkit: " + ", ".join(str(c) for c in sorted(supported_set)),
         )
     steps: list[PlanStep] = []
@@ -317,6 +318,11 @@ def plan(
         steps.append(PlanStep(p, (), f"PTX of the newest target, JIT-compiled by drivers on GPUs newer than {top.cc}"))
     elif ptx not in ("none", ""):
         for cc in parse_cc_set(ptx, supported=supported):
+            if cc not in supported_set:
+                raise BadInputError(
+                    f"PTX target compute_{cc.sm} is beyond this toolkit",
+                    hint="supported: " + ", ".join(str(c) for c in sorted(supported_set)),
+                )
             p = Target(cc, Kind.PTX)
             if p not in targets:
                 targets.append(p)

@@ -86,5 +86,10 @@ def supported_archs(version: CudaVersion) -> tuple[CC, ...]:
 
 
 def driver_for_release(version: CudaVersion) -> str | None:
-    keys = sorted(k for k in RELEASE_DRIVER if k <= (version.major, version.minor) and k[0] == version.major)
+    """The driver that runs everything this release builds (PTX JIT included); None when the release is newer than
+    the table (a newer release needs a newer driver: 13.1 needs r590, so answering 13.0's 580 would be wrong)."""
+    same_major = [k for k in RELEASE_DRIVER if k[0] == version.major]
+    if same_major and (version.major, version.minor) > max(same_major):
+        return None
+    keys = sorted(k for k in same_major if k <= (version.major, version.minor))
     return RELEASE_DRIVER[keys[-1]] if keys else MAJOR_DRIVER.get(version.major)

@@ -304,8 +304,9 @@ def _assemble(
         newest = max(isas)
         rel = PTX_ISA_RELEASE.get(newest)
         if rel is None:  # an ISA newer than the table: the newest release we know of is a lower bound
-            rel = max(r for isa, r in PTX_ISA_RELEASE.items() if isa <= newest)
-        ptx_release = CudaVersion(*rel)
+            # An ISA older than the table (CUDA 10 and before) has no release slimwheel knows: no PTX floor.
+            rel = max((r for isa, r in PTX_ISA_RELEASE.items() if isa <= newest), default=None)
+        ptx_release = CudaVersion(*rel) if rel is not None else None
     major, major_why = _cuda_major(elfs, meta.requires_dist, ptx_release)
     compression = tuple(sorted({e.compression for e in entries}))
     why: list[str] = []
@@ -323,12 +324,18 @@ def _assemble(
     ptx_floor = None
     if ptx_release is not None:
         ptx_floor = driver_for_release(ptx_release)
-        why.append(
-            f"PTX ISA {max(isas)[0]}.{max(isas)[1]} came with CUDA {ptx_release}: JIT compiling it needs "
-            f"driver >= {ptx_floor}"
-        )
+        isa = f"{max(isas)[0]}.{max(isas)[1]}"
+        if ptx_floor is None:
+            why.append(
+                f"PTX ISA {isa} came with CUDA {ptx_release}, newer than slimwheel's driver table: JIT compiling it "
+                f"needs that release's driver (unknown here)"
+            )
+        else:
+            why.append(f"PTX ISA {isa} came with CUDA {ptx_release}: JIT compiling it needs driver >= {ptx_floor}")
         if floor is None:
             floor = ptx_floor
+    elif isas:
+        why.append(f"PTX ISA {max(isas)[0]}.{max(isas)[1]} predates CUDA 11.0: no driver floor known for it")
     return WheelReport(
         path=path,
         name=meta.name,

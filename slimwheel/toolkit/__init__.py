@@ -173,7 +173,10 @@ def find_toolkit(
         nvcc = Path(root) / "bin" / "nvcc"
         if not nvcc.exists():
             raise ToolError(f"no nvcc in {root}: {nvcc} does not exist")
-        return describe(nvcc, source=_source_of(Path(root)))
+        tk = describe(nvcc, source=_source_of(Path(root)))
+        if not version_matches(tk.version, wanted):  # as ensure_toolkit: a plan must be for the release asked for
+            raise BadInputError(f"{root} holds CUDA {tk.version}, but CUDA {wanted} was asked for")
+        return tk
     if wanted is not None and wanted.major == 11:
         try:
             from slimwheel.toolkit.debian11 import find_cuda118

@@ -75,6 +75,8 @@ def run_tool(cmd: list[str], *, what: str, timeout: float = 600, cwd: Path | Non
         )
     except FileNotFoundError:
         raise ToolError(f"{what}: {cmd[0]} not found") from None
+    except OSError as e:  # not executable, not a program for this machine
+        raise ToolError(f"{what}: cannot run {cmd[0]}: {e.strerror}") from None
     except subprocess.TimeoutExpired:
         raise ToolError(f"{what}: {shlex.join(cmd)} ran longer than {timeout:.0f} s") from None
     if proc.returncode != 0:

@@ -64,10 +64,12 @@ def elf(
     runpath: str | None = None,
     e_type: int = 3,  # ET_DYN
     load_segment: bool = False,
+    symbols: Iterable[str] = (),
 ) -> bytes:
     """An ELF64 little-endian x86_64 file with .dynamic/.dynstr, the given PROGBITS sections and .shstrtab.
 
     With `load_segment`, one PT_LOAD maps the whole file at virtual address 0 (address == file offset).
+    `symbols` become defined global functions in a .dynsym section.
     """
     dynstr = b"\0"
     tags: list[tuple[int, int]] = []
@@ -86,10 +88,15 @@ def elf(
         tags.append((15, s(rpath)))
     if runpath:
         tags.append((29, s(runpath)))
+    dynsym = b"\0" * 24  # the null symbol
+    for name in symbols:  # Elf64_Sym: name, info (STB_GLOBAL << 4 | STT_FUNC), other, shndx (defined), value, size
+        dynsym += struct.pack("<IBBHQQ", s(name), 0x12, 0, 1, 0, 0)
     tags.append((0, 0))
     dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
     # (name, type, data, link, entsize)
     secs: list[tuple[str, int, bytes, int, int]] = [(".dynstr", 3, dynstr, 0, 0), (".dynamic", 6, dynamic, 1, 16)]
+    if symbols:
+        secs.append((".dynsym", 11, dynsym, 1, 24))
     secs += [(name, 1, data, 0, 0) for name, data in sections.items()]
     shstrtab = b"\0"
     name_off = []

@@ -155,3 +155,19 @@ def test_parse_cc_set_forms_and_errors() -> None:
         parse_cc_set("12.0-7.5")
     with pytest.raises(BadInputError, match="names no compute capability"):
         parse_cc_set("5.0-6.1", supported=CUDA13)
+
+
+def test_an_empty_plan_says_why_each_wanted_cc_was_dropped() -> None:
+    # "--archs 8.7" left nothing, and the hint listed 8.7 as supported: the message must say Jetson is left out.
+    with pytest.raises(BadInputError, match=r"8\.7: Jetson Orin is an integrated aarch64 GPU"):
+        plan([CC(8, 7)], supported=CUDA13)
+    with pytest.raises(BadInputError, match=r"6\.1: the toolkit cannot target it"):
+        plan([CC(6, 1)], supported=CUDA13)
+
+
+def test_driver_for_a_release_newer_than_the_table_is_unknown_not_the_last_known() -> None:
+    from slimwheel.cuda.versions import CudaVersion, driver_for_release
+
+    assert driver_for_release(CudaVersion(13, 0)) == "580.65.06"
+    assert driver_for_release(CudaVersion(12, 7)) == "560.28.03"  # no 12.7 release: 12.6's driver
+    assert driver_for_release(CudaVersion(13, 1)) is None

@@ -98,6 +98,9 @@ def test_require_toolkit_needs_a_cuda_major(tmp_path: Path) -> None:
         (("libfoo.so.1",), (), {"pkg.libs/libfoo.so.1": b"x" * 20}, None),
         (("libcudart.so.13",), ("nvidia-cuda-runtime>=13.0,<14",), {}, None),
         (("libcudart.so.13",), ("nvidia-cuda-runtime==13.*",), {}, None),
+        (("libcudart.so.13",), ("nvidia-cuda-runtime==13.0.96",), {}, None),
+        (("libcudart.so.13",), ("nvidia-cuda-runtime>=13.0.48,<13.0.90",), {}, None),
+        (("libcudart.so.13",), ("nvidia-cuda-runtime==12.8.90",), {}, "does not pin nvidia-cuda-runtime to 13.*"),
         (("libfoo.so.1",), (), {}, "needs libfoo.so.1: not in the wheel, not a CUDA runtime library"),
         (("libcublas.so.12",), ("nvidia-cuda-runtime-cu12",), {}, "no Requires-Dist on nvidia-cublas-cu12"),
         (("libcudart.so.13",), ("nvidia-cuda-runtime",), {}, "does not pin nvidia-cuda-runtime to 13.*"),
@@ -240,3 +243,43 @@ def test_a_module_of_older_generations_only_is_a_gap_for_a_new_gpu(tmp_path: Pat
     assert CC(9, 0) in r.coverage.none
     (gap,) = [g for g in r.coverage_gaps if g.cc == CC(9, 0)]
     assert (gap.how, gap.fatbins, gap.total) == ("none", 1, 2)
+
+
+@pytest.mark.parametrize("component", ["cudart", "cublas", "curand", "cufft", "cusparse", "cusolver", "nvrtc"])
+def test_check_accepts_the_requirements_repair_writes(tmp_path: Path, component: str) -> None:
+    # nvidia-curand for CUDA 13 is version 10.x (its SONAME major), so "pinned to 13.*" would reject repair's output.
+    from slimwheel.cuda.libs import load_order, lookup
+    from slimwheel.repair import requirements
+
+    libs = load_order([lookup("cudart", 13), lookup(component, 13)])
+    reqs = requirements(libs, cuda=None)
+    v = verdict(wheel(tmp_path, needed=tuple(lib.soname for lib in libs), requires=tuple(reqs.values())))
+    assert v.ok, v.failures
+
+
+def test_ptx_older_than_the_isa_table_is_reported_not_a_crash(tmp_path: Path) -> None:
+    # PTX ISA 6.4 is CUDA 10.1's: older than every release slimwheel has a driver table for.
+    old = fatbin([fatbin_entry(sm=70), fatbin_entry(kind="ptx", sm=70, ptx_isa=(6, 4))])
+    r = inspect_wheel(wheel(tmp_path, needed=("libc.so.6",), requires=(), fb=old))
+    assert r.ptx_release is None and r.ptx_driver_floor is None
+    assert any("PTX ISA 6.4" in w for w in r.driver_why)
+    assert CC(9, 0) in r.coverage.ptx_only
+
+
+def test_text_from_the_wheel_is_printed_verbatim_not_as_rich_markup(tmp_path: Path) -> None:
+    # A requirement with an extra ("[gpu]") was swallowed as a style tag, and "[/x]" crashed the table.
+    from rich.console import Console
+
+    from slimwheel import render
+
+    w = wheel(tmp_path, needed=("libcudart.so.13",), requires=("nvidia-cuda-runtime[gpu]>=12",))
+    r = inspect_wheel(w)
+    v = check_wheel(r, make_policy(r))
+    assert not v.ok
+    console = Console(record=True, width=400)
+    render.render_verdicts([v], console)
+    assert "nvidia-cuda-runtime[gpu]>=12" in console.export_text()
+    odd = wheel(tmp_path / "odd", needed=("libc.so.6",), requires=(), extra={"pkg/[/x].txt": b"data"})
+    console = Console(record=True, width=400)
+    render.render_table(inspect_wheel(odd), console)
+    assert "pkg/[/x].txt" in console.export_text()

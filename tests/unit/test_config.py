@@ -95,3 +95,25 @@ def test_unrelated_prefixed_variable_is_ignored_not_an_error() -> None:
     # SlimWheel.cmake's cache variables may sit in a CI environment; only near-misses of our keys are typos.
     cfg = resolve({}, {"SLIMWHEEL_CUDA_ARCHITECTURES": "90-real", "SLIMWHEEL_BUDGET": "10MiB"}, {})
     assert cfg.budget_bytes == 10 * 2**20
+
+
+def test_load_a_tool_key_that_is_not_a_table_is_bad_input(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text("tool = 1\n")
+    with pytest.raises(BadInputError, match=r"pyproject.toml: \[tool\] must be a table"):
+        load(tmp_path, {}, {})
+
+
+def test_config_command_refuses_a_missing_project_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from slimwheel.cli import main
+
+    assert main(["config", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_bad_budget_names_where_it_was_set() -> None:
+    with pytest.raises(ConfigError) as e:
+        resolve({"budget": "-5"}, {}, {}, file_name="proj/pyproject.toml")
+    assert e.value.problems[0].startswith("proj/pyproject.toml [tool.slimwheel]: budget: cannot read '-5'")
+    with pytest.raises(ConfigError) as e:
+        resolve({}, {"SLIMWHEEL_BUDGET": "abc"}, {})
+    assert e.value.problems[0].startswith("environment SLIMWHEEL_*: budget: cannot read 'abc'")

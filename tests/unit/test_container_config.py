@@ -202,3 +202,12 @@ def test_the_release_comes_from_the_project_unless_given(tmp_path: Path, capsys:
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.slimwheel]\ncuda = "12.8"\n')
     assert main(["container", str(tmp_path), "--print-config"]) == 3  # BAD_INPUT: not a container release
     assert "12.4 and 13.0" in capsys.readouterr().err
+
+
+
+def test_malformed_pyproject_tables_are_bad_input_not_a_crash(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('project = "x"\n')
+    with pytest.raises(BadInputError, match="has no name"):
+        container.load_project(tmp_path)
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool]\nscikit-build = "wheel"\n')
+    assert container.load_project(tmp_path).import_name == "x"

@@ -176,3 +176,24 @@ def test_entries_flag_lists_every_fatbin_entry(tmp_path: Path, capsys: pytest.Ca
     out = capsys.readouterr().out
     assert "fatbin 1" in out and "9.0" in out  # the PTX entry's ISA
     assert out.count("zstd") >= 3
+
+
+@pytest.mark.parametrize("command", ["size-report", "check"])
+def test_output_to_a_wheel_path_is_refused_and_the_wheel_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    # `-o dist/*.whl` makes the first wheel the output file: it must not be replaced by a report.
+    first = cuda13_wheel(tmp_path / "a")
+    second = cuda13_wheel(tmp_path / "b")
+    before = first.read_bytes()
+    assert main([command, "--format", "json", "-o", str(first), str(second)]) == 3
+    assert "refusing to overwrite a .whl file" in capsys.readouterr().err
+    assert first.read_bytes() == before
+
+
+def test_an_output_path_that_cannot_be_written_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    w = cuda13_wheel(tmp_path)
+    blocker = tmp_path / "afile"
+    blocker.write_text("x")
+    assert main(["size-report", "--format", "json", "-o", str(blocker / "out.json"), str(w)]) == 3
+    assert f"{blocker / 'out.json'}: cannot write here" in capsys.readouterr().err

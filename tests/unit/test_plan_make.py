@@ -218,3 +218,27 @@ def test_system_folders_are_not_passed_as_toolkit_dirs(tmp_path):
     assert "SLIMWHEEL_CUDA_INCLUDEDIRS" not in d
     assert d["SLIMWHEEL_CUDA_LIBDIRS"] == str(tmp_path)
     assert d["SLIMWHEEL_COMPRESSION"] == "legacy" and d["SLIMWHEEL_CUDA_MAJOR"] == "11"
+
+
+def test_ptx_for_a_cc_the_toolkit_cannot_target_is_refused() -> None:
+    # CUDA 13 cannot compile compute_40 or compute_70: the plan must not hand such a target to CMake.
+    for ptx in ("4.0", "7.0", "7.0,9.0"):
+        with pytest.raises(BadInputError, match=r"ptx = .*compute_(40|70) is beyond this toolkit"):
+            make_plan_for_release(resolve(cli={"ptx": ptx}), CudaVersion(13, 0))
+    assert make_plan_for_release(resolve(cli={"ptx": "9.0"}), CudaVersion(13, 0)).arch.ptx[0].cc == CC(9, 0)
+
+
+def test_extra_sass_naming_a_ptx_target_is_refused_not_turned_into_sass() -> None:
+    with pytest.raises(BadInputError, match=r"extra-sass = \['compute_90'\]: extra SASS target compute_90 is PTX"):
+        make_plan_for_release(resolve(cli={"extra_sass": "compute_90"}), CudaVersion(13, 0))
+    p = make_plan_for_release(resolve(cli={"extra_sass": "86,sm_90a"}), CudaVersion(13, 0))
+    assert {"86", "90a"} <= {t.arch for t in p.arch.sass}
+
+
+def test_no_compression_before_cuda_12_8_is_no_flag_not_compress_mode() -> None:
+    # nvcc 11.8/12.4 reject --compress-mode; SlimWheel.cmake passes nothing for "none" there, the plan must say so.
+    old = make_plan_for_release(resolve(cli={"compression": "none"}), CudaVersion(12, 4))
+    assert old.compression == "none" and old.compression_flag == ""
+    assert plan_to_json(old)["compression_flag"] == ""
+    new = make_plan_for_release(resolve(cli={"compression": "none"}), CudaVersion(13, 0))
+    assert new.compression_flag == "--compress-mode=none"

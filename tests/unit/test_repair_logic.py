@@ -235,3 +235,19 @@ def test_a_shimmed_extension_is_not_shimmed_again() -> None:
     files = ["topmod.py", "topmod.slimwheel/topmod.abi3.so", "topmod.slimwheel/_slimwheel_loader.py"]
     plan = plan_loader(files, {"topmod.slimwheel/topmod.abi3.so": elf("topmod.slimwheel/topmod.abi3.so", "libcudart.so.13")})
     assert plan.packages == () and plan.shims == ()
+
+
+def test_a_shared_library_named_like_a_module_is_not_put_behind_a_shim(tmp_path) -> None:
+    # Top-level _ext.so links libhelper.so through $ORIGIN; moving libhelper.so into a shim folder breaks _ext.
+    from helpers.binsynth import elf as synth_elf
+
+    from slimwheel.repair import exports_symbol
+
+    (tmp_path / "_ext.so").write_bytes(synth_elf(needed=("libhelper.so", "libcudart.so.13"), symbols=("PyInit__ext",)))
+    (tmp_path / "libhelper.so").write_bytes(synth_elf(soname="libhelper.so", symbols=("helper_fn",)))
+    assert exports_symbol(tmp_path / "_ext.so", "PyInit__ext")
+    assert not exports_symbol(tmp_path / "libhelper.so", "PyInit_libhelper")
+    files = ["_ext.so", "libhelper.so"]
+    elfs = {"_ext.so": elf("_ext.so", "libhelper.so", "libcudart.so.13"), "libhelper.so": elf("libhelper.so")}
+    plan = plan_loader(files, elfs, lambda path, module: exports_symbol(tmp_path / path, f"PyInit_{module}"))
+    assert plan.shims == (("_ext.so", "_ext"),)

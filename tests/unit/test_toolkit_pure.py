@@ -161,3 +161,33 @@ def test_flag_dirs(tmp_path):
     (tmp_path / "inc").mkdir()
     value = f'"-I{tmp_path}/bin/../inc"  "-isystem" "{tmp_path}/missing" -I{tmp_path}/inc'
     assert _flag_dirs(value, "-I") == [tmp_path / "inc"]
+
+
+def test_find_toolkit_refuses_a_root_of_another_release(tmp_path, monkeypatch):
+    # `plan --toolkit ROOT --cuda 13.0` must not plan for the CUDA 11.8 that ROOT holds (build refuses it too).
+    import slimwheel.toolkit as tkmod
+    from slimwheel.toolkit.model import Toolkit
+
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "nvcc").write_text("")
+    nvcc = tmp_path / "bin" / "nvcc"
+    old = Toolkit(root=tmp_path, nvcc=nvcc, version=CudaVersion(11, 8), source="system", supported=())
+    monkeypatch.setattr(tkmod, "describe", lambda nvcc, *, source: old)
+    with pytest.raises(BadInputError, match=r"holds CUDA 11.8, but CUDA 13.0 was asked for"):
+        find_toolkit("13.0", root=tmp_path, env={})
+    assert find_toolkit("11.8", root=tmp_path, env={}) is old
+    assert find_toolkit("auto", root=tmp_path, env={}) is old
+
+
+def test_an_nvcc_that_cannot_be_run_is_a_tool_error(tmp_path, monkeypatch):
+    # A bin/nvcc without the execute bit gave PermissionError, i.e. "internal error", not exit 4.
+    import subprocess
+
+    from slimwheel.toolkit.find import run_tool
+
+    def not_executable(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(subprocess, "run", not_executable)
+    with pytest.raises(ToolError, match="cannot run .*nvcc: Permission denied"):
+        run_tool([str(tmp_path / "bin" / "nvcc"), "--version"], what="nvcc")

@@ -1,0 +1,44 @@
+"""doctor judges a wheel for the local GPUs as check does: each kernel runs only if its own module serves the GPU."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.binsynth import elf, fatbin, fatbin_entry
+from helpers.wheelmaker import make_wheel
+
+from slimwheel import doctor
+from slimwheel.runtime import driver as drv
+
+
+class _FakeDriver:
+    def version(self) -> int:
+        return 13000
+
+    def gpus(self) -> list[drv.Gpu]:
+        return [drv.Gpu(index=0, name="H200", cc="9.0", memory_total=None, memory_used=None)]
+
+
+@pytest.fixture
+def one_hopper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(drv.Nvml, "open", classmethod(lambda cls: None))
+    monkeypatch.setattr(drv.CudaDriver, "open", classmethod(lambda cls: _FakeDriver()))
+
+
+def test_a_module_without_code_for_the_gpu_fails_doctor_even_if_another_has_it(
+    tmp_path: Path, one_hopper: None
+) -> None:
+    # libold has Ampere SASS only (no PTX): its kernels cannot run on Hopper, though libnew's sm_90 can.
+    old = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=80)])}, needed=("libc.so.6",))
+    new = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90)])}, needed=("libc.so.6",))
+    w = make_wheel(tmp_path, name="pkg", files={"pkg/libold.so": old, "pkg/libnew.so": new}, requires=(),
+                   tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    report = doctor.run_doctor(str(w), env={})
+    (gpu,) = report.gpus
+    assert not gpu.ok and gpu.served_by.startswith("none") and "pkg/libold.so" in gpu.served_by
+    assert not report.ok
+    good = make_wheel(tmp_path / "g", name="pkg", files={"pkg/libnew.so": new}, requires=(),
+                      tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    (gpu,) = doctor.run_doctor(str(good), env={}).gpus
+    assert gpu.ok and gpu.served_by == "sass sm_90"
