@@ -175,3 +175,41 @@ def test_cuda12_build_requires_the_cu12_wheels(knn, tmp_path):
     assert data["toolkit"]["root"] == str(tk12.root) and data["toolkit"]["release"] == "12.4"
     # before 12.8 there is no --compress-mode: the plan falls back to fatbinary's -compress-all
     assert data["plan"]["compression"] == "legacy"
+
+
+FRESH_VENV_PROBE = r"""
+import json, numpy, knn
+maps = open("/proc/self/maps").read().split()
+libs = sorted({p for p in maps if "/libcudart.so" in p or "/libcublas" in p})
+try:
+    knn.search(numpy.random.rand(100, 8).astype("float32"), numpy.random.rand(4, 8).astype("float32"), k=3)
+    error = None
+except Exception as e:  # what a user without a GPU sees
+    error = f"{type(e).__name__}: {e}"
+print(json.dumps({"libs": libs, "error": error}))
+"""
+
+
+def test_a_fresh_venv_installs_it_with_pypis_cuda13_wheels(built, tmp_path):
+    """The wheel from PyPI's point of view: pip pulls nvidia-cuda-runtime and nvidia-cublas, the extension resolves
+    them from that venv's nvidia/cu13/lib, and a GPU call on this GPU-less machine is a Python exception, not a crash."""
+    _, out_dir, _ = built
+    (wheel,) = sorted(out_dir.glob("*.whl"))
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    py = str(venv / "bin" / "python")
+    pip = subprocess.run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)],
+                         capture_output=True, text=True)  # fmt: skip
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    # run outside the repo, so that nothing from the source tree can be imported by accident
+    proc = subprocess.run([py, "-c", FRESH_VENV_PROBE], capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = json.loads(proc.stdout.splitlines()[-1])
+    folder = os.path.join(site, "nvidia", "cu13", "lib")
+    libs = {os.path.basename(p): os.path.dirname(p) for p in out["libs"]}
+    assert libs.get("libcudart.so.13") == folder, out["libs"]
+    assert libs.get("libcublas.so.13") == folder, out["libs"]
+    assert libs.get("libcublasLt.so.13") == folder, out["libs"]
+    assert out["error"] and out["error"].startswith("RuntimeError: CUDA error"), out["error"]
