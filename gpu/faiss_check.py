@@ -82,12 +82,12 @@ def bench_one(n: int, nq: int, k: int) -> dict:
     """Runs in a fresh process with the profile's folder first on sys.path."""
     out: dict = {"mem": {"before_import": _mem()}}
     t = time.perf_counter()
-    import faiss  # noqa: PLC0415
+    import faiss
 
     out["import_s"] = round(time.perf_counter() - t, 4)
     out["faiss_file"] = faiss.__file__
     out["mem"]["after_import"] = _mem()
-    import numpy as np  # noqa: PLC0415
+    import numpy as np
 
     d = 128
     rng = np.random.default_rng(1234)
@@ -144,7 +144,7 @@ def bench_one(n: int, nq: int, k: int) -> dict:
     times = []
     for _ in range(5):
         t = time.perf_counter()
-        Di, Ii = ivf.search(xq, k)
+        _, Ii = ivf.search(xq, k)
         times.append(time.perf_counter() - t)
     times.sort()
     recall = float(np.mean([len(set(Ii[i]) & set(I[i])) / k for i in range(sub)]))
@@ -157,7 +157,7 @@ def bench_one(n: int, nq: int, k: int) -> dict:
 # ------------------------------------------------------------------------------------------------- orchestration
 def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path | None = None):
     t = time.perf_counter()
-    p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
     return p, round(time.perf_counter() - t, 2)
 
 
@@ -198,7 +198,7 @@ def install(profile: str, wheel: Path, deps: list[Path], work: Path) -> tuple[Pa
 def build_here(name: str, src: Path, deps: list[Path], work: Path) -> tuple[Path | None, dict]:
     """Builds one profile with this machine's compilers (no network: every build requirement is present or carried)."""
     sys.path.insert(0, str(REPO / "faiss" / "build_support"))
-    from faiss_profiles import make_profile  # noqa: PLC0415
+    from faiss_profiles import make_profile
 
     p = make_profile(name)
     defines = p.cmake_defines()
@@ -310,7 +310,7 @@ def machine() -> dict:
     smi = shutil.which("nvidia-smi")
     if smi:
         p = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                           capture_output=True, text=True)
+                           capture_output=True, text=True, check=False)
         info["gpu"] = p.stdout.strip()
     else:
         info["gpu"] = None
@@ -404,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
             m = b["mem"]["after_first_search"]
             print(f"{name:10} {e['install']['wheel_size'] / 1e6:9.1f} {ts:>16} {b['import_s']:9.3f} "
                   f"{b['first_search_s']:8.3f} {b['flat']['qps_median']:10.0f} {b['ivf']['qps_median']:9.0f} "
-                  f"{str(m['cu_used_mib']):>20}")
+                  f"{m['cu_used_mib']!s:>20}")
         if "build" in e:
             print(f"{name:10} built here in {e['build'].get('seconds')} s on {e['build'].get('cpus')} cores")
     print(f"written {dest}")

@@ -29,15 +29,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "faiss" / "build_support"))
 
-from faiss_profiles import PROFILE_NAMES, Profile, make_profile  # noqa: E402
+from faiss_profiles import PROFILE_NAMES, Profile, make_profile
 
-from slimwheel.check import check_wheel, make_policy, verdict_to_json  # noqa: E402
-from slimwheel.cuda.versions import CudaVersion  # noqa: E402
-from slimwheel.errors import BadInputError, SlimwheelError, ToolError  # noqa: E402
-from slimwheel.fsutil import cache_dir, write_text_atomic  # noqa: E402
-from slimwheel.inspect.report import inspect_binary, inspect_wheel, report_to_json  # noqa: E402
-from slimwheel.repair import repair_wheel  # noqa: E402
-from slimwheel.toolkit import ensure_toolkit  # noqa: E402
+from slimwheel.check import check_wheel, make_policy, verdict_to_json
+from slimwheel.cuda.versions import CudaVersion
+from slimwheel.errors import BadInputError, SlimwheelError, ToolError
+from slimwheel.fsutil import cache_dir, write_text_atomic
+from slimwheel.inspect.report import inspect_binary, inspect_wheel, report_to_json
+from slimwheel.repair import repair_wheel
+from slimwheel.toolkit import ensure_toolkit
 
 log = logging.getLogger("faiss-profiles")
 SCHEMA = 1
@@ -125,12 +125,17 @@ def object_fatbins(build_dir: Path, top: int) -> dict:
             continue
         r = inspect_binary(o)
         entries = [e for fb in r.fatbins for e in fb.entries]
+        per_target: dict[str, int] = {}
+        for e in entries:
+            key = f"{'sm' if e.kind == 'sass' else 'compute' if e.kind == 'ptx' else e.kind}_{e.arch}"
+            per_target[key] = per_target.get(key, 0) + e.stored_size
         rows.append({
             "object": o.name.removesuffix(".o"),
             "nv_fatbin": r.sections.get(".nv_fatbin", 0),
             "stored": sum(e.stored_size for e in entries),
             "uncompressed": sum(e.uncompressed_size for e in entries),
             "entries": len(entries),
+            "per_target": per_target,
         })
     rows.sort(key=lambda x: -x["nv_fatbin"])
     total = sum(x["nv_fatbin"] for x in rows)
@@ -142,8 +147,12 @@ def object_fatbins(build_dir: Path, top: int) -> dict:
              else "PQ scan" if name.startswith("PQ") or "IVFPQ" in name
              else "other")
         groups[g] = groups.get(g, 0) + x["nv_fatbin"]
+    by_target: dict[str, int] = {}
+    for x in rows:
+        for k, v in x["per_target"].items():
+            by_target[k] = by_target.get(k, 0) + v
     return {"objects": len(rows), "total_nv_fatbin": total, "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
-            "top": rows[:top]}
+            "by_target": by_target, "top": rows[:top]}
 
 
 def measure(p: Profile, wheel: Path) -> dict:

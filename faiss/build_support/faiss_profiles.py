@@ -51,7 +51,10 @@ SLIM_COVERAGE = "7.5-12.9"
 PROFILE_NAMES = ("upstream", "slim", "probe90")
 
 
-def make_profile(name: str, cuda: CudaVersion = CudaVersion(13, 0)) -> Profile:
+CUDA_13_0 = CudaVersion(13, 0)
+
+
+def make_profile(name: str, cuda: CudaVersion = CUDA_13_0) -> Profile:
     supported = supported_archs(cuda)
     if name == "upstream":
         return Profile(

@@ -49,6 +49,7 @@ BASE_PACKAGES = (
     "nvidia-cuda-runtime",  # cudart (shared and static), cudadevrt, runtime headers
     "nvidia-nvjitlink",  # cuBLAS 13 links libnvJitLink
     "nvidia-cuda-culibos",  # libculibos.a, for static linking
+    "nvidia-cuda-profiler-api",  # cuda_profiler_api.h (faiss includes it; a full toolkit has it)
 )
 
 
@@ -173,10 +174,16 @@ def assemble(version: CudaVersion, cache: Path) -> Toolkit:
     """The CUDA 13.N toolkit from PyPI wheels in `cache`/toolkits/cuda-13.N, assembling and checking it once."""
     reqs = requirements(version)
     prefix = prefix_path(cache, version)
-    if read_manifest(prefix) is not None:
+
+    def current() -> bool:
+        # A prefix assembled from another package list (an older slimwheel) is rebuilt, not silently used.
+        data = read_manifest(prefix)
+        return data is not None and data.get("requirements") == list(reqs)
+
+    if current():
         return describe(prefix / "bin" / "nvcc", source="pypi")
     with locked(prefix.parent / f".{prefix.name}.lock"):
-        if read_manifest(prefix) is not None:  # another process finished it while we waited
+        if current():  # another process finished it while we waited
             return describe(prefix / "bin" / "nvcc", source="pypi")
         tmp = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.tmp-", dir=prefix.parent))
         try:
