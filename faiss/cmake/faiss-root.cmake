@@ -16,6 +16,9 @@ set(CMAKE_CXX_STANDARD 17)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+# GCC 13's libstdc++ no longer pulls <cstdint> in through other headers, and faiss 1.7.3 uses uint8_t and friends
+# without including it (IndexBinary.h, seen on the GPU machine's GCC 13): force-include it, host and CUDA code alike.
+add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include cstdint>" "$<$<COMPILE_LANGUAGE:CUDA>:--pre-include=cstdint>")
 list(APPEND CMAKE_MODULE_PATH "${PROJECT_SOURCE_DIR}/cmake")
 
 # faiss's options, fixed: the wheel holds the GPU library and the Python module, nothing else.
