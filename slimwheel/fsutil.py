@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import tempfile
 from collections.abc import Iterator
@@ -47,3 +48,16 @@ def cache_dir(env: dict[str, str] | None = None) -> Path:
         return Path(e["SLIMWHEEL_CACHE"])
     base = e.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "slimwheel"
+
+
+@contextlib.contextmanager
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive fcntl lock on `path` (created, with its folder, if missing), held for the with-block; the kernel
+    releases it if the process dies, so a crashed run never leaves a cache locked."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a+b") as fh:
+        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)

@@ -21,8 +21,6 @@ that only the plan's PTX serves, the library's best PTX for them.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -32,7 +30,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,16 +219,6 @@ def check_targets(toolkit: Toolkit, targets: Iterable[Target]) -> tuple[Target, 
     return ts
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """An exclusive advisory lock on `path` (created if missing), held for the block; released if the process dies."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+b") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _sha256(path: Path) -> str:
@@ -246,14 +234,14 @@ def file_digest(path: Path, cache: Path) -> str:
     st = path.stat()
     ident = f"{path.resolve()}|{st.st_size}|{st.st_mtime_ns}"
     db_path = cache / _DIGEST_DB
-    with _locked(cache / f"{_DIGEST_DB}.lock"):
+    with fsutil.file_lock(cache / f"{_DIGEST_DB}.lock"):
         db = _read_db(db_path)
         if ident in db:
             return db[ident]
     t0 = time.monotonic()
     digest = _sha256(path)
     log.info("digest of %s (%d MB): %.1f s", path.name, st.st_size // 10**6, time.monotonic() - t0)
-    with _locked(cache / f"{_DIGEST_DB}.lock"):
+    with fsutil.file_lock(cache / f"{_DIGEST_DB}.lock"):
         db = _read_db(db_path)
         db[ident] = digest
         fsutil.write_text_atomic(db_path, json.dumps({"schema": 1, "digests": db}, indent=1, sort_keys=True))
@@ -318,7 +306,7 @@ def _prune_one(
     entry = cache / "lib" / key
     out = entry / src.name
     t0 = time.monotonic()
-    with _locked(cache / "lib" / f"{key}.lock"):
+    with fsutil.file_lock(cache / "lib" / f"{key}.lock"):
         if out.is_file():
             log.info("%s: pruned copy cached (%s)", src.name, entry)
             return PrunedLib(
@@ -354,7 +342,7 @@ def _link_folder(libs: tuple[PrunedLib, ...], cache: Path) -> Path:
     spec = "\n".join(f"{lib.component}={lib.pruned}" for lib in libs)
     key = hashlib.sha256(spec.encode()).hexdigest()[:24]
     folder = cache / "sets" / key
-    with _locked(cache / "sets" / f"{key}.lock"):
+    with fsutil.file_lock(cache / "sets" / f"{key}.lock"):
         if folder.is_dir():
             return folder
         tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder.parent))

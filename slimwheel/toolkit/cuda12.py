@@ -23,8 +23,6 @@ into a shared library and an executable.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import json
 import logging
@@ -36,7 +34,7 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
@@ -48,7 +46,7 @@ from elftools.elf.elffile import ELFFile
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.fsutil import write_text_atomic
+from slimwheel.fsutil import file_lock, write_text_atomic
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger("slimwheel.toolkit.cuda12")
@@ -195,7 +193,7 @@ def assemble_cuda12(version: CudaVersion, cache: Path) -> Toolkit:
     if cached is not None:
         return cached
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(dest.parent / f".cuda-{version}.lock"):
+    with file_lock(dest.parent / f".cuda-{version}.lock"):
         cached = _load_cached(dest, release)
         if cached is not None:
             return cached
@@ -254,14 +252,6 @@ def _phase(name: str, fn: Callable[[], T]) -> T:
     return out
 
 
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
 
 
 def _load_cached(dest: Path, release: Cuda12Release) -> Toolkit | None:

@@ -12,8 +12,6 @@ in a temporary folder and renamed into place, under an fcntl lock, so concurrent
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.util
 import json
 import logging
@@ -22,13 +20,12 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.fsutil import write_text_atomic
+from slimwheel.fsutil import file_lock, write_text_atomic
 from slimwheel.toolkit.find import check_build, describe, run_tool
 from slimwheel.toolkit.model import Toolkit
 
@@ -72,16 +69,6 @@ def prefix_path(cache: Path, version: CudaVersion) -> Path:
     return cache / "toolkits" / f"cuda-{version}"
 
 
-@contextlib.contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive fcntl lock on `path` (created if missing), held for the with-block."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "a+") as fh:
-        fcntl.flock(fh.fileno(), fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
 
 
 def read_manifest(prefix: Path) -> dict[str, Any] | None:
@@ -182,7 +169,7 @@ def assemble(version: CudaVersion, cache: Path) -> Toolkit:
 
     if current():
         return describe(prefix / "bin" / "nvcc", source="pypi")
-    with locked(prefix.parent / f".{prefix.name}.lock"):
+    with file_lock(prefix.parent / f".{prefix.name}.lock"):
         if current():  # another process finished it while we waited
             return describe(prefix / "bin" / "nvcc", source="pypi")
         tmp = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.tmp-", dir=prefix.parent))

@@ -15,7 +15,8 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ExitCode, ToolError
 from slimwheel.toolkit import ensure_toolkit, find_toolkit, parse_request
 from slimwheel.toolkit.find import _flag_dirs, candidates, version_matches
-from slimwheel.toolkit.pypi13 import MANIFEST, _make_prefix, locked, read_manifest, requirements
+from slimwheel.fsutil import file_lock as locked
+from slimwheel.toolkit.pypi13 import MANIFEST, _make_prefix, read_manifest, requirements
 
 
 @pytest.mark.parametrize(
