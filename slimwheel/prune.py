@@ -219,16 +219,6 @@ def check_targets(toolkit: Toolkit, targets: Iterable[Target]) -> tuple[Target, 
     return ts
 
 
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def file_digest(path: Path, cache: Path) -> str:
     """sha256 of a library, remembered by (resolved path, size, mtime) in cache/digests.json."""
     st = path.stat()
@@ -239,7 +229,7 @@ def file_digest(path: Path, cache: Path) -> str:
         if ident in db:
             return db[ident]
     t0 = time.monotonic()
-    digest = _sha256(path)
+    digest = fsutil.sha256_file(path)
     log.info("digest of %s (%d MB): %.1f s", path.name, st.st_size // 10**6, time.monotonic() - t0)
     with fsutil.file_lock(cache / f"{_DIGEST_DB}.lock"):
         db = _read_db(db_path)

@@ -23,7 +23,6 @@ into a shared library and an executable.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -46,7 +45,7 @@ from elftools.elf.elffile import ELFFile
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.fsutil import file_lock, write_text_atomic
+from slimwheel.fsutil import file_lock, sha256_file, write_text_atomic
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger("slimwheel.toolkit.cuda12")
@@ -221,10 +220,10 @@ def assemble_cuda12(version: CudaVersion, cache: Path) -> Toolkit:
                 "source": SOURCE,
                 "debian": {
                     "suite": release.debian_suite,
-                    "packages": {d.name: _sha256(d) for d in (tool_deb, dev_deb)},
+                    "packages": {d.name: sha256_file(d) for d in (tool_deb, dev_deb)},
                     "version": release.debian_version,
                 },
-                "wheels": {w.name: _sha256(w) for w in wheels},
+                "wheels": {w.name: sha256_file(w) for w in wheels},
                 "supported": [str(cc) for cc in toolkit.supported],
                 "assembled_seconds": round(time.monotonic() - t0, 1),
             }
@@ -250,8 +249,6 @@ def _phase(name: str, fn: Callable[[], T]) -> T:
     out = fn()
     log.info("  %s: %.1f s", name, time.monotonic() - t)
     return out
-
-
 
 
 def _load_cached(dest: Path, release: Cuda12Release) -> Toolkit | None:
@@ -349,14 +346,6 @@ def _run(cmd: list[str], *, what: str, env: Mapping[str, str] | None = None,
         tail = (proc.stdout + proc.stderr).strip()[-3000:]
         raise ToolError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
     return proc
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # --- downloads -------------------------------------------------------------------------------------------------
