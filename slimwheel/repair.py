@@ -6,6 +6,11 @@ Flow (each step a small function; only `repair_wheel` does I/O in order):
   -> unpack its output -> RPATH keeps the nvidia/... folders -> loader -> Requires-Dist -> every DT_NEEDED accounted
   for (else exit 12) -> RECORD rewritten -> deterministic zip, written atomically. The input wheel is never modified.
 
+External libraries (`ExternalLib`, `--external SONAME=REQUIREMENT[@FOLDER]`): non-CUDA libraries another PyPI wheel
+provides (libscipy_openblas.so from scipy-openblas32) get the same treatment as the CUDA ones, without the loader:
+excluded from auditwheel, required (merged with the wheel's own Requires-Dist), found through an RPATH entry
+`$ORIGIN/<relative path to the folder that wheel installs them in>`.
+
 Requirement bounds (docs/repair.md): upper bound = next SONAME major (a new SONAME major is a new ABI). Lower bound, best
 source first: the library versions recorded at build time (`versions`, package -> version, from the toolkit's
 nvidia-* wheels); else the CUDA release given (`--cuda 13.1` -> `>=13.1`) for the libraries whose wheel versions follow
@@ -17,7 +22,9 @@ from __future__ import annotations
 
 import base64
 import csv
+import fnmatch
 import hashlib
+import importlib.metadata
 import io
 import json
 import logging
@@ -31,8 +38,8 @@ import sys
 import tempfile
 import time
 import zipfile
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
@@ -40,6 +47,7 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
 from packaging.utils import (
     InvalidWheelFilename,
     canonicalize_name,
@@ -83,7 +91,8 @@ class RepairResult:
     bundled: tuple[str, ...]
     cuda_major: int | None = None
     loader: tuple[str, ...] = ()  # files added to run the loader (loader modules, shims)
-    rpath_fixed: tuple[str, ...] = ()  # ELF files whose RPATH got the nvidia/... folders back
+    rpath_fixed: tuple[str, ...] = ()  # ELF files whose RPATH got the nvidia/... (or external) folders back
+    external: tuple[ExternalLib, ...] = ()  # the external libraries the wheel needs, each with its folder
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -260,11 +269,16 @@ def install_dir(wheel_path: str) -> str:
 
 
 def wanted_rpath(
-    info: ElfInfo, original: ElfInfo | None, libs: list[cudalibs.RuntimeLib]
+    info: ElfInfo,
+    original: ElfInfo | None,
+    libs: list[cudalibs.RuntimeLib],
+    externals: Sequence[ExternalLib] = (),
 ) -> tuple[str, ...] | None:
     """The RPATH an ELF needs after auditwheel: its own entries, plus the nvidia/... folders of the CUDA libraries it
-    needs (auditwheel drops entries that point outside the wheel). None when nothing changes."""
+    needs (auditwheel drops entries that point outside the wheel), then the folders of the external libraries it
+    needs (externals with their folder resolved). None when nothing changes."""
     folders = [lib.folder for lib in libs if lib.soname in info.needed]
+    folders += [e.folder for e in externals if e.folder is not None and any(e.matches(n) for n in info.needed)]
     if not folders:
         return None
     here = install_dir(info.path)
@@ -335,9 +349,14 @@ def policy_whitelist(plat_tags: tuple[str, ...]) -> frozenset[str]:
 
 
 def unaccounted(
-    elfs: Mapping[str, ElfInfo], *, major: int | None, allowed_system: frozenset[str]
+    elfs: Mapping[str, ElfInfo],
+    *,
+    major: int | None,
+    allowed_system: frozenset[str],
+    externals: Sequence[ExternalLib] = (),
 ) -> list[str]:
-    """`file: library` for each DT_NEEDED that is neither bundled, required from nvidia-*, nor allowed by policy."""
+    """`file: library` for each DT_NEEDED that is neither bundled, required from nvidia-* or as an external library,
+    nor allowed by policy."""
     bundled = {i.soname for i in elfs.values() if i.soname} | {posixpath.basename(p) for p in elfs}
     required = {lib.soname for lib in cudalibs.libs_for(major)} if major is not None else set()
     ok = bundled | required | set(cudalibs.DRIVER_SONAMES) | allowed_system
@@ -345,8 +364,231 @@ def unaccounted(
         f"{info.path}: {n}"
         for info in elfs.values()
         for n in info.needed
-        if n not in ok and not n.startswith("ld-linux")
+        if n not in ok and not n.startswith("ld-linux") and not any(e.matches(n) for e in externals)
     ]
+
+
+# ------------------------------------------------------------------------------------------------ external libraries
+
+# Characters a site-packages-relative folder may hold: enough for every import package layout, and none that would
+# make `REQUIREMENT@FOLDER` ambiguous (`@`), a URL (`:`), or an RPATH list (`:`) ambiguous.
+_FOLDER_RE = re.compile(r"^[A-Za-z0-9_.+\-/]+$")
+_PATTERN_RE = re.compile(r"^[A-Za-z0-9_.+\-*?\[\]!]+$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExternalLib:
+    """A shared library another PyPI wheel provides (libscipy_openblas.so from scipy-openblas32): repair leaves it out
+    of the wheel, requires that wheel, and points an RPATH entry at the folder the wheel installs it in."""
+
+    pattern: str  # a SONAME, or an fnmatch glob over SONAMEs (libfoo.so.*), as auditwheel's --exclude takes
+    requirement: str  # PEP 508 without marker or URL: scipy-openblas32>=0.3.28
+    folder: str | None = None  # where that wheel installs the library, relative to site-packages; None: look it up
+
+    @property
+    def project(self) -> str:
+        return str(canonicalize_name(Requirement(self.requirement).name))
+
+    def matches(self, soname: str) -> bool:
+        return fnmatch.fnmatchcase(soname, self.pattern)
+
+    def spec(self) -> str:
+        """The `SONAME=REQUIREMENT[@FOLDER]` form that `parse_external` reads back."""
+        return f"{self.pattern}={self.requirement}" + (f"@{self.folder}" if self.folder is not None else "")
+
+
+def external_lib(pattern: str, requirement: str, folder: str | None, *, where: str) -> ExternalLib:
+    """A validated ExternalLib; `where` names the flag or config key for the error message."""
+    pattern, requirement = pattern.strip(), requirement.strip()
+    if not pattern or not _PATTERN_RE.match(pattern):
+        raise BadInputError(f"{where}: {pattern!r} is not a SONAME or SONAME glob (libfoo.so.1, libfoo.so*)")
+    cuda = sorted({lib.soname for lib in cudalibs.RUNTIME_LIBS} | set(cudalibs.DRIVER_SONAMES))
+    clash = [s for s in cuda if fnmatch.fnmatchcase(s, pattern)]
+    if clash:
+        # A glob that catches the CUDA libraries would take them from the nvidia-* wheels' requirements and loader.
+        raise BadInputError(
+            f"{where}: {pattern!r} matches CUDA libraries ({', '.join(clash[:4])}{', ...' if len(clash) > 4 else ''}), "
+            "which slimwheel already leaves to the nvidia-* wheels (or the driver)"
+        )
+    try:
+        req = Requirement(requirement)
+    except InvalidRequirement as e:
+        raise BadInputError(f"{where}: requirement {requirement!r} for {pattern} does not parse: {e}") from None
+    if req.url:
+        raise BadInputError(f"{where}: requirement {requirement!r} for {pattern} is a URL; PyPI refuses those")
+    if req.marker is not None:
+        # The wheel's ELF files need the library wherever the wheel installs; a marker would leave it missing elsewhere.
+        raise BadInputError(f"{where}: requirement {requirement!r} for {pattern} has a marker; the library is needed "
+                            "wherever the wheel is installed")  # fmt: skip
+    if folder is not None and "://" in folder:
+        raise BadInputError(f"{where}: requirement for {pattern} is a URL ({requirement}@{folder}); PyPI refuses those")
+    if folder is not None:
+        folder = folder.strip().rstrip("/")
+        norm = posixpath.normpath(folder) if folder else ""
+        if not folder or not _FOLDER_RE.match(folder) or norm != folder or norm.startswith(("/", "..")):
+            raise BadInputError(
+                f"{where}: folder {folder!r} for {pattern} must be a plain path inside site-packages, "
+                "e.g. scipy_openblas32/lib"
+            )
+    return ExternalLib(pattern=pattern, requirement=str(req), folder=folder)
+
+
+def parse_external(text: str, *, where: str) -> ExternalLib:
+    """`SONAME=REQUIREMENT[@FOLDER]` (the CLI's --external): the folder follows the last `@`. A requirement with a URL
+    (`name @ https://...`) is refused anyway, so the `@` is never ambiguous."""
+    pattern, sep, rest = text.partition("=")
+    if not sep or not rest.strip():
+        raise BadInputError(f"{where}: expected SONAME=REQUIREMENT[@FOLDER], e.g. "
+                            f"libscipy_openblas.so=scipy-openblas32>=0.3.28, got {text!r}")  # fmt: skip
+    requirement, at, folder = rest.rpartition("@")
+    if not at:
+        requirement, folder = rest, ""
+    return external_lib(pattern, requirement, folder if at else None, where=where)
+
+
+def parse_externals(specs: Iterable[str], *, where: str) -> tuple[ExternalLib, ...]:
+    """Several `SONAME=REQUIREMENT[@FOLDER]`; the same SONAME pattern twice is refused."""
+    out: dict[str, ExternalLib] = {}
+    for text in specs:
+        ext = parse_external(text, where=where)
+        if ext.pattern in out:
+            raise BadInputError(f"{where}: {ext.pattern} is given twice")
+        out[ext.pattern] = ext
+    return tuple(out.values())
+
+
+def folder_from_files(ext: ExternalLib, files: Iterable[str] | None) -> str:
+    """The folder, relative to site-packages, in which a distribution with these RECORD paths installs the library
+    (files named like the SONAME: the loader looks the DT_NEEDED name up in each RPATH folder). None: not installed."""
+    project = Requirement(ext.requirement).name
+    if files is None:
+        raise BadInputError(
+            f"external library {ext.pattern}: {project} is not installed in this Python ({sys.executable}), so the "
+            f"folder it installs {ext.pattern} in cannot be looked up",
+            hint=f"pip install '{ext.requirement}', or give the folder: {ext.pattern}={ext.requirement}@FOLDER",
+        )
+    # Paths with `..` are installed outside site-packages (scripts, data): no $ORIGIN path from an extension is stable.
+    folders = sorted({
+        posixpath.dirname(f) or "."
+        for f in files
+        if ".." not in f.split("/") and fnmatch.fnmatchcase(posixpath.basename(f), ext.pattern)
+    })  # fmt: skip
+    if not folders:
+        raise BadInputError(
+            f"external library {ext.pattern}: the installed {project} has no file of that name",
+            hint=f"check the SONAME, or give the folder: {ext.pattern}={ext.requirement}@FOLDER",
+        )
+    if len(folders) > 1:
+        raise BadInputError(
+            f"external library {ext.pattern}: the installed {project} has it in several folders "
+            f"({', '.join(folders)})",
+            hint=f"choose one: {ext.pattern}={ext.requirement}@FOLDER",
+        )
+    return folders[0]
+
+
+def installed_files(requirement: str) -> list[str] | None:
+    """The RECORD paths (relative to site-packages) of the requirement's distribution in the running Python."""
+    try:
+        dist = importlib.metadata.distribution(Requirement(requirement).name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    return [f.as_posix() for f in dist.files or ()]
+
+
+def resolve_external(
+    ext: ExternalLib, files_of: Callable[[str], Iterable[str] | None] = installed_files
+) -> ExternalLib:
+    """ext with its folder: the one given, else the one its distribution installs it in."""
+    if ext.folder is not None:
+        return ext
+    folder = folder_from_files(ext, files_of(ext.requirement))
+    log.info("external library %s: %s installs it in %s", ext.pattern, ext.project, folder)
+    return replace(ext, folder=folder)
+
+
+def check_can_tie(ext: ExternalLib) -> str | None:
+    """Why `slimwheel check` will not tie the folder to the requirement (see `origin_target`), or None."""
+    top = (ext.folder or "").split("/")[0]
+    if top != "." and canonicalize_name(top) == ext.project:
+        return None
+    return (
+        f"external library {ext.pattern}: its folder {ext.folder} does not start with a folder named like the project "
+        f"{ext.project}, so `slimwheel check` cannot tell that the requirement provides it"
+    )
+
+
+def used_externals(elfs: Mapping[str, ElfInfo], externals: Sequence[ExternalLib]) -> tuple[ExternalLib, ...]:
+    """The externals some ELF file needs and the wheel does not carry itself."""
+    inside = {i.soname for i in elfs.values() if i.soname} | {posixpath.basename(p) for p in elfs}
+    needed = {n for info in elfs.values() for n in info.needed if n not in inside}
+    return tuple(e for e in externals if any(e.matches(n) for n in needed))
+
+
+def origin_target(entry: str, elf_path: str) -> str | None:
+    """The site-packages-relative folder an `$ORIGIN/...` RPATH entry of the ELF at elf_path (a wheel path) names;
+    None for absolute or other entries and for folders outside site-packages."""
+    n = _norm_origin(entry)
+    if not n.startswith("$ORIGIN"):
+        return None
+    rest = n[len("$ORIGIN") :].lstrip("/")
+    target = posixpath.normpath(posixpath.join(install_dir(elf_path), rest)) if rest else install_dir(elf_path) or "."
+    return None if target == ".." or target.startswith("../") else target
+
+
+def merge_requires_dist(metadata: str, reqs: Sequence[str], *, path: str) -> tuple[str, tuple[str, ...]]:
+    """METADATA with each requirement merged in; returns (text, the resulting requirement of each project).
+
+    The rule: one unconditional Requires-Dist line per project. If the wheel already has one for that project, the
+    result is the intersection: its own specifiers (kept as written when they already contain every clause asked for,
+    e.g. `scipy-openblas32>=0.3.28,<0.4` stays as is for `scipy-openblas32`), plus the clauses asked for that it lacks.
+    Both statements come from the maintainer (the build's metadata and the repair's flags), and a version that
+    violates either would break the wheel, so neither may be dropped; which one is "stricter" cannot be decided for
+    specifier sets in general, the intersection is. Lines with a marker (extras, platforms) are left alone and do not
+    count: the library is needed wherever the wheel installs. Two requirements on one project merge the same way."""
+    wanted: dict[str, Requirement] = {}
+    for text in reqs:
+        r = Requirement(text)
+        key = str(canonicalize_name(r.name))
+        wanted[key] = _intersect(wanted[key], r) if key in wanted else r
+    head, sep, body = metadata.partition("\n\n")
+    if not sep:
+        head, body = metadata.rstrip("\n"), ""
+    lines = head.rstrip("\n").split("\n")
+    result: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        if not line.lower().startswith("requires-dist:"):
+            continue
+        value = line.split(":", 1)[1].strip()
+        try:
+            r = Requirement(value)
+        except InvalidRequirement as e:
+            raise BadInputError(f"{path}: invalid Requires-Dist {value!r}: {e}") from None
+        key = str(canonicalize_name(r.name))
+        if key not in wanted or r.marker is not None or r.url or key in result:
+            continue
+        merged = _intersect(r, wanted[key])
+        if merged is r:
+            log.info("%s already requires %s; keeping it", path, value)
+        else:
+            log.info("%s: Requires-Dist %s becomes %s (both bounds kept)", path, value, merged)
+            lines[i] = f"Requires-Dist: {merged}"
+        result[key] = str(merged)
+    for key, r in wanted.items():
+        if key not in result:
+            lines.append(f"Requires-Dist: {r}")
+            result[key] = str(r)
+    return "\n".join(lines) + "\n\n" + body, tuple(result[k] for k in wanted)
+
+
+def _intersect(have: Requirement, want: Requirement) -> Requirement:
+    """have, itself when it already holds every specifier clause and extra of want; else both combined."""
+    new_clauses = [s for s in want.specifier if s not in set(have.specifier)]
+    if not new_clauses and want.extras <= have.extras:
+        return have
+    extras = sorted(have.extras | want.extras)
+    spec = have.specifier & SpecifierSet(",".join(str(s) for s in new_clauses))
+    return Requirement(f"{have.name}{'[' + ','.join(extras) + ']' if extras else ''}{spec}")
 
 
 # ---------------------------------------------------------------------------------------------------- wheel files
@@ -448,7 +690,8 @@ def run_auditwheel(wheel: Path, out_dir: Path, *, excludes: tuple[str, ...], pla
         if missing:
             raise CheckFailed(
                 f"{wheel.name}: needs {', '.join(missing)}, which is neither bundled, provided by an nvidia-* wheel, "
-                "nor allowed by the manylinux policy (auditwheel could not find it to bundle it)",
+                "nor allowed by the manylinux policy (auditwheel could not find it to bundle it); if another PyPI "
+                "wheel provides it, say so with --external SONAME=REQUIREMENT",
                 ExitCode.INCONSISTENT_DEPENDENCIES,
             )
         if "does not look like a platform wheel" in output or "no ELF" in output:
@@ -527,9 +770,11 @@ def repair_wheel(
     loader: bool = True,
     plat: str | None = None,
     versions: Mapping[str, str] | None = None,
+    externals: Sequence[ExternalLib] = (),
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
-    linked against, for the requirements' lower bounds."""
+    linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
+    file needs are ignored (so one config serves builds that link them and builds that do not)."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -551,7 +796,7 @@ def repair_wheel(
             if not cudalibs.libs_for(major):
                 raise BadInputError(f"CUDA {major}: slimwheel's library table has no nvidia-* wheels for it")
             check_majors(before, major)
-        excludes = exclusions(major)
+        excludes = tuple(dict.fromkeys([*exclusions(major), *(e.pattern for e in externals)]))
         needed = needed_runtime_libs(before, major)
         reqs = requirements(needed, cuda=cuda, versions=versions)
         phases["read"] = time.monotonic() - t0
@@ -570,11 +815,20 @@ def repair_wheel(
         after = scan_elfs(work)
         input_names = {p.relative_to(src).as_posix() for p in src.rglob("*") if p.is_file()}
         bundled = tuple(sorted(n for n in after if n not in input_names))
+        # Judged after auditwheel: a library it bundled may be the one that needs the external library.
+        used = used_externals(after, externals)
+        for e in externals:
+            if e not in used:
+                log.info("external library %s: no ELF file in %s needs it; ignored", e.pattern, wheel.name)
+        external = tuple(resolve_external(e) for e in used)
+        for e in external:
+            if why := check_can_tie(e):
+                log.warning("%s", why)
 
-        # RPATH: auditwheel keeps only entries inside the wheel; put the nvidia/... folders back.
+        # RPATH: auditwheel keeps only entries inside the wheel; put the nvidia/... folders back, add the externals'.
         fixed = []
         for path, info in after.items():
-            entries = wanted_rpath(info, before.get(path), needed)
+            entries = wanted_rpath(info, before.get(path), needed, external)
             if entries is not None:
                 set_rpath(work / path, entries, use_rpath_tag=bool(info.rpath) and not info.runpath)
                 fixed.append(path)
@@ -591,14 +845,19 @@ def repair_wheel(
         meta_text, _ = add_requires_dist(
             meta_path.read_text(encoding="utf-8"), reqs, path=f"{wheel.name}:{dist_info}/METADATA"
         )
+        meta_text, external_reqs = merge_requires_dist(
+            meta_text, [e.requirement for e in external], path=f"{wheel.name}:{dist_info}/METADATA"
+        )
         meta_path.write_text(meta_text, encoding="utf-8")
 
         _, _, _, tags = parse_wheel_filename(repaired.name)
-        missing = unaccounted(after, major=major, allowed_system=policy_whitelist(tuple({t.platform for t in tags})))
+        missing = unaccounted(
+            after, major=major, allowed_system=policy_whitelist(tuple({t.platform for t in tags})), externals=external
+        )
         if missing:
             raise CheckFailed(
-                f"{wheel.name}: needed libraries neither bundled, required from an nvidia-* wheel, nor allowed by the "
-                f"manylinux policy: {'; '.join(missing)}",
+                f"{wheel.name}: needed libraries neither bundled, required from an nvidia-* wheel or as an external "
+                f"library, nor allowed by the manylinux policy: {'; '.join(missing)}",
                 ExitCode.INCONSISTENT_DEPENDENCIES,
             )
         target = Path(out_dir).absolute() / repaired.name
@@ -608,16 +867,17 @@ def repair_wheel(
         phases["rewrite"] = time.monotonic() - t2
     log.info(
         "repaired %s %s -> %s (excluded %d SONAMEs, requires %s)",
-        dist_name, dist_version, target, len(excludes), ", ".join(reqs.values()) or "nothing",
+        dist_name, dist_version, target, len(excludes), ", ".join([*reqs.values(), *external_reqs]) or "nothing",
     )  # fmt: skip
     return RepairResult(
         wheel=target,
         excluded=excludes,
-        requires=tuple(reqs.values()),
+        requires=(*reqs.values(), *external_reqs),
         bundled=bundled,
         cuda_major=major,
         loader=tuple(loader_files),
         rpath_fixed=tuple(fixed),
+        external=external,
         phases=phases,
     )
 

@@ -7,6 +7,8 @@ configure them, and `slimwheel build faiss` reaches the same CMake defines throu
   faiss's own `-Xfatbin=-compress-all`, OpenBLAS linked from the system and vendored by the repair step.
 - slim: slimwheel's plan for every GPU from 7.5 to 12.x (one cubin per major by binary compatibility + PTX of the
   newest), `--compress-mode=size`, slimwheel's tuned compile and link, BLAS from the scipy-openblas32 wheel.
+- slim-jit: slim, except the 15 files that serve only k > 256 (40% of the device code), which ship as PTX for 7.5
+  only and are JIT-compiled by the driver at their first use: what reaching ~35 MB costs (docs/faiss.md).
 - probe90: one target (90-real) of the slim profile, to learn build time and per-object sizes quickly.
 """
 
@@ -29,13 +31,15 @@ class Profile:
     """FAISS_BLAS: system (vendored on repair) or scipy-openblas32 (a dependency)."""
     tuned_link: bool
     why: str
+    large_k_architectures: str = ""
+    """FAISS_LARGE_K_ARCHITECTURES: other CUDA architectures for the k > 256 files (empty: the plan's)."""
 
     @property
     def coverage(self) -> Coverage:
         return self.arch.coverage
 
     def cmake_defines(self) -> dict[str, str]:
-        return {
+        defines = {
             "SLIMWHEEL_CUDA_ARCHITECTURES": self.arch.cmake_architectures,
             "SLIMWHEEL_COMPRESSION": self.compression,
             "SLIMWHEEL_LINK": "dynamic",
@@ -43,12 +47,15 @@ class Profile:
             "FAISS_BLAS": self.blas,
             "FAISS_TUNED_LINK": "ON" if self.tuned_link else "OFF",
         }
+        if self.large_k_architectures:  # only then, so that the other profiles' configure lines stay as they were
+            defines["FAISS_LARGE_K_ARCHITECTURES"] = self.large_k_architectures
+        return defines
 
 
 # Upstream faiss-gpu 1.15.1's list (shared/cuda-facts.md, section 3) without 70, which CUDA 13 cannot target.
 UPSTREAM_ARCHITECTURES = "75-real;80-real;86-real;89-real;90"
 SLIM_COVERAGE = "7.5-12.9"
-PROFILE_NAMES = ("upstream", "slim", "probe90")
+PROFILE_NAMES = ("upstream", "slim", "slim-jit", "probe90")
 
 
 CUDA_13_0 = CudaVersion(13, 0)
@@ -73,6 +80,16 @@ def make_profile(name: str, cuda: CudaVersion = CUDA_13_0) -> Profile:
             blas="scipy-openblas32",
             tuned_link=True,
             why="every CC from 7.5 natively by binary compatibility, PTX for newer, size compression, BLAS as a dependency",
+        )
+    if name == "slim-jit":
+        return Profile(
+            name=name,
+            arch=plan(parse_cc_set(SLIM_COVERAGE, supported=supported), supported=supported),
+            compression="size",
+            blas="scipy-openblas32",
+            tuned_link=True,
+            large_k_architectures="75-virtual",
+            why="slim, but the k > 256 kernels as PTX 7.5 only, JIT-compiled at first use (size against first-use time)",
         )
     if name == "probe90":
         return Profile(

@@ -17,8 +17,11 @@ set(CMAKE_CXX_STANDARD_REQUIRED ON)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 # GCC 13's libstdc++ no longer pulls <cstdint> in through other headers, and faiss 1.7.3 uses uint8_t and friends
-# without including it (IndexBinary.h, seen on the GPU machine's GCC 13): force-include it, host and CUDA code alike.
-add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include cstdint>" "$<$<COMPILE_LANGUAGE:CUDA>:--pre-include=cstdint>")
+# without including it (IndexBinary.h, seen on the GPU machine's GCC 13): force-include it, host and CUDA code alike,
+# with GCC 13 and later only, so that builds with older compilers keep their flags (and their compiler caches).
+if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 13)
+  add_compile_options("$<$<COMPILE_LANGUAGE:CXX>:SHELL:-include cstdint>" "$<$<COMPILE_LANGUAGE:CUDA>:--pre-include=cstdint>")
+endif()
 list(APPEND CMAKE_MODULE_PATH "${PROJECT_SOURCE_DIR}/cmake")
 
 # faiss's options, fixed: the wheel holds the GPU library and the Python module, nothing else.

@@ -1,4 +1,5 @@
-"""`slimwheel repair`: auditwheel repair that leaves the CUDA libraries to PyPI's nvidia-* wheels and requires them."""
+"""`slimwheel repair`: auditwheel repair that leaves the CUDA libraries to PyPI's nvidia-* wheels and requires them,
+and any other library a PyPI wheel provides (`--external`) likewise."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import click
 
 from slimwheel.cuda.versions import CudaVersion
-from slimwheel.repair import repair_wheel
+from slimwheel.repair import parse_externals, repair_wheel
 
 
 @click.command("repair")
@@ -21,13 +22,24 @@ from slimwheel.repair import repair_wheel
               "the major its DT_NEEDED libraries name, lower bounds X.0.")  # fmt: skip
 @click.option("--plat", default=None, help="Platform tag, e.g. manylinux_2_28_x86_64 (default: auditwheel's auto).")
 @click.option("--no-loader", is_flag=True, help="Do not add slimwheel's run-time loader (rely on RPATH alone).")
+@click.option(
+    "--external", "externals", multiple=True, metavar="SPEC",
+    help="SONAME=REQUIREMENT[@FOLDER]: a library another PyPI wheel provides; not bundled, but required and found "
+    "through RPATH (e.g. 'libscipy_openblas.so=scipy-openblas32>=0.3.28'). FOLDER: where that wheel installs it, "
+    "relative to site-packages; default: looked up in the installed distribution. SONAME may be a glob. Repeatable.",
+)  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def command(wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, as_json: bool) -> None:
-    """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels, which become
-    Requires-Dist entries. Usable as cibuildwheel's repair command: `slimwheel repair -w {dest_dir} {wheel}`."""
+def command(
+    wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, externals: tuple[str, ...],
+    as_json: bool,
+) -> None:  # fmt: skip
+    """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
+    --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
+    `slimwheel repair -w {dest_dir} {wheel}`."""
     result = repair_wheel(
-        wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat
-    )
+        wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat,
+        externals=parse_externals(externals, where="--external"),
+    )  # fmt: skip
     if as_json:
         click.echo(
             json.dumps(
@@ -40,6 +52,10 @@ def command(wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_l
                     "bundled": list(result.bundled),
                     "loader": list(result.loader),
                     "rpath_fixed": list(result.rpath_fixed),
+                    "external": [
+                        {"soname": e.pattern, "requirement": e.requirement, "folder": e.folder}
+                        for e in result.external
+                    ],
                     "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
                 },
                 indent=2,
@@ -50,5 +66,7 @@ def command(wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_l
     click.echo(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
     click.echo(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
     click.echo(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
+    for e in result.external:
+        click.echo(f"  external:   {e.pattern} from {e.requirement} (in {e.folder})")
     if result.loader:
         click.echo(f"  loader:     {', '.join(result.loader)}")

