@@ -302,6 +302,8 @@ def build_project(
                 "excluded": list(repaired.excluded),
                 "requires": list(repaired.requires),
                 "bundled": list(repaired.bundled),
+                "external": [{"soname": x.pattern, "requirement": x.requirement, "folder": x.folder}
+                             for x in repaired.external],
             },
             "report": report_to_json(report),
             "check": verdict_to_json(verdict),
