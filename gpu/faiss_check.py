@@ -390,11 +390,13 @@ def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: flo
     return out
 
 
-def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, timeout: float) -> list[dict]:
+def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, timeout: float,
+              extra_env: dict[str, str] | None = None) -> list[dict]:
     results = []
     for i in range(runs):
         # An empty JIT cache per process: a PTX-only kernel's first use costs what it costs a new user.
-        env = dict(os.environ, PYTHONPATH=str(site), CUDA_CACHE_PATH=tempfile.mkdtemp(prefix="jit-cache-"))
+        env = dict(os.environ, PYTHONPATH=str(site), CUDA_CACHE_PATH=tempfile.mkdtemp(prefix="jit-cache-"),
+                   **(extra_env or {}))
         cmd = [sys.executable, str(Path(__file__).resolve()), "--bench-one", f"--n={n}", f"--nq={nq}", f"--k={k}"]
         try:
             p, secs = _run(cmd, env=env, timeout=timeout)
@@ -530,6 +532,10 @@ def main(argv: list[str] | None = None) -> int:
         t.start()
     for name in carried:
         wheels = _wait_for_wheel(a.carry / name, a.wait_carried)
+        if not wheels and (a.carry / name / ".skip").exists():
+            del report["profiles"][name]
+            names.remove(name)
+            continue
         if len(wheels) != 1:
             report["profiles"][name]["error"] = f"expected one wheel in {a.carry / name}, found {len(wheels)}"
             continue
@@ -563,7 +569,8 @@ def _wait_for_wheel(folder: Path, wait_s: float) -> list[Path]:
     end = time.monotonic() + wait_s
     while True:
         wheels = sorted(folder.glob("*.whl"))
-        if wheels or time.monotonic() >= end:
+        # .skip: the feeder says none will come (gpu/faiss_h200.sh skip NAME)
+        if wheels or (folder / ".skip").exists() or time.monotonic() >= end:
             return wheels
         time.sleep(5)
 

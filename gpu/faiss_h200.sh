@@ -3,12 +3,15 @@
 # of one device call. One run: build the `upstream` profile there (16 cores), repair and measure it, run faiss's GPU
 # tests on it and on the wheels carried from here, then benchmark every profile in fresh processes.
 #
-#   bash gpu/faiss_h200.sh start        carry: .carry/faiss .carry/h200tools .carry/runtime-deps
+#   bash gpu/faiss_h200.sh start        carry: .carry/faiss .carry/h200tools .carry/runtime-deps [.carry/jit]
 #   bash gpu/faiss_h200.sh feed DIR...  carry: DIR (a folder holding <profile>/<wheel>, e.g. .carry/faiss-slim); a
 #                                       wheel too big to travel with the first call joins the running check here
+#   bash gpu/faiss_h200.sh skip NAME... (no carry) no wheel will come for these profiles
 #   bash gpu/faiss_h200.sh wait         (no carry) wait for the check, up to WAIT_S (default 540) seconds
 #
-# Each verb waits up to WAIT_S and prints progress; when the check has finished, $OUT gets faiss_h200.json and the log.
+# Last, when .carry/jit/ptx.tar.gz came along, gpu/jit_cost.py times the driver's JIT of those PTX modules.
+# Each verb waits up to WAIT_S and prints progress; when all has finished, $OUT gets faiss_h200.json, jit_cost.json
+# and the log.
 # PROFILES (default: slim) are the carried wheels to test; BUILD (default: upstream) the profiles to build there.
 set -u
 verb="${1:-wait}"
@@ -26,6 +29,7 @@ case "$verb" in
       rm -rf "$run" && mkdir -p "$run/carry" "$run/out" "$run/tools"
       # What the check reads is copied out of the tree: a later call replaces the tree's carried folders.
       cp -a .carry/faiss/. "$run/carry/"
+      if [[ -f .carry/jit/ptx.tar.gz ]]; then mkdir -p "$run/jit" && cp .carry/jit/ptx.tar.gz "$run/jit/"; fi
       for p in ${profiles//,/ }; do mkdir -p "$run/carry/$p"; done
       mkdir -p "$run/repo" "$run/debs" && tar --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$run/repo"
       cp .carry/h200tools/*.deb "$run/debs/"
@@ -37,7 +41,9 @@ case "$verb" in
       setsid nohup env PYTHONUNBUFFERED=1 PATH="$run/tools/bin:$PATH" \
         PYTHONPATH="$run/repo:$run/tools${PYTHONPATH:+:$PYTHONPATH}" \
         bash -c 'cd "$0/repo" && python3 gpu/faiss_check.py --carry "$0/carry" --profiles "$1" --build "$2" \
-          --blas-debs "$3" --wait-carried 1500 --out "$0/out" > "$0/log" 2>&1; echo $? > "$0/rc"; date +%s > "$0/finished"' \
+          --blas-debs "$3" --wait-carried 1500 --out "$0/out" > "$0/log" 2>&1; rc=$?
+          if [[ -f "$0/jit/ptx.tar.gz" ]]; then python3 gpu/jit_cost.py "$0/jit/ptx.tar.gz" --out "$0/out" >> "$0/log" 2>&1 || rc=1; fi
+          echo $rc > "$0/rc"; date +%s > "$0/finished"' \
         "$run" "$profiles" "$build" "$run/debs" >/dev/null 2>&1 &
       echo "started"
     fi
@@ -53,8 +59,12 @@ case "$verb" in
       done
     done
     ;;
+  skip)
+    # no wheel will be fed for these profiles: the check goes on without them
+    for p in "$@"; do mkdir -p "$run/carry/$p" && touch "$run/carry/$p/.skip" && echo "skipping $p"; done
+    ;;
   wait) ;;
-  *) echo "usage: $0 start|feed DIR...|wait"; exit 2 ;;
+  *) echo "usage: $0 start|feed DIR...|skip PROFILE...|wait"; exit 2 ;;
 esac
 
 [[ -f "$run/started" ]] || { echo "not started"; exit 2; }
@@ -71,5 +81,7 @@ if [[ ! -f "$run/rc" ]]; then
 fi
 echo "finished with rc $(cat "$run/rc") after $(( $(cat "$run/finished") - $(cat "$run/started") )) s"
 tail -25 "$run/log"
-cp "$run/out/faiss_h200.json" "$run/log" "${OUT:-/tmp}/" 2>/dev/null
+for f in "$run/out/faiss_h200.json" "$run/out/jit_cost.json" "$run/log"; do
+  [[ -f "$f" ]] && cp "$f" "${OUT:-/tmp}/"
+done
 exit "$(cat "$run/rc")"

@@ -23,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
 
@@ -172,6 +173,33 @@ def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
     return staged
 
 
+def stage_jit_ptx(build_dir: Path) -> Path:
+    """The PTX of the k > 256 objects (slim-jit's faiss_large_k object library), extracted with cuobjdump, as
+    .carry/jit/ptx.tar.gz for gpu/jit_cost.py: how long the driver takes to JIT each module on a real GPU."""
+    from slimwheel.toolkit.find import cuobjdump_for, run_tool
+
+    objects = sorted(build_dir.rglob("faiss_large_k.dir/**/*.cu.o"))
+    if not objects:
+        raise BadInputError(f"{build_dir}: no faiss_large_k objects", hint="build the slim-jit profile first")
+    cuobjdump = cuobjdump_for()
+    dest = REPO / ".carry" / "jit" / "ptx.tar.gz"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for o in objects:
+            d = Path(tmp) / o.name.removesuffix(".cu.o")
+            d.mkdir()
+            run_tool([str(cuobjdump), "-xptx", "all", str(o)], what=f"cuobjdump -xptx all {o.name}", cwd=d)
+            for i, f in enumerate(sorted(d.glob("*.ptx"))):  # cuobjdump names them after the object file
+                f.rename(Path(tmp) / f"{d.name}.{i}.{f.name.split('.')[-2]}.ptx")
+            d.rmdir()
+        partial = dest.with_suffix(".partial")
+        with tarfile.open(partial, "w:gz") as tf:
+            for f in sorted(Path(tmp).glob("*.ptx")):
+                tf.add(f, arcname=f.name)
+        os.replace(partial, dest)
+    return dest
+
+
 def render(results: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -209,11 +237,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure-only", action="store_true", help="no build: measure the last wheels built")
     ap.add_argument("--carry", action="store_true", help="stage wheels and faiss's GPU tests in .carry/faiss/")
     ap.add_argument("--top", type=int, default=25, help="objects listed by fatbin size")
+    ap.add_argument("--jit-ptx", type=Path, metavar="BUILD_DIR",
+                    help="only stage the PTX of a slim-jit build's k > 256 objects for gpu/jit_cost.py")
     ap.add_argument("-o", "--output", type=Path, default=RESULTS)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if a.verbose else logging.INFO, format="%(asctime)s %(name)s: %(message)s")
 
+    if a.jit_ptx:
+        try:
+            print(f"written {stage_jit_ptx(a.jit_ptx)}")
+        except SlimwheelError as e:
+            print(f"faiss-profiles: {e}", file=sys.stderr)
+            return int(e.exit_code)
+        return 0
     try:
         names = [n for n in a.profiles.split(",") if n]
         profiles = [make_profile(n) for n in names]

@@ -37,22 +37,16 @@ from pathlib import Path
 from slimwheel import fsutil
 from slimwheel.cuda.arch import CC, GENERATIONS, Kind, Target
 from slimwheel.errors import BadInputError, ToolError
+from slimwheel.cuda import libs as cudalibs
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger(__name__)
 
-# Static components in link order: each one before the libraries it calls into, so a single left-to-right pass of the
-# linker resolves everything and pulls only the members that are referenced (see SlimWheelStatic.cmake).
-LINK_ORDER: tuple[str, ...] = ("cublas", "cublasLt", "culibos", "cudart")
-# What each component needs at link time besides itself (NVIDIA's cuBLAS docs: -lcublas_static -lcublasLt_static -lculibos).
-DEPENDS: dict[str, tuple[str, ...]] = {
-    "cublas": ("cublasLt", "culibos", "cudart"),
-    "cublasLt": ("culibos", "cudart"),
-    "cudart": (),
-    "culibos": (),
-}
-# Host-only archives: nothing for nvprune to remove; they are linked as they are.
-HOST_ONLY: frozenset[str] = frozenset({"culibos", "cudart"})
+# Static components in link order, what each needs, and which hold no device code (nothing for nvprune to remove):
+# slimwheel/cuda/libs.py's STATIC_LIBS, the table SlimWheelStatic.cmake links by too.
+LINK_ORDER: tuple[str, ...] = tuple(s.component for s in cudalibs.STATIC_LIBS)
+DEPENDS: dict[str, tuple[str, ...]] = {s.component: s.depends for s in cudalibs.STATIC_LIBS}
+HOST_ONLY: frozenset[str] = frozenset(s.component for s in cudalibs.STATIC_LIBS if not s.device_code)
 
 _DIGEST_DB = "digests.json"
 

@@ -23,16 +23,9 @@
 
 include_guard(GLOBAL)
 
-# Link order, and what each component needs (NVIDIA's cuBLAS docs: -lcublas_static -lcublasLt_static -lculibos).
-set(_SLIMWHEEL_STATIC_ORDER cublas cublasLt culibos cudart)
-set(_SLIMWHEEL_STATIC_FILE_cublas libcublas_static.a)
-set(_SLIMWHEEL_STATIC_FILE_cublasLt libcublasLt_static.a)
-set(_SLIMWHEEL_STATIC_FILE_culibos libculibos.a)
-set(_SLIMWHEEL_STATIC_FILE_cudart libcudart_static.a)
-set(_SLIMWHEEL_STATIC_DEPS_cublas cublasLt culibos cudart)
-set(_SLIMWHEEL_STATIC_DEPS_cublasLt culibos cudart)
-set(_SLIMWHEEL_STATIC_DEPS_cudart "")
-set(_SLIMWHEEL_STATIC_DEPS_culibos "")
+# Link order, file names and what each component needs: _SLIMWHEEL_STATIC_* in SlimWheelTables.cmake, generated
+# from slimwheel/cuda/libs.py (STATIC_LIBS), the table slimwheel prune uses too.
+include("${CMAKE_CURRENT_LIST_DIR}/SlimWheelTables.cmake")
 
 function(_slimwheel_link_static target)
   if(NOT TARGET "${target}")

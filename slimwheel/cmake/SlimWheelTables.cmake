@@ -91,6 +91,17 @@ set(_SLIMWHEEL_LIB_13_cusolver_FOLDER "nvidia/cu13/lib")
 set(_SLIMWHEEL_LIB_13_cusolver_PACKAGE "nvidia-cusolver")
 set(_SLIMWHEEL_LIB_13_cusolver_AFTER "cudart;nvJitLink;cublasLt;cublas;cusparse")
 
+# Static CUDA archives (--link static) in link order: file name, what each calls into.
+set(_SLIMWHEEL_STATIC_ORDER cublas cublasLt culibos cudart)
+set(_SLIMWHEEL_STATIC_FILE_cublas libcublas_static.a)
+set(_SLIMWHEEL_STATIC_DEPS_cublas "cublasLt;culibos;cudart")
+set(_SLIMWHEEL_STATIC_FILE_cublasLt libcublasLt_static.a)
+set(_SLIMWHEEL_STATIC_DEPS_cublasLt "culibos;cudart")
+set(_SLIMWHEEL_STATIC_FILE_culibos libculibos.a)
+set(_SLIMWHEEL_STATIC_DEPS_culibos "")
+set(_SLIMWHEEL_STATIC_FILE_cudart libcudart_static.a)
+set(_SLIMWHEEL_STATIC_DEPS_cudart "")
+
 # Default CUDA_ARCHITECTURES per release: slimwheel's plan for every GPU the release can target
 # (one SASS per major by binary compatibility, PTX of the newest; integrated aarch64 GPUs left out).
 set(_SLIMWHEEL_RELEASES 11.8 12.0 12.4 12.8 12.9 13.0)

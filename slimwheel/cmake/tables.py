@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from slimwheel.cuda.arch import plan
-from slimwheel.cuda.libs import RUNTIME_LIBS
+from slimwheel.cuda.libs import RUNTIME_LIBS, STATIC_LIBS
 from slimwheel.cuda.versions import SUPPORTED_ARCHS
 
 TABLES_FILE = Path(__file__).with_name("SlimWheelTables.cmake")
@@ -40,6 +40,14 @@ def render() -> str:
             lines.append(f'set({key}_FOLDER "{lib.folder}")')
             lines.append(f'set({key}_PACKAGE "{lib.package}")')
             lines.append(f'set({key}_AFTER "{";".join(lib.load_after)}")')
+    lines += [
+        "",
+        "# Static CUDA archives (--link static) in link order: file name, what each calls into.",
+        f"set(_SLIMWHEEL_STATIC_ORDER {' '.join(s.component for s in STATIC_LIBS)})",
+    ]
+    for s in STATIC_LIBS:
+        lines.append(f"set(_SLIMWHEEL_STATIC_FILE_{s.component} {s.file})")
+        lines.append(f'set(_SLIMWHEEL_STATIC_DEPS_{s.component} "{";".join(s.depends)}")')
     lines += [
         "",
         "# Default CUDA_ARCHITECTURES per release: slimwheel's plan for every GPU the release can target",

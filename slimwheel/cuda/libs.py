@@ -104,3 +104,24 @@ def load_order(libs: list[RuntimeLib]) -> list[RuntimeLib]:
     for lib in libs:
         visit(lib)
     return out
+
+
+@dataclass(frozen=True)
+class StaticLib:
+    """A static CUDA archive slimwheel links (`--link static`), as the toolkit ships it (lib/ folder)."""
+
+    component: str
+    file: str
+    depends: tuple[str, ...]  # what it calls into, besides itself (NVIDIA's cuBLAS docs: -lcublas_static ...)
+    device_code: bool  # holds fatbins (nvprune has something to remove) or host code only
+
+
+# In link order: each archive before the ones it calls into, so one left-to-right pass of the linker resolves
+# everything and pulls only the members that are referenced (prune.py, SlimWheelStatic.cmake and the CUDA 11.8
+# toolkit check read this one table; SlimWheelTables.cmake carries it to CMake).
+STATIC_LIBS: tuple[StaticLib, ...] = (
+    StaticLib("cublas", "libcublas_static.a", ("cublasLt", "culibos", "cudart"), device_code=True),
+    StaticLib("cublasLt", "libcublasLt_static.a", ("culibos", "cudart"), device_code=True),
+    StaticLib("culibos", "libculibos.a", (), device_code=False),
+    StaticLib("cudart", "libcudart_static.a", (), device_code=False),
+)

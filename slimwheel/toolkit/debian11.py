@@ -18,6 +18,7 @@ from pathlib import Path
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ToolError
+from slimwheel.cuda import libs as cudalibs
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger(__name__)
@@ -32,14 +33,8 @@ INCLUDE_DIR = "usr/include"
 LIB_DIR = "usr/lib/x86_64-linux-gnu"
 HOST_COMPILER = "usr/bin/g++-11"
 
-# component -> file name in LIB_DIR. The order is the link order that lets the linker drop unused members
-# (a library before the ones it calls into); SlimWheelStatic.cmake uses the same order.
-STATIC_LIBS: dict[str, str] = {
-    "cublas": "libcublas_static.a",
-    "cublasLt": "libcublasLt_static.a",
-    "culibos": "libculibos.a",
-    "cudart": "libcudart_static.a",
-}
+# component -> file name in LIB_DIR, in link order (slimwheel/cuda/libs.py: the one table).
+STATIC_LIBS: dict[str, str] = {s.component: s.file for s in cudalibs.STATIC_LIBS}
 
 
 def _missing_error(what: str, path: Path) -> ToolError:
