@@ -5,9 +5,9 @@
 
 Input: PTX files (a folder or a .tar.gz of them), e.g. the k > 256 objects of faiss's slim-jit profile, extracted
 with `cuobjdump -xptx all` (scripts/faiss-profiles.py --jit-ptx makes the archive). Each file is loaded with
-cuModuleLoadData in a fresh process, so that nothing is shared: once with the JIT cache disabled (what the first use
-costs a new user; with lazy loading the driver loads, and so compiles, a module at the first use of one of its
-kernels) and once more from a warm cache (CUDA_CACHE_PATH, filled by a first load: what later processes pay).
+cuModuleLoadData in a fresh process of its own (modules side by side, one per CPU): first with an empty JIT cache
+(what the first use costs a new user; with lazy loading the driver loads, and so compiles, a module at the first use
+of one of its kernels), then again from the cache that first load filled (CUDA_CACHE_PATH: what later processes pay).
 Needs only the driver (libcuda.so.1, through ctypes).
 """
 
@@ -81,20 +81,24 @@ def main(argv: list[str] | None = None) -> int:
     if not files:
         print(f"jit_cost: no .ptx files in {a.source}", file=sys.stderr)
         return 2
+    # Each module in its own process, all at once (one CPU each, on a 16-core machine: the JIT runs on the CPU):
+    # first with an empty cache (the JIT, plus writing the cache), then again from that cache.
+    from concurrent.futures import ThreadPoolExecutor
+
+    caches = {f: tempfile.mkdtemp(prefix="jit-cache-") for f in files}
+    envs = {f: dict(os.environ, CUDA_CACHE_PATH=caches[f], CUDA_CACHE_MAXSIZE=str(4 << 30), CUDA_MODULE_LOADING="EAGER")
+            for f in files}
+    with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 4)) as pool:
+        cold = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files)))
+        warm = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files)))
     rows = []
     for f in files:
-        cold_env = dict(os.environ, CUDA_CACHE_DISABLE="1", CUDA_MODULE_LOADING="EAGER")
-        cache = tempfile.mkdtemp(prefix="jit-cache-")
-        warm_env = dict(os.environ, CUDA_CACHE_PATH=cache, CUDA_MODULE_LOADING="EAGER")
-        cold = _fresh(f, cold_env)
-        _fresh(f, warm_env)  # fills the cache
-        warm = _fresh(f, warm_env)
-        rows.append({"ptx": f.name, "ptx_bytes": f.stat().st_size, "cold": cold, "cached": warm})
-        if "error" in cold:
-            print(f"{f.name}: failed: {cold['error'][-300:]}", flush=True)
+        rows.append({"ptx": f.name, "ptx_bytes": f.stat().st_size, "cold": cold[f], "cached": warm[f]})
+        if "error" in cold[f]:
+            print(f"{f.name}: failed: {cold[f]['error'][-300:]}", flush=True)
             continue
-        print(f"{f.name:60} {f.stat().st_size / 1e6:7.2f} MB PTX  JIT {cold['load_s']} s, from cache "
-              f"{warm.get('load_s')} s", flush=True)
+        print(f"{f.name:45} {f.stat().st_size / 1e6:7.2f} MB PTX  JIT {cold[f]['load_s']:8.3f} s, from cache "
+              f"{warm[f].get('load_s')} s", flush=True)
     ok = [r for r in rows if "load_s" in r["cold"]]
     summary = {"modules": len(rows), "failed": len(rows) - len(ok),
                "cold_total_s": round(sum(r["cold"]["load_s"] for r in ok), 2),

@@ -281,6 +281,8 @@ def build_project(
         with ph.phase("check") as box:
             report = inspect_wheel(repaired.wheel)
             require = cfg.require_arch or ",".join(str(c) for c in setup.plan.arch.wanted)
+            if require.strip().lower() == "none":
+                require = ""
             policy = make_policy(report, budget=cfg.budget, require_arch=require)
             verdict = check_wheel(report, policy)
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)

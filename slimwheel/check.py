@@ -56,20 +56,29 @@ class Verdict:
 
 
 def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[CC, ...]]:
-    """(required, left out) for `--require-arch`: a CC set ("7.5-12.0", "8.0+", "9.0") or "toolkit": every CC the
-    wheel's CUDA major can target (the newest release of that major slimwheel knows). Integrated GPUs (Jetson, Thor,
-    GB10) are aarch64 systems, so they are left out for x86_64 wheels."""
+    """(required, left out) for `--require-arch`: a CC set ("7.5-12.0", "8.0+", "9.0"), "toolkit": every CC the
+    wheel's CUDA major can target (the newest release of that major slimwheel knows), or "auto": those of them from
+    the oldest CC the wheel has code for up: whatever the wheel chose to start at, it must not lose newer GPUs (a wheel
+    with no device code, or whose CUDA major cannot be told, requires nothing). Integrated GPUs (Jetson, Thor, GB10)
+    are aarch64 systems, so they are left out for x86_64 wheels."""
     spec = spec.strip()
     if not spec:
         return (), ()
-    if spec.lower() == "toolkit":
+    if spec.lower() in ("toolkit", "auto"):
         if report.cuda_major is None:
+            if spec.lower() == "auto":
+                return (), ()
             raise BadInputError(
                 f"{report.path}: --require-arch toolkit: cannot tell the wheel's CUDA major",
                 hint="give the compute capabilities instead, e.g. --require-arch 7.5-12.0",
             )
         # Numbers nvcc accepts that no product we know of has (10.1, renamed 11.0) are left out.
         ccs = tuple(cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if generation(cc) is not None)
+        if spec.lower() == "auto":
+            if not report.targets:
+                return (), ()
+            oldest = min(t.cc for t in report.targets)
+            ccs = tuple(cc for cc in ccs if cc >= oldest)
     else:
         ccs = parse_cc_set(spec)
     if not report.is_x86_64:

@@ -116,8 +116,9 @@ class Config:
     require_arch: str = field(
         default="",
         metadata=_doc(
-            'Compute capabilities a wheel must serve (natively or by PTX JIT) to pass check, e.g. "7.5-12.0". '
-            "Empty: what the plan wants."
+            'Compute capabilities a wheel must serve (natively or by PTX JIT) to pass check, e.g. "7.5-12.0", '
+            '"toolkit" (every CC of the wheel\'s CUDA major), "auto" (those from the oldest CC the wheel has code for '
+            'up) or "none". Empty: what the plan wants (build), "auto" (a standalone check).'
         ),
     )
     loader: bool = field(

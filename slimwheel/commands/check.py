@@ -18,6 +18,14 @@ from slimwheel.commands.size_report import FORMATS, emit, table_text
 from slimwheel.inspect.report import inspect_wheel
 
 
+def _require(spec: str) -> str:
+    """A standalone check has no plan to ask: no setting means 'auto', and 'none' switches the check off."""
+    spec = spec.strip()
+    if not spec:
+        return "auto"
+    return "" if spec.lower() == "none" else spec
+
+
 @click.command("check")
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
@@ -29,8 +37,9 @@ from slimwheel.inspect.report import inspect_wheel
 @click.option(
     "--require-arch",
     default=None,
-    help="Compute capabilities every wheel must serve by SASS or PTX: 7.5-12.0, 8.0+, 9.0, or 'toolkit' "
-    "(all that the wheel's CUDA major can target). Config key: require-arch.",
+    help="Compute capabilities every wheel must serve by SASS or PTX: 7.5-12.0, 8.0+, 9.0, 'toolkit' "
+    "(all that the wheel's CUDA major can target), 'auto' (default: those from the oldest the wheel has code for "
+    "up: no newer GPU lost), or 'none'. Config key: require-arch.",
 )
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
@@ -55,7 +64,8 @@ def command(
     verdicts = [
         checkmod.check_wheel(
             r,
-            checkmod.make_policy(r, budget=cfg.budget, require_arch=cfg.require_arch, dependencies=not no_dependencies),
+            checkmod.make_policy(r, budget=cfg.budget, require_arch=_require(cfg.require_arch),
+                                 dependencies=not no_dependencies),
         )
         for r in reports
     ]

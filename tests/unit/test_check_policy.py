@@ -79,6 +79,29 @@ def test_require_toolkit_is_every_cc_of_the_major_without_integrated_gpus_for_x8
     assert [f.kind for f in v.failures] == ["coverage"] and "5.0" in v.failures[0].message
 
 
+def test_require_auto_is_no_newer_gpu_lost(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto (a standalone check's default): from the oldest CC the wheel has code for up to the newest its CUDA major
+    can target. SASS 8.0 + PTX 8.0 serves everything newer; SASS 8.0 alone loses Hopper and Blackwell."""
+    r = inspect_wheel(wheel(tmp_path / "ptx"))
+    req, _ = required_ccs("auto", r)
+    assert min(req) == CC(8, 0) and CC(7, 5) not in req and CC(12, 0) in req and CC(12, 1) not in req
+    assert check_wheel(r, make_policy(r, require_arch="auto")).ok
+    sass_only = inspect_wheel(wheel(tmp_path / "sass", fb=fatbin([fatbin_entry(sm=80)])))
+    v = check_wheel(sass_only, make_policy(sass_only, require_arch="auto"))
+    assert [f.kind for f in v.failures] == ["coverage"]
+    assert "9.0 (Hopper" in v.failures[0].message and "12.0" in v.failures[0].message
+    # no device code, or no telling the CUDA major: nothing to require
+    host_only = inspect_wheel(wheel(tmp_path / "host", fb=b"", needed=("libc.so.6",), requires=()))
+    assert required_ccs("auto", host_only) == ((), ())
+    # the CLI: no setting means auto; "none" switches coverage off
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SLIMWHEEL_REQUIRE_ARCH", raising=False)
+    w = wheel(tmp_path / "cli", fb=fatbin([fatbin_entry(sm=80)]))
+    assert main(["-q", "check", str(w)]) == 11
+    assert main(["-q", "check", "--require-arch", "none", str(w)]) == 0
+    assert main(["-q", "check", "--require-arch", "8.0-8.9", str(w)]) == 0
+
+
 def test_require_toolkit_needs_a_cuda_major(tmp_path: Path) -> None:
     r = inspect_wheel(wheel(tmp_path, needed=("libc.so.6",), requires=(), fb=fatbin([fatbin_entry(sm=80)])))
     assert r.cuda_major is None
