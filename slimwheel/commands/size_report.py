@@ -11,7 +11,7 @@ from rich.console import Console
 
 from slimwheel import fsutil, render
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.report import inspect_file
 
 FORMATS = ("table", "json", "markdown")
 
@@ -61,9 +61,12 @@ def table_text(draw, *, color: bool) -> str:  # type: ignore[no-untyped-def]
 def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bool) -> None:
     """Sizes per file, ELF section and fatbin entry; GPU coverage (SASS, PTX JIT, none) and the driver needed.
 
+    WHEELS may also be loose binaries (a built extension, an object file, a .fatbin), reported as a wheel of one
+    file: to see where the device code comes from before anything is packaged.
+
     Sizes: MiB = 2**20 bytes, MB = 10**6 bytes.
     """
-    reports = [inspect_wheel(w) for w in wheels]
+    reports = [inspect_file(w) for w in wheels]
     if fmt == "json":
         text = render.render_json(reports)
     elif fmt == "markdown":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import os
 import re
@@ -26,7 +28,7 @@ from slimwheel.cuda.versions import (
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, read_elf
 from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, FatbinEntry
-from slimwheel.inspect.wheel import Member, WheelArchive
+from slimwheel.inspect.wheel import Member, WheelArchive, WheelMeta
 
 __all__ = [
     "CoverageGap",
@@ -179,6 +181,28 @@ def inspect_wheel(path: Path) -> WheelReport:
         elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
         log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t1)
     return _assemble(path, meta, wheel_size, files, elfs)
+
+
+def inspect_file(path: Path) -> WheelReport:
+    """A wheel, or a loose binary (shared library, object file, executable, .fatbin) reported as a wheel of one
+    file: what size-report and check show for a wheel, for a build's output before it is packaged."""
+    path = Path(path)
+    if path.suffix.lower() == ".whl":
+        return inspect_wheel(path)  # its errors say what is wrong with a wheel
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as e:
+        raise BadInputError(f"{path}: cannot be read ({e.strerror})") from None
+    if head[:2] == b"PK":
+        return inspect_wheel(path)
+    elf = dataclasses.replace(inspect_binary(path), name=path.name)  # a BadInputError names the file if not ELF
+    size = path.stat().st_size
+    # No tags: an x86_64 binary gets a platform tag, so that integrated aarch64 GPUs are left out as for a wheel.
+    tags = ("py3-none-linux_x86_64",) if elf.machine == "EM_X86_64" else ()
+    meta = WheelMeta(name=path.name, version="(binary)", tags=tags, requires_dist=(), dist_info="")
+    files = (FileEntry(name=path.name, compressed=size, uncompressed=size, share=1.0),)
+    return _assemble(path, meta, size, files, (elf,))
 
 
 def inspect_binary(path: Path) -> ElfReport:

@@ -12,7 +12,7 @@ from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
-from slimwheel.inspect.report import inspect_binary, inspect_wheel, report_to_json, target_totals
+from slimwheel.inspect.report import inspect_binary, inspect_file, inspect_wheel, report_to_json, target_totals
 
 FB13 = fatbin(
     [
@@ -100,6 +100,21 @@ def test_inspect_binary_reads_a_loose_library(tmp_path: Path) -> None:
     p = tmp_path / "libx.so"
     p.write_bytes(EXT13)
     assert len(inspect_binary(p).fatbins) == 1
+
+
+def test_size_report_takes_a_loose_binary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A built extension or object file, before packaging: reported as a wheel of one file."""
+    p = tmp_path / "_ext.so"
+    p.write_bytes(EXT13)
+    r = inspect_file(p)
+    assert r.name == "_ext.so" and r.size == len(EXT13) and [f.name for f in r.files] == ["_ext.so"]
+    assert [e.name for e in r.elfs] == ["_ext.so"] and r.targets == inspect_wheel(cuda13_wheel(tmp_path)).targets
+    assert main(["-q", "size-report", "--format", "json", str(p)]) == 0
+    assert json.loads(capsys.readouterr().out)["wheels"][0]["wheel"]["name"] == "_ext.so"
+    bad = tmp_path / "notes.txt"
+    bad.write_text("hello")
+    assert main(["-q", "size-report", str(bad)]) == 3
+    assert "notes.txt" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("fmt", ["table", "json", "markdown"])
