@@ -56,6 +56,17 @@ def work_dir(profile: str) -> Path:
     return cache_dir() / "faiss-build" / profile
 
 
+def build_dir(p: Profile) -> Path:
+    """Where the profile compiles: its own folder, or the one of the profile it builds in (Profile.builds_in)."""
+    return work_dir(p.builds_in or p.name) / "build"
+
+
+def built_last(p: Profile) -> bool:
+    """Whether the build folder holds this profile's objects (a shared folder holds the last one built there)."""
+    marker = build_dir(p) / ".slimwheel-profile"
+    return not p.builds_in and not marker.is_file() or (marker.is_file() and marker.read_text().strip() == p.name)
+
+
 def build_command(p: Profile, *, src: Path, toolkit, work: Path) -> list[str]:
     defines = dict(p.cmake_defines())
     defines.update({
@@ -68,7 +79,7 @@ def build_command(p: Profile, *, src: Path, toolkit, work: Path) -> list[str]:
     if shutil.which("ccache"):
         defines["CMAKE_CXX_COMPILER_LAUNCHER"] = defines["CMAKE_CUDA_COMPILER_LAUNCHER"] = "ccache"
     cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"),
-           "-C", f"build-dir={work / 'build'}", "-C", "build.verbose=true"]
+           "-C", f"build-dir={build_dir(p)}", "-C", "build.verbose=true"]
     for k, v in defines.items():
         cmd += ["-C", f"cmake.define.{k}={v}"]
     cmd.append(str(REPO / "faiss"))
@@ -80,9 +91,13 @@ def build(p: Profile, *, src: Path, toolkit, jobs: int, nice: int) -> dict:
     shutil.rmtree(work / "dist", ignore_errors=True)
     (work / "dist").mkdir(parents=True)
     # CCACHE_BASEDIR: compile lines name each profile's own build folder; relative to it they match across profiles,
-    # so objects with the same flags (the CPU part of slim and probe90) are compiled once.
+    # so host objects with the same flags (the CPU part of slim and probe90) are compiled once. CUDA objects missed
+    # the cache from another folder here, hence Profile.builds_in.
     env = dict(os.environ, FAISS_BLAS=p.blas, CMAKE_BUILD_PARALLEL_LEVEL=str(jobs),
-               CCACHE_DIR=str(cache_dir() / "ccache"), CCACHE_BASEDIR=str(work / "build"))
+               CCACHE_DIR=str(cache_dir() / "ccache"), CCACHE_BASEDIR=str(build_dir(p)))
+    marker = build_dir(p) / ".slimwheel-profile"
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.unlink(missing_ok=True)  # written again only once the build succeeded
     cmd = ["nice", "-n", str(nice), *build_command(p, src=src, toolkit=toolkit, work=work)]
     logfile = work / "build.log"
     log.info("%s: building (log %s)", p.name, logfile)
@@ -93,6 +108,7 @@ def build(p: Profile, *, src: Path, toolkit, jobs: int, nice: int) -> dict:
     if rc != 0:
         tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-30:])
         raise ToolError(f"{p.name}: the build failed (exit {rc}) after {secs} s; see {logfile}:\n{tail}")
+    marker.write_text(p.name + "\n")
     log.info("%s: built in %.0f s", p.name, secs)
     record = {"seconds": secs, "jobs": jobs, "nice": nice, "cpus": os.cpu_count(), "log": str(logfile),
               "host": platform.node(), "load_avg_1min_at_end": round(os.getloadavg()[0], 1),
@@ -276,8 +292,9 @@ def main(argv: list[str] | None = None) -> int:
             repaired = repair(p, raw[0])
             entry["repair_seconds"] = round(time.monotonic() - t, 1)
             entry["repaired"] = measure_wheel(repaired)
-            entry["objects"] = object_fatbins(work_dir(p.name) / "build", a.top)
-            entry["compile_work"] = ninja_seconds(work_dir(p.name) / "build")
+            if built_last(p):  # else the folder holds another profile's objects: keep what was measured before
+                entry["objects"] = object_fatbins(build_dir(p), a.top)
+                entry["compile_work"] = ninja_seconds(build_dir(p))
             results["profiles"][p.name] = entry
             results["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             results["toolkit"] = {"nvcc": str(toolkit.nvcc), "version": str(toolkit.version), "source": toolkit.source}

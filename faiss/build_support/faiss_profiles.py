@@ -33,6 +33,8 @@ class Profile:
     why: str
     large_k_architectures: str = ""
     """FAISS_LARGE_K_ARCHITECTURES: other CUDA architectures for the k > 256 files (empty: the plan's)."""
+    builds_in: str = ""
+    """Build in this other profile's folder: only the files whose flags differ recompile (empty: a folder of its own)."""
 
     @property
     def coverage(self) -> Coverage:
@@ -89,6 +91,9 @@ def make_profile(name: str, cuda: CudaVersion = CUDA_13_0) -> Profile:
             blas="scipy-openblas32",
             tuned_link=True,
             large_k_architectures="75-virtual",
+            # In slim's folder, only the 15 files recompile; in a folder of its own every CUDA file would (ccache
+            # missed every CUDA object of a second folder here, though their compile lines matched up to the folder).
+            builds_in="slim",
             why="slim, but the k > 256 kernels as PTX 7.5 only, JIT-compiled at first use (size against first-use time)",
         )
     if name == "probe90":
