@@ -362,7 +362,12 @@ def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, time
     else:  # the process died (abort, segfault) before pytest wrote its report
         entry["crashed"] = True
     if p.returncode != 0:
-        entry["tail"] = (p.stdout + p.stderr)[-2000:]
+        out = p.stdout + p.stderr
+        entry["tail"] = out[-2000:]
+        # faulthandler prints the crashing frames first (innermost first): keep where a crash happened too
+        start = out.find("Fatal Python error")
+        if start >= 0:
+            entry["crash"] = out[start:start + 3000]
     return entry
 
 

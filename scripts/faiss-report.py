@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "faiss" / "build_support"))
 sys.path.insert(0, str(REPO))
 
-from faiss_report import render, replace_block
+from faiss_report import JIT, MAIN_H200, TEST_RERUNS, render, replace_block
 
 from slimwheel.fsutil import write_text_atomic
 
@@ -31,11 +31,12 @@ def load(path: Path) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--profiles-json", type=Path, default=REPO / "results" / "faiss-profiles.json")
-    ap.add_argument("--h200-json", type=Path, default=REPO / "results" / "h200" / "faiss_h200.json")
+    ap.add_argument("--h200-json", type=Path, default=REPO / MAIN_H200)
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
-    table = render(load(a.profiles_json), load(a.h200_json))
+    reruns = [(name, load(REPO / name)) for name in TEST_RERUNS]
+    table = render(load(a.profiles_json), load(a.h200_json), reruns, load(REPO / JIT))
     if not a.write:
         print(table, end="")
         return 0

@@ -55,6 +55,18 @@ def test_tables_say_where_each_number_comes_from() -> None:
     assert "wheel 0.50x, installed 0.50x, import 0.60x, first search 0.33x, flat QPS 1.10x" in out
 
 
+def test_a_test_rerun_replaces_the_tests_and_says_so() -> None:
+    rerun = {"profiles": {"slim": {"tests": {"tests": 48, "failures": 0, "errors": 0, "skipped": 1}}}}
+    out = faiss_report.render(HERE, H200, [("results/h200/rerun.json", rerun)])
+    slim = next(line for line in out.splitlines() if line.startswith("| `slim` | 47 passed"))
+    assert "re-run: `results/h200/rerun.json`" in slim
+    jit = {"gpu": "H200", "modules": [
+        {"ptx": "A.0.sm_75.ptx", "ptx_bytes": 2_000_000, "cold": {"load_s": 6.2}, "cached": {"load_s": 0.0066}},
+        {"ptx": "B.0.sm_75.ptx", "ptx_bytes": 27_000_000, "cold": {"error": "x", "timeout_s": 130}, "cached": {}}]}
+    text = faiss_report.render(HERE, H200, [], jit)
+    assert "| A | 2.0 | 6.2 | 0.007 |" in text and "| B | 27.0 | > 130 (stopped) | - |" in text
+
+
 def test_readme_block_is_replaced_whole() -> None:
     readme = f"intro\n{faiss_report.START}\nold\n{faiss_report.END}\nrest\n"
     assert faiss_report.replace_block(readme, "new\n") == f"intro\n{faiss_report.START}\nnew\n{faiss_report.END}\nrest\n"
@@ -64,13 +76,16 @@ def test_readme_block_is_replaced_whole() -> None:
 
 def test_readme_matches_the_results_files() -> None:
     """Drift: regenerate with `python3 scripts/faiss-report.py --write` after new results."""
-    here = json.loads((REPO / "results" / "faiss-profiles.json").read_text())
-    h200_file = REPO / "results" / "h200" / "faiss_h200.json"
-    h200 = json.loads(h200_file.read_text()) if h200_file.is_file() else {}
+    def load(name: str) -> dict:
+        return json.loads((REPO / name).read_text()) if (REPO / name).is_file() else {}
+
+    here = load("results/faiss-profiles.json")
+    reruns = [(name, load(name)) for name in faiss_report.TEST_RERUNS]
+    table = faiss_report.render(here, load(faiss_report.MAIN_H200), reruns, load(faiss_report.JIT))
     readme = (REPO / "README.md").read_text()
     assert faiss_report.START in readme, "README.md lacks the faiss table block"
     block = readme.split(faiss_report.START, 1)[1].split(faiss_report.END, 1)[0]
-    assert block.strip() == faiss_report.render(here, h200).strip()
+    assert block.strip() == table.strip()
 
 
 def test_ninja_log_keeps_the_last_build_of_each_cuda_object(tmp_path: Path) -> None:
