@@ -48,11 +48,26 @@ def _group(name: str) -> str:
     return "other"
 
 
+def _linked_objects(build_dir: Path) -> set[Path] | None:
+    """The objects build.ninja archives into libfaiss.a (None when it cannot tell)."""
+    ninja = build_dir / "build.ninja"
+    if not ninja.is_file():
+        return None
+    for line in ninja.read_text(errors="replace").splitlines():
+        if line.startswith("build ") and "libfaiss.a:" in line.split(" ", 2)[1] + " ":
+            inputs = line.split(":", 1)[1].split("||", 1)[0].split()[1:]  # after the rule name
+            return {(build_dir / i).resolve() if not Path(i).is_absolute() else Path(i) for i in inputs}
+    return None
+
+
 def object_fatbins(build_dir: Path, top: int = 25) -> dict:
     """.nv_fatbin per compiled CUDA object of the faiss library: where the device code comes from."""
     rows = []
-    for o in sorted(build_dir.rglob("*.cu.o")):
+    linked = _linked_objects(build_dir)
+    for o in sorted(p.resolve() for p in build_dir.rglob("*.cu.o")):
         if "faiss_avx2.dir" in o.parts:  # never built (FAISS_OPT_LEVEL=generic); stale objects would mislead
+            continue
+        if linked is not None and o not in linked:  # left over from another profile built in this folder
             continue
         r = inspect_binary(o)
         entries = [e for fb in r.fatbins for e in fb.entries]
