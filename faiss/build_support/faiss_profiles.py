@@ -14,7 +14,7 @@ configure them, and `slimwheel build faiss` reaches the same CMake defines throu
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slimwheel.cuda.arch import ArchPlan, Coverage, explicit_plan, parse_cc_set, plan
 from slimwheel.cuda.versions import CudaVersion, supported_archs
@@ -84,12 +84,9 @@ def make_profile(name: str, cuda: CudaVersion = CUDA_13_0) -> Profile:
             why="every CC from 7.5 natively by binary compatibility, PTX for newer, size compression, BLAS as a dependency",
         )
     if name == "slim-jit":
-        return Profile(
+        return replace(
+            make_profile("slim", cuda),
             name=name,
-            arch=plan(parse_cc_set(SLIM_COVERAGE, supported=supported), supported=supported),
-            compression="size",
-            blas="scipy-openblas32",
-            tuned_link=True,
             large_k_architectures="75-virtual",
             # In slim's folder, only the 15 files recompile; in a folder of its own every CUDA file would (ccache
             # missed every CUDA object of a second folder here, though their compile lines matched up to the folder).
