@@ -395,13 +395,11 @@ def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: flo
     return out
 
 
-def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, timeout: float,
-              extra_env: dict[str, str] | None = None) -> list[dict]:
+def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, timeout: float) -> list[dict]:
     results = []
     for i in range(runs):
         # An empty JIT cache per process: a PTX-only kernel's first use costs what it costs a new user.
-        env = dict(os.environ, PYTHONPATH=str(site), CUDA_CACHE_PATH=tempfile.mkdtemp(prefix="jit-cache-"),
-                   **(extra_env or {}))
+        env = dict(os.environ, PYTHONPATH=str(site), CUDA_CACHE_PATH=tempfile.mkdtemp(prefix="jit-cache-"))
         cmd = [sys.executable, str(Path(__file__).resolve()), "--bench-one", f"--n={n}", f"--nq={nq}", f"--k={k}"]
         try:
             p, secs = _run(cmd, env=env, timeout=timeout)

@@ -281,8 +281,6 @@ def build_project(
         with ph.phase("check") as box:
             report = inspect_wheel(repaired.wheel)
             require = cfg.require_arch or ",".join(str(c) for c in setup.plan.arch.wanted)
-            if require.strip().lower() == "none":
-                require = ""
             policy = make_policy(report, budget=cfg.budget, require_arch=require)
             verdict = check_wheel(report, policy)
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
@@ -304,8 +302,7 @@ def build_project(
                 "excluded": list(repaired.excluded),
                 "requires": list(repaired.requires),
                 "bundled": list(repaired.bundled),
-                "external": [{"soname": x.pattern, "requirement": x.requirement, "folder": x.folder}
-                             for x in repaired.external],
+                "external": [x.to_json() for x in repaired.external],
             },
             "report": report_to_json(report),
             "check": verdict_to_json(verdict),

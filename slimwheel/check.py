@@ -56,13 +56,14 @@ class Verdict:
 
 
 def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[CC, ...]]:
-    """(required, left out) for `--require-arch`: a CC set ("7.5-12.0", "8.0+", "9.0"), "toolkit": every CC the
+    """(required, left out) for `--require-arch`: nothing for "" or "none"; a CC set ("7.5-12.0", "8.0+", "9.0");
+    "toolkit": every CC the
     wheel's CUDA major can target (the newest release of that major slimwheel knows), or "auto": those of them from
     the oldest CC the wheel has code for up: whatever the wheel chose to start at, it must not lose newer GPUs (a wheel
     with no device code, or whose CUDA major cannot be told, requires nothing). Integrated GPUs (Jetson, Thor, GB10)
     are aarch64 systems, so they are left out for x86_64 wheels."""
     spec = spec.strip()
-    if not spec:
+    if not spec or spec.lower() == "none":
         return (), ()
     if spec.lower() in ("toolkit", "auto"):
         if report.cuda_major is None:

@@ -348,6 +348,11 @@ def policy_whitelist(plat_tags: tuple[str, ...]) -> frozenset[str]:
     return frozenset.intersection(*sets)
 
 
+def carried_names(elfs: Mapping[str, ElfInfo]) -> set[str]:
+    """The names a DT_NEEDED entry can find inside the wheel itself: every ELF's SONAME and file name."""
+    return {i.soname for i in elfs.values() if i.soname} | {posixpath.basename(p) for p in elfs}
+
+
 def unaccounted(
     elfs: Mapping[str, ElfInfo],
     *,
@@ -357,7 +362,7 @@ def unaccounted(
 ) -> list[str]:
     """`file: library` for each DT_NEEDED that is neither bundled, required from nvidia-* or as an external library,
     nor allowed by policy."""
-    bundled = {i.soname for i in elfs.values() if i.soname} | {posixpath.basename(p) for p in elfs}
+    bundled = carried_names(elfs)
     required = {lib.soname for lib in cudalibs.libs_for(major)} if major is not None else set()
     ok = bundled | required | set(cudalibs.DRIVER_SONAMES) | allowed_system
     return [
@@ -391,6 +396,9 @@ class ExternalLib:
 
     def matches(self, soname: str) -> bool:
         return fnmatch.fnmatchcase(soname, self.pattern)
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"soname": self.pattern, "requirement": self.requirement, "folder": self.folder}
 
     def spec(self) -> str:
         """The `SONAME=REQUIREMENT[@FOLDER]` form that `parse_external` reads back."""
@@ -520,7 +528,7 @@ def check_can_tie(ext: ExternalLib) -> str | None:
 
 def used_externals(elfs: Mapping[str, ElfInfo], externals: Sequence[ExternalLib]) -> tuple[ExternalLib, ...]:
     """The externals some ELF file needs and the wheel does not carry itself."""
-    inside = {i.soname for i in elfs.values() if i.soname} | {posixpath.basename(p) for p in elfs}
+    inside = carried_names(elfs)
     needed = {n for info in elfs.values() for n in info.needed if n not in inside}
     return tuple(e for e in externals if any(e.matches(n) for n in needed))
 

@@ -19,11 +19,8 @@ from slimwheel.inspect.report import inspect_wheel
 
 
 def _require(spec: str) -> str:
-    """A standalone check has no plan to ask: no setting means 'auto', and 'none' switches the check off."""
-    spec = spec.strip()
-    if not spec:
-        return "auto"
-    return "" if spec.lower() == "none" else spec
+    """A standalone check has no plan to ask: no setting means 'auto' ('none' switches the check off)."""
+    return spec if spec.strip() else "auto"
 
 
 @click.command("check")

@@ -52,10 +52,7 @@ def command(
                     "bundled": list(result.bundled),
                     "loader": list(result.loader),
                     "rpath_fixed": list(result.rpath_fixed),
-                    "external": [
-                        {"soname": e.pattern, "requirement": e.requirement, "folder": e.folder}
-                        for e in result.external
-                    ],
+                    "external": [e.to_json() for e in result.external],
                     "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
                 },
                 indent=2,
