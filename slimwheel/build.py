@@ -19,17 +19,18 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import slimwheel
+from slimwheel import context
 from slimwheel.config import Config
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
-from slimwheel.plan import BuildPlan, make_plan, make_plan_for_release, plan_to_json
-from slimwheel.toolkit import DEFAULT_CUDA, ensure_toolkit, find_toolkit, parse_request, toolkit_to_json
+from slimwheel.plan import BuildPlan, cmake_defines, plan_to_json
+from slimwheel.toolkit import toolkit_to_json
 from slimwheel.toolkit.model import Toolkit
 
 if TYPE_CHECKING:  # the repair and inspect areas are imported when a build runs, not when slimwheel starts
@@ -40,7 +41,6 @@ if TYPE_CHECKING:  # the repair and inspect areas are imported when a build runs
 log = logging.getLogger(__name__)
 
 REPORT_SCHEMA = 1
-CMAKE_PACKAGE_DIR = Path(slimwheel.__file__).resolve().parent / "cmake"
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class PhaseEvent:
     """What the progress callback hears: a phase starts, or ends after `seconds` with a one-line `detail`."""
 
     phase: str
-    state: str  # "start" | "done"
+    state: Literal["start", "done"]
     seconds: float | None = None
     detail: str = ""
 
@@ -114,17 +114,9 @@ def check_project(project_dir: Path) -> Path:
 def config_settings(
     plan: BuildPlan, toolkit: Toolkit | None, *, static_libdir: Path | None = None, build_dir: Path | None = None
 ) -> list[str]:
-    """The `-C` settings for scikit-build-core: the plan's SLIMWHEEL_* variables, the toolkit, the CMake package,
-    and the build folder (slimwheel's own, so a build never shares CMake state with another build of the project)."""
-    defines = dict(plan.cmake_defines)
-    if static_libdir is not None:
-        defines["SLIMWHEEL_STATIC_LIBDIR"] = str(static_libdir)
-    if toolkit is not None:
-        defines["CMAKE_CUDA_COMPILER"] = str(toolkit.nvcc)
-        defines["CUDAToolkit_ROOT"] = str(toolkit.root)
-        if toolkit.host_compiler is not None:
-            defines["CMAKE_CUDA_HOST_COMPILER"] = str(toolkit.host_compiler)
-    defines["slimwheel_DIR"] = str(CMAKE_PACKAGE_DIR)
+    """The `-C` settings for scikit-build-core: `plan.cmake_defines`, and the build folder (slimwheel's own, so a
+    build never shares CMake state with another build of the project)."""
+    defines = cmake_defines(plan, toolkit, static_libdir=static_libdir)
     settings = [f"cmake.define.{k}={v}" for k, v in defines.items()]
     if build_dir is not None:
         settings.append(f"build-dir={build_dir}")
@@ -142,15 +134,6 @@ def build_command(
     return tuple(cmd)
 
 
-def preliminary_plan(cfg: Config, env: Mapping[str, str]) -> tuple[BuildPlan, Toolkit | None]:
-    """A plan from what is already here (no download): catches bad settings before a toolkit is assembled."""
-    root = Path(cfg.toolkit) if cfg.toolkit else None
-    tk = find_toolkit(cfg.cuda, root=root, env=env)
-    if tk is not None:
-        return make_plan(cfg, tk), tk
-    return make_plan_for_release(cfg, parse_request(cfg.cuda) or DEFAULT_CUDA), None
-
-
 def prepare(
     project_dir: Path,
     cfg: Config,
@@ -166,25 +149,13 @@ def prepare(
     e = dict(os.environ if env is None else env)
     ph = phases or _Phases(None)
     project_dir = check_project(project_dir)
+    with ph.phase("toolkit") as box:
+        tk = context.toolkit_for(cfg, e, assemble=not dry_run)
+        box["detail"] = f"CUDA {tk.version} ({tk.source}) at {tk.root}" if tk else "none here yet (dry run)"
     with ph.phase("plan") as box:
-        plan, found = preliminary_plan(cfg, e)
-        box["detail"] = f"CUDA {plan.cuda}: {plan.arch.cmake_architectures}, compression {plan.compression}"
-    if dry_run:
-        tk = found
-        if tk is None:
-            version = parse_request(cfg.cuda) or DEFAULT_CUDA
-            note = (
-                f"no CUDA {version} toolkit here yet; a build would assemble it in "
-                f"{cache_dir(e) / 'toolkits' / f'cuda-{version}'}"
-            )
-        else:
-            note = f"CUDA {tk.version} ({tk.source}) at {tk.root}"
-    else:
-        with ph.phase("toolkit") as box:
-            tk = ensure_toolkit(cfg.cuda, root=Path(cfg.toolkit) if cfg.toolkit else None, env=e)
-            note = f"CUDA {tk.version} ({tk.source}) at {tk.root}"
-            box["detail"] = note
-        plan = make_plan(cfg, tk)  # the toolkit's own target list decides
+        ctx = context.with_toolkit(cfg, e, tk)
+        box["detail"] = f"CUDA {ctx.plan.cuda}: {ctx.plan.arch.cmake_architectures}, compression {ctx.plan.compression}"
+    plan, note = ctx.plan, ctx.origin
     static_libdir = None
     if plan.link == "static" and not dry_run and tk is not None:
         with ph.phase("prune") as box:
@@ -248,7 +219,9 @@ def build_project(
     """
     from slimwheel.check import check_wheel, make_policy, verdict_to_json
     from slimwheel.inspect.report import inspect_wheel, report_to_json
-    from slimwheel.repair import parse_externals, repair_wheel
+    from slimwheel.external import parse_externals
+    from slimwheel.repair import repair_wheel
+    from slimwheel.wheelfile import archive_record_problems
 
     e = dict(os.environ if env is None else env)
     out_dir = Path(out_dir).absolute()
@@ -280,9 +253,9 @@ def build_project(
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:
             report = inspect_wheel(repaired.wheel)
-            require = cfg.require_arch or ",".join(str(c) for c in setup.plan.arch.wanted)
+            require = cfg.require_arch_for(",".join(str(c) for c in setup.plan.arch.wanted))
             policy = make_policy(report, budget=cfg.budget, require_arch=require)
-            verdict = check_wheel(report, policy)
+            verdict = check_wheel(report, policy, record_problems=archive_record_problems(repaired.wheel))
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
     report_json = _report_path(repaired.wheel)
     with ph.phase("report") as box:
@@ -293,7 +266,7 @@ def build_project(
             "project": str(setup.project_dir),
             "wheel": str(repaired.wheel),
             "ok": verdict.ok,
-            "config": _config_json(cfg),
+            "config": cfg.to_json(),
             "plan": plan_to_json(setup.plan),
             "toolkit": toolkit_to_json(tk, env=e),
             "build_command": list(setup.command),
@@ -324,7 +297,3 @@ def build_project(
         repair=repaired,
         extra={"details": dict(ph.details), "log": str(log_path)},
     )
-
-
-def _config_json(cfg: Config) -> dict[str, Any]:
-    return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(cfg).items()}

@@ -11,11 +11,12 @@ import difflib
 import json
 import logging
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ConfigError
 from slimwheel.units import parse_size
 
@@ -28,8 +29,18 @@ log = logging.getLogger("slimwheel.config")
 
 ENV_PREFIX = "SLIMWHEEL_"
 
-COMPRESSION_MODES = ("auto", "none", "default", "size", "speed", "balance")
-LINK_MODES = ("dynamic", "static")
+# The release a run assembles when `cuda = "auto"` finds no toolkit. CUDA 13.0: the newest CUDA on PyPI is 13.5, but
+# code built by 13.N needs the 13.N driver for PTX, and 580 (13.0) is the driver of the GPU machines this project
+# targets: 13.0 runs everywhere CUDA 13 runs.
+DEFAULT_CUDA = CudaVersion(13, 0)
+# A static link needs static cuBLAS and nvprune, which no PyPI wheel ships; of the toolkits slimwheel sets up, only
+# Debian's CUDA 11.8 has them.
+STATIC_CUDA = CudaVersion(11, 8)
+
+Compression = Literal["auto", "none", "default", "size", "speed", "balance"]
+LinkMode = Literal["dynamic", "static"]
+COMPRESSION_MODES: tuple[Compression, ...] = get_args(Compression)
+LINK_MODES: tuple[LinkMode, ...] = get_args(LinkMode)
 
 
 def _doc(text: str, *, choices: tuple[str, ...] = (), kind: str = "string") -> dict[str, Any]:
@@ -40,11 +51,12 @@ def _doc(text: str, *, choices: tuple[str, ...] = (), kind: str = "string") -> d
 class Config:
     """Everything a slimwheel run can be told. Keys in pyproject use dashes: `extra-sass`."""
 
-    cuda: str = field(
-        default="auto",
+    cuda: CudaVersion | None = field(
+        default=None,
         metadata=_doc(
             'CUDA release to build with, e.g. "13.0" or "12.4". "auto" takes the toolkit found (CUDA_HOME, PATH) '
-            "or, if none, assembles CUDA 13.0 from PyPI wheels."
+            "or, if none, assembles CUDA 13.0 from PyPI wheels.",
+            kind="cuda",
         ),
     )
     toolkit: str = field(
@@ -87,7 +99,7 @@ class Config:
             kind="bool",
         ),
     )
-    compression: str = field(
+    compression: Compression = field(
         default="auto",
         metadata=_doc(
             'Fatbin compression: "auto" (size mode on CUDA >= 12.8, -Xfatbin=-compress-all before), "none", '
@@ -95,7 +107,7 @@ class Config:
             choices=COMPRESSION_MODES,
         ),
     )
-    link: str = field(
+    link: LinkMode = field(
         default="dynamic",
         metadata=_doc(
             '"dynamic": link the CUDA libraries of PyPI\'s nvidia-* wheels and require them; '
@@ -130,7 +142,7 @@ class Config:
         ),
     )
     # Kept as `SONAME=REQUIREMENT[@FOLDER]` strings, the form of `slimwheel repair --external`: one syntax to read
-    # back (slimwheel.repair.parse_externals), and a value `slimwheel config` can print as JSON.
+    # back (slimwheel.external.parse_externals), and a value `slimwheel config` can print as JSON.
     external_libs: tuple[str, ...] = field(
         default=(),
         metadata=_doc(
@@ -146,6 +158,25 @@ class Config:
     @property
     def budget_bytes(self) -> int:
         return parse_size(self.budget, what="budget")
+
+    def fallback_release(self) -> CudaVersion:
+        """The release to use when none is given and none is found: the one asked for, else the default of the
+        link mode."""
+        return self.cuda or (STATIC_CUDA if self.link == "static" else DEFAULT_CUDA)
+
+    def require_arch_for(self, planned: str | None) -> str:
+        """The `--require-arch` spec a check uses: the setting, else what the build planned (`planned`, a CC list),
+        else "auto" for a standalone check of a wheel with no plan to ask."""
+        return self.require_arch.strip() or planned or "auto"
+
+    def to_json(self) -> dict[str, Any]:
+        """Each value in its pyproject form ("auto" for no CUDA release, lists for tuples)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            out[f.name] = "auto" if f.name == "cuda" and v is None else str(v) if isinstance(v, CudaVersion) else (
+                list(v) if isinstance(v, tuple) else v)  # fmt: skip
+        return out
 
 
 def _key(name: str) -> str:
@@ -168,6 +199,14 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
         return None
     if kind == "table":
         return _coerce_externals(value, where, from_env=origin.startswith("environment"), problems=problems)
+    if kind == "cuda":
+        from slimwheel.toolkit import parse_request  # the toolkit area decides which releases it can serve
+
+        try:
+            return ("auto", parse_request(str(value)))  # a pair: None is a value here ("auto"), not "no value"
+        except BadInputError as e:
+            problems.append(f"{where}: {e.message}")
+            return None
     if kind == "list":
         if isinstance(value, str):
             value = [v for v in value.replace(";", ",").split(",") if v.strip()]
@@ -184,12 +223,58 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     if choices and value not in choices:
         problems.append(f"{where}: {value!r} is not one of {', '.join(choices)}")
         return None
+    if check := _VALIDATORS.get(key):
+        try:
+            check(value)
+        except BadInputError as e:
+            # A message that quotes the value already (a size's) needs it only once.
+            setting = key if repr(value) in e.message else f"{key} = {value!r}"
+            problems.append(f"{origin}: {setting}: {e.message.removeprefix(key + ': ')}")
+            return None
     return value
+
+
+def _check_archs(value: str) -> None:
+    from slimwheel.cuda.arch import parse_cc_set
+
+    parse_cc_set(value)
+
+
+def _check_targets(value: str) -> None:
+    from slimwheel.cuda.arch import parse_targets
+
+    if value.strip():
+        parse_targets(value)
+
+
+def _check_ptx(value: str) -> None:
+    from slimwheel.cuda.arch import parse_cc_set
+
+    if value.strip().lower() not in ("newest", "none", ""):
+        parse_cc_set(value)
+
+
+def _check_require_arch(value: str) -> None:
+    from slimwheel.cuda.arch import parse_cc_set
+
+    if value.strip().lower() not in ("", "none", "auto", "toolkit"):
+        parse_cc_set(value)
+
+
+# Each string setting with a syntax of its own, checked when read so that every bad value is reported at once
+# (the plan would otherwise stop at the first). The parsers are the ones the plan and check use.
+_VALIDATORS: dict[str, Callable[[str], object]] = {
+    "archs": _check_archs,
+    "targets": _check_targets,
+    "ptx": _check_ptx,
+    "require-arch": _check_require_arch,
+    "budget": lambda v: parse_size(v, what="budget"),
+}
 
 
 def _coerce_externals(value: Any, where: str, *, from_env: bool, problems: list[str]) -> tuple[str, ...] | None:
     """external-libs as `SONAME=REQUIREMENT[@FOLDER]` strings, each validated; every bad entry is a problem."""
-    from slimwheel.repair import external_lib, parse_external  # the repair area loads only when this key is used
+    from slimwheel.external import external_lib, parse_external  # loads only when this key is used
 
     out: list[str] = []
     bad = len(problems)
@@ -260,21 +345,37 @@ def resolve(
         layers.append(("environment SLIMWHEEL_*", env_layer))
     if cli:
         layers.append(("command line", {_key(k): v for k, v in cli.items() if v is not None}))
-    origin_of: dict[str, str] = {}
     for origin, layer in layers:
         for k, v in layer.items():
             c = _coerce(k, v, origin, problems)
             if c is not None:
-                values[k.replace("-", "_")] = c
-                origin_of[k] = origin
-    cfg = Config(**values)
-    try:
-        cfg.budget_bytes  # noqa: B018 - validates
-    except BadInputError as e:
-        problems.append(f"{origin_of.get('budget', 'default')}: {e}")
+                values[k.replace("-", "_")] = c[1] if FIELDS[k].metadata["kind"] == "cuda" else c
     if problems:
         raise ConfigError(problems)
-    return cfg
+    return Config(**values)
+
+
+def origins(
+    file_table: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    cli: Mapping[str, Any] | None = None,
+    *,
+    file_name: str = "pyproject.toml",
+) -> dict[str, str]:
+    """Where each setting's value comes from, by the precedence `resolve` applies: key -> "default", the file's
+    table, "environment SLIMWHEEL_X" or "command line"."""
+    out = {k: "default" for k in FIELDS}
+    for k in file_table or {}:
+        if k in FIELDS:
+            out[k] = f"{file_name} [tool.slimwheel]"
+    for name in env or {}:
+        k = _key(name[len(ENV_PREFIX) :].lower()) if name.startswith(ENV_PREFIX) else ""
+        if k in FIELDS and name not in IGNORED_ENV:
+            out[k] = f"environment {name}"
+    for k, v in (cli or {}).items():
+        if v is not None and _key(k) in FIELDS:
+            out[_key(k)] = "command line"
+    return out
 
 
 # Variables slimwheel reads for other purposes (the runtime loader's opt-out, the cache folder), not config keys.
@@ -308,10 +409,6 @@ def load(project_dir: Path | None, env: Mapping[str, str], cli: Mapping[str, Any
     return resolve(table, env, cli, file_name=name)
 
 
-def with_overrides(cfg: Config, **kw: Any) -> Config:
-    return replace(cfg, **kw)
-
-
 def json_schema() -> dict[str, Any]:
     """JSON schema of [tool.slimwheel], generated from the model (for validate-pyproject and editors)."""
     props: dict[str, Any] = {}
@@ -339,6 +436,9 @@ def json_schema() -> dict[str, Any]:
                 ]
             }
             p["default"] = {}
+        elif kind == "cuda":
+            p["type"] = "string"
+            p["default"] = "auto"
         else:
             p["type"] = "string"
             p["default"] = f.default

@@ -34,7 +34,7 @@ import tomli_w
 from slimwheel.config import Config, read_pyproject
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.plan import make_plan_for_release
+from slimwheel.plan import cmake_defines, make_plan_for_release
 
 log = logging.getLogger("slimwheel.container")
 
@@ -118,13 +118,7 @@ def cibw_config(
             hint="static linking needs static cuBLAS and nvprune; build with `slimwheel build` and CUDA 11.8",
         )
     plan = make_plan_for_release(cfg, cuda)
-    defines = dict(plan.cmake_defines)
-    defines.update({
-        "SLIMWHEEL_CUDA_INCLUDEDIRS": f"{CUDA_ROOT}/include",
-        "SLIMWHEEL_CUDA_LIBDIRS": f"{CUDA_ROOT}/lib64",
-        "slimwheel_DIR": f"{VENV}/cmake",
-        "CMAKE_CUDA_COMPILER": f"{CUDA_ROOT}/bin/nvcc",
-    })  # fmt: skip
+    defines = cmake_defines(plan, cuda_root=CUDA_ROOT, package_dir=f"{VENV}/cmake")
     env = {
         "CUDA_HOME": CUDA_ROOT,
         "CUDACXX": f"{CUDA_ROOT}/bin/nvcc",

@@ -40,7 +40,7 @@ def config_reference() -> str:
         "| --- | --- | --- | --- |",
     ]
     for key, f in cfgmod.FIELDS.items():
-        default = f.default
+        default = "auto" if f.metadata.get("kind") == "cuda" else f.default
         shown = (
             "{}"
             if f.metadata.get("kind") == "table" and not default

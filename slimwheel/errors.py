@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     MISSING_COVERAGE = 11  # a required GPU compute capability is served neither by SASS nor by PTX
     INCONSISTENT_DEPENDENCIES = 12  # a needed library is neither bundled, required, nor allowed
     CHECK_FAILED = 13  # several different checks failed at once
+    BAD_RECORD = 14  # the wheel's RECORD does not match its files (changed after it was built)
 
 
 class SlimwheelError(Exception):

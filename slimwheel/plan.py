@@ -1,13 +1,14 @@
 """The build plan: which GPU targets to compile, how to compress them, what to link, and the driver that implies.
 
 `make_plan` is pure: it reads a Config and what the toolkit can do (a Toolkit, or the release table in
-cuda/versions.py when no toolkit is installed) and returns a BuildPlan whose `cmake_defines` are the SLIMWHEEL_* cache
-variables SlimWheel.cmake turns into compiler and linker flags.
+cuda/versions.py when no toolkit is installed) and returns a BuildPlan; `cmake_defines` turns a plan into the CMake
+variables (SLIMWHEEL_* cache variables that SlimWheel.cmake turns into compiler and linker flags, plus the toolkit's).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from packaging.version import Version
@@ -36,6 +37,9 @@ COMPRESSION_FLAGS = {
     "legacy": "-Xfatbin=-compress-all",
 }
 
+# slimwheel's CMake package (SlimWheel.cmake and its config file), handed to builds as slimwheel_DIR.
+CMAKE_PACKAGE_DIR = Path(__file__).resolve().parent / "cmake"
+
 SYSTEM_DIRS = frozenset(
     {"/usr/include", "/usr/local/include", "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/lib/x86_64-linux-gnu",
      "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu"}
@@ -52,7 +56,9 @@ class BuildPlan:
     driver_floor: str  # the oldest Linux driver that runs every target of this plan
     link: str  # dynamic | static
     libraries: tuple[RuntimeLib, ...]  # dynamic: the nvidia-* runtime libraries linked, in load order
-    cmake_defines: dict[str, str]
+    plan_defines: dict[str, str]  # the SLIMWHEEL_* variables of the plan itself; `cmake_defines` adds the toolkit's
+    include_dirs: tuple[str, ...] = ()  # the toolkit's own folders, system folders left out (see _plan)
+    lib_dirs: tuple[str, ...] = ()
     components: tuple[str, ...] = ()  # the CUDA components asked for (cfg.libraries), for static pruning
     driver_why: tuple[str, ...] = ()  # one line per constraint that sets the floor
     toolkit_source: str = "toolkit"  # "toolkit" (asked nvcc) or "table" (no toolkit: cuda/versions.py)
@@ -152,15 +158,10 @@ def _plan(cfg: Config, version: CudaVersion, supported: tuple[CC, ...], toolkit:
         "SLIMWHEEL_LINK": cfg.link,
         "SLIMWHEEL_CUDA_MAJOR": str(version.major),
     }
-    if toolkit is not None:
-        # The compiler's own folders are left out: naming /usr/include with -I/-isystem breaks libstdc++'s
-        # #include_next, and they are searched anyway (Debian's CUDA 11.8 lives there).
-        inc = [str(d) for d in toolkit.include_dirs if str(d) not in SYSTEM_DIRS]
-        lib = [str(d) for d in toolkit.lib_dirs if str(d) not in SYSTEM_DIRS]
-        if inc:
-            defines["SLIMWHEEL_CUDA_INCLUDEDIRS"] = ";".join(inc)
-        if lib:
-            defines["SLIMWHEEL_CUDA_LIBDIRS"] = ";".join(lib)
+    # The compiler's own folders are left out: naming /usr/include with -I/-isystem breaks libstdc++'s #include_next,
+    # and they are searched anyway (Debian's CUDA 11.8 lives there).
+    inc = tuple(str(d) for d in toolkit.include_dirs if str(d) not in SYSTEM_DIRS) if toolkit else ()
+    lib = tuple(str(d) for d in toolkit.lib_dirs if str(d) not in SYSTEM_DIRS) if toolkit else ()
     return BuildPlan(
         cuda=version,
         arch=arch,
@@ -170,7 +171,9 @@ def _plan(cfg: Config, version: CudaVersion, supported: tuple[CC, ...], toolkit:
         link=cfg.link,
         libraries=runtime_libraries(cfg, version.major),
         components=tuple(cfg.libraries),
-        cmake_defines=defines,
+        plan_defines=defines,
+        include_dirs=inc,
+        lib_dirs=lib,
         toolkit_source="toolkit" if toolkit is not None else "table",
         notes=tuple(notes),
     )
@@ -213,9 +216,44 @@ def plan_to_json(p: BuildPlan) -> dict[str, Any]:
         "libraries": [
             {"component": lib.component, "soname": lib.soname, "package": lib.package} for lib in p.libraries
         ],
-        "cmake_defines": dict(p.cmake_defines),
+        "cmake_defines": cmake_defines(p, package_dir=None),
         "notes": list(p.notes),
     }
+
+
+def cmake_defines(
+    p: BuildPlan,
+    toolkit: Toolkit | None = None,
+    *,
+    static_libdir: Path | None = None,
+    cuda_root: str | None = None,
+    package_dir: str | None = str(CMAKE_PACKAGE_DIR),
+) -> dict[str, str]:
+    """The one list of CMake variables a build of this plan gets (`slimwheel build`, `slimwheel container`, the
+    scripts, `plan --format cmake`): the plan's SLIMWHEEL_* variables, the toolkit's include and library folders
+    (`cuda_root`: a toolkit at that path on another machine, a container's /usr/local/cuda), its nvcc and root,
+    the static libraries' folder, and slimwheel's CMake package (so `find_package(slimwheel)` works in an isolated
+    build where slimwheel is not installed; another path where slimwheel lives elsewhere, None for none)."""
+    defines = dict(p.plan_defines)
+    inc: tuple[str, ...] = p.include_dirs
+    lib: tuple[str, ...] = p.lib_dirs
+    if cuda_root is not None:
+        inc, lib = (f"{cuda_root}/include",), (f"{cuda_root}/lib64",)
+        defines["CMAKE_CUDA_COMPILER"] = f"{cuda_root}/bin/nvcc"
+    if inc:
+        defines["SLIMWHEEL_CUDA_INCLUDEDIRS"] = ";".join(inc)
+    if lib:
+        defines["SLIMWHEEL_CUDA_LIBDIRS"] = ";".join(lib)
+    if static_libdir is not None:
+        defines["SLIMWHEEL_STATIC_LIBDIR"] = str(static_libdir)
+    if toolkit is not None:
+        defines["CMAKE_CUDA_COMPILER"] = str(toolkit.nvcc)
+        defines["CUDAToolkit_ROOT"] = str(toolkit.root)
+        if toolkit.host_compiler is not None:
+            defines["CMAKE_CUDA_HOST_COMPILER"] = str(toolkit.host_compiler)
+    if package_dir is not None:
+        defines["slimwheel_DIR"] = package_dir
+    return defines
 
 
 def cmake_cache_script(defines: dict[str, str]) -> str:

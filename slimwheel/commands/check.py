@@ -1,6 +1,7 @@
 """`slimwheel check`: size budget, required GPU coverage and dependency consistency, with a verdict per wheel.
 
-Exit codes: 0 all passed, 10 over budget, 11 missing coverage, 12 inconsistent dependencies, 13 several kinds.
+Exit codes: 0 all passed, 10 over budget, 11 missing coverage, 12 inconsistent dependencies, 14 RECORD does not
+match the files, 13 several kinds.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from slimwheel import config as cfgmod
 from slimwheel import render
 from slimwheel.commands.size_report import FORMATS, emit, table_text
 from slimwheel.inspect.report import inspect_wheel
+from slimwheel.wheelfile import archive_record_problems
 
 
 def _require(spec: str) -> str:
@@ -63,6 +65,7 @@ def command(
             r,
             checkmod.make_policy(r, budget=cfg.budget, require_arch=_require(cfg.require_arch),
                                  dependencies=not no_dependencies),
+            record_problems=archive_record_problems(r.path) if r.path.name.endswith(".whl") else (),
         )
         for r in reports
     ]

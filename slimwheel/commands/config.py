@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
 from pathlib import Path
 
 import click
+from rich.console import Console
+from rich.table import Table
 
 from slimwheel import config as cfgmod
 
@@ -15,10 +16,27 @@ from slimwheel import config as cfgmod
 @click.command("config")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--schema", is_flag=True, help="Print the JSON schema of [tool.slimwheel] instead.")
-def command(project_dir: Path | None, schema: bool) -> None:
-    """Show the resolved configuration of PROJECT_DIR (default: the current folder) as JSON."""
+@click.option("--format", "fmt", type=click.Choice(["json", "table"]), default="json", show_default=True)
+def command(project_dir: Path | None, schema: bool, fmt: str) -> None:
+    """Show the resolved configuration of PROJECT_DIR (default: the current folder) and where each value came from
+    (default, pyproject.toml, a SLIMWHEEL_* variable). Every problem in it is reported at once (exit 3)."""
     if schema:
         click.echo(cfgmod.schema_text(), nl=False)
         return
-    cfg = cfgmod.load(project_dir or Path.cwd(), dict(os.environ), {})
-    click.echo(json.dumps({"schema": 1, "config": asdict(cfg)}, indent=2))
+    project = project_dir or Path.cwd()
+    env = dict(os.environ)
+    _, table = cfgmod.read_pyproject(project)
+    name = str(project / "pyproject.toml")
+    cfg = cfgmod.resolve(table, env, {}, file_name=name)
+    origin = cfgmod.origins(table, env, {}, file_name=name)
+    values = cfg.to_json()
+    if fmt == "json":
+        data = {"schema": 1, "config": values, "origin": {k.replace("-", "_"): v for k, v in origin.items()}}
+        click.echo(json.dumps(data, indent=2))
+        return
+    t = Table(title=f"slimwheel configuration of {project}", title_justify="left")
+    for col in ("key", "value", "from"):
+        t.add_column(col)
+    for key, where in origin.items():
+        t.add_row(key, json.dumps(values[key.replace("-", "_")]), where)
+    Console().print(t)

@@ -10,7 +10,6 @@ import click
 
 from slimwheel import config as cfgmod
 from slimwheel import container
-from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ToolError
 
 
@@ -42,7 +41,7 @@ def command(project_dir: Path | None, cuda: str | None, print_config: bool, fmt:
     """
     project_dir = (project_dir or Path.cwd()).resolve()
     cfg = cfgmod.load(project_dir, dict(os.environ), {"cuda": cuda})
-    release = CudaVersion.parse(cfg.cuda if cfg.cuda != "auto" else "13.0")
+    release = cfg.fallback_release()
     project = container.load_project(project_dir, import_name=import_name)
     if print_config:
         chosen = engine if engine != "auto" else "docker"

@@ -13,9 +13,9 @@ from rich.console import Console
 from rich.table import Table
 
 from slimwheel import config as cfgmod
+from slimwheel import context
 from slimwheel.config import COMPRESSION_MODES, LINK_MODES, Config
-from slimwheel.plan import BuildPlan, cmake_cache_script, make_plan, make_plan_for_release, plan_to_json
-from slimwheel.toolkit import DEFAULT_CUDA, find_toolkit, parse_request
+from slimwheel.plan import BuildPlan, cmake_cache_script, cmake_defines, plan_to_json
 
 # The [tool.slimwheel] keys a command line may override; shared by `plan` and `build`.
 _OPTIONS: tuple[Callable[[Any], Any], ...] = (
@@ -53,20 +53,6 @@ def load_config(project_dir: Path | None, kwargs: dict[str, Any]) -> Config:
     return cfgmod.load(project_dir, dict(os.environ), cli)
 
 
-def plan_for(cfg: Config) -> tuple[BuildPlan, str]:
-    """The plan with an installed toolkit if there is one (nothing is downloaded), else the release table."""
-    root = Path(cfg.toolkit) if cfg.toolkit else None
-    tk = find_toolkit(cfg.cuda, root=root, env=dict(os.environ))
-    if tk is not None:
-        return make_plan(cfg, tk), f"targets from nvcc {tk.version} at {tk.root}"
-    version = parse_request(cfg.cuda) or DEFAULT_CUDA
-    return (
-        make_plan_for_release(cfg, version),
-        f"no CUDA {version} toolkit installed: targets from slimwheel's table for CUDA {version} "
-        f"(`slimwheel toolkit --cuda {version}` assembles one)",
-    )
-
-
 @click.command("plan")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @config_options
@@ -77,13 +63,14 @@ def command(project_dir: Path | None, fmt: str, **kwargs: Any) -> None:
     PROJECT_DIR (default: the current folder) supplies [tool.slimwheel]; flags override it.
     """
     cfg = load_config(project_dir or Path.cwd(), kwargs)
-    p, origin = plan_for(cfg)
+    ctx = context.resolve(cfg, dict(os.environ), assemble=False)
+    p, origin = ctx.plan, ctx.origin
     if fmt == "json":
         data = plan_to_json(p)
         data["origin"] = origin
         click.echo(json.dumps(data, indent=2))
     elif fmt == "cmake":
-        click.echo(cmake_cache_script(p.cmake_defines), nl=False)
+        click.echo(cmake_cache_script(cmake_defines(p, package_dir=None)), nl=False)
     else:
         render_plan(p, origin, Console())
 

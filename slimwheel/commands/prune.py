@@ -58,9 +58,8 @@ def command(
         raise click.UsageError("give --archs or --targets, not both")
     cli = {"archs": archs, "targets": targets, "libraries": libraries, "cuda": cuda}
     cfg = cfgmod.load(project_dir or Path.cwd(), dict(os.environ), cli)
-    # Only a full toolkit has static cuBLAS and nvprune; of the ones slimwheel can set up, that is Debian's 11.8.
-    release = cfg.cuda if cfg.cuda != "auto" else "11.8"
-    tk = ensure_toolkit(release, root=Path(cfg.toolkit) if cfg.toolkit else None)
+    # Only a full toolkit has static cuBLAS and nvprune: the static link's release, whatever the link setting.
+    tk = ensure_toolkit(cfg.cuda or cfgmod.STATIC_CUDA, root=Path(cfg.toolkit) if cfg.toolkit else None)
     plan = arch_plan(cfg, tk.supported)
     result = prune_libraries(tk, plan.targets, tuple(cfg.libraries))
     if fmt == "json":

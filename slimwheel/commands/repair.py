@@ -9,7 +9,8 @@ from pathlib import Path
 import click
 
 from slimwheel.cuda.versions import CudaVersion
-from slimwheel.repair import parse_externals, repair_wheel
+from slimwheel.external import parse_externals
+from slimwheel.repair import repair_wheel
 
 
 @click.command("repair")
@@ -28,17 +29,19 @@ from slimwheel.repair import parse_externals, repair_wheel
     "through RPATH (e.g. 'libscipy_openblas.so=scipy-openblas32>=0.3.28'). FOLDER: where that wheel installs it, "
     "relative to site-packages; default: looked up in the installed distribution. SONAME may be a glob. Repeatable.",
 )  # fmt: skip
+@click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
+              "by default: such a wheel was changed after it was built); the output gets a correct RECORD.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 def command(
     wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, externals: tuple[str, ...],
-    as_json: bool,
+    rewrite_record: bool, as_json: bool,
 ) -> None:  # fmt: skip
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
     `slimwheel repair -w {dest_dir} {wheel}`."""
     result = repair_wheel(
         wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat,
-        externals=parse_externals(externals, where="--external"),
+        externals=parse_externals(externals, where="--external"), rewrite_record=rewrite_record,
     )  # fmt: skip
     if as_json:
         click.echo(
@@ -52,6 +55,8 @@ def command(
                     "bundled": list(result.bundled),
                     "loader": list(result.loader),
                     "rpath_fixed": list(result.rpath_fixed),
+                    "rpath_dropped": list(result.rpath_dropped),
+                    "record_rewritten": result.record_rewritten,
                     "external": [e.to_json() for e in result.external],
                     "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
                 },
@@ -65,5 +70,7 @@ def command(
     click.echo(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
     for e in result.external:
         click.echo(f"  external:   {e.pattern} from {e.requirement} (in {e.folder})")
+    for d in result.rpath_dropped:
+        click.echo(f"  dropped:    unsafe RPATH entry {d}")
     if result.loader:
         click.echo(f"  loader:     {', '.join(result.loader)}")

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from slimwheel.config import DEFAULT_CUDA
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, SlimwheelError, ToolError
 from slimwheel.fsutil import cache_dir
@@ -25,9 +26,6 @@ __all__ = ["DEFAULT_CUDA", "Toolkit", "ensure_toolkit", "find_toolkit", "parse_r
 
 log = logging.getLogger(__name__)
 
-# The newest CUDA on PyPI is 13.5, but the driver of the GPU machines this project targets is 580 = CUDA 13.0, and
-# code built by 13.N needs the 13.N driver for PTX; 13.0 is what runs everywhere CUDA 13 runs.
-DEFAULT_CUDA = CudaVersion(13, 0)
 
 
 def parse_request(cuda: str | CudaVersion | None) -> CudaVersion | None:
@@ -88,9 +86,14 @@ def _assemble(version: CudaVersion, cache: Path) -> Toolkit:
 
 
 def ensure_toolkit(
-    cuda: str | CudaVersion = "13.0", *, root: Path | None = None, env: Mapping[str, str] | None = None
+    cuda: str | CudaVersion | None = DEFAULT_CUDA,
+    *,
+    root: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    fallback: CudaVersion = DEFAULT_CUDA,
 ) -> Toolkit:
-    """A checked toolkit of the requested release ("13.0", "12.4", "11.8", "auto").
+    """A checked toolkit of the requested release ("13.0", "12.4", "11.8", "auto"/None: any found, else `fallback`
+    assembled).
 
     `env` is where CUDA_HOME, CUDA_PATH, PATH and SLIMWHEEL_CACHE are read (default: os.environ); the tools themselves
     run in the process environment. Raises ToolError (exit 4) when no toolkit can be had, BadInputError (exit 3) for
@@ -128,7 +131,7 @@ def ensure_toolkit(
             skipped.append(f"{cand.origin}: {cand.nvcc} failed: {err.message.splitlines()[0]}")
     for why in skipped:  # a failed check was logged when it ran; this repeats it only at debug level
         log.debug("toolkit skipped: %s", why)
-    return _assemble(wanted or DEFAULT_CUDA, cache)
+    return _assemble(wanted or fallback, cache)
 
 
 def toolkit_to_json(tk: Toolkit, *, env: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -163,7 +166,7 @@ def toolkit_to_json(tk: Toolkit, *, env: Mapping[str, str] | None = None) -> dic
 
 
 def find_toolkit(
-    cuda: str | CudaVersion = "auto", *, root: Path | None = None, env: Mapping[str, str] | None = None
+    cuda: str | CudaVersion | None = None, *, root: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Toolkit | None:
     """A toolkit of the requested release that is already here (given root, CUDA_HOME, PATH, slimwheel's cache),
     without assembling or checking anything; None if there is none. For `slimwheel plan`, which must not download."""

@@ -46,7 +46,7 @@ from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import file_lock, sha256_file, write_text_atomic
-from slimwheel.toolkit.find import run_tool
+from slimwheel.tools import run_tool
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger("slimwheel.toolkit.cuda12")

@@ -15,7 +15,6 @@ import re
 import shlex
 import shutil
 import sys
-import subprocess
 import tempfile
 import time
 from collections.abc import Mapping
@@ -30,6 +29,7 @@ from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import ToolError
 from slimwheel.fsutil import cache_dir, file_lock, write_text_atomic
 from slimwheel.toolkit.model import Toolkit
+from slimwheel.tools import run_tool
 
 log = logging.getLogger(__name__)
 
@@ -65,28 +65,6 @@ class Candidate:
 
     nvcc: Path
     origin: str  # "--root", "CUDA_HOME", "PATH", ...
-
-
-def run_tool(
-    cmd: list[str], *, what: str, timeout: float = 600, cwd: Path | None = None, env: Mapping[str, str] | None = None
-) -> str:
-    """Run an external program, return stdout+stderr; a failure becomes a ToolError naming the command."""
-    log.debug("$ %s", shlex.join(cmd))
-    try:
-        proc = subprocess.run(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False,
-            env=dict(env) if env is not None else None,
-        )
-    except FileNotFoundError:
-        raise ToolError(f"{what}: {cmd[0]} not found") from None
-    except OSError as e:  # not executable, not a program for this machine
-        raise ToolError(f"{what}: cannot run {cmd[0]}: {e.strerror}") from None
-    except subprocess.TimeoutExpired:
-        raise ToolError(f"{what}: {shlex.join(cmd)} ran longer than {timeout:.0f} s") from None
-    if proc.returncode != 0:
-        tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
-        raise ToolError(f"{what}: `{shlex.join(cmd)}` exited with status {proc.returncode}:\n{tail}")
-    return proc.stdout
 
 
 _RELEASE_RE = re.compile(r"release (\d+)\.(\d+), V([\d.]+)")

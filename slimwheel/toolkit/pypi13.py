@@ -26,7 +26,8 @@ from typing import Any
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import file_lock, write_text_atomic
-from slimwheel.toolkit.find import check_build, describe, run_tool
+from slimwheel.toolkit.find import check_build, describe
+from slimwheel.tools import run_tool
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger(__name__)

@@ -15,11 +15,11 @@ from slimwheel.check import (
     check_wheel,
     exit_code_for,
     make_policy,
-    manylinux_whitelist,
     raise_for,
     required_ccs,
 )
 from slimwheel.cli import main
+from slimwheel.deps import system_policy
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.report import inspect_wheel
@@ -147,10 +147,10 @@ def test_dependency_consistency(
 
 def test_whitelist_comes_from_auditwheels_policy_for_the_oldest_tag(tmp_path: Path) -> None:
     r = inspect_wheel(wheel(tmp_path, tag="cp312-abi3-manylinux_2_17_x86_64.manylinux_2_28_x86_64"))
-    name, libs, note = manylinux_whitelist(r)
-    assert name == "manylinux_2_17" and "libstdc++.so.6" in libs and note is None
+    p = system_policy(r.platforms)
+    assert p.name == "manylinux_2_17" and "libstdc++.so.6" in p.whitelist and p.note is None
     plain = inspect_wheel(wheel(tmp_path / "l", tag="cp312-abi3-linux_x86_64"))
-    assert "no manylinux platform tag" in (manylinux_whitelist(plain)[2] or "")
+    assert "no manylinux platform tag" in (system_policy(plain.platforms).note or "")
 
 
 def test_several_kinds_of_failure_give_13(tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_a_module_of_older_generations_only_is_a_gap_for_a_new_gpu(tmp_path: Pat
 def test_check_accepts_the_requirements_repair_writes(tmp_path: Path, component: str) -> None:
     # nvidia-curand for CUDA 13 is version 10.x (its SONAME major), so "pinned to 13.*" would reject repair's output.
     from slimwheel.cuda.libs import load_order, lookup
-    from slimwheel.repair import requirements
+    from slimwheel.deps import requirements
 
     libs = load_order([lookup("cudart", 13), lookup(component, 13)])
     reqs = requirements(libs, cuda=None)

@@ -9,6 +9,7 @@ import pytest
 
 from slimwheel import config as cfgmod
 from slimwheel.config import Config, load, resolve
+from slimwheel.cli import main
 from slimwheel.errors import BadInputError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -117,3 +118,28 @@ def test_a_bad_budget_names_where_it_was_set() -> None:
     with pytest.raises(ConfigError) as e:
         resolve({}, {"SLIMWHEEL_BUDGET": "abc"}, {})
     assert e.value.problems[0].startswith("environment SLIMWHEEL_*: budget: cannot read 'abc'")
+
+
+def test_every_bad_value_is_reported_at_once() -> None:
+    # Issue 12 item 12: a bad budget hid bad archs/cuda/ptx, and the plan reported only the first.
+    with pytest.raises(ConfigError) as e:
+        resolve({"archs": "banana", "cuda": "99.1", "ptx": "x.y", "budget": "lots", "targets": "sm_", "require-arch": "z"},
+                {}, {}, file_name="p/pyproject.toml")  # fmt: skip
+    text = "\n".join(e.value.problems)
+    assert len(e.value.problems) == 6, text
+    for key in ("archs", "cuda", "ptx", "budget", "targets", "require-arch"):
+        assert f"p/pyproject.toml [tool.slimwheel]: {key}" in text
+
+
+def test_config_command_refuses_bad_values_and_shows_origins(tmp_path, monkeypatch, capsys) -> None:
+    (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\narchs = "banana"\ncuda = "99.1"\n')
+    assert main(["config", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert "archs: 'banana' is not a compute capability" in err and "99.1" in err
+    (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\narchs = "8.0+"\n')
+    monkeypatch.setenv("SLIMWHEEL_BUDGET", "70MiB")
+    assert main(["config", str(tmp_path)]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["config"]["archs"] == "8.0+" and data["origin"]["archs"].endswith("[tool.slimwheel]")
+    assert data["origin"]["budget"] == "environment SLIMWHEEL_BUDGET" and data["origin"]["ptx"] == "default"
+    assert data["config"]["cuda"] == "auto"

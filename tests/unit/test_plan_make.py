@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slimwheel.build import CMAKE_PACKAGE_DIR, build_command, config_settings
+from slimwheel.build import build_command, config_settings
+from slimwheel.plan import CMAKE_PACKAGE_DIR, cmake_defines
 from slimwheel.config import resolve
 from slimwheel.cuda.arch import CC, Coverage, Kind, generation
 from slimwheel.cuda.versions import CudaVersion
@@ -60,7 +61,7 @@ def test_default_plan_cuda13_one_cubin_per_major_and_ptx_for_the_newest(tmp_path
 def test_three_archs_give_three_cubins_and_ptx_90(tmp_path):
     p = make_plan(cfg(archs="7.5,8.0,9.0"), toolkit13(tmp_path))
     assert sass(p) == ["75", "80", "90"] and ptx(p) == ["90"]
-    assert p.cmake_defines["SLIMWHEEL_CUDA_ARCHITECTURES"] == "75-real;80-real;90"
+    assert cmake_defines(p)["SLIMWHEEL_CUDA_ARCHITECTURES"] == "75-real;80-real;90"
     cov = Coverage.of(p.arch.targets)
     assert CC(8, 6) in cov.native and CC(12, 0) in cov.ptx_only
 
@@ -155,7 +156,7 @@ def test_unknown_library(tmp_path):
 
 def test_cmake_defines_carry_the_toolkit_dirs(tmp_path):
     p = make_plan(cfg(archs="9.0"), toolkit13(tmp_path))
-    assert p.cmake_defines == {
+    assert cmake_defines(p, package_dir=None) == {
         "SLIMWHEEL_CUDA_ARCHITECTURES": "90",
         "SLIMWHEEL_COMPRESSION": "size",
         "SLIMWHEEL_LINK": "dynamic",
@@ -163,8 +164,8 @@ def test_cmake_defines_carry_the_toolkit_dirs(tmp_path):
         "SLIMWHEEL_CUDA_INCLUDEDIRS": str(tmp_path / "include"),
         "SLIMWHEEL_CUDA_LIBDIRS": str(tmp_path / "lib64"),
     }
-    assert "SLIMWHEEL_CUDA_LIBDIRS" not in make_plan_for_release(cfg(), V13).cmake_defines
-    script = cmake_cache_script(p.cmake_defines)
+    assert "SLIMWHEEL_CUDA_LIBDIRS" not in cmake_defines(make_plan_for_release(cfg(), V13))
+    script = cmake_cache_script(cmake_defines(p, package_dir=None))
     assert 'set(SLIMWHEEL_CUDA_ARCHITECTURES "90" CACHE STRING' in script
 
 
@@ -214,7 +215,7 @@ def test_system_folders_are_not_passed_as_toolkit_dirs(tmp_path):
         version=CudaVersion(11, 8), source="debian", supported=(CC(7, 5), CC(8, 0)),
         include_dirs=(Path("/usr/include"),), lib_dirs=(Path("/usr/lib/x86_64-linux-gnu"), tmp_path),
     )  # fmt: skip
-    d = make_plan(cfg(link="static"), tk).cmake_defines
+    d = cmake_defines(make_plan(cfg(link="static"), tk))
     assert "SLIMWHEEL_CUDA_INCLUDEDIRS" not in d
     assert d["SLIMWHEEL_CUDA_LIBDIRS"] == str(tmp_path)
     assert d["SLIMWHEEL_COMPRESSION"] == "legacy" and d["SLIMWHEEL_CUDA_MAJOR"] == "11"

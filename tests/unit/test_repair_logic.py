@@ -14,22 +14,14 @@ from packaging.requirements import Requirement
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
-from slimwheel.repair import (
-    ElfInfo,
-    add_requires_dist,
-    deepen_rpath,
-    driver_floor,
-    exclusions,
-    infer_cuda_major,
-    install_dir,
-    plan_loader,
-    policy_whitelist,
-    record_line,
-    requirement_for,
-    requirements,
-    unaccounted,
-    wanted_rpath,
-)
+from slimwheel.deps import dependency_problems, exclusions, requirement_for, requirements, system_policy
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.repair import major_for as infer_cuda_major
+from slimwheel.repair import wanted_rpath
+from slimwheel.rpath import deepen as deepen_rpath
+from slimwheel.rpath import install_dir
+from slimwheel.runtime.place import driver_floor, plan_loader
+from slimwheel.wheelfile import add_requires_dist, record_line
 from slimwheel.runtime import generate
 
 
@@ -218,17 +210,18 @@ def test_driver_floor_from_report() -> None:
 
 
 def test_policy_whitelist_and_unaccounted() -> None:
-    wl = policy_whitelist(("manylinux_2_28_x86_64",))
+    wl = system_policy(("manylinux_2_28_x86_64",)).whitelist
     assert "libc.so.6" in wl and "libstdc++.so.6" in wl and "libcudart.so.13" not in wl
-    elfs = {
-        "pkg/_ext.so": elf(
-            "pkg/_ext.so", "libc.so.6", "libcudart.so.13", "libcuda.so.1", "libfoo-ab12.so.1", "libmissing.so.3"
-        ),
-        "pkg.libs/libfoo-ab12.so.1": elf("pkg.libs/libfoo-ab12.so.1", "libm.so.6", soname="libfoo-ab12.so.1"),
-    }
-    assert unaccounted(elfs, major=13, allowed_system=wl) == ["pkg/_ext.so: libmissing.so.3"]
-    # without a CUDA major, the CUDA runtime is not accounted for
-    assert "pkg/_ext.so: libcudart.so.13" in unaccounted(elfs, major=None, allowed_system=wl)
+    elfs = [
+        elf("pkg/_ext.so", "libc.so.6", "libcudart.so.13", "libcuda.so.1", "libfoo-ab12.so.1", "libmissing.so.3"),
+        elf("pkg.libs/libfoo-ab12.so.1", "libm.so.6", soname="libfoo-ab12.so.1"),
+    ]
+    tags = ["cp311-cp311-manylinux_2_28_x86_64"]
+    v = dependency_problems(elfs, cuda_major=13, requires=["nvidia-cuda-runtime>=13.0,<14"], tags=tags)
+    assert [p.split(":")[0] for p in v.problems] == ["pkg/_ext.so needs libmissing.so.3"]
+    # without the requirement, the CUDA runtime is not accounted for
+    v = dependency_problems(elfs, cuda_major=13, requires=[], tags=tags)
+    assert any(p.startswith("pkg/_ext.so needs libcudart.so.13") for p in v.problems)
 
 
 def test_a_shimmed_extension_is_not_shimmed_again() -> None:
@@ -241,7 +234,7 @@ def test_a_shared_library_named_like_a_module_is_not_put_behind_a_shim(tmp_path)
     # Top-level _ext.so links libhelper.so through $ORIGIN; moving libhelper.so into a shim folder breaks _ext.
     from helpers.binsynth import elf as synth_elf
 
-    from slimwheel.repair import exports_symbol
+    from slimwheel.inspect.dynamic import exports_symbol
 
     (tmp_path / "_ext.so").write_bytes(synth_elf(needed=("libhelper.so", "libcudart.so.13"), symbols=("PyInit__ext",)))
     (tmp_path / "libhelper.so").write_bytes(synth_elf(soname="libhelper.so", symbols=("helper_fn",)))

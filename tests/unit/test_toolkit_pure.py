@@ -184,7 +184,7 @@ def test_an_nvcc_that_cannot_be_run_is_a_tool_error(tmp_path, monkeypatch):
     # A bin/nvcc without the execute bit gave PermissionError, i.e. "internal error", not exit 4.
     import subprocess
 
-    from slimwheel.toolkit.find import run_tool
+    from slimwheel.tools import run_tool
 
     def not_executable(*args, **kwargs):
         raise PermissionError(13, "Permission denied")

@@ -1,0 +1,427 @@
+"""Dependency rules: which CUDA major a wheel is for, what repair leaves out and requires, and the one rule that
+every library a wheel needs is accounted for. `check` judges a wheel with `dependency_problems`; `repair` judges its
+own output with the same function before writing it, so repair never emits a wheel that check fails.
+
+Requirement bounds (docs/repair.md): upper bound = next SONAME major (a new SONAME major is a new ABI). Lower bound,
+best source first: the library versions recorded at build time (`versions`, package -> version, from the toolkit's
+nvidia-* wheels); else the CUDA release given (`--cuda 13.1` -> `>=13.1`) for the libraries whose wheel versions follow
+the CUDA release (cudart, nvrtc, nvJitLink, cuBLAS); else `>=<major>.0` (`>=<SONAME major>` for cuRAND, cuFFT,
+cuSPARSE, cuSOLVER, whose versions do not follow the CUDA release).
+
+Requirements count only where pip installs them: a Requires-Dist whose marker does not hold in every environment the
+wheel installs into (Linux, its machine, its Python versions) does not provide a library; an extra never does.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import functools
+import importlib.resources
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from packaging.markers import Marker
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+from packaging.version import InvalidVersion, Version
+
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.versions import CudaVersion
+from slimwheel.errors import BadInputError
+from slimwheel.inspect.dynamic import ElfInfo, carried_names
+from slimwheel.rpath import origin_target, unsafe_entries
+
+# Components whose nvidia-* wheel version follows the CUDA release (nvidia-cublas 13.0.x ships with CUDA 13.0).
+_FOLLOWS_CUDA_RELEASE = frozenset({"cudart", "nvrtc", "nvJitLink", "cublas", "cublasLt"})
+# The dynamic loader is part of the C library; some libraries name it in DT_NEEDED (for __tls_get_addr) and every
+# system has it, though auditwheel's whitelist does not list it.
+SYSTEM_LOADERS = ("ld-linux*.so.*", "ld64.so.*", "ld-musl-*.so.1")
+# Python versions a marker is evaluated for: from the oldest slimwheel supports to a few beyond today's newest.
+_PYTHONS = tuple(f"3.{m}" for m in range(8, 16))
+
+
+# ------------------------------------------------------------------------------------------------------ CUDA major
+
+_UNIQUE = {s: lib.cuda_major for lib in cudalibs.RUNTIME_LIBS
+           if (s := lib.soname) and Counter(x.soname for x in cudalibs.RUNTIME_LIBS)[s] == 1}  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class MajorEvidence:
+    major: int | None
+    why: str
+    mixed: tuple[str, ...] = ()  # `file: soname (CUDA N)` when the wheel needs libraries of several majors
+    ambiguous: tuple[str, ...] = ()  # SONAMEs several majors share (libcurand.so.10), when nothing else decides
+
+
+def cuda_major(
+    elfs: Iterable[ElfInfo], requires: Sequence[str] = (), ptx_release: CudaVersion | None = None
+) -> MajorEvidence:
+    """The CUDA major, best evidence first: a NEEDED SONAME that exists for one major only, a `nvidia-*-cuNN`
+    requirement, the PTX ISA's release."""
+    majors: dict[int, list[str]] = {}
+    ambiguous: set[str] = set()
+    for info in elfs:
+        for soname in info.needed:
+            if soname in _UNIQUE:
+                majors.setdefault(_UNIQUE[soname], []).append(f"{info.path}: {soname}")
+            elif any(lib.soname == soname for lib in cudalibs.RUNTIME_LIBS):
+                ambiguous.add(soname)
+    mixed = tuple(f"{w} (CUDA {m})" for m, ws in sorted(majors.items()) for w in ws) if len(majors) > 1 else ()
+    if majors:
+        m = min(majors, key=lambda k: -len(majors[k]))
+        return MajorEvidence(major=m, why=majors[m][0].replace(": ", " needs ", 1), mixed=mixed)
+    for r in parse_requirements(requires)[0]:
+        if match := re.fullmatch(r"nvidia-.*-cu(\d+)", r.name.lower()):
+            return MajorEvidence(major=int(match.group(1)), why=f"Requires-Dist {r}")
+    if ptx_release is not None:
+        return MajorEvidence(major=ptx_release.major, why=f"PTX ISA of CUDA {ptx_release}")
+    return MajorEvidence(
+        major=None, why="no CUDA runtime library, nvidia-* requirement or PTX found", ambiguous=tuple(sorted(ambiguous))
+    )
+
+
+def exclusions(major: int | None) -> tuple[str, ...]:
+    """Versioned SONAMEs (an unversioned pattern would not match them) of every library the nvidia-* wheels provide,
+    plus the driver, which must never be bundled."""
+    names = [lib.soname for lib in cudalibs.libs_for(major)] if major is not None else []
+    return tuple(dict.fromkeys([*names, *cudalibs.DRIVER_SONAMES]))
+
+
+def needed_runtime_libs(elfs: Iterable[ElfInfo], major: int | None) -> list[cudalibs.RuntimeLib]:
+    if major is None:
+        return []
+    needed = {s for info in elfs for s in info.needed}
+    return [lib for lib in cudalibs.libs_for(major) if lib.soname in needed]
+
+
+def wrong_major(elfs: Iterable[ElfInfo], major: int) -> list[str]:
+    """`file: soname (CUDA N)` for each CUDA library of another major than `major` that the wheel needs."""
+    ours = {lib.soname for lib in cudalibs.libs_for(major)}
+    return [
+        f"{info.path}: {soname} (CUDA {_UNIQUE[soname]})"
+        for info in elfs
+        for soname in info.needed
+        if soname in _UNIQUE and soname not in ours
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ requirement bounds
+
+
+def _soname_major(lib: cudalibs.RuntimeLib) -> int:
+    return int(lib.soname.rsplit(".so.", 1)[1].split(".")[0])
+
+
+def requirement_for(lib: cudalibs.RuntimeLib, *, cuda: CudaVersion | None, versions: Mapping[str, str] | None) -> str:
+    """`nvidia-cublas>=13.0,<14` for one library (bounds explained in the module docstring)."""
+    soname_major = _soname_major(lib)
+    recorded = {canonicalize_name(k): v for k, v in (versions or {}).items()}.get(canonicalize_name(lib.package))
+    if recorded:
+        try:
+            v = Version(recorded)
+        except InvalidVersion:
+            raise BadInputError(f"recorded version {recorded!r} of {lib.package} is not a version") from None
+        lower = f"{v.major}.{v.minor}"
+    elif lib.component in _FOLLOWS_CUDA_RELEASE and soname_major == lib.cuda_major:
+        lower = f"{cuda.major}.{cuda.minor}" if cuda is not None and cuda.major == lib.cuda_major else f"{soname_major}.0"
+    else:
+        lower = str(soname_major)
+    text = f"{lib.package}>={lower},<{soname_major + 1}"
+    Requirement(text)  # validates
+    return text
+
+
+def requirements(
+    libs: Iterable[cudalibs.RuntimeLib], *, cuda: CudaVersion | None, versions: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """package -> requirement string, one per nvidia-* package (cublas and cublasLt share one)."""
+    out: dict[str, str] = {}
+    for lib in libs:
+        out.setdefault(lib.package, requirement_for(lib, cuda=cuda, versions=versions))
+    return out
+
+
+def admits_only_major(req: Requirement, major: int) -> bool:
+    """Does the requirement pin a package versioned by its major (nvidia-cuda-runtime 13.0.x) to `major`?"""
+    spec = req.specifier
+    if not str(spec):
+        return False
+    probes_in = [Version(f"{major}.{m}.{p}") for m in (0, 1, 5, 9) for p in (0, 99)]
+    # The requirement's own versions too: an exact pin (==13.0.96) or a narrow range admits none of the round probes.
+    probes_in += [v for v in _clause_versions(spec) if v.major == major]
+    probes_out = [Version(f"{major - 1}.9.99"), Version(f"{major + 1}.0.0")]
+    return any(spec.contains(v, prereleases=True) for v in probes_in) and not any(
+        spec.contains(v, prereleases=True) for v in probes_out
+    )
+
+
+def _clause_versions(spec: SpecifierSet) -> list[Version]:
+    out = []
+    for clause in spec:
+        try:
+            out.append(Version(clause.version.removesuffix(".*")))
+        except InvalidVersion:
+            continue
+    return out
+
+
+def satisfiable(specs: Sequence[SpecifierSet]) -> bool:
+    """Whether some version satisfies every specifier set. Decided on probes: each version a clause names, and its
+    neighbours (a bump of each release part, and the part before), which is where any non-empty intersection of
+    PEP 440 clauses has a member."""
+    joint = SpecifierSet(",".join(str(s) for s in specs if str(s)))
+    if not str(joint):
+        return True
+    probes: set[Version] = set()
+    for v in _clause_versions(joint):
+        rel = list(v.release) + [0] * (3 - len(v.release))
+        probes.add(v)
+        for i in range(len(rel)):
+            up = rel[: i + 1]
+            up[i] += 1
+            probes.add(Version(".".join(map(str, up + [0] * (len(rel) - i - 1)))))
+            if rel[i] > 0:
+                down = rel[:]
+                down[i] -= 1
+                probes.add(Version(".".join(map(str, down[: i + 1] + [99] * (len(rel) - i - 1)))))
+        probes.add(Version(".".join(map(str, rel + [1]))))
+    return any(joint.contains(p, prereleases=True) for p in probes)
+
+
+# ------------------------------------------------------------------------------------------- where the wheel installs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Installs:
+    """The environments a wheel installs into, from its tags: Linux, its machines, its Python versions."""
+
+    machines: tuple[str, ...]
+    pythons: tuple[str, ...]
+
+    @classmethod
+    def from_tags(cls, tags: Iterable[str]) -> Installs:
+        machines: list[str] = []
+        pythons: list[str] = []
+        for tag in tags:
+            parts = tag.split("-")
+            if len(parts) != 3:
+                continue
+            interp, abi, plat = parts
+            m = re.search(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$", plat)
+            machines.append(m.group(1) if m else "x86_64")
+            for one in interp.split("."):
+                if mm := re.fullmatch(r"(?:cp|pp)(\d)(\d+)", one):
+                    v = f"{mm.group(1)}.{mm.group(2)}"
+                    if abi == "abi3" or abi == "none":
+                        pythons += [p for p in _PYTHONS if Version(p) >= Version(v)]
+                    else:
+                        pythons.append(v)
+                elif one in ("py3", "cp3"):
+                    pythons += list(_PYTHONS)
+        return cls(
+            machines=tuple(dict.fromkeys(machines)) or ("x86_64",),
+            pythons=tuple(dict.fromkeys(pythons)) or _PYTHONS,
+        )
+
+    def environments(self) -> list[dict[str, str]]:
+        return [
+            {
+                "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
+                "platform_machine": machine, "python_version": py, "python_full_version": f"{py}.0",
+                "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
+            }
+            for machine in self.machines
+            for py in self.pythons
+        ]  # fmt: skip
+
+
+def _holds(marker: Marker, envs: list[dict[str, str]]) -> tuple[bool, bool]:
+    """(holds everywhere, holds somewhere)."""
+    results = [marker.evaluate(e) for e in envs]
+    return all(results), any(results)
+
+
+def parse_requirements(requires: Iterable[str]) -> tuple[list[Requirement], list[str]]:
+    out, bad = [], []
+    for r in requires:
+        try:
+            out.append(Requirement(r))
+        except InvalidRequirement:
+            bad.append(r)
+    return out, bad
+
+
+@dataclass(frozen=True, kw_only=True)
+class Requirements:
+    """The wheel's Requires-Dist as pip sees them where the wheel installs."""
+
+    always: dict[str, list[Requirement]]  # project -> requirements installed in every environment
+    conditional: dict[str, list[Requirement]]  # project -> requirements whose marker does not always hold
+    unparsable: tuple[str, ...]
+
+    @classmethod
+    def of(cls, requires: Iterable[str], installs: Installs) -> Requirements:
+        reqs, bad = parse_requirements(requires)
+        envs = installs.environments()
+        always: dict[str, list[Requirement]] = {}
+        conditional: dict[str, list[Requirement]] = {}
+        for r in reqs:
+            key = str(canonicalize_name(r.name))
+            if r.marker is not None and "extra" in str(r.marker):
+                continue  # only installed on request
+            everywhere = r.marker is None or _holds(r.marker, envs)[0]
+            (always if everywhere else conditional).setdefault(key, []).append(r)
+        return cls(always=always, conditional=conditional, unparsable=tuple(bad))
+
+    def first(self, project: str) -> Requirement | None:
+        got = self.always.get(str(canonicalize_name(project)))
+        return got[0] if got else None
+
+
+# ---------------------------------------------------------------------------------------------- manylinux allow-list
+
+
+@functools.lru_cache(maxsize=1)
+def _policies() -> tuple[dict[str, Any], ...]:
+    text = importlib.resources.files("auditwheel.policy").joinpath("manylinux-policy.json").read_text("utf-8")
+    return tuple(json.loads(text))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemPolicy:
+    name: str
+    whitelist: frozenset[str]
+    note: str | None = None
+
+
+def system_policy(platforms: Sequence[str]) -> SystemPolicy:
+    """The manylinux policy for the wheel's platform tags (auditwheel's policy data). Several manylinux tags: the
+    oldest (most restrictive) applies, because pip may install the wheel there; no manylinux tag: the newest."""
+    policies = [p for p in _policies() if p["priority"] > 0]
+    by_name: dict[str, dict[str, Any]] = {}
+    for p in policies:
+        by_name[p["name"]] = p
+        for alias in p.get("aliases", []):
+            by_name[alias] = p
+    matched = []
+    for plat in platforms:
+        m = re.fullmatch(r"(manylinux\w*?)_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)", plat)
+        if m and m.group(1) in by_name:
+            matched.append(by_name[m.group(1)])
+    if matched:
+        p = max(matched, key=lambda p: p["priority"])
+        return SystemPolicy(name=p["name"], whitelist=frozenset(p["lib_whitelist"]))
+    newest = min(policies, key=lambda p: p["priority"])
+    return SystemPolicy(
+        name=newest["name"],
+        whitelist=frozenset(newest["lib_whitelist"]),
+        note=f"no manylinux platform tag ({', '.join(platforms) or 'none'}): system libraries were checked "
+        f"against {newest['name']}'s list",
+    )
+
+
+# ------------------------------------------------------------------------------------------- every library accounted
+
+
+@dataclass(frozen=True, kw_only=True)
+class DependencyVerdict:
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+
+
+def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirement] | None:
+    """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
+    of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32).
+
+    The folder is computed from where the ELF installs (`faiss/_swigfaiss.so` + `$ORIGIN/../x/lib` -> `x/lib`); its
+    first component, normalized as PEP 503 normalizes project names, must equal a required project's name. It cannot
+    see projects whose import folder has another name (PyQt5-Qt5 installs PyQt5/Qt5): the wheel alone does not tell
+    which folders those install, and guessing by prefix would accept torchvision's RPATH into torch/ without a torch
+    requirement."""
+    for entry in info.search_path:
+        target = origin_target(entry, info.path) if entry else None
+        if target is None or target == ".":
+            continue
+        req = reqs.first(target.split("/")[0])
+        if req is not None:
+            return entry, req
+    return None
+
+
+def _cuda_library_problem(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> str | None:
+    wanted = []
+    for lib in cands:
+        wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
+        req = reqs.first(lib.package)
+        if req is None:
+            continue
+        # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
+        # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
+        version_major = _soname_major(lib)
+        if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, version_major):
+            return None
+        return (f"{info.path} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
+                f"{lib.package} to {version_major}.*: pip may install another CUDA major")  # fmt: skip
+    cond = [r for lib in cands for r in reqs.conditional.get(str(canonicalize_name(lib.package)), [])]
+    if cond:
+        return (f"{info.path} needs {needed}: Requires-Dist '{cond[0]}' holds only under its marker, not everywhere "
+                "the wheel installs (Linux, its Python versions), so pip may install the wheel without it")  # fmt: skip
+    return f"{info.path} needs {needed}: not in the wheel and no Requires-Dist on {' or '.join(wanted)}"
+
+
+def dependency_problems(
+    elfs: Sequence[ElfInfo],
+    *,
+    cuda_major: int | None,
+    requires: Sequence[str],
+    tags: Sequence[str],
+    files: Iterable[str] = (),
+) -> DependencyVerdict:
+    """Every NEEDED library of every ELF must be in the wheel, a CUDA library whose nvidia-* wheel is required (pinned
+    to its major) wherever the wheel installs, found through RPATH in a required project's folder, the driver, the
+    system's dynamic loader, or on the manylinux allow-list; search paths must stay inside site-packages; the
+    requirements must be installable (no contradictory pair). `files`: every file of the wheel (a NEEDED name that is a
+    file's name is carried by the wheel)."""
+    problems: list[str] = []
+    notes: list[str] = []
+    platforms = tuple(dict.fromkeys(t.split("-", 2)[2] for t in tags if t.count("-") >= 2))
+    policy = system_policy(platforms)
+    if policy.note:
+        notes.append(policy.note)
+    reqs = Requirements.of(requires, Installs.from_tags(tags))
+    notes += [f"Requires-Dist {r!r} cannot be parsed" for r in reqs.unparsable]
+    for project, rs in reqs.always.items():
+        if len(rs) > 1 and not satisfiable([r.specifier for r in rs]):
+            problems.append(f"Requires-Dist on {project} contradict each other ({'; '.join(map(str, rs))}): "
+                            "pip can install no version of it, so it cannot install the wheel")  # fmt: skip
+    inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
+    for info in elfs:
+        for bad in unsafe_entries(info.search_path, info.path):
+            problems.append(f"{info.path}: RPATH/RUNPATH entry {bad.entry!r} is unsafe: {bad.why}")
+        for needed in info.needed:
+            if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:
+                continue
+            if any(fnmatch.fnmatchcase(needed, pat) for pat in SYSTEM_LOADERS):
+                continue
+            cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == needed]
+            if cuda_major is not None:
+                cands = [lib for lib in cands if lib.cuda_major == cuda_major] or cands
+            if cands:
+                if problem := _cuda_library_problem(info, needed, cands, reqs):
+                    problems.append(problem)
+                continue
+            if provided := _external_provider(info, reqs):
+                notes.append(f"{info.path} needs {needed}: found through RPATH {provided[0]}, a folder of "
+                             f"Requires-Dist {provided[1]}")  # fmt: skip
+                continue
+            problems.append(
+                f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
+                f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
+            )
+    return DependencyVerdict(problems=tuple(problems), notes=tuple(notes))

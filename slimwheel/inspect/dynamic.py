@@ -1,0 +1,126 @@
+"""The dynamic-linking facts of an ELF file (SONAME, NEEDED, RPATH, RUNPATH, exported symbols) as dependency rules
+need them, from a file on disk (repair's unpacked wheel) or from an `ElfReport` of `inspect.elf` (a wheel read in
+memory): one record type, so the rules in `slimwheel.deps` judge both the same way.
+
+Reading from a file goes through pyelftools with seeks: only the headers and the dynamic section are read, so a 2 GB
+library costs no memory.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from elftools.common.exceptions import ELFError
+from elftools.construct import ConstructError
+from elftools.elf.dynamic import DynamicSection
+from elftools.elf.elffile import ELFFile
+
+from slimwheel.errors import BadInputError
+from slimwheel.rpath import split_search_path
+
+if TYPE_CHECKING:
+    from slimwheel.inspect.elf import ElfReport
+
+# pyelftools signals malformed input with many exception types; all mean the same to a user.
+_MALFORMED = (ELFError, ConstructError, ValueError, KeyError, IndexError, UnicodeDecodeError, AttributeError,
+              TypeError, AssertionError, OverflowError)  # fmt: skip
+
+
+@dataclass(frozen=True, kw_only=True)
+class ElfInfo:
+    """The dynamic section facts of one ELF file in a wheel. Search paths keep empty entries: the loader reads an
+    empty entry as the current directory, and `slimwheel.rpath.unsafe_entries` must see it."""
+
+    path: str  # posix path inside the wheel
+    soname: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+
+    @property
+    def search_path(self) -> tuple[str, ...]:
+        """The loader ignores DT_RPATH when DT_RUNPATH exists."""
+        return self.runpath or self.rpath
+
+    @classmethod
+    def from_report(cls, elf: ElfReport) -> ElfInfo:
+        return cls(
+            path=elf.name,
+            soname=elf.soname,
+            needed=elf.needed,
+            rpath=split_search_path(elf.rpath),
+            runpath=split_search_path(elf.runpath),
+        )
+
+
+def carried_names(elfs: Iterable[ElfInfo]) -> set[str]:
+    """The names a DT_NEEDED entry can find inside the wheel itself: every ELF's SONAME and file name."""
+    out: set[str] = set()
+    for i in elfs:
+        out.add(posixpath.basename(i.path))
+        if i.soname:
+            out.add(i.soname)
+    return out
+
+
+def read_dynamic(path: Path, name: str) -> ElfInfo | None:
+    """The facts of the ELF file at `path` (`name`: its path in the wheel, for messages and the record), or None for
+    a file that is not ELF. A static ELF (no dynamic section) has no facts to judge but is still an ELF file."""
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return None
+            f.seek(0)
+            soname: str | None = None
+            needed: list[str] = []
+            rpath: tuple[str, ...] = ()
+            runpath: tuple[str, ...] = ()
+            for section in ELFFile(f).iter_sections():
+                if not isinstance(section, DynamicSection):
+                    continue
+                for tag in section.iter_tags():
+                    t = tag.entry.d_tag
+                    if t == "DT_NEEDED":
+                        needed.append(tag.needed)
+                    elif t == "DT_SONAME":
+                        soname = tag.soname
+                    elif t == "DT_RPATH":
+                        rpath += split_search_path(tag.rpath)
+                    elif t == "DT_RUNPATH":
+                        runpath += split_search_path(tag.runpath)
+    except OSError as e:
+        raise BadInputError(f"{name}: cannot read: {e.strerror or e}") from None
+    except _MALFORMED as e:
+        raise BadInputError(f"{name}: malformed or truncated ELF file ({type(e).__name__}: {e})") from None
+    return ElfInfo(path=name, soname=soname, needed=tuple(needed), rpath=rpath, runpath=runpath)
+
+
+def exports_symbol(path: Path, symbol: str, *, name: str | None = None) -> bool:
+    """Whether an ELF file defines `symbol` in its dynamic symbol table (an extension module defines
+    PyInit_<module>)."""
+    try:
+        with path.open("rb") as f:
+            dynsym = ELFFile(f).get_section_by_name(".dynsym")
+            if dynsym is None:
+                return False
+            return any(s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in dynsym.iter_symbols())
+    except OSError as e:
+        raise BadInputError(f"{name or path.name}: cannot read: {e.strerror or e}") from None
+    except _MALFORMED as e:
+        raise BadInputError(f"{name or path.name}: cannot read ELF symbols ({type(e).__name__}: {e})") from None
+
+
+def scan_elfs(root: Path) -> dict[str, ElfInfo]:
+    """Every ELF file under root (an unpacked wheel), by its posix path relative to root."""
+    out: dict[str, ElfInfo] = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            rel = p.relative_to(root).as_posix()
+            info = read_dynamic(p, rel)
+            if info is not None:
+                out[rel] = info
+    return out

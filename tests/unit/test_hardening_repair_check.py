@@ -1,0 +1,257 @@
+"""Issue 12, the items that live in repair and check: hostile wheels built here, each refused or failed as documented
+in docs/security.md (items 5, 6, 7, 8, 10, and RECORD verification)."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers.binsynth import elf
+from helpers.wheelmaker import make_wheel
+
+from slimwheel.check import check_wheel, make_policy
+from slimwheel.cli import main
+from slimwheel.deps import dependency_problems, satisfiable
+from slimwheel.errors import BadInputError, ExitCode
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.report import inspect_wheel
+from slimwheel.repair import repair_wheel, wanted_rpath
+from slimwheel.wheelfile import archive_record_problems
+
+from packaging.specifiers import SpecifierSet
+
+TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
+CU13 = "nvidia-cuda-runtime>=13.0,<14"
+
+
+def so(**kw: object) -> bytes:
+    return elf(needed=kw.pop("needed", ("libcudart.so.13", "libc.so.6")), **kw)  # type: ignore[arg-type]
+
+
+def verdict_of(path: Path):  # type: ignore[no-untyped-def]
+    r = inspect_wheel(path)
+    return check_wheel(r, make_policy(r, require_arch="none"), record_problems=archive_record_problems(path))
+
+
+def messages(path: Path) -> list[str]:
+    return [f.message for f in verdict_of(path).failures]
+
+
+# ------------------------------------------------------------------------------------------------ 5: search paths
+
+
+@pytest.mark.parametrize(
+    ("rpath", "why"),
+    [
+        (".", "relative path"),
+        ("lib", "relative path"),
+        ("/tmp/evil", "absolute path"),
+        ("$ORIGIN/../../..", "leaves site-packages"),
+        ("$ORIGIN/../nvidia/cu13/lib::", "empty entry"),
+    ],
+)
+def test_check_fails_unsafe_search_path_entries(tmp_path: Path, rpath: str, why: str) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so(runpath=rpath)}, requires=[CU13])
+    v = verdict_of(w)
+    assert not v.ok and all(f.exit_code is ExitCode.INCONSISTENT_DEPENDENCIES for f in v.failures)
+    assert any("unsafe" in m and why in m for m in messages(w)), messages(w)
+
+
+def test_safe_search_paths_pass(tmp_path: Path) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so(runpath="$ORIGIN:$ORIGIN/../nvidia/cu13/lib")},
+                   requires=[CU13])  # fmt: skip
+    assert verdict_of(w).ok, messages(w)
+
+
+def test_repair_drops_unsafe_entries_and_keeps_the_rest() -> None:
+    info = ElfInfo(path="pkg/_x.so", soname=None, needed=("libc.so.6",), rpath=(),
+                   runpath=(".", "$ORIGIN/../pkg.libs", "", "/tmp/x", "$ORIGIN/../../../.."))  # fmt: skip
+    assert wanted_rpath(info, None, []) == ("$ORIGIN/../pkg.libs",)
+    clean = ElfInfo(path="pkg/_x.so", soname=None, needed=(), rpath=(), runpath=("$ORIGIN/../pkg.libs",))
+    assert wanted_rpath(clean, None, []) is None
+
+
+# ----------------------------------------------------------------------------------- 6: requirements pip installs
+
+
+@pytest.mark.parametrize(
+    "marker",
+    ['python_version < "3"', 'sys_platform == "win32"', 'platform_machine == "aarch64"', 'python_version >= "3.12"'],
+)
+def test_cuda_requirement_under_a_marker_that_does_not_always_hold_fails(tmp_path: Path, marker: str) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[f"{CU13}; {marker}"],
+                   tag="cp310-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    assert any("only under its marker" in m for m in messages(w)), messages(w)
+
+
+def test_cuda_requirement_under_a_marker_that_always_holds_passes(tmp_path: Path) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()},
+                   requires=[f'{CU13}; sys_platform == "linux" and python_version >= "3.10"'],
+                   tag="cp310-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    assert verdict_of(w).ok, messages(w)
+
+
+def test_contradictory_requirements_fail(tmp_path: Path) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so(needed=("libcublas.so.13",))},
+                   requires=["nvidia-cublas<13", "nvidia-cublas==13.*"])  # fmt: skip
+    assert any("contradict" in m for m in messages(w)), messages(w)
+
+
+@pytest.mark.parametrize(
+    ("specs", "ok"),
+    [
+        ((">=13.0", "<14"), True),
+        (("<13", "==13.*"), False),
+        (("==13.0.96", ">=13.0,<13.1"), True),
+        (("==13.0.96", "!=13.0.96"), False),
+        ((">13.2", "<13.3"), True),  # 13.2.1 and more
+        ((">=2", "<1"), False),
+        (("~=13.1", "<13.1"), False),
+    ],
+)
+def test_satisfiable(specs: tuple[str, ...], ok: bool) -> None:
+    assert satisfiable([SpecifierSet(s) for s in specs]) is ok
+
+
+def test_duplicate_member_names_are_refused_everywhere(tmp_path: Path) -> None:
+    good = so()
+    evil = elf(needed=("libevil.so.1",))
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": good}, requires=[CU13])
+    with zipfile.ZipFile(w, "a") as z, pytest.warns(UserWarning):
+        z.writestr("pkg/_ext.abi3.so", evil)
+    assert main(["check", str(w)]) == ExitCode.BAD_INPUT
+    with pytest.raises(BadInputError, match="twice"):
+        repair_wheel(w, tmp_path / "out")
+
+
+def _rewrite_record(w: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    with zipfile.ZipFile(w) as z:
+        items = [(zi, z.read(zi)) for zi in z.infolist()]
+    with zipfile.ZipFile(w, "w") as z:
+        for zi, data in items:
+            z.writestr(zi, edit(data.decode()).encode() if zi.filename.endswith("/RECORD") else data)
+
+
+@pytest.mark.parametrize(
+    ("edit", "problem"),
+    [
+        (lambda r: r.replace("sha256=", "sha256=AAAA", 1), "wrong hash"),
+        (lambda r: "\n".join(line for line in r.splitlines() if not line.startswith("pkg/")) + "\n", "not in"),
+        (lambda r: r + "pkg/ghost.py,sha256=abc,3\n", "not in the wheel"),
+        (lambda r: r.replace(",", ",", 1).replace(f",{len(so())}\n", ",1\n", 1), "wrong size"),
+    ],
+)
+def test_record_is_verified(tmp_path: Path, edit, problem: str) -> None:  # type: ignore[no-untyped-def]
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[CU13])
+    assert verdict_of(w).ok
+    _rewrite_record(w, edit)
+    v = verdict_of(w)
+    assert [f.exit_code for f in v.failures] == [ExitCode.BAD_RECORD] and problem in v.failures[0].message
+    assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.BAD_RECORD
+    with pytest.raises(BadInputError, match="RECORD does not match") as e:
+        repair_wheel(w, tmp_path / "out")
+    assert "--rewrite-record" in str(e.value)
+
+
+# --------------------------------------------------------------------------- 7 and 8: one rule for check and repair
+
+
+def test_a_maintainers_requirement_of_another_major_fails_the_rule() -> None:
+    # What repair's own final judgement sees when the wheel keeps `nvidia-cublas<13` for libcublas.so.13.
+    elfs = [ElfInfo(path="p/_x.so", soname=None, needed=("libcublas.so.13",), rpath=(), runpath=())]
+    v = dependency_problems(elfs, cuda_major=13, requires=["nvidia-cublas<13"], tags=TAGS)
+    assert v.problems and "does not pin nvidia-cublas to 13.*" in v.problems[0]
+
+
+@pytest.mark.parametrize("loader", ["ld64.so.2", "ld-musl-x86_64.so.1", "ld-linux-x86-64.so.2"])
+def test_the_system_loader_is_accounted_for(loader: str) -> None:
+    elfs = [ElfInfo(path="p/_x.so", soname=None, needed=(loader, "libc.so.6"), rpath=(), runpath=())]
+    assert dependency_problems(elfs, cuda_major=None, requires=[], tags=TAGS).problems == ()
+
+
+# ------------------------------------------------------------------------------------------- 10: repair's bad input
+
+
+def _zip(path: Path, members: list[tuple[str, bytes]]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, data in members:
+            z.writestr(name, data)
+    return path
+
+
+def _assert_refused(wheel: Path, out: Path, match: str, **kw: object) -> None:
+    with pytest.raises(BadInputError, match=match) as e:
+        repair_wheel(wheel, out, **kw)  # type: ignore[arg-type]
+    assert str(wheel.name) in str(e.value) or kw.get("plat") in str(e.value)
+    assert "slimwheel-repair-" not in str(e.value)  # never a temporary file's name
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_repair_refuses_a_file_folder_clash(tmp_path: Path) -> None:
+    w = _zip(tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl",
+             [("d/x", b"file"), ("d/x/y.so", so()), ("d-1.0.dist-info/METADATA", b"Name: d\nVersion: 1.0\n")])  # fmt: skip
+    _assert_refused(w, tmp_path / "out", "both a file and a folder")
+
+
+def test_repair_refuses_a_bad_crc(tmp_path: Path) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[CU13], compression=zipfile.ZIP_STORED)
+    data = bytearray(w.read_bytes())
+    at = data.find(b"\x7fELF")
+    data[at + 40] ^= 0xFF  # inside the stored member: its CRC no longer matches
+    w.write_bytes(bytes(data))
+    _assert_refused(w, tmp_path / "out", "corrupt")
+
+
+def test_repair_refuses_a_corrupt_elf(tmp_path: Path) -> None:
+    body = bytearray(so())
+    body[0x28:0x30] = (10**9).to_bytes(8, "little")  # e_shoff far past the end
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": bytes(body)}, requires=[CU13])
+    _assert_refused(w, tmp_path / "out", "malformed or truncated ELF")
+
+
+def test_repair_refuses_a_zip_without_dist_info(tmp_path: Path) -> None:
+    w = _zip(tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl", [("d/_x.so", so())])
+    _assert_refused(w, tmp_path / "out", "one .dist-info folder")
+
+
+def test_repair_refuses_a_wheel_without_record(tmp_path: Path) -> None:
+    w = _zip(tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl",
+             [("d/_x.so", so()), ("d-1.0.dist-info/METADATA", b"Name: d\nVersion: 1.0\n"),
+              ("d-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\n")])  # fmt: skip
+    _assert_refused(w, tmp_path / "out", "RECORD is missing")
+
+
+def test_repair_refuses_an_unknown_platform(tmp_path: Path) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[CU13])
+    _assert_refused(w, tmp_path / "out", "not a platform tag", plat="banana")
+
+
+def test_repair_refuses_a_symlink_member(tmp_path: Path) -> None:
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[CU13])
+    with zipfile.ZipFile(w, "a") as z:
+        zi = zipfile.ZipInfo("pkg/link")
+        zi.external_attr = (0o120777) << 16
+        z.writestr(zi, "/etc/passwd")
+    _assert_refused(w, tmp_path / "out", "not a regular file")
+
+
+def test_repair_refuses_a_member_longer_than_declared(tmp_path: Path) -> None:
+    # A stored member whose header claims fewer bytes than the data that follows: read up to the claim, then refuse.
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("d/_x.so", so())
+    w = tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl"
+    w.write_bytes(buf.getvalue())
+    with zipfile.ZipFile(w) as z:
+        zi = z.getinfo("d/_x.so")
+        assert zi.file_size > 16
+    data = bytearray(w.read_bytes())
+    # central directory: uncompressed size at offset 24 of the entry; local header: at offset 22
+    cd = data.rfind(b"PK\x01\x02")
+    data[cd + 24 : cd + 28] = (16).to_bytes(4, "little")
+    data[22:26] = (16).to_bytes(4, "little")
+    w.write_bytes(bytes(data))
+    with pytest.raises(BadInputError):
+        repair_wheel(w, tmp_path / "out")
