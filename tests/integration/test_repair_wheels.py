@@ -224,3 +224,43 @@ def test_top_level_extension_gets_a_shim(tmp_path: Path, cu13_libdir: Path) -> N
     assert d["runpath"] + d["rpath"] == ["$ORIGIN/../nvidia/cu13/lib"]
     assert "topmod.py" in members and "topmod.slimwheel/_slimwheel_loader.py" in members
     assert_record_valid(members)
+
+
+def test_unsafe_runpath_entries_are_dropped_and_the_output_passes_check(tmp_path: Path, cu13_libdir: Path) -> None:
+    # Issue 12 item 5: `.`, an empty entry and an absolute build folder survived repair and passed check; after
+    # install, a libz.so.1 in the current directory ran at import.
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir], libs=["cudart"],
+                          runpath=[".", "/tmp/buildfolder", "$ORIGIN/../nvidia/cu13/lib"])  # fmt: skip
+    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.8",
+                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    assert main(["check", "--require-arch", "none", str(wheel)]) == 12
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 0 and out is not None
+    search = dynamic(read_members(out)[f"fakecuda/_ext{ext_suffix()}"])
+    entries = search["runpath"] or search["rpath"]
+    assert "." not in entries and "/tmp/buildfolder" not in entries and "$ORIGIN/../nvidia/cu13/lib" in entries
+    assert main(["check", "--require-arch", "none", str(out)]) == 0
+
+
+def test_a_requirement_of_another_major_is_refused_not_emitted(tmp_path: Path, cu13_libdir: Path) -> None:
+    # Issue 12 item 7: repair kept `nvidia-cublas<13` on a CUDA 13 wheel, exited 0, and check then failed it.
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir], libs=["cudart", "cublas"],
+                          runpath=["$ORIGIN/../nvidia/cu13/lib"])  # fmt: skip
+    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.9", requires=("nvidia-cublas<13",),
+                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 12 and out is None
+
+
+def test_a_changed_wheel_is_repaired_only_when_told(tmp_path: Path, cu13_wheel: Path) -> None:
+    changed = tmp_path / "in" / cu13_wheel.name
+    changed.parent.mkdir()
+    with zipfile.ZipFile(cu13_wheel) as src, zipfile.ZipFile(changed, "w") as dst:
+        for zi in src.infolist():
+            data = src.read(zi)
+            dst.writestr(zi, data + b"\n# changed\n" if zi.filename.endswith("__init__.py") else data)
+    rc, out = repair(changed, tmp_path / "out")
+    assert rc == 3 and out is None
+    rc, out = repair(changed, tmp_path / "out", "--rewrite-record")
+    assert rc == 0 and out is not None
+    assert_record_valid(read_members(out))
