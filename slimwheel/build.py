@@ -279,9 +279,8 @@ def build_project(
             },
             "report": report_to_json(report),
             "check": verdict_to_json(verdict),
-            "phases": dict(ph.times),
+            "phases": {**ph.times, "total": round(time.monotonic() - t_start, 2)},
         }
-        data["phases"]["total"] = round(time.monotonic() - t_start, 2)
         write_text_atomic(report_json, json.dumps(data, indent=2) + "\n")
         report_json.chmod(0o644)  # a CI artifact: mkstemp's private mode would hide it from other users
         box["detail"] = str(report_json)

@@ -31,7 +31,8 @@ class _Group(click.Group):
         if mod_name not in {m.name for m in pkgutil.iter_modules(slimwheel.commands.__path__)}:
             return None
         mod = importlib.import_module(f"slimwheel.commands.{mod_name}")
-        return mod.command
+        command: click.Command = mod.command
+        return command
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -421,7 +421,7 @@ def json_schema() -> dict[str, Any]:
         elif kind == "list":
             p["type"] = "array"
             p["items"] = {"type": "string"}
-            p["default"] = list(f.default)
+            p["default"] = list(f.default) if isinstance(f.default, tuple) else []
         elif kind == "table":
             p["type"] = "object"
             p["additionalProperties"] = {

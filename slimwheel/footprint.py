@@ -143,4 +143,5 @@ def measure(
 
 
 def footprint_to_json(report: FootprintReport) -> dict[str, object]:
-    return json.loads(json.dumps({"schema": 1, "units": "bytes, seconds", **asdict(report)}))
+    data: dict[str, object] = json.loads(json.dumps({"schema": 1, "units": "bytes, seconds", **asdict(report)}))
+    return data

@@ -67,6 +67,7 @@ class _Reporter:
 @click.pass_context
 def command(
     ctx: click.Context,
+    /,
     project_dir: Path | None,
     out_dir: Path,
     dry_run: bool,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 from pathlib import Path
 
 import click
@@ -72,7 +73,7 @@ def command(project_dir: Path | None, cuda: str | None, print_config: bool, fmt:
     click.echo(f"wheels in {output_dir}")
 
 
-def _show(table: dict, inv: container.Invocation, fmt: str) -> None:
+def _show(table: dict[str, Any], inv: container.Invocation, fmt: str) -> None:
     if fmt == "json":
         click.echo(json.dumps({"schema": 1, "cibuildwheel": table, "env": inv.env, "argv": list(inv.argv)}, indent=2))
         return

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 from pathlib import Path
 
 import click
@@ -37,7 +38,7 @@ def command(cuda: str, root: Path | None, fmt: str) -> None:
     render_table(info, Console())
 
 
-def render_table(info: dict, console: Console) -> None:
+def render_table(info: dict[str, Any], console: Console) -> None:
     t = Table(title=f"CUDA toolkit {info['version']}", show_header=False, title_justify="left")
     t.add_column(style="bold")
     t.add_column(overflow="fold")

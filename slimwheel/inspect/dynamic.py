@@ -18,6 +18,7 @@ from elftools.common.exceptions import ELFError
 from elftools.construct import ConstructError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 
 from slimwheel.errors import BadInputError
 from slimwheel.rpath import split_search_path
@@ -84,14 +85,15 @@ def read_dynamic(path: Path, name: str) -> ElfInfo | None:
                     continue
                 for tag in section.iter_tags():
                     t = tag.entry.d_tag
+                    # pyelftools sets the resolved string as an attribute named after the tag
                     if t == "DT_NEEDED":
-                        needed.append(tag.needed)
+                        needed.append(str(getattr(tag, "needed")))
                     elif t == "DT_SONAME":
-                        soname = tag.soname
+                        soname = str(getattr(tag, "soname"))
                     elif t == "DT_RPATH":
-                        rpath += split_search_path(tag.rpath)
+                        rpath += split_search_path(str(getattr(tag, "rpath")))
                     elif t == "DT_RUNPATH":
-                        runpath += split_search_path(tag.runpath)
+                        runpath += split_search_path(str(getattr(tag, "runpath")))
     except OSError as e:
         raise BadInputError(f"{name}: cannot read: {e.strerror or e}") from None
     except _MALFORMED as e:
@@ -105,7 +107,7 @@ def exports_symbol(path: Path, symbol: str, *, name: str | None = None) -> bool:
     try:
         with path.open("rb") as f:
             dynsym = ELFFile(f).get_section_by_name(".dynsym")
-            if dynsym is None:
+            if not isinstance(dynsym, SymbolTableSection):
                 return False
             return any(s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in dynsym.iter_symbols())
     except OSError as e:

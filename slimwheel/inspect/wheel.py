@@ -110,7 +110,7 @@ class WheelArchive:
         if len(head) < _LOCAL.size or _LOCAL.unpack(head)[0] != _LOCAL_MAGIC:
             raise BadInputError(f"{self.path}: {m.name}: local file header missing (truncated or corrupt zip)")
         name_len, extra_len = _LOCAL.unpack(head)[9:11]
-        return m.header_offset + _LOCAL.size + name_len + extra_len
+        return int(m.header_offset + _LOCAL.size + name_len + extra_len)
 
     def read(self, m: Member) -> bytes:
         """The member's bytes, CRC-checked."""

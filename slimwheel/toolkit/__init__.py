@@ -61,7 +61,8 @@ def _call_area(module: str, func: str, version: CudaVersion, *args: object) -> T
     except (ImportError, AttributeError) as e:
         raise ToolError(f"no CUDA {version} toolkit: {why}, and {module}.{func} is not available ({e})") from None
     try:
-        return fn(*args)
+        tk: Toolkit = fn(*args)
+        return tk
     except BadInputError as e:
         raise BadInputError(f"no CUDA {version} toolkit on this machine, and {why}: {e.message}",
                             hint=e.hint or hint) from None  # fmt: skip

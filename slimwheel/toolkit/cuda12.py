@@ -577,7 +577,7 @@ def _needed_and_fatbin(path: Path) -> tuple[tuple[str, ...], int]:
             needed: list[str] = []
             for sec in elf.iter_sections():
                 if isinstance(sec, DynamicSection):
-                    needed += [t.needed for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+                    needed += [str(getattr(t, "needed")) for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
             fat = elf.get_section_by_name(".nv_fatbin")
             return tuple(needed), (fat.data_size if fat is not None else 0)
     except ELFError as e:

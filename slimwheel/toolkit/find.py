@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 from slimwheel.cuda.arch import CC
@@ -233,7 +234,9 @@ def check_build(tk: Toolkit) -> dict[str, Any]:
 def _needed(path: Path) -> tuple[str, ...]:
     with open(path, "rb") as fh:
         dyn = ELFFile(fh).get_section_by_name(".dynamic")
-        return tuple(t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED") if dyn else ()
+        if not isinstance(dyn, DynamicSection):
+            return ()
+        return tuple(str(getattr(t, "needed")) for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED")
 
 
 def _stamp_path(cache: Path, nvcc: Path) -> Path:

@@ -81,7 +81,7 @@ def read_manifest(prefix: Path) -> dict[str, Any] | None:
         return None
     if not (prefix / "bin" / "nvcc").exists():
         return None
-    return data
+    return dict(data)
 
 
 def _rel_symlink(target: Path, link: Path) -> None:

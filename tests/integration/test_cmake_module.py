@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
-from slimwheel.cmake import tables
+from devtools import cmake_tables as tables
 from slimwheel.inspect.report import inspect_binary
 
 pytestmark = pytest.mark.integration

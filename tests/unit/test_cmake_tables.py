@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from slimwheel.cmake import tables
+from devtools import cmake_tables as tables
 from slimwheel.cuda.libs import libs_for
 
 
@@ -14,7 +14,7 @@ def _cmake_sets(text: str) -> dict[str, str]:
 
 def test_committed_file_matches_the_python_tables() -> None:
     committed = tables.TABLES_FILE.read_text(encoding="utf-8")
-    assert committed == tables.render(), "stale: run `python -m slimwheel.cmake.tables` and commit the result"
+    assert committed == tables.render(), "stale: run `python -m devtools.cmake_tables` and commit the result"
 
 
 def test_every_runtime_library_has_soname_and_folder() -> None:

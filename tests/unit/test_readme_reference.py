@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from slimwheel import docgen
+from devtools import docgen
 
 
 def test_readme_generated_parts_are_current(repo_root) -> None:
     text = (repo_root / "README.md").read_text(encoding="utf-8")
-    assert docgen.render(text) == text, "README.md is stale: run `python -m slimwheel.docgen`"
+    assert docgen.render(text) == text, "README.md is stale: run `python -m devtools.docgen`"
 
 
 def test_every_command_and_config_key_is_documented(repo_root) -> None:

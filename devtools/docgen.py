@@ -1,6 +1,6 @@
 """The README's generated parts: the CLI reference and the configuration table.
 
-`python -m slimwheel.docgen` rewrites them in README.md between their markers; a unit test fails when they drift.
+`python -m devtools.docgen` (from the repository root) rewrites them in README.md between their markers; a unit test fails when they drift.
 """
 
 from __future__ import annotations
