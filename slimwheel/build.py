@@ -12,8 +12,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,6 +30,7 @@ from slimwheel.fsutil import cache_dir, write_text_atomic
 from slimwheel.plan import BuildPlan, cmake_defines, plan_to_json
 from slimwheel.toolkit import toolkit_to_json
 from slimwheel.toolkit.model import Toolkit
+from slimwheel.tools import run_tool_status
 
 if TYPE_CHECKING:  # the repair and inspect areas are imported when a build runs, not when slimwheel starts
     from slimwheel.check import Verdict
@@ -183,12 +182,9 @@ def prepare(
 def _run_build(setup: BuildSetup, log_path: Path) -> None:
     env = dict(os.environ)
     env.update(setup.env)
-    log.debug("$ %s", shlex.join(setup.command))  # -v shows external commands; the report keeps it too
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w", encoding="utf-8") as fh:
-        fh.write(f"$ {shlex.join(setup.command)}\n")
-        fh.flush()
-        proc = subprocess.run(setup.command, stdout=fh, stderr=subprocess.STDOUT, env=env, check=False)
+    # -v shows the command (tools logs it); the report keeps it too. A day: a faiss build on 2 cores takes hours.
+    proc = run_tool_status(setup.command, what=f"building {setup.project_dir}", env=env, log_to=log_path,
+                           timeout=24 * 3600)  # fmt: skip
     if proc.returncode != 0:
         tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
         raise ToolError(

@@ -14,12 +14,12 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from slimwheel.errors import BadInputError, ToolError
+from slimwheel.tools import run_tool_status
 
 log = logging.getLogger("slimwheel.footprint")
 
@@ -109,13 +109,9 @@ def _child(target: str, call: str | None, device: int, mode: str, bare: bool, py
         pkg_root = str(Path(slimwheel.__file__).resolve().parent.parent)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH", "")) if p)
     cmd = [python, "-c", _CHILD, target, call or "", str(device), "1" if bare else "0"]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False, timeout=600)
-    except subprocess.TimeoutExpired:
-        raise ToolError(f"footprint child ({mode}, {'bare' if bare else target}) ran over 600 s") from None
-    except OSError as e:
-        raise ToolError(f"cannot run {python}: {e.strerror}") from None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    what = f"footprint child ({mode}, {'bare' if bare else target})"
+    proc = run_tool_status(cmd, what=what, env=env, timeout=600, separate_stderr=True)
+    lines = [ln for ln in proc.output.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise ToolError(f"footprint child ({mode}, {'bare' if bare else target}) failed (exit {proc.returncode}):\n"
                         + "\n".join(proc.stderr.strip().splitlines()[-10:]))  # fmt: skip

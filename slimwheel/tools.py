@@ -24,7 +24,8 @@ log = logging.getLogger("slimwheel.tools")
 @dataclass(frozen=True, kw_only=True)
 class ToolRun:
     returncode: int
-    output: str  # stdout and stderr together
+    output: str  # stdout, and stderr with it unless asked for apart; empty when it went to a log file
+    stderr: str = ""  # with separate_stderr
 
 
 def run_tool(
@@ -48,14 +49,25 @@ def run_tool_status(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     check: bool = False,
+    separate_stderr: bool = False,
+    log_to: Path | None = None,
 ) -> ToolRun:
-    """As run_tool, returning the exit status too (callers that read a failing tool's output)."""
+    """As run_tool, returning the exit status too (callers that read a failing tool's output). `log_to`: stream
+    stdout and stderr into that file (after a `$ command` line) instead of memory: a long build's output."""
     cmd = list(cmd)
     log.debug("$ %s", shlex.join(cmd))
     try:
+        if log_to is not None:
+            log_to.parent.mkdir(parents=True, exist_ok=True)
+            with open(log_to, "w", encoding="utf-8") as fh:
+                fh.write(f"$ {shlex.join(cmd)}\n")
+                fh.flush()
+                logged = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
+                                        check=False, env=dict(env) if env is not None else None)  # fmt: skip
+            return ToolRun(returncode=logged.returncode, output="")
         proc = subprocess.run(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout, check=False,
-            env=dict(env) if env is not None else None, errors="replace",
+            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
+            text=True, timeout=timeout, check=False, env=dict(env) if env is not None else None, errors="replace",
         )  # fmt: skip
     except FileNotFoundError:
         raise ToolError(f"{what}: {cmd[0]} not found") from None
@@ -66,7 +78,7 @@ def run_tool_status(
     if check and proc.returncode != 0:
         tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
         raise ToolError(f"{what}: `{shlex.join(cmd)}` exited with status {proc.returncode}:\n{tail}")
-    return ToolRun(returncode=proc.returncode, output=proc.stdout)
+    return ToolRun(returncode=proc.returncode, output=proc.stdout, stderr=proc.stderr or "")
 
 
 def tool_env() -> dict[str, str]:

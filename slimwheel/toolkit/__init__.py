@@ -8,10 +8,9 @@ Every toolkit is checked once and the result kept in slimwheel's cache.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,40 +49,37 @@ def _source_of(root: Path) -> str:
     return "pypi" if read_manifest(root) is not None else "system"
 
 
-def _call_area(module: str, func: str, version: CudaVersion, *args: object) -> Toolkit:
-    """Call a toolkit provider of another module, imported only when asked for; every failure is one clear error."""
+def _explained(version: CudaVersion, provide: Callable[[], Toolkit]) -> Toolkit:
+    """Run a CUDA 12 or 11.8 toolkit provider; its errors (not its bugs) get why PyPI cannot serve that release and
+    what to run instead. A provider's bad-input errors stay exit 3; anything else it reports is a tool failure."""
     why = {12: "PyPI has no CUDA 12 nvcc (nvidia-cuda-nvcc-cu12 ships ptxas and nvvm only)",
            11: "CUDA 11.8 comes from Debian 12's non-free nvidia-cuda-toolkit"}[version.major]  # fmt: skip
     hint = {12: "run scripts/setup-cuda12.sh, or set CUDA_HOME to a CUDA 12 toolkit",
-            11: "run scripts/setup-cuda11.sh (Debian 12)"}[version.major]  # fmt: skip
+            11: "run scripts/setup-cuda11.sh (Debian 12), then pass --cuda 11.8"}[version.major]  # fmt: skip
     try:
-        fn = getattr(importlib.import_module(module), func)
-    except (ImportError, AttributeError) as e:
-        raise ToolError(f"no CUDA {version} toolkit: {why}, and {module}.{func} is not available ({e})") from None
-    try:
-        tk: Toolkit = fn(*args)
-        return tk
+        return provide()
     except BadInputError as e:
         raise BadInputError(f"no CUDA {version} toolkit on this machine, and {why}: {e.message}",
                             hint=e.hint or hint) from None  # fmt: skip
     except SlimwheelError as e:
         raise ToolError(f"no CUDA {version} toolkit on this machine, and {why}: {e.message}",
                         hint=e.hint or hint) from None  # fmt: skip
-    except Exception as e:  # a bug in the provider still gets one readable error, not a traceback
-        log.debug("%s.%s failed", module, func, exc_info=True)
-        raise ToolError(f"no CUDA {version} toolkit: {module}.{func} failed: {type(e).__name__}: {e}",
-                        hint=hint) from None  # fmt: skip
 
 
 def _assemble(version: CudaVersion, cache: Path) -> Toolkit:
     if version.major == 13:
         from slimwheel.toolkit.pypi13 import assemble
 
+        log.info("CUDA %s: assembling from PyPI wheels into %s", version, cache / "toolkits")
         return assemble(version, cache)
     if version.major == 12:
+        from slimwheel.toolkit.cuda12 import assemble_cuda12  # apt and dpkg: loaded only for CUDA 12
+
         log.info("CUDA %s: PyPI has no CUDA 12 nvcc; assembling it with slimwheel.toolkit.cuda12", version)
-        return _call_area("slimwheel.toolkit.cuda12", "assemble_cuda12", version, version, cache)
-    return checked(_call_area("slimwheel.toolkit.debian11", "find_cuda118", version), cache)
+        return _explained(version, lambda: assemble_cuda12(version, cache))
+    from slimwheel.toolkit.debian11 import find_cuda118
+
+    return checked(_explained(version, find_cuda118), cache)
 
 
 def ensure_toolkit(
