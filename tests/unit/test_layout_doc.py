@@ -1,0 +1,30 @@
+"""The README's Layout section and docs/architecture.md name every module of the package (issue 13: the layout the
+docs describe is the tree)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+
+def _modules(repo: Path) -> set[str]:
+    pkg = repo / "slimwheel"
+    names = {p.stem for p in pkg.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    names |= {p.name for p in pkg.iterdir() if p.is_dir() and not p.name.startswith("__")}
+    return names
+
+
+def test_readme_layout_names_every_module(repo_root: Path) -> None:
+    text = (repo_root / "README.md").read_text(encoding="utf-8")
+    layout = text[text.index("## Layout") :]
+    block = layout[layout.index("```") : layout.index("```", layout.index("```") + 3)]
+    words = set(re.findall(r"[a-z0-9_]+", block))
+    missing = sorted(m for m in _modules(repo_root) if m not in words)
+    assert not missing, f"README's Layout section does not name {missing}"
+
+
+def test_architecture_doc_has_a_line_for_every_module(repo_root: Path) -> None:
+    text = (repo_root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    rows = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
+    missing = sorted(m for m in _modules(repo_root) if not re.search(rf"`{m}(\.py`|/)", rows))
+    assert not missing, f"docs/architecture.md has no line for {missing}"
