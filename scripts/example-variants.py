@@ -76,10 +76,13 @@ def main() -> int:
     variants = json.loads(run([*CLI, "variants", str(universal_path), "-o", str(work / "variants"),
                                "--format", "json"]))  # fmt: skip
     universal = inspect_wheel(universal_path)
-    rows = [row("universal", "universal", universal, universal),
-            row("slim", "slim --archs 9.0", inspect_wheel(Path(slim["wheel"])), universal)]  # fmt: skip
+    slimmed = inspect_wheel(Path(slim["wheel"]))
+    tables = [("universal", universal), ("slim --archs 9.0", slimmed)]
+    rows = [row("universal", "universal", universal, universal), row("slim", "slim --archs 9.0", slimmed, universal)]
     for v in variants["variants"]:
-        r = row("variant", v["label"], inspect_wheel(Path(v["wheel"])), universal)
+        rep = inspect_wheel(Path(v["wheel"]))
+        tables.append((v["label"], rep))
+        r = row("variant", v["label"], rep, universal)
         r["gpus"] = v["gpus"]
         r["properties"] = v["properties"]
         rows.append(r)
@@ -99,10 +102,10 @@ def main() -> int:
     write_text_atomic(args.out, json.dumps(data, indent=2) + "\n")
     print("\n| wheel | targets | zip | installed | fatbin entries | vs universal |")
     print("| --- | --- | ---: | ---: | ---: | ---: |")
-    for r in rows:
-        print(f"| {r['label']} | {' '.join(r['targets'])} | {human(int(r['bytes']))} | "  # type: ignore[arg-type]
-              f"{human(int(r['installed_bytes']))} | {human(int(r['fatbin_entry_bytes']))} | "  # type: ignore[arg-type]
-              f"{r['vs_universal']:.2f}x |")
+    for label, rep in tables:
+        entries = sum(e.stored_size for e in rep.fatbin_entries)
+        print(f"| {label} | {' '.join(map(str, rep.targets))} | {human(rep.size)} | {human(rep.installed_size)} | "
+              f"{human(entries)} | {rep.size / universal.size:.2f}x |")
     print(f"\nwrote {args.out}")
     return 0
 

@@ -22,18 +22,21 @@ from slimwheel.variants import VariantsResult, make_variants, result_to_json
 
 def _draw(r: VariantsResult, console: Console) -> None:
     table = Table(show_edge=False, pad_edge=False)
-    for col in ("wheel", "GPUs", "targets", "nvidia :: sm_arch", "zip", "installed"):
+    for col in ("variant", "GPUs", "targets", "nvidia :: sm_arch", "zip", "installed"):
         table.add_column(col, justify="right" if col in ("zip", "installed") else "left")
     b = r.before
-    table.add_row(escape(r.universal.name) + " (universal)", "all it serves", " ".join(map(str, b.targets)), "-",
+    table.add_row("(universal)", "all it serves", " ".join(map(str, b.targets)), "-",
                   human(b.size), human(b.installed_size))  # fmt: skip
     for v in r.variants:
         table.add_row(
-            escape(v.rewritten.wheel.name), ", ".join(str(c) for c in v.family.request.ccs),
+            v.family.label, ", ".join(str(c) for c in v.family.request.ccs),
             " ".join(map(str, v.report.targets)), ", ".join(v.properties["nvidia"]["sm_arch"]),
             human(v.report.size), human(v.report.installed_size),
         )  # fmt: skip
     console.print(table)
+    console.print(f"universal: {escape(str(r.universal))}")
+    for v in r.variants:
+        console.print(f"{v.family.label}: {escape(str(v.rewritten.wheel))}")
     console.print(f"index metadata: {escape(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
     console.print("sizes: KiB/MiB = 2**10/2**20 bytes")
     render.render_verdicts([v.verdict for v in r.variants], console)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel.inspect.report import inspect_wheel
+from slimwheel.toolkit.model import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +28,7 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def universal(repo_root: Path, toolkit13, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def universal(repo_root: Path, toolkit13: Toolkit, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The example built once per session for four families: SASS 7.5, 8.0, 9.0, 12.0 + PTX 12.0."""
     out = tmp_path_factory.mktemp("knn-universal")
     proc = subprocess.run(
@@ -58,7 +59,7 @@ def _listed(cuobjdump: Path, so: Path) -> tuple[list[str], list[str]]:
     return sorted(cubins), sorted(ptxs)
 
 
-def test_cuobjdump_lists_exactly_the_kept_entries(universal: Path, toolkit13, tmp_path: Path) -> None:
+def test_cuobjdump_lists_exactly_the_kept_entries(universal: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     assert toolkit13.cuobjdump is not None, "the CUDA 13.0 toolkit from PyPI includes cuobjdump"
     orig = _so(universal, tmp_path / "orig")
     assert _listed(toolkit13.cuobjdump, orig) == (["sm_120", "sm_75", "sm_80", "sm_90"], ["sm_120"])
@@ -66,7 +67,7 @@ def test_cuobjdump_lists_exactly_the_kept_entries(universal: Path, toolkit13, tm
         ("9.0", "needed", (["sm_90"], [])),
         ("8.0-9.0", "needed", (["sm_80", "sm_90"], [])),
         ("9.0", "newest", (["sm_90"], ["sm_120"])),
-        ("10.0", "needed", ([], ["sm_120"])),  # no cubin serves 10.0: the PTX is what runs there
+        ("12.0", "needed", (["sm_120"], [])),  # the cubin serves 12.0: its PTX goes
     ):
         out = tmp_path / f"slim-{archs}-{ptx}"
         proc = subprocess.run([*CLI, "slim", str(universal), "--archs", archs, "--ptx", ptx, "-o", str(out),
@@ -81,7 +82,21 @@ def test_cuobjdump_lists_exactly_the_kept_entries(universal: Path, toolkit13, tm
         assert slimmed.stat().st_size < universal.stat().st_size
 
 
-def test_the_kept_cubin_is_byte_identical(universal: Path, toolkit13, tmp_path: Path) -> None:
+def test_a_gpu_nothing_serves_fails_the_check(universal: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
+    """10.0: no cubin (only 7.5, 8.0, 9.0, 12.0) and PTX 12.0 does not JIT for an older GPU. The wheel is written with
+    empty containers, cuobjdump reads it, and the check fails it with 11."""
+    out = tmp_path / "slim"
+    proc = subprocess.run([*CLI, "slim", str(universal), "--archs", "10.0", "-o", str(out), "--format", "json"],
+                          capture_output=True, text=True, env=_env())  # fmt: skip
+    assert proc.returncode == 11, proc.stdout + proc.stderr
+    report = json.loads(proc.stdout)
+    assert [f["kind"] for f in report["check"]["failures"]] == ["coverage"]
+    assert report["targets_after"] == []
+    assert toolkit13.cuobjdump is not None
+    assert _listed(toolkit13.cuobjdump, _so(Path(report["wheel"]), tmp_path / "so")) == ([], [])
+
+
+def test_the_kept_cubin_is_byte_identical(universal: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     out = tmp_path / "slim"
     subprocess.run([*CLI, "slim", str(universal), "--archs", "9.0", "-o", str(out)], check=True, env=_env(),
                    capture_output=True)  # fmt: skip
@@ -96,7 +111,7 @@ def test_the_kept_cubin_is_byte_identical(universal: Path, toolkit13, tmp_path: 
     assert cubins["orig"] == cubins["slim"] and len(cubins["orig"]) > 1000
 
 
-def test_variants_of_the_example(universal: Path, toolkit13, tmp_path: Path) -> None:
+def test_variants_of_the_example(universal: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     out = tmp_path / "variants"
     proc = subprocess.run([*CLI, "variants", str(universal), "-o", str(out), "--format", "json"],
                           capture_output=True, text=True, env=_env())  # fmt: skip
@@ -105,11 +120,13 @@ def test_variants_of_the_example(universal: Path, toolkit13, tmp_path: Path) -> 
     labels = {v["label"]: v for v in data["variants"]}
     assert list(labels) == ["sm7x", "sm8x", "sm9x", "sm12x"]
     assert (out / universal.name).read_bytes() == universal.read_bytes()
+    cuobjdump = toolkit13.cuobjdump
+    assert cuobjdump is not None
     for label, want in (("sm7x", (["sm_75"], [])), ("sm8x", (["sm_80"], [])), ("sm9x", (["sm_90"], [])),
                         ("sm12x", (["sm_120"], ["sm_120"]))):  # fmt: skip
         wheel = Path(labels[label]["wheel"])
         assert wheel.name.endswith(f"-{label}.whl")
-        assert _listed(toolkit13.cuobjdump, _so(wheel, tmp_path / label)) == want
+        assert _listed(cuobjdump, _so(wheel, tmp_path / label)) == want
         assert labels[label]["check"]["ok"] is True
     assert labels["sm12x"]["properties"] == {"nvidia": {"sm_arch": ["120_real", "120_virtual"]}}
 
