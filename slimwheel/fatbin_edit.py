@@ -117,7 +117,7 @@ def slim_container(buf: bytearray, fb: Fatbin, keep: tuple[bool, ...], *, where:
     spans = entry_spans(buf, fb, where=where)
     if len(keep) != len(spans):
         raise AssertionError(f"{where}: {len(keep)} decisions for {len(spans)} entries")
-    _magic, _version, header_size, fat_size = _CONTAINER.unpack_from(buf, fb.offset)
+    magic, version, header_size, fat_size = _CONTAINER.unpack_from(buf, fb.offset)
     body = fb.offset + header_size
     end = body + fat_size
     # Each kept span moves to a place at or before where it was, in order: a forward copy never overwrites bytes
@@ -132,7 +132,7 @@ def slim_container(buf: bytearray, fb: Fatbin, keep: tuple[bool, ...], *, where:
         else:
             dropped.append(Dropped(container=fb.offset, kind=span.entry.kind, arch=span.entry.arch, bytes=span.size))
     buf[w:end] = bytes(end - w)
-    _CONTAINER.pack_into(buf, fb.offset, _magic, _version, header_size, w - body)
+    _CONTAINER.pack_into(buf, fb.offset, magic, version, header_size, w - body)
     return tuple(dropped)
 
 
