@@ -157,3 +157,22 @@ def test_malformed_fatbin_is_bad_input_naming_the_file() -> None:
     broken = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90)], fat_size=4096)})
     with pytest.raises(BadInputError, match="lib.so"):
         slim_elf(broken, "lib.so", SlimRequest(ccs=(CC(9, 0),)))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cs=containers(), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6))
+def test_hostile_bytes_are_bad_input_or_a_same_size_result(cs, flips) -> None:  # type: ignore[no-untyped-def]
+    """Corrupted fatbin headers (sizes, kinds, magic): a BadInputError naming the file, never another exception,
+    and never a result of another length."""
+    data = bytearray(_so(cs))
+    fat = read_elf(bytes(data), "x").fatbins
+    lo = fat[0].offset if fat else 0
+    hi = max((fb.offset + fb.size for fb in fat), default=len(data))
+    for pos, value in flips:
+        data[lo + pos % max(hi - lo, 1)] = value
+    try:
+        out = slim_elf(bytes(data), "lib.so", SlimRequest(ccs=(CC(9, 0),)))
+    except BadInputError as e:
+        assert "lib.so" in str(e)
+    else:
+        assert len(out.data) == len(data)
