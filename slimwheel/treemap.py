@@ -72,7 +72,7 @@ def _elf_node(elf: ElfReport, installed: int) -> Node:
     sections = []
     for name, size in sorted(elf.sections.items(), key=lambda kv: -kv[1]):
         if name == host and fat:
-            sections.append(_inner(name, "section", fat, size, "headers, padding"))
+            sections.append(_inner(name, "section", fat, size, "headers, padding, zeros"))
         else:
             sections.append(Node(name=name or "(unnamed)", kind="section", size=size))
     return _inner(elf.name, "file", sections, installed, "ELF headers, gaps")
