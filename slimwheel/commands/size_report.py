@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from slimwheel import fsutil, render
+from slimwheel import fsutil, render, treemap
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_file
 
@@ -46,10 +46,11 @@ def table_text(draw, *, color: bool) -> str:  # type: ignore[no-untyped-def]
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(FORMATS),
+    type=click.Choice((*FORMATS, "html")),
     default="table",
     show_default=True,
-    help='table: for a terminal; json: versioned ({"schema": 1}), sizes in bytes; markdown: a CI job summary.',
+    help='table: for a terminal; json: versioned ({"schema": 1}), sizes in bytes; markdown: a CI job summary; '
+    "html: a self-contained treemap page (files, sections, architectures, modules; no network needed).",
 )
 @click.option(
     "-o",
@@ -71,6 +72,8 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
         text = render.render_json(reports)
     elif fmt == "markdown":
         text = render.render_markdown(reports, entries=entries)
+    elif fmt == "html":
+        text = treemap.render_html(reports)
     else:
         color = output is None and sys.stdout.isatty()
 

@@ -1,0 +1,84 @@
+"""`slimwheel slim`: drop the device code no requested GPU uses from a built wheel, without rebuilding it."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from slimwheel import check as checkmod
+from slimwheel import config as cfgmod
+from slimwheel import render
+from slimwheel.commands.size_report import emit, table_text
+from slimwheel.slim import SlimResult, result_to_json, slim
+from slimwheel.units import human
+
+
+def _draw(r: SlimResult, console: Console) -> None:
+    b, a = r.before, r.after
+    console.print(f"slimmed: {escape(str(r.rewritten.wheel))}")
+    console.print(f"  kept for: {', '.join(str(cc) for cc in r.request.ccs)}; PTX: {r.request.ptx}"
+                  + (f" + {', '.join(str(c) for c in r.request.ptx_ccs)}" if r.request.ptx_ccs else ""))  # fmt: skip
+    if r.left_out:
+        console.print(f"  left out (integrated aarch64 GPUs): {', '.join(map(str, r.left_out))}")
+    console.print(f"  targets: {' '.join(map(str, b.targets))} -> {' '.join(map(str, a.targets))}")
+    sizes = Table(show_edge=False, pad_edge=False)
+    for col in ("", "before", "after", "saved"):
+        sizes.add_column(col, justify="left" if not col else "right")
+    fat_b = sum(e.fatbin_bytes for e in b.elfs)
+    fat_a = sum(e.fatbin_bytes for e in a.elfs)
+    for label, x, y in (("wheel (zip)", b.size, a.size), ("installed", b.installed_size, a.installed_size),
+                        ("fatbin containers", fat_b, fat_a)):  # fmt: skip
+        sizes.add_row(label, human(x), human(y), f"{human(x - y)} ({100 * (x - y) / x if x else 0:.1f}%)")
+    console.print(sizes)
+    dropped = Table(title="dropped device code", show_edge=False, pad_edge=False)
+    for col in ("file", "kind", "arch", "entries", "bytes"):
+        dropped.add_column(col, justify="right" if col in ("entries", "bytes") else "left")
+    for f in r.rewritten.files:
+        for (kind, arch), (n, nbytes) in sorted(f.by_arch().items(), key=lambda kv: -kv[1][1]):
+            dropped.add_row(escape(f.name), kind, arch, str(n), human(nbytes))
+    if any(f.dropped for f in r.rewritten.files):
+        console.print(dropped)
+    else:
+        console.print("  nothing dropped: every entry serves a requested GPU")
+    console.print("sizes: KiB/MiB = 2**10/2**20 bytes; freed bytes stay in the files as zeros (installed size unchanged)")
+    render.render_verdicts([r.verdict], console)
+
+
+@click.command("slim")
+@click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--archs", required=True,
+              help="GPUs to keep code for: 9.0, 8.0-9.0, 8.0+, 8.6,9.0. Each CUDA module keeps the cubin (or PTX) "
+              "the driver would pick for each of them.")  # fmt: skip
+@click.option("--ptx", default="needed", show_default=True,
+              help="PTX to keep: needed (only where a requested GPU has no cubin), newest (each module's newest PTX "
+              "too: newer GPUs still JIT-compile it), or compute capabilities (9.0) whose PTX to keep.")  # fmt: skip
+@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
+              show_default=True, help="Folder for the slimmed wheel.")  # fmt: skip
+@click.option("--budget", default=None, help="Size budget the result is checked against (as `check --budget`).")
+@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
+@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Also write the JSON report to FILE (atomically).")  # fmt: skip
+def command(wheel: Path, archs: str, ptx: str, out_dir: Path, budget: str | None, fmt: str,
+            report: Path | None) -> None:  # fmt: skip
+    """Rewrite WHEEL's fatbins to keep only the code that serves the --archs GPUs, in place (no rebuild, no relink).
+
+    The new wheel gets a local version label (1.0+slim.sm90), keeps its tags, and is checked with the requested
+    GPUs required: exit 11 if one of them lost its code, 10 if it is over the budget. WHEEL is never changed.
+    """
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
+    result = slim(wheel, out_dir, archs=archs, ptx=ptx, budget=cfg.budget)
+    data = json.dumps(result_to_json(result), indent=2) + "\n"
+    if report is not None:
+        emit(data, report)
+    if fmt == "json":
+        emit(data, None)
+    else:
+        emit(table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
+    checkmod.raise_for([result.verdict])

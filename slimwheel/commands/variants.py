@@ -1,0 +1,61 @@
+"""`slimwheel variants`: one wheel per GPU family, labelled as PEP 825 (draft) wheel variants, plus the universal one."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from slimwheel import check as checkmod
+from slimwheel import config as cfgmod
+from slimwheel import render
+from slimwheel.commands.size_report import emit, table_text
+from slimwheel.units import human
+from slimwheel.variants import VariantsResult, make_variants, result_to_json
+
+
+def _draw(r: VariantsResult, console: Console) -> None:
+    table = Table(show_edge=False, pad_edge=False)
+    for col in ("variant", "GPUs", "targets", "nvidia :: sm_arch", "zip", "installed"):
+        table.add_column(col, justify="right" if col in ("zip", "installed") else "left")
+    b = r.before
+    table.add_row("(universal)", "all it serves", " ".join(map(str, b.targets)), "-",
+                  human(b.size), human(b.installed_size))  # fmt: skip
+    for v in r.variants:
+        table.add_row(
+            v.family.label, ", ".join(str(c) for c in v.family.request.ccs),
+            " ".join(map(str, v.report.targets)), ", ".join(v.properties["nvidia"]["sm_arch"]),
+            human(v.report.size), human(v.report.installed_size),
+        )  # fmt: skip
+    console.print(table)
+    console.print(f"universal: {escape(str(r.universal))}")
+    for v in r.variants:
+        console.print(f"{v.family.label}: {escape(str(v.rewritten.wheel))}")
+    console.print(f"index metadata: {escape(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
+    console.print("sizes: KiB/MiB = 2**10/2**20 bytes")
+    render.render_verdicts([v.verdict for v in r.variants], console)
+
+
+@click.command("variants")
+@click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
+              show_default=True, help="Folder for the variant wheels, the universal wheel and the index JSON.")
+@click.option("--budget", default=None, help="Size budget each variant is checked against (as `check --budget`).")
+@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
+def command(wheel: Path, out_dir: Path, budget: str | None, fmt: str) -> None:
+    """Split WHEEL into one variant wheel per GPU family of its SASS (7.5, 8.x, 9.0, 10.x, 12.x ...), each with only
+    that family's code (the newest family keeps the newest PTX), labelled `-sm<major>x` with a variant.json under the
+    `nvidia :: sm_arch` property; WHEEL itself is copied beside them as the universal fallback."""
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
+    result = make_variants(wheel, out_dir, budget=cfg.budget)
+    if fmt == "json":
+        emit(json.dumps(result_to_json(result), indent=2) + "\n", None)
+    else:
+        emit(table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
+    checkmod.raise_for([v.verdict for v in result.variants])

@@ -1,0 +1,193 @@
+"""`slimwheel slim` and `slimwheel variants` on synthesized wheels: names, metadata, RECORD, the input untouched,
+the check, the PEP 825 variant metadata, and bad input as one clear error."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import hashlib
+import io
+import json
+import random
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
+from helpers.wheelmaker import make_wheel
+
+from slimwheel.cli import main
+from slimwheel.cuda.arch import CC
+from slimwheel.errors import BadInputError
+from slimwheel.inspect.report import inspect_wheel
+from slimwheel.slim import local_version, parse_ptx, slim
+from slimwheel.variants import families, make_variants
+
+TAG = "cp312-abi3-manylinux_2_28_x86_64"
+
+
+def _payload(seed: int, n: int) -> bytes:
+    rng = random.Random(seed)
+    return bytes(rng.randrange(1, 256) for _ in range(n))
+
+
+def _module(seed: int, sass: tuple[int, ...], ptx: int | None) -> bytes:
+    entries = [fatbin_entry(sm=sm, payload=_payload(seed + sm, 512)) for sm in sass]
+    if ptx is not None:
+        entries.append(fatbin_entry(kind="ptx", sm=ptx, payload=_payload(seed + 1000 + ptx, 768), ptx_isa=(9, 0)))
+    return pad8(fatbin(entries))
+
+
+def _lib(seed: int = 0) -> bytes:
+    fat = _module(seed, (75, 80, 90, 100, 120), 120) + _module(seed + 7, (75, 80, 90, 100, 120), 120)
+    return elf(sections={".text": b"\xc3" * 256, ".nv_fatbin": fat},
+               needed=("libcudart.so.13", "libc.so.6"), soname="_ext.abi3.so")  # fmt: skip
+
+
+def _wheel(tmp_path: Path, *, version: str = "1.2.0", lib: bytes | None = None) -> Path:
+    return make_wheel(
+        tmp_path / "in", name="pkg", version=version, tag=TAG,
+        files={"pkg/_ext.abi3.so": lib if lib is not None else _lib(), "pkg/__init__.py": b"from ._ext import *\n"},
+        requires=("nvidia-cuda-runtime>=13.0,<14",),
+    )  # fmt: skip
+
+
+def _record_ok(path: Path) -> list[str]:
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        (record,) = [n for n in names if n.endswith(".dist-info/RECORD")]
+        rows = list(csv.reader(io.StringIO(zf.read(record).decode())))
+        listed = {r[0] for r in rows}
+        assert listed == set(names)
+        for name, digest, size in rows:
+            if name == record:
+                continue
+            data = zf.read(name)
+            want = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            assert digest == f"sha256={want}" and int(size) == len(data), name
+    return names
+
+
+def test_slim_to_one_gpu(tmp_path: Path) -> None:
+    src = _wheel(tmp_path)
+    before_bytes = src.read_bytes()
+    r = slim(src, tmp_path / "out", archs="9.0")
+    assert src.read_bytes() == before_bytes  # the input is only read
+    assert r.rewritten.wheel.name == f"pkg-1.2.0+slim.sm90-{TAG}.whl"
+    names = _record_ok(r.rewritten.wheel)
+    assert "pkg-1.2.0+slim.sm90.dist-info/METADATA" in names
+    with zipfile.ZipFile(r.rewritten.wheel) as zf:
+        meta = zf.read("pkg-1.2.0+slim.sm90.dist-info/METADATA").decode()
+        wheel_file = zf.read("pkg-1.2.0+slim.sm90.dist-info/WHEEL").decode()
+    assert "\nVersion: 1.2.0+slim.sm90\n" in meta and "Requires-Dist: nvidia-cuda-runtime>=13.0,<14" in meta
+    assert f"Tag: {TAG}" in wheel_file
+    after = inspect_wheel(r.rewritten.wheel)
+    assert after.version == "1.2.0+slim.sm90"
+    assert [str(t) for t in after.targets] == ["sm_90"]
+    assert r.verdict.ok, r.verdict.failures
+    (f,) = r.rewritten.files
+    # two modules, each losing sass 75/80/100/120 (64 + 512 bytes) and ptx 120 (64 + 768)
+    assert f.by_arch() == {("sass", "75"): (2, 1152), ("sass", "80"): (2, 1152), ("sass", "100"): (2, 1152),
+                           ("sass", "120"): (2, 1152), ("ptx", "120"): (2, 1664)}  # fmt: skip
+    # the section keeps its size: the installed library is as large as before, its zip smaller
+    size_of = {f.name: f.uncompressed for f in r.before.files}
+    assert {f.name: f.uncompressed for f in after.files}["pkg/_ext.abi3.so"] == size_of["pkg/_ext.abi3.so"]
+    assert after.size < r.before.size
+
+
+def test_cli_json_and_exit_code_when_a_requested_gpu_loses_its_code(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    lib = elf(sections={".nv_fatbin": _module(1, (80, 90), None)}, needed=("libcudart.so.13",))
+    src = _wheel(tmp_path, lib=lib)
+    assert main(["slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "o"), "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema"] == 1 and data["targets_after"] == ["sm_90"] and data["check"]["ok"] is True
+    assert data["sizes"]["after_fatbin_bytes"] < data["sizes"]["before_fatbin_bytes"]
+    assert data["files"][0]["dropped"] == [{"kind": "sass", "arch": "80", "entries": 1, "bytes": 576}]
+    # 12.0 has no code in this wheel: the slim wheel is written, and the check fails it with 11
+    assert main(["slim", str(src), "--archs", "9.0,12.0", "-o", str(tmp_path / "o2")]) == 11
+    out = capsys.readouterr()
+    assert "FAIL" in out.out and "12.0" in out.out
+
+
+def test_an_x86_64_request_leaves_out_integrated_gpus(tmp_path: Path) -> None:
+    r = slim(_wheel(tmp_path), tmp_path / "out", archs="8.0-9.0")
+    assert CC(8, 7) in r.left_out and CC(8, 7) not in r.request.ccs
+    assert sorted(str(t) for t in inspect_wheel(r.rewritten.wheel).targets) == ["sm_80", "sm_90"]
+
+
+def test_ptx_newest_keeps_the_newest_ptx(tmp_path: Path) -> None:
+    r = slim(_wheel(tmp_path), tmp_path / "out", archs="9.0", ptx="newest")
+    assert r.rewritten.wheel.name.startswith("pkg-1.2.0+slim.sm90.ptx-")
+    assert sorted(str(t) for t in r.after.targets) == ["compute_120", "sm_90"]
+
+
+def test_local_version_labels() -> None:
+    assert local_version("1.2.0", "slim.sm90") == "1.2.0+slim.sm90"
+    assert local_version("2.11.0+cu130", "slim.sm90") == "2.11.0+cu130.slim.sm90"
+    with pytest.raises(BadInputError):
+        local_version("1.0", "slim/sm90")
+
+
+def test_existing_local_version_is_extended(tmp_path: Path) -> None:
+    r = slim(_wheel(tmp_path, version="2.1+cu130"), tmp_path / "out", archs="9.0")
+    assert r.rewritten.wheel.name == f"pkg-2.1+cu130.slim.sm90-{TAG}.whl"
+    assert r.after.version == "2.1+cu130.slim.sm90"
+
+
+@pytest.mark.parametrize("spec", ["bogus", "9.x"])
+def test_bad_ptx_spec(spec: str) -> None:
+    with pytest.raises(BadInputError, match="--ptx"):
+        parse_ptx(spec)
+
+
+def test_bad_inputs_are_one_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    not_zip = tmp_path / "pkg-1.0-py3-none-any.whl"
+    not_zip.write_bytes(b"not a zip at all")
+    assert main(["slim", str(not_zip), "--archs", "9.0", "-o", str(tmp_path / "o")]) == 3
+    err = capsys.readouterr().err
+    assert str(not_zip) in err and "Traceback" not in err
+    # a fatbin whose header claims more bytes than the section holds
+    broken = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90)], fat_size=1 << 20)})
+    src = _wheel(tmp_path, lib=broken)
+    assert main(["slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "o")]) == 3
+    err = capsys.readouterr().err
+    assert "pkg/_ext.abi3.so" in err and "run past the end" in err
+    assert not list((tmp_path / "o").glob("*.whl"))  # nothing half-written
+    pure = make_wheel(tmp_path / "pure", name="pure", files={"pure/__init__.py": b""}, tag="py3-none-any")
+    assert main(["slim", str(pure), "--archs", "9.0", "-o", str(tmp_path / "o")]) == 3
+    assert "nothing to slim" in capsys.readouterr().err
+
+
+def test_variants_one_wheel_per_family(tmp_path: Path) -> None:
+    src = _wheel(tmp_path)
+    report = inspect_wheel(src)
+    fams = families(report)
+    assert [f.label for f in fams] == ["sm7x", "sm8x", "sm9x", "sm10x", "sm12x"]
+    assert [f.request.ptx for f in fams] == ["needed"] * 4 + ["newest"]
+    r = make_variants(src, tmp_path / "v")
+    assert r.universal.read_bytes() == src.read_bytes()
+    by_label = {v.family.label: v for v in r.variants}
+    v90 = by_label["sm9x"]
+    assert v90.rewritten.wheel.name == f"pkg-1.2.0-{TAG}-sm9x.whl"  # PEP 825: label after the platform tag
+    assert [str(t) for t in v90.report.targets] == ["sm_90"] and v90.report.version == "1.2.0"
+    names = _record_ok(v90.rewritten.wheel)
+    with zipfile.ZipFile(v90.rewritten.wheel) as zf:
+        vj = json.loads(zf.read("pkg-1.2.0.dist-info/variant.json"))
+    assert "pkg-1.2.0.dist-info/variant.json" in names
+    assert vj["$schema"].endswith("/peps/825/v0.1.0.json")
+    assert vj["default-priorities"] == {"namespace": ["nvidia"]}
+    assert vj["variants"] == {"sm9x": {"nvidia": {"sm_arch": ["90_real"]}}}
+    top = by_label["sm12x"]
+    assert sorted(str(t) for t in top.report.targets) == ["compute_120", "sm_120"]
+    assert top.properties == {"nvidia": {"sm_arch": ["120_real", "120_virtual"]}}
+    assert [str(c) for c in by_label["sm8x"].family.request.ccs] == ["8.0", "8.6", "8.9"]  # 8.7 is Jetson
+    index = json.loads(r.index_file.read_text())
+    assert r.index_file.name == "pkg-1.2.0-variants.json"
+    assert set(index["variants"]) == set(by_label)
+    assert all(v.verdict.ok for v in r.variants)
+
+
+def test_variants_of_a_wheel_without_sass(tmp_path: Path) -> None:
+    lib = elf(sections={".nv_fatbin": _module(3, (), 90)}, needed=("libcudart.so.13",))
+    with pytest.raises(BadInputError, match="no SASS"):
+        make_variants(_wheel(tmp_path, lib=lib), tmp_path / "v")
