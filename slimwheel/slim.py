@@ -35,7 +35,7 @@ from slimwheel.inspect.elf import is_elf
 from slimwheel.inspect.fatbin import MAGIC_BYTES
 from slimwheel.inspect.report import WheelReport, inspect_wheel
 from slimwheel.inspect.wheel import WheelArchive
-from slimwheel.repair import pack, unpack
+from slimwheel.wheelfile import pack, unpack
 
 log = logging.getLogger(__name__)
 SCHEMA = 1
