@@ -272,6 +272,8 @@ def build_project(
                 "requires": list(repaired.requires),
                 "bundled": list(repaired.bundled),
                 "external": [x.to_json() for x in repaired.external],
+                "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in repaired.floors],
+                "built_against": dict(versions or {}),
             },
             "report": report_to_json(report),
             "check": verdict_to_json(verdict),

@@ -2,11 +2,9 @@
 every library a wheel needs is accounted for. `check` judges a wheel with `dependency_problems`; `repair` judges its
 own output with the same function before writing it, so repair never emits a wheel that check fails.
 
-Requirement bounds (docs/repair.md): upper bound = next SONAME major (a new SONAME major is a new ABI). Lower bound,
-best source first: the library versions recorded at build time (`versions`, package -> version, from the toolkit's
-nvidia-* wheels); else the CUDA release given (`--cuda 13.1` -> `>=13.1`) for the libraries whose wheel versions follow
-the CUDA release (cudart, nvrtc, nvJitLink, cuBLAS); else `>=<major>.0` (`>=<SONAME major>` for cuRAND, cuFFT,
-cuSPARSE, cuSOLVER, whose versions do not follow the CUDA release).
+Requirement bounds (docs/repair.md): upper bound = next SONAME major (a new SONAME major is a new ABI). Lower bound:
+`floor_for` (the major's first release when it exports every symbol the wheel uses, else the version built against,
+else the CUDA release for components versioned by it, else the SONAME major).
 
 Requirements count only where pip installs them: a Requires-Dist whose marker does not hold in every environment the
 wheel installs into (Linux, its machine, its Python versions) does not provide a library; an extra never does.
@@ -36,8 +34,10 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.rpath import origin_target, unsafe_entries
 
-# Components whose nvidia-* wheel version follows the CUDA release (nvidia-cublas 13.0.x ships with CUDA 13.0).
-_FOLLOWS_CUDA_RELEASE = frozenset({"cudart", "nvrtc", "nvJitLink", "cublas", "cublasLt"})
+# Components whose nvidia-* wheel version follows the CUDA release (nvidia-cuda-runtime 13.5.x ships with CUDA 13.5).
+# Not cuBLAS: cuda-toolkit 13.4.1 ships nvidia-cublas 13.7, 13.5.0 ships 13.10 (PyPI's cuda-toolkit pins, read
+# 2026-12-01), so a release number is no cuBLAS version.
+_FOLLOWS_CUDA_RELEASE = frozenset({"cudart", "nvrtc", "nvJitLink"})
 # The dynamic loader is part of the C library; some libraries name it in DT_NEEDED (for __tls_get_addr) and every
 # system has it, though auditwheel's whitelist does not list it.
 SYSTEM_LOADERS = ("ld-linux*.so.*", "ld64.so.*", "ld-musl-*.so.1")
@@ -118,33 +118,107 @@ def _soname_major(lib: cudalibs.RuntimeLib) -> int:
     return int(lib.soname.rsplit(".so.", 1)[1].split(".")[0])
 
 
-def requirement_for(lib: cudalibs.RuntimeLib, *, cuda: CudaVersion | None, versions: Mapping[str, str] | None) -> str:
-    """`nvidia-cublas>=13.0,<14` for one library (bounds explained in the module docstring)."""
+@functools.lru_cache(maxsize=1)
+def _baseline() -> dict[str, Any]:
+    """resources/cuda-baseline.json (devtools/cuda_baseline.py): per CUDA major, its first release's component
+    versions and the symbols each library exports."""
+    text = importlib.resources.files("slimwheel.resources").joinpath("cuda-baseline.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)["majors"]
+    return data
+
+
+@dataclass(frozen=True, kw_only=True)
+class Floor:
+    """The lower bound of one nvidia-* requirement, and why."""
+
+    package: str
+    version: str  # major.minor: "13.0"
+    why: str
+
+
+def _major_minor(version: str, package: str) -> str:
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        raise BadInputError(f"recorded version {version!r} of {package} is not a version") from None
+    return f"{v.major}.{v.minor}"
+
+
+def floor_for(
+    lib: cudalibs.RuntimeLib,
+    *,
+    cuda: CudaVersion | None,
+    versions: Mapping[str, str] | None,
+    imports: Mapping[str, frozenset[str]] | None = None,
+) -> Floor:
+    """The lower bound of lib's requirement. The rule (docs/repair.md, "Requirement floors"), best first:
+    1. The major's first release (CUDA 13.0) exports every symbol the wheel imports from the package's libraries
+       (known from GNU symbol versions, `imports`: library -> symbols): that release's component version. A wheel
+       built with CUDA 13.5 that uses nothing newer installs beside torch's CUDA 13.0 pins.
+    2. The version the build linked against (`versions`, recorded from the toolkit's nvidia-* wheels).
+    3. The CUDA release given, for components whose wheel versions follow it (cudart, nvrtc, nvJitLink); else the
+       SONAME major (cuBLAS 13.x, cuRAND 10.x: versions that do not follow the release)."""
     soname_major = _soname_major(lib)
+    base = _baseline().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package)
+    if base is not None and imports is not None:
+        exported: dict[str, list[str]] = base["libraries"]
+        used = {so: imports.get(so, frozenset()) for so in exported}
+        newer = sorted(n for so, names in used.items() for n in names - set(exported[so]))
+        if not newer and any(used.values()):
+            release = _baseline()[str(lib.cuda_major)]["release"]
+            return Floor(package=lib.package, version=_major_minor(base["version"], lib.package),
+                         why=f"every symbol it uses is in CUDA {release}'s {lib.package} {base['version']}")  # fmt: skip
+        if newer:
+            why = f"uses {', '.join(newer[:3])}{', ...' if len(newer) > 3 else ''}, newer than the major's first release"
+        else:
+            why = "no symbol version tells which of its symbols come from this library"
+    else:
+        why = "no baseline to compare its symbols with"
     recorded = {canonicalize_name(k): v for k, v in (versions or {}).items()}.get(canonicalize_name(lib.package))
     if recorded:
-        try:
-            v = Version(recorded)
-        except InvalidVersion:
-            raise BadInputError(f"recorded version {recorded!r} of {lib.package} is not a version") from None
-        lower = f"{v.major}.{v.minor}"
-    elif lib.component in _FOLLOWS_CUDA_RELEASE and soname_major == lib.cuda_major:
-        lower = f"{cuda.major}.{cuda.minor}" if cuda is not None and cuda.major == lib.cuda_major else f"{soname_major}.0"
-    else:
-        lower = str(soname_major)
-    text = f"{lib.package}>={lower},<{soname_major + 1}"
+        return Floor(package=lib.package, version=_major_minor(recorded, lib.package),
+                     why=f"{why}: the version it was built against, {recorded}")  # fmt: skip
+    if soname_major == lib.cuda_major:
+        if lib.component in _FOLLOWS_CUDA_RELEASE and cuda is not None and cuda.major == lib.cuda_major:
+            return Floor(package=lib.package, version=f"{cuda.major}.{cuda.minor}",
+                         why=f"{why}: the CUDA release given, {cuda}")  # fmt: skip
+        return Floor(package=lib.package, version=f"{soname_major}.0", why=f"{why}: the major's first release")
+    return Floor(package=lib.package, version=str(soname_major), why=f"{why}: the SONAME major")
+
+
+def requirement_for(
+    lib: cudalibs.RuntimeLib,
+    *,
+    cuda: CudaVersion | None,
+    versions: Mapping[str, str] | None,
+    imports: Mapping[str, frozenset[str]] | None = None,
+) -> str:
+    """`nvidia-cublas>=13.0,<14` for one library (the floor by `floor_for`; upper bound: the next SONAME major)."""
+    floor = floor_for(lib, cuda=cuda, versions=versions, imports=imports)
+    text = f"{lib.package}>={floor.version},<{_soname_major(lib) + 1}"
     Requirement(text)  # validates
     return text
 
 
 def requirements(
-    libs: Iterable[cudalibs.RuntimeLib], *, cuda: CudaVersion | None, versions: Mapping[str, str] | None = None
+    libs: Iterable[cudalibs.RuntimeLib],
+    *,
+    cuda: CudaVersion | None,
+    versions: Mapping[str, str] | None = None,
+    imports: Mapping[str, frozenset[str]] | None = None,
 ) -> dict[str, str]:
-    """package -> requirement string, one per nvidia-* package (cublas and cublasLt share one)."""
+    """package -> requirement string, one per nvidia-* package (cublas and cublasLt share one: the higher floor)."""
     out: dict[str, str] = {}
     for lib in libs:
-        out.setdefault(lib.package, requirement_for(lib, cuda=cuda, versions=versions))
+        req = requirement_for(lib, cuda=cuda, versions=versions, imports=imports)
+        have = out.get(lib.package)
+        if have is None or Version(_lower(req)) > Version(_lower(have)):
+            out[lib.package] = req
     return out
+
+
+def _lower(req: str) -> str:
+    return next(c.version for c in Requirement(req).specifier if c.operator == ">=")
 
 
 def admits_only_major(req: Requirement, major: int) -> bool:

@@ -48,8 +48,11 @@ class ConfigError(BadInputError):
 
     def __init__(self, problems: list[str], *, source: str = "configuration") -> None:
         self.problems = list(problems)
+        if len(self.problems) == 1:  # one problem reads best on one line (it names its own source)
+            super().__init__(self.problems[0])
+            return
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"{source}: {len(self.problems)} problem(s):\n{lines}")
+        super().__init__(f"{source}: {len(self.problems)} problems:\n{lines}")
 
 
 class ToolError(SlimwheelError):

@@ -30,7 +30,7 @@ from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
-from slimwheel.inspect.dynamic import ElfInfo, scan_elfs
+from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
 from slimwheel.rpath import norm_origin, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
 from slimwheel.tools import auditwheel_policies, run_auditwheel, set_rpath
@@ -52,6 +52,7 @@ class RepairResult:
     rpath_dropped: tuple[str, ...] = ()  # `file: entry` for each unsafe search path entry removed
     record_rewritten: bool = False  # the input's RECORD did not match its files and --rewrite-record was given
     external: tuple[ExternalLib, ...] = ()  # the external libraries the wheel needs, each with its folder
+    floors: tuple[deps.Floor, ...] = ()  # each CUDA library's requirement floor and why
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -64,6 +65,7 @@ class _Input:
     elfs: dict[str, ElfInfo]
     requires: tuple[str, ...]
     record_problems: tuple[str, ...]
+    imports: dict[str, frozenset[str]]  # library -> the symbols the wheel's ELF files take from it
 
 
 def repair_wheel(
@@ -94,7 +96,8 @@ def repair_wheel(
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))
         needed = deps.needed_runtime_libs(src.elfs.values(), major)
-        reqs = deps.requirements(needed, cuda=cuda, versions=versions)
+        floors = tuple(deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports) for lib in needed)
+        reqs = deps.requirements(needed, cuda=cuda, versions=versions, imports=src.imports)
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()
@@ -171,6 +174,7 @@ def repair_wheel(
         rpath_dropped=tuple(dropped),
         record_rewritten=bool(src.record_problems),
         external=external,
+        floors=floors,
         phases=phases,
     )
 
@@ -218,7 +222,12 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
     elfs = _scan(dest, wheel)
     if not elfs:
         raise BadInputError(f"{wheel}: no ELF files in the wheel; a pure Python wheel has nothing to repair")
-    return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=_requires_of(meta), record_problems=problems)
+    imports: dict[str, set[str]] = {}
+    for path in elfs:
+        for lib, names_used in imports_by_library(dest / path).items():
+            imports.setdefault(lib, set()).update(names_used)
+    return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=_requires_of(meta), record_problems=problems,
+                  imports={k: frozenset(v) for k, v in imports.items()})  # fmt: skip
 
 
 def _requires_of(metadata: str) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from elftools.common.exceptions import ELFError
 from elftools.construct import ConstructError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
+from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
 
 from slimwheel.errors import BadInputError
@@ -114,6 +115,63 @@ def exports_symbol(path: Path, symbol: str, *, name: str | None = None) -> bool:
         raise BadInputError(f"{name or path.name}: cannot read: {e.strerror or e}") from None
     except _MALFORMED as e:
         raise BadInputError(f"{name or path.name}: cannot read ELF symbols ({type(e).__name__}: {e})") from None
+
+
+def _symbols(path: Path, *, defined: bool) -> frozenset[str]:
+    try:
+        with path.open("rb") as f:
+            dynsym = ELFFile(f).get_section_by_name(".dynsym")
+            if not isinstance(dynsym, SymbolTableSection):
+                return frozenset()
+            return frozenset(
+                s.name for s in dynsym.iter_symbols()
+                if s.name and (s["st_shndx"] != "SHN_UNDEF") == defined and s["st_info"]["bind"] != "STB_LOCAL"
+            )  # fmt: skip
+    except OSError as e:
+        raise BadInputError(f"{path}: cannot read: {e.strerror or e}") from None
+    except _MALFORMED as e:
+        raise BadInputError(f"{path}: cannot read ELF symbols ({type(e).__name__}: {e})") from None
+
+
+def exported_symbols(path: Path) -> frozenset[str]:
+    """The names an ELF file defines in its dynamic symbol table (what a library offers)."""
+    return _symbols(path, defined=True)
+
+
+def imported_symbols(path: Path) -> frozenset[str]:
+    """The names an ELF file needs from other libraries (undefined dynamic symbols)."""
+    return _symbols(path, defined=False)
+
+
+def imports_by_library(path: Path) -> dict[str, frozenset[str]]:
+    """The undefined dynamic symbols of an ELF file by the library its symbol version names (GNU symbol versioning:
+    a symbol of libcublas.so.13 is bound to version `libcublas.so.13` in `.gnu.version_r`). Symbols without a
+    version are under the key "" (the linker records none when the library it linked had no version nodes)."""
+    try:
+        with path.open("rb") as f:
+            elf = ELFFile(f)
+            dynsym = elf.get_section_by_name(".dynsym")
+            if not isinstance(dynsym, SymbolTableSection):
+                return {}
+            file_of: dict[int, str] = {}
+            for sec in elf.iter_sections():
+                if isinstance(sec, GNUVerNeedSection):
+                    for verneed, auxes in sec.iter_versions():
+                        for aux in auxes:
+                            file_of[int(aux["vna_other"])] = str(verneed.name)
+            versym = next((sec for sec in elf.iter_sections() if isinstance(sec, GNUVerSymSection)), None)
+            out: dict[str, set[str]] = {}
+            for i, sym in enumerate(dynsym.iter_symbols()):
+                if not sym.name or sym["st_shndx"] != "SHN_UNDEF":
+                    continue
+                ndx = versym.get_symbol(i)["ndx"] if versym is not None else 0
+                key = file_of.get(ndx, "") if isinstance(ndx, int) else ""
+                out.setdefault(key, set()).add(sym.name)
+            return {k: frozenset(v) for k, v in out.items()}
+    except OSError as e:
+        raise BadInputError(f"{path}: cannot read: {e.strerror or e}") from None
+    except _MALFORMED as e:
+        raise BadInputError(f"{path}: cannot read ELF symbol versions ({type(e).__name__}: {e})") from None
 
 
 def scan_elfs(root: Path) -> dict[str, ElfInfo]:

@@ -54,7 +54,7 @@ def test_every_problem_is_reported_at_once_with_did_you_mean() -> None:
     assert "compression: 'tiny' is not one of auto, none, default, size, speed, balance" in text
     assert "loader: expected true or false" in text and "extra-sass: expected a list of strings" in text
     assert "cannot read 'lots' as a size" in text
-    assert str(e.value).startswith("configuration: 6 problem(s):")
+    assert str(e.value).startswith("configuration: 6 problems:")
     assert e.value.exit_code == 3
 
 

@@ -60,7 +60,7 @@ def test_plan_reads_the_project_table(no_toolkit, capsys):
 def test_bad_arch_string_exit_3(no_toolkit, capsys):
     assert main(["plan", "--archs", "7.5,abc"]) == 3
     err = capsys.readouterr().err.strip().splitlines()
-    assert "  - command line: archs = '7.5,abc': 'abc' is not a compute capability" in err
+    assert err[0] == "slimwheel: error: command line: archs = '7.5,abc': 'abc' is not a compute capability"
 
 
 def test_unknown_key_in_project_is_reported(no_toolkit, capsys):

@@ -14,7 +14,7 @@ from packaging.requirements import Requirement
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
-from slimwheel.deps import dependency_problems, exclusions, requirement_for, requirements, system_policy
+from slimwheel.deps import dependency_problems, exclusions, floor_for, requirement_for, requirements, system_policy
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.repair import major_for as infer_cuda_major
 from slimwheel.repair import wanted_rpath
@@ -62,7 +62,8 @@ def test_exclusions_are_versioned_and_cover_the_driver() -> None:
     ("component", "major", "cuda", "expected"),
     [
         ("cublas", 13, CudaVersion(13, 0), "nvidia-cublas>=13.0,<14"),
-        ("cublas", 13, CudaVersion(13, 2), "nvidia-cublas>=13.2,<14"),
+        # cuBLAS's versions no longer follow the release (13.5 ships cuBLAS 13.10): without evidence, the major's first
+        ("cublas", 13, CudaVersion(13, 2), "nvidia-cublas>=13.0,<14"),
         ("cudart", 12, CudaVersion(12, 4), "nvidia-cuda-runtime-cu12>=12.4,<13"),
         ("cublas", 12, None, "nvidia-cublas-cu12>=12.0,<13"),
         ("curand", 13, CudaVersion(13, 0), "nvidia-curand>=10,<11"),  # cuRAND's versions do not follow CUDA's
@@ -84,6 +85,29 @@ def test_recorded_versions_win() -> None:
     assert requirement_for(lib, cuda=None, versions={"nvidia_cublas": "13.0.2.14"}) == "nvidia-cublas>=13.0,<14"
     with pytest.raises(BadInputError):
         requirement_for(lib, cuda=None, versions={"nvidia-cublas": "not a version"})
+
+
+def _imports(**by_lib: tuple[str, ...]) -> dict[str, frozenset[str]]:
+    return {k.replace("_", ".").replace("lib.", "lib"): frozenset(v) for k, v in by_lib.items()}
+
+
+def test_floor_is_the_first_release_when_it_exports_every_symbol_used() -> None:
+    # Issue 14: a wheel built with CUDA 13.5 (cuBLAS 13.10) that uses only old symbols must install beside torch's
+    # CUDA 13.0 pins (nvidia-cublas==13.1.0.3): its floor is CUDA 13.0's cuBLAS, not the one it was built against.
+    lib = cudalibs.lookup("cublas", 13)
+    built = {"nvidia-cublas": "13.10.0.20"}
+    old = {"libcublas.so.13": frozenset({"cublasSgemm_v2", "cublasCreate_v2"})}
+    assert requirement_for(lib, cuda=CudaVersion(13, 5), versions=built, imports=old) == "nvidia-cublas>=13.0,<14"
+    new = {"libcublas.so.13": frozenset({"cublasSgemm_v2", "cublasSomethingFrom13_10"})}
+    assert requirement_for(lib, cuda=CudaVersion(13, 5), versions=built, imports=new) == "nvidia-cublas>=13.10,<14"
+    floor = floor_for(lib, cuda=None, versions=built, imports=new)
+    assert "cublasSomethingFrom13_10" in floor.why and "13.10.0.20" in floor.why
+    # no symbol versions to tell where a symbol comes from: the version built against
+    assert requirement_for(lib, cuda=None, versions=built, imports={}) == "nvidia-cublas>=13.10,<14"
+    # cuBLASLt symbols count for the nvidia-cublas requirement too, and the higher floor of the two wins
+    libs = [cudalibs.lookup("cublasLt", 13), lib]
+    lt_new = {"libcublas.so.13": frozenset({"cublasCreate_v2"}), "libcublasLt.so.13": frozenset({"cublasLtNew"})}
+    assert requirements(libs, cuda=None, versions=built, imports=lt_new) == {"nvidia-cublas": "nvidia-cublas>=13.10,<14"}
 
 
 def test_one_requirement_per_package() -> None:
