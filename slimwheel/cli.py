@@ -31,7 +31,8 @@ class _Group(click.Group):
         if mod_name not in {m.name for m in pkgutil.iter_modules(slimwheel.commands.__path__)}:
             return None
         mod = importlib.import_module(f"slimwheel.commands.{mod_name}")
-        return mod.command
+        command: click.Command = mod.command
+        return command
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -44,7 +45,8 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
 
     \b
     Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input, 4 an external tool failed,
-    10 over the size budget, 11 missing GPU coverage, 12 inconsistent dependencies, 13 several checks failed.
+    10 over the size budget, 11 missing GPU coverage, 12 inconsistent dependencies, 13 several checks failed,
+    14 doctor found problems.
     """
     level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)

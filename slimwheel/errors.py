@@ -20,6 +20,7 @@ class ExitCode(enum.IntEnum):
     MISSING_COVERAGE = 11  # a required GPU compute capability is served neither by SASS nor by PTX
     INCONSISTENT_DEPENDENCIES = 12  # a needed library is neither bundled, required, nor allowed
     CHECK_FAILED = 13  # several different checks failed at once
+    DOCTOR_PROBLEMS = 14  # doctor found a reason the wheel cannot run here (a library, a GPU, the driver)
 
 
 class SlimwheelError(Exception):
