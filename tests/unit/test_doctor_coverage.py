@@ -57,7 +57,7 @@ def test_doctor_exits_14_when_it_finds_problems(
                      tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
     good = make_wheel(tmp_path / "g", name="pkg", files={"pkg/lib.so": hopper}, requires=(),
                       tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
-    assert ExitCode.DOCTOR_PROBLEMS == 14
+    assert int(ExitCode.DOCTOR_PROBLEMS) == 14
     assert main(["doctor", str(bad), "--format", "json"]) == 14
     out, err = capsys.readouterr()
     report = json.loads(out)  # the report still comes out whole, on stdout
