@@ -21,6 +21,7 @@ that only the plan's PTX serves, the library's best PTX for them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -292,23 +293,16 @@ def _prune_one(
             f"{src} has no code for any GPU the targets {', '.join(map(str, targets))} serve",
             hint="it ships: " + ", ".join(map(str, available)),
         )
-    info = {"available": available, "kept": kept, "unserved": unserved}
     key = cache_key(digest, kept, version)
     entry = cache / "lib" / key
     out = entry / src.name
+    made = functools.partial(PrunedLib, component=component, source=src, pruned=out, before=before,
+                             available=available, kept=kept, unserved=unserved)  # fmt: skip
     t0 = time.monotonic()
     with fsutil.file_lock(cache / "lib" / f"{key}.lock"):
         if out.is_file():
             log.info("%s: pruned copy cached (%s)", src.name, entry)
-            return PrunedLib(
-                component=component,
-                source=src,
-                pruned=out,
-                before=before,
-                after=out.stat().st_size,
-                cache_hit=True,
-                **info,
-            )
+            return made(after=out.stat().st_size, cache_hit=True)
         if entry.exists():  # left incomplete by an older slimwheel or a hand edit: made again
             shutil.rmtree(entry)
         _remove_orphans(entry)  # a pruned cuBLASLt is ~0.9 GB
@@ -321,9 +315,7 @@ def _prune_one(
     dt = time.monotonic() - t0
     after = out.stat().st_size
     log.info("%s: nvprune %d MB -> %d MB in %.1f s", src.name, before // 10**6, after // 10**6, dt)
-    return PrunedLib(
-        component=component, source=src, pruned=out, before=before, after=after, cache_hit=False, seconds=dt, **info
-    )
+    return made(after=after, cache_hit=False, seconds=dt)
 
 
 def _link_folder(libs: tuple[PrunedLib, ...], cache: Path) -> Path:
@@ -382,6 +374,7 @@ def prune_libraries(
         sources[c] = Path(src)
     cache = (cache or fsutil.cache_dir()) / "pruned"
     cache.mkdir(parents=True, exist_ok=True)
+    assert toolkit.nvprune is not None  # checked above
     version = nvprune_version(Path(toolkit.nvprune))
     t0 = time.monotonic()
     libs = tuple(_prune_one(toolkit, c, sources[c], ts, version, cache) for c in comps)
