@@ -38,10 +38,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
@@ -580,14 +576,11 @@ def verify(toolkit: Toolkit, work: Path) -> ProbeResult:
 
 
 def _needed_and_fatbin(path: Path) -> tuple[tuple[str, ...], int]:
+    """DT_NEEDED and fatbin bytes of the probe nvcc built, read by slimwheel's one ELF reader."""
+    from slimwheel.inspect.report import inspect_binary
+
     try:
-        with open(path, "rb") as fh:
-            elf = ELFFile(fh)
-            needed: list[str] = []
-            for sec in elf.iter_sections():
-                if isinstance(sec, DynamicSection):
-                    needed += [t.needed for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-            fat = elf.get_section_by_name(".nv_fatbin")
-            return tuple(needed), (fat.data_size if fat is not None else 0)
-    except ELFError as e:
-        raise ToolError(f"{path}: not an ELF file: {e}") from None
+        elf = inspect_binary(path)
+    except BadInputError as e:  # nvcc's own output: unreadable means the toolkit is broken, not the user's input
+        raise ToolError(f"{path}: {e.message}") from None
+    return elf.needed, elf.fatbin_bytes
