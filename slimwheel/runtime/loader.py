@@ -267,18 +267,34 @@ def own_root(config: Mapping[str, Any], loader_file: str | None = None) -> str:
     return root
 
 
-def search_roots(own: str | None, path: Sequence[object], cwd: str | None = None) -> list[Root]:
+def site_dirs() -> list[str]:
+    """Python's own installation folders: the site-packages of this interpreter (or venv) and the user site."""
+    import site
+
+    dirs = list(getattr(site, "getsitepackages", list)())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return dirs
+
+
+def search_roots(
+    own: str | None, path: Sequence[object], cwd: str | None = None, installed: Sequence[str] | None = None
+) -> list[Root]:
     """[(root, refusal or None)]: folders that may hold nvidia/... library folders, best first: `own` (the package's
     own site-packages, or None), then the entries of `path` (sys.path). Duplicates (by resolved path) and missing
     folders are left out.
 
     Refused: '' and other relative entries (Python resolves them against the current directory at each import), and
-    any folder at or under the current directory `cwd` (PYTHONPATH=sub arrives absolute, so the place decides, not
-    the spelling), unless it is the package's own site-packages: a package that lives there brings its code from
-    there anyway.
+    any other folder at or under the current directory `cwd` (PYTHONPATH=sub arrives absolute, so the place decides,
+    not the spelling). Not refused for that: the package's own site-packages (a package that lives there brings its
+    code from there anyway) and Python's installation folders (`installed`, default `site_dirs()`), which lie under
+    the current directory by coincidence (a shell in the venv's folder); and nothing when the current directory is /,
+    under which everything lies. The trust rule still judges every one of them.
     """
     cwd = _cwd() if cwd is None else os.path.realpath(cwd)
-    own_real = os.path.realpath(own) if own else None
+    keep = {os.path.realpath(d) for d in (site_dirs() if installed is None else installed)}
+    if own:
+        keep.add(os.path.realpath(own))
     out: list[Root] = []
     seen = set()
     for entry in ([own] if own else []) + [e for e in path if isinstance(e, str)]:
@@ -289,12 +305,12 @@ def search_roots(own: str | None, path: Sequence[object], cwd: str | None = None
         if not os.path.isdir(full):
             continue
         real = os.path.realpath(full)
-        if real in seen:
-            continue
+        if real in seen or (relative and real in keep):
+            continue  # a relative name of an installation folder: searched under its absolute sys.path entry
         seen.add(real)
         if relative:
             out.append((f"{entry!r} in sys.path", f"refused: a relative entry, it means the current directory {cwd}"))
-        elif real != own_real and cwd is not None and _under(real, cwd):
+        elif cwd not in (None, "/") and real not in keep and _under(real, cwd):
             out.append((entry, f"refused: under the current directory {cwd}"))
         else:
             out.append((entry, None))

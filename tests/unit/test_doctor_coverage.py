@@ -77,3 +77,21 @@ def test_doctor_rejects_a_non_boolean_use_system_cuda(
     monkeypatch.setenv("SLIMWHEEL_USE_SYSTEM_CUDA", "nope")
     assert main(["doctor"]) == 3
     assert "SLIMWHEEL_USE_SYSTEM_CUDA='nope' is not a boolean" in capsys.readouterr().err
+
+
+def test_doctor_refuses_what_the_loader_refuses(tmp_path: Path) -> None:
+    # the symlink attack of issue 12 item 2, seen by doctor: same search, same refusal, same words
+    from slimwheel.cuda import libs as cudalibs
+    from slimwheel.runtime import loader
+
+    decoy = tmp_path / "decoy" / "nvidia" / "cu13" / "lib"
+    decoy.mkdir(parents=True)
+    (decoy / "libcudart.so.13").write_bytes(b"\x7fELF fake")
+    ww = tmp_path / "ww"
+    ww.mkdir()
+    (ww / "nvidia").symlink_to(tmp_path / "decoy" / "nvidia")
+    ww.chmod(0o777)
+    check = doctor.resolve_library(cudalibs.lookup("cudart", 13), loader.search_roots(None, [str(ww)], cwd="/"),
+                                   use_system=False, system={})  # fmt: skip
+    assert check.via == "missing" and check.found is None
+    assert check.tried[0] == f"{ww}/nvidia/cu13/lib: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)"

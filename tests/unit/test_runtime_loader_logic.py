@@ -220,6 +220,23 @@ def test_the_package_may_live_under_the_current_directory(elsewhere: Path) -> No
     assert loader.search_roots(own, ["", str(site)]) == [(str(site), None)]
 
 
+def test_installation_folders_and_the_root_directory_are_not_the_current_directory(elsewhere: Path) -> None:
+    # a shell in the venv's folder (or in site-packages itself), a container whose working directory is /
+    venv = Path.cwd()
+    site = venv / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (venv / "deps").mkdir()
+    roots = loader.search_roots(None, [str(site), str(venv / "deps")], installed=[str(site)])
+    assert roots == [(str(site), None), (str(venv / "deps"), f"refused: under the current directory {venv}")]
+    os.chdir(site)
+    assert loader.search_roots(None, ["", str(site)], installed=[str(site)]) == [(str(site), None)]
+    os.chdir("/")
+    assert loader.search_roots(None, ["", str(venv / "deps")], installed=[]) == [
+        ("'' in sys.path", "refused: a relative entry, it means the current directory /"),
+        (str(venv / "deps"), None),
+    ]
+
+
 def test_own_site_packages_first_then_absolute_sys_path(elsewhere: Path) -> None:
     site = elsewhere / "site"
     pkg = site / "demo"
