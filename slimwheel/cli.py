@@ -46,7 +46,7 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
     \b
     Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input, 4 an external tool failed,
     10 over the size budget, 11 missing GPU coverage, 12 inconsistent dependencies, 13 several checks failed,
-    14 a wheel whose RECORD does not match its files.
+    14 a wheel whose RECORD does not match its files, 15 doctor found problems.
     """
     level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)

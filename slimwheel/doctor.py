@@ -15,9 +15,11 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, Target, served_by
+from slimwheel.envvars import env_bool
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import ElfReport, gap_text, module_coverage
 from slimwheel.runtime import driver as drv
@@ -26,13 +28,16 @@ from slimwheel.runtime import loader
 log = logging.getLogger("slimwheel.doctor")
 
 
+Via = Literal["already-loaded", "wheel", "system", "missing"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class LibraryCheck:
     component: str
     soname: str
     package: str
     found: str | None  # absolute path
-    via: str  # already-loaded | wheel | system | missing
+    via: Via
     tried: tuple[str, ...]
 
 
@@ -56,11 +61,12 @@ class DoctorReport:
     module_loading: str
     module_loading_source: str
     driver_floor: str | None
-    notes: tuple[str, ...]
+    notes: tuple[str, ...]  # worth knowing; the wheel may still run (no driver on a build machine, no kernels)
+    problems: tuple[str, ...]  # reasons the wheel cannot run here; `slimwheel doctor` exits 15 when there is one
 
     @property
     def ok(self) -> bool:
-        return all(lib.via != "missing" for lib in self.libraries) and all(g.ok for g in self.gpus)
+        return not self.problems
 
 
 def _targets_and_needs(
@@ -75,8 +81,7 @@ def _targets_and_needs(
         if not path.is_file():
             raise BadInputError(f"{target}: no such wheel")
         rep = inspect_wheel(path)
-        needs = {n for e in rep.elfs for n in e.needed}
-        return rep.targets, needs, rep.driver_floor, rep.cuda_major, rep.elfs
+        return rep.targets, {n for e in rep.elfs for n in e.needed}, rep.driver_floor, rep.cuda_major, rep.elfs
     try:
         dist = md.distribution(target)
     except md.PackageNotFoundError:
@@ -133,11 +138,16 @@ def system_search(sonames: list[str]) -> dict[str, str | None]:
     if proc.returncode != 0 or not lines:
         log.warning("system library search failed: %s", proc.stderr.strip()[-500:])
         return dict.fromkeys(sonames)
-    return json.loads(lines[-1])
+    found: dict[str, str | None] = json.loads(lines[-1])
+    return found
 
 
 def resolve_library(
-    lib: cudalibs.RuntimeLib, roots: list[str], *, use_system: bool, system: dict[str, str | None]
+    lib: cudalibs.RuntimeLib,
+    roots: list[tuple[str, str | None]],
+    *,
+    use_system: bool,
+    system: dict[str, str | None],
 ) -> LibraryCheck:
     """Where the shipped loader would take this library from (the same search, the same refusals)."""
     row = {"component": lib.component, "soname": lib.soname, "folder": lib.folder, "cuda_major": lib.cuda_major}
@@ -200,16 +210,21 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
         notes.append(f"{target}: needs no CUDA library of the nvidia-* wheels")
     else:
         libs = [cudalibs.lookup(c, m) for m in (13, 12) for c in ("cudart", "cublasLt", "cublas")]
-    use_system = env.get(loader.USE_SYSTEM_ENV, "") not in ("", "0")
-    roots = [r for r in [*_site_of(target), *sys.path] if r and os.path.isabs(r) and os.path.isdir(r)]
-    roots = list(dict.fromkeys(roots))
+    use_system = env_bool(env, loader.USE_SYSTEM_ENV, default=False)
+    # The loader's own search: the distribution's site-packages first (the loader's own root), then sys.path.
+    own = _site_of(target)
+    roots = loader.search_roots(own[0] if own else None, sys.path)
     system = system_search([lib.soname for lib in libs])
     checks = tuple(resolve_library(lib, roots, use_system=use_system, system=system) for lib in libs)
 
+    problems: list[str] = []
+    if target:  # without one, the libraries of both majors are a survey: one major missing is normal
+        problems += [f"{lib.soname} not found where the loader looks: pip install {lib.package}"
+                     for lib in checks if lib.via == "missing"]  # fmt: skip
     if driver_version and floor and _version_key(driver_version) < _version_key(floor):
-        notes.append(f"driver {driver_version} is older than {floor}, which this wheel's code needs")
+        problems.append(f"driver {driver_version} is older than {floor}, which this wheel's code needs")
     if driver_cuda and major is not None and int(driver_cuda.split(".")[0]) < major:
-        notes.append(f"the driver supports CUDA {driver_cuda}; this wheel needs CUDA {major}: update the driver")
+        problems.append(f"the driver supports CUDA {driver_cuda}; this wheel needs CUDA {major}: update the driver")
 
     gpu_checks = []
     for g in gpus:
@@ -231,6 +246,7 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
         if gaps:
             text += f" ({gap_text(gaps[0])})"
         gpu_checks.append(GpuCheck(index=g.index, name=g.name, cc=g.cc, served_by=text, ok=how != "none"))
+    problems += [f"GPU {g.index} {g.name} (CC {g.cc}): served by {g.served_by}" for g in gpu_checks if not g.ok]
     mode, source = drv.module_loading()
     return DoctorReport(
         target=target,
@@ -243,6 +259,7 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
         module_loading_source=source,
         driver_floor=floor,
         notes=tuple(notes),
+        problems=tuple(problems),
     )
 
 
@@ -253,4 +270,5 @@ def _version_key(v: str) -> tuple[int, ...]:
 def doctor_to_json(report: DoctorReport) -> dict[str, object]:
     data = asdict(report)
     data["ok"] = report.ok
-    return json.loads(json.dumps({"schema": 1, **data}))  # tuples -> lists: the JSON it is printed as
+    printed: dict[str, object] = json.loads(json.dumps({"schema": 1, **data}))  # tuples -> lists, as printed
+    return printed

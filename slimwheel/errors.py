@@ -21,6 +21,7 @@ class ExitCode(enum.IntEnum):
     INCONSISTENT_DEPENDENCIES = 12  # a needed library is neither bundled, required, nor allowed
     CHECK_FAILED = 13  # several different checks failed at once
     BAD_RECORD = 14  # the wheel's RECORD does not match its files (changed after it was built)
+    DOCTOR_PROBLEMS = 15  # doctor found a reason the wheel cannot run here (a library, a GPU, the driver)
 
 
 class SlimwheelError(Exception):

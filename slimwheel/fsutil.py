@@ -1,30 +1,120 @@
-"""File output that never leaves half-written files: write to a temp file beside the target, then os.replace."""
+"""File output that never leaves half-written files: write to a temp file beside the target, then os.replace; and
+clean-up of the temp files that killed runs leave behind."""
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
 import hashlib
+import logging
 import os
+import re
+import shutil
+import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from slimwheel.errors import BadInputError
 
+log = logging.getLogger("slimwheel.fsutil")
+
+
+# tempfile's random part of a name: 8 characters of this alphabet (tempfile._RandomNameSequence)
+_RANDOM = "[a-z0-9_]{8}"
+STALE_AFTER_S = 60.0
+
+
+def _temp_name(target: Path) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(target.name)}\.{_RANDOM}\.tmp")
+
+
+def remove_stale_temps(target: Path, *, min_age_s: float = STALE_AFTER_S, legacy: tuple[str, ...] = ()) -> list[Path]:
+    """Remove the temporary siblings of `target` (`.<name>.XXXXXXXX.tmp`, made by `temp_sibling`) that runs killed
+    before their clean-up left behind; returns what was removed.
+
+    A live run holds an flock on its temp file or folder for as long as it exists, and the kernel drops it when the
+    process dies: so an entry we can lock is an orphan, whoever made it, with or without a lock around the target.
+    `min_age_s` spares an entry made in the instant between its creation and its flock; callers that hold the
+    target's own lock (where no other run can be writing) pass 0. `legacy`: regular expressions for names earlier
+    slimwheel releases used (which held no flock on them: pass them only under the target's lock).
+    """
+    ours = _temp_name(target)
+    old = [re.compile(p) for p in legacy]
+    try:
+        entries = list(os.scandir(target.parent))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    removed = []
+    now = time.time()
+    for entry in entries:
+        if not (ours.fullmatch(entry.name) or any(p.fullmatch(entry.name) for p in old)):
+            continue
+        path = Path(entry.path)
+        try:
+            st = path.lstat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode) or now - st.st_mtime < min_age_s:
+            continue  # never made by us, or too young to judge
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            continue  # gone meanwhile, or someone else's that we cannot even open
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # a live run's
+            if stat.S_ISDIR(st.st_mode):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed.append(path)
+        finally:
+            os.close(fd)
+    for path in removed:
+        log.info("removed %s, left behind by a run that was killed", path)
+    return removed
+
+
+@contextlib.contextmanager
+def temp_sibling(target: Path, *, directory: bool = False) -> Iterator[Path]:
+    """A new temporary file (or folder) beside `target`, `.<name>.XXXXXXXX.tmp`, held with an flock while the block
+    runs and removed after it unless it was renamed (onto `target`). Orphans of killed runs go first
+    (`remove_stale_temps`), so a crash costs disk space only until the next run that writes `target`.
+    """
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(target)
+    if directory:
+        tmp = tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+        fd = os.open(tmp, os.O_RDONLY | os.O_DIRECTORY)
+    else:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    tmp_path = Path(tmp)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield tmp_path
+    finally:
+        if tmp_path.is_dir() and not tmp_path.is_symlink():
+            shutil.rmtree(tmp_path, ignore_errors=True)
+        elif tmp_path.exists() or tmp_path.is_symlink():
+            tmp_path.unlink()
+        os.close(fd)
+
 
 @contextlib.contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yields a temporary path in target's folder; on success it replaces target, on error it is removed."""
+    """Yields a temporary path in target's folder; on success it replaces target, on error it is removed.
+    Temporary files that killed runs left beside target are removed first (see `temp_sibling`)."""
     target = Path(target)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    except OSError as e:  # an output path the user gave that cannot be written: bad input, not a crash
-        raise BadInputError(f"{target}: cannot write here: {e.strerror or e}") from None
-    os.close(fd)
-    tmp_path = Path(tmp)
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            tmp_path = stack.enter_context(temp_sibling(target))
+        except OSError as e:  # an output path the user gave that cannot be written: bad input, not a crash
+            raise BadInputError(f"{target}: cannot write here: {e.strerror or e}") from None
         yield tmp_path
         if tmp_path.is_file():
             # mkstemp creates 0600; outputs are ordinary files, readable as the umask allows.
@@ -32,9 +122,6 @@ def atomic_path(target: Path) -> Iterator[Path]:
             os.umask(umask)
             os.chmod(tmp_path, 0o666 & ~umask)
         os.replace(tmp_path, target)
-    finally:
-        if tmp_path.exists():
-            tmp_path.unlink()
 
 
 def write_text_atomic(target: Path, text: str) -> None:

@@ -21,6 +21,7 @@ that only the plan's PTX serves, the library's best PTX for them.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -28,7 +29,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -124,6 +124,14 @@ def nvprune_args(targets: Iterable[Target]) -> tuple[str, ...]:
 
 # x86_64 wheels never run on integrated (aarch64) GPUs, so their cubins are never worth keeping.
 _GPUS: tuple[CC, ...] = tuple(g.cc for g in GENERATIONS if not g.integrated)
+
+
+def gpus_for(supported: Iterable[CC]) -> tuple[CC, ...]:
+    """The GPUs whose library cubins may be worth keeping: the known discrete generations, and every other CC the
+    toolkit targets. CUDA 11.8's Kepler (3.5, 3.7) is in no generation table, yet the plan for "all" serves it with
+    sm_35: without it here, nvprune dropped all 217 sm_35 cubins of cuBLAS that the plan's 3.5 needs."""
+    integrated = {g.cc for g in GENERATIONS if g.integrated}
+    return tuple(sorted(set(_GPUS) | {c for c in supported if c not in integrated}))
 
 
 def keep_targets(
@@ -277,7 +285,7 @@ def _prune_one(
     digest = file_digest(src, cache)
     assert toolkit.nvprune is not None and toolkit.cuobjdump is not None  # checked by prune_libraries
     available = library_targets(Path(toolkit.cuobjdump), src, digest, cache)
-    kept, unserved = keep_targets(targets, available)
+    kept, unserved = keep_targets(targets, available, gpus_for(toolkit.supported))
     if unserved:
         log.warning("%s has no code for GPU(s) %s that the plan serves", src.name, ", ".join(map(str, unserved)))
     if not kept:
@@ -285,40 +293,29 @@ def _prune_one(
             f"{src} has no code for any GPU the targets {', '.join(map(str, targets))} serve",
             hint="it ships: " + ", ".join(map(str, available)),
         )
-    info = {"available": available, "kept": kept, "unserved": unserved}
     key = cache_key(digest, kept, version)
     entry = cache / "lib" / key
     out = entry / src.name
+    made = functools.partial(PrunedLib, component=component, source=src, pruned=out, before=before,
+                             available=available, kept=kept, unserved=unserved)  # fmt: skip
     t0 = time.monotonic()
     with fsutil.file_lock(cache / "lib" / f"{key}.lock"):
         if out.is_file():
             log.info("%s: pruned copy cached (%s)", src.name, entry)
-            return PrunedLib(
-                component=component,
-                source=src,
-                pruned=out,
-                before=before,
-                after=out.stat().st_size,
-                cache_hit=True,
-                **info,
-            )
+            return made(after=out.stat().st_size, cache_hit=True)
         if entry.exists():  # left incomplete by an older slimwheel or a hand edit: made again
             shutil.rmtree(entry)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=entry.parent))
-        try:
+        _remove_orphans(entry)  # a pruned cuBLASLt is ~0.9 GB
+        with fsutil.temp_sibling(entry, directory=True) as tmp:
             _run_nvprune(toolkit.nvprune, kept, src, tmp / src.name)
             (tmp / "targets.json").write_text(
                 json.dumps({"schema": 1, "source": str(src), "kept": [str(t) for t in kept], "nvprune": version})
             )
             os.replace(tmp, entry)  # the whole folder appears at once
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     dt = time.monotonic() - t0
     after = out.stat().st_size
     log.info("%s: nvprune %d MB -> %d MB in %.1f s", src.name, before // 10**6, after // 10**6, dt)
-    return PrunedLib(
-        component=component, source=src, pruned=out, before=before, after=after, cache_hit=False, seconds=dt, **info
-    )
+    return made(after=after, cache_hit=False, seconds=dt)
 
 
 def _link_folder(libs: tuple[PrunedLib, ...], cache: Path) -> Path:
@@ -329,14 +326,18 @@ def _link_folder(libs: tuple[PrunedLib, ...], cache: Path) -> Path:
     with fsutil.file_lock(cache / "sets" / f"{key}.lock"):
         if folder.is_dir():
             return folder
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=folder.parent))
-        try:
+        _remove_orphans(folder)
+        with fsutil.temp_sibling(folder, directory=True) as tmp:
             for lib in libs:
                 (tmp / lib.source.name).symlink_to(lib.pruned)
             os.replace(tmp, folder)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
     return folder
+
+
+def _remove_orphans(entry: Path) -> None:
+    """Temp folders of killed runs beside a cache entry; called under the entry's lock, so none is a live run's
+    (slimwheel 0.1 named them `.<key>.XXXXXXXX`, without the `.tmp` of `fsutil.temp_sibling`)."""
+    fsutil.remove_stale_temps(entry, min_age_s=0, legacy=(rf"\.{re.escape(entry.name)}\.[a-z0-9_]{{8}}",))
 
 
 def prune_libraries(
@@ -359,7 +360,7 @@ def prune_libraries(
             raise ToolError(
                 f"CUDA {toolkit.version} toolkit at {toolkit.root} has no {tool}"
                 + (f" ({path} is missing)" if path else ""),
-                hint="static linking needs a full toolkit: run scripts/setup-cuda11.sh (Debian CUDA 11.8)",
+                hint=static_toolkit_hint(),
             )
     sources: dict[str, Path] = {}
     for c in comps:
@@ -368,17 +369,28 @@ def prune_libraries(
             raise ToolError(
                 f"CUDA {toolkit.version} toolkit at {toolkit.root} has no static {c} library"
                 + (f" ({src} is missing)" if src else ""),
-                hint="static linking needs a full toolkit: run scripts/setup-cuda11.sh (Debian CUDA 11.8)",
+                hint=static_toolkit_hint(),
             )
         sources[c] = Path(src)
     cache = (cache or fsutil.cache_dir()) / "pruned"
     cache.mkdir(parents=True, exist_ok=True)
+    assert toolkit.nvprune is not None  # checked above
     version = nvprune_version(Path(toolkit.nvprune))
     t0 = time.monotonic()
     libs = tuple(_prune_one(toolkit, c, sources[c], ts, version, cache) for c in comps)
     folder = _link_folder(libs, cache)
     log.info("prune: %d libraries ready in %s (%.1f s)", len(libs), folder, time.monotonic() - t0)
     return PruneResult(libdir=folder, libs=libs, targets=ts, nvprune_version=version)
+
+
+def static_toolkit_hint(prefix: Path = Path("/")) -> str:
+    """What to do when the toolkit in use cannot link statically: PyPI's CUDA (the default, 13.0) has neither static
+    cuBLAS nor nvprune; Debian's CUDA 11.8 has both, and is used only when asked for by name."""
+    from slimwheel.toolkit.debian11 import SETUP_SCRIPT, missing_files
+
+    if missing_files(prefix):
+        return f"static linking needs CUDA 11.8: run `sudo bash {SETUP_SCRIPT}` (Debian 12), then pass --cuda 11.8"
+    return f'CUDA 11.8 with static libraries is installed ({SETUP_SCRIPT}): pass --cuda 11.8 (or cuda = "11.8")'
 
 
 def result_to_json(result: PruneResult) -> dict[str, object]:

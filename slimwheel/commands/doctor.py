@@ -8,18 +8,30 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slimwheel.doctor import doctor_to_json, run_doctor
+from slimwheel.doctor import DoctorReport, doctor_to_json, run_doctor
+from slimwheel.errors import CheckFailed, ExitCode
 
 
 @click.command("doctor")
 @click.argument("target", required=False)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def command(target: str | None, fmt: str) -> None:
-    """Check this machine for TARGET (a .whl file or an installed distribution's name), or in general."""
+    """Check this machine for TARGET (a .whl file or an installed distribution's name), or in general.
+
+    Exits 14 when it finds a reason TARGET cannot run here (a needed CUDA library missing, a GPU its code cannot
+    serve, a driver too old); the report is printed first.
+    """
     report = run_doctor(target)
     if fmt == "json":
         click.echo(json.dumps(doctor_to_json(report), indent=2))
-        return
+    else:
+        _print_table(report)
+    if not report.ok:
+        lines = "\n".join(f"  - {p}" for p in report.problems)
+        raise CheckFailed(f"doctor: {len(report.problems)} problem(s):\n{lines}", ExitCode.DOCTOR_PROBLEMS)
+
+
+def _print_table(report: DoctorReport) -> None:
     console = Console()
     console.print(f"driver: {report.driver_version or 'none'} (CUDA {report.driver_cuda or '-'})   "
                   f"module loading: {report.module_loading} ({report.module_loading_source})")  # fmt: skip

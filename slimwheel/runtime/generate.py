@@ -21,7 +21,7 @@ from pathlib import Path
 from slimwheel.cuda.libs import RuntimeLib
 
 LOADER_NAME = "_slimwheel_loader"
-_CONFIG_LINE = "CONFIG = None  # slimwheel:config"
+_CONFIG_LINE = "CONFIG: dict[str, Any] | None = None  # slimwheel:config"
 IMPORT_MARK = "# added by slimwheel repair"
 
 

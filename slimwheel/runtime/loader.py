@@ -8,9 +8,11 @@ For each library, in dependency order:
 1. already loaded in this process (by torch, CuPy, ...): reuse it, after checking its major version, so the process
    never holds two copies of one CUDA library;
 2. otherwise the nvidia-* wheel folder, by absolute path: first in the site-packages folder this wheel is installed in,
-   then in the other absolute sys.path entries. Never the current directory, never a relative path, never a folder
-   that is (or whose parent is) writable by everyone without the sticky bit;
-3. with SLIMWHEEL_USE_SYSTEM_CUDA=1 only: dlopen by SONAME with the dynamic loader's normal search (system CUDA).
+   then in the other absolute sys.path entries. Never a relative entry, never a folder at or under the current
+   directory (except the package's own site-packages), and never a library that another user could swap: every
+   folder the path resolution passes through (as given and as resolved through symlinks), every symlink and the file
+   must belong to root or the current user and be writable by nobody else (sticky folders like /tmp excepted);
+3. with SLIMWHEEL_USE_SYSTEM_CUDA=1 (a boolean) only: dlopen by SONAME with the dynamic loader's normal search.
 
 Failure is one ImportError that names the library, every place looked at, and the `pip install` that fixes it.
 See docs/runtime.md.
@@ -19,13 +21,19 @@ See docs/runtime.md.
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import os
 import re
 import stat
 import sys
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-CONFIG = None  # slimwheel:config (replaced by `slimwheel repair`; None in slimwheel's own copy)
+CONFIG: dict[str, Any] | None = None  # slimwheel:config (replaced by `slimwheel repair`; None in slimwheel's own copy)
+
+if TYPE_CHECKING:  # the shipped copy may run on Pythons that cannot evaluate these at run time
+    Root = tuple[str, "str | None"]  # (search root, why it is refused or None)
 
 log = logging.getLogger("slimwheel.loader")
 
@@ -38,7 +46,7 @@ class _LinkMap(ctypes.Structure):
     _fields_ = (("l_addr", ctypes.c_void_p), ("l_name", ctypes.c_char_p))
 
 
-def _libdl():
+def _libdl() -> ctypes.CDLL | None:
     for name in ("libdl.so.2", None):
         try:
             lib = ctypes.CDLL(name)
@@ -50,7 +58,7 @@ def _libdl():
     return None
 
 
-def handle_path(handle):
+def handle_path(handle: ctypes.CDLL) -> str | None:
     """The absolute path of a library loaded by ctypes (from its link_map), or None."""
     dl = _libdl()
     if dl is None:
@@ -62,7 +70,7 @@ def handle_path(handle):
     return os.path.realpath(os.fsdecode(name)) if name else None
 
 
-def already_loaded(soname):
+def already_loaded(soname: str) -> tuple[ctypes.CDLL, str | None] | None:
     """(ctypes handle, absolute path) of a library with this SONAME already in the process, or None."""
     try:
         handle = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
@@ -71,7 +79,7 @@ def already_loaded(soname):
     return handle, handle_path(handle)
 
 
-def mapped_libraries(maps_text=None):
+def mapped_libraries(maps_text: str | None = None) -> list[str]:
     """Paths of the shared objects mapped into this process (from /proc/self/maps)."""
     if maps_text is None:
         try:
@@ -87,13 +95,13 @@ def mapped_libraries(maps_text=None):
     return seen
 
 
-def soname_major(soname):
+def soname_major(soname: str) -> int | None:
     """libcublas.so.13 -> 13; libcudart.so.12.8.90 -> 12; libfoo.so -> None."""
     m = re.search(r"\.so\.(\d+)", soname)
     return int(m.group(1)) if m else None
 
 
-def other_majors_loaded(soname, maps=None):
+def other_majors_loaded(soname: str, maps: list[str] | None = None) -> list[str]:
     """Paths of loaded copies of the same library with a different SONAME major (libcudart.so.12 when we need .13)."""
     stem = soname.split(".so")[0] + ".so."
     want = soname_major(soname)
@@ -105,72 +113,225 @@ def other_majors_loaded(soname, maps=None):
     return out
 
 
-def unsafe_reason(path):
-    """Why a folder (or file) must not be loaded from, or None when it is safe.
+# The loader ships inside other people's wheels and must not import slimwheel, so it keeps its own copy of the
+# boolean vocabulary of slimwheel.envvars.parse_bool; tests/unit/test_runtime_loader_logic.py checks that both agree.
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
 
-    Refused: relative paths, the current directory itself (a file directly in it, or a search root that is the current
-    directory: what '' or '.' in sys.path means), and any path whose folder or a parent folder is writable by everyone
-    without the sticky bit (anyone could plant a library there).
+
+def env_flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
+    """A boolean environment variable: 1/0, true/false, yes/no, on/off (any case); unset or empty is `default`.
+
+    Anything else is a LoadError naming the variable: `SLIMWHEEL_USE_SYSTEM_CUDA=false` must never mean "on".
+    """
+    value = env.get(name)
+    if value is None or not value.strip():
+        return default
+    word = value.strip().lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise LoadError(
+        f"{name}={value!r} is not a boolean: use 1/0, true/false, yes/no or on/off (or leave it unset)"
+    )
+
+
+_MAX_SYMLINKS = 40  # the kernel's own limit (ELOOP)
+
+
+def lookups(path: str) -> list[tuple[str, os.stat_result]]:
+    """What resolving the absolute `path` consults, in order, as the kernel walks it: every directory a name is looked
+    up in, every symlink followed (by its own path) and the object reached, as (path, lstat result) pairs.
+
+    A symlink's target is walked from the physical folder the link sits in (or from / when it is absolute), so a
+    folder is listed both where a path names it and where a link leads. Raises OSError when the path cannot be
+    resolved (missing, not a directory, a symlink loop).
     """
     if not os.path.isabs(path):
-        return "relative path"
-    real = os.path.realpath(path)
-    if _is_cwd(real) or (os.path.isfile(real) and _is_cwd(os.path.dirname(real))):
-        return "the current directory"
-    p = real
-    while True:
-        try:
-            st = os.stat(p)
-        except OSError as e:
-            return f"cannot stat {p}: {e.strerror}"
-        if st.st_mode & stat.S_IWOTH and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
-            return f"{p} is writable by everyone"
-        parent = os.path.dirname(p)
-        if parent == p:
-            return None
-        p = parent
-
-
-def _is_cwd(real):
-    try:
-        return real == os.path.realpath(os.getcwd())
-    except OSError:
-        return False
-
-
-def search_roots(config, loader_file=None, path=None):
-    """Folders that may hold nvidia/... library folders, best first: this wheel's site-packages, then sys.path."""
-    here = os.path.dirname(os.path.abspath(loader_file or __file__))
-    root = here
-    for _ in range(int(config.get("depth", 1))):
-        root = os.path.dirname(root)
-    roots = [root]
-    for entry in sys.path if path is None else path:
-        if entry and os.path.isabs(entry) and os.path.isdir(entry):
-            roots.append(entry)
-    out = []
-    seen = set()
-    for r in roots:
-        key = os.path.realpath(r)
-        if key not in seen:
-            seen.add(key)
-            out.append(r)
+        raise ValueError(f"not an absolute path: {path!r}")
+    out = [("/", os.lstat("/"))]
+    todo = [p for p in reversed(path.split("/")) if p not in ("", ".")]
+    cur = "/"
+    links = 0
+    while todo:
+        name = todo.pop()
+        if name == "..":
+            cur = os.path.dirname(cur)  # physical already, and its parents were consulted on the way down
+            continue
+        nxt = os.path.join(cur, name)
+        st = os.lstat(nxt)
+        out.append((nxt, st))
+        if stat.S_ISLNK(st.st_mode):
+            links += 1
+            if links > _MAX_SYMLINKS:
+                raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), path)
+            target = os.readlink(nxt)
+            if target.startswith("/"):
+                cur = "/"
+            todo.extend(p for p in reversed(target.split("/")) if p not in ("", "."))
+            continue
+        if todo and not stat.S_ISDIR(st.st_mode):
+            raise OSError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), nxt)
+        cur = nxt
     return out
 
 
-def find_in_wheels(lib, roots):
+def _user(uid: int) -> str:
+    import pwd
+
+    try:
+        return f"uid {uid} ({pwd.getpwuid(uid).pw_name})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    import grp
+
+    try:
+        return f"gid {gid} ({grp.getgrgid(gid).gr_name})"
+    except KeyError:
+        return f"gid {gid}"
+
+
+def private_group(gid: int, owner_uid: int) -> bool:
+    """True when `gid` is the user private group of `owner_uid` (same name, the owner's primary group, no other
+    members): Debian and Ubuntu give every user one and a umask of 002, so the user's own folders are 0775."""
+    import grp
+    import pwd
+
+    try:
+        owner = pwd.getpwuid(owner_uid)
+        group = grp.getgrgid(gid)
+    except KeyError:
+        return False
+    return owner.pw_gid == gid and group.gr_name == owner.pw_name and set(group.gr_mem) <= {owner.pw_name}
+
+
+def stat_problem(path: str, st: os.stat_result, *, uid: int, group_is_private: bool) -> str | None:
+    """Why one object on the way to a library lets someone else choose what is loaded, or None. Pure.
+
+    Refused: an owner other than root and `uid` (the owner can rename or replace anything in it); a directory or file
+    writable by others, or by a group that is not its owner's private group, unless it is a directory with the
+    sticky bit (like /tmp: others may add names but not replace ours, and whatever they add has them as owner,
+    which this rule refuses in turn). A symlink's own mode means nothing; its owner does.
+    """
+    if st.st_uid not in (0, uid):
+        return f"{path} is owned by {_user(st.st_uid)}, not by root or the current user"
+    mode = st.st_mode
+    if stat.S_ISLNK(mode) or (stat.S_ISDIR(mode) and mode & stat.S_ISVTX):
+        return None
+    kind = "folder" if stat.S_ISDIR(mode) else "file"
+    if mode & stat.S_IWOTH:
+        return f"{path}: {kind} writable by everyone (mode {stat.S_IMODE(mode):04o}, no sticky bit)"
+    if mode & stat.S_IWGRP and not group_is_private:
+        return f"{path}: {kind} writable by group {_group(st.st_gid)} (mode {stat.S_IMODE(mode):04o}, no sticky bit)"
+    return None
+
+
+def trust_problem(path: str, *, uid: int | None = None) -> str | None:
+    """Why the library at absolute `path` must not be loaded, or None: the first object on the way (see `lookups`:
+    each folder as given and as resolved, each symlink and the folder it sits in, the file) that fails `stat_problem`.
+    """
+    uid = os.geteuid() if uid is None else uid
+    try:
+        chain = lookups(path)
+    except (OSError, ValueError) as e:
+        return f"cannot resolve {path}: {e}"
+    for p, st in chain:
+        # the group database is asked only about group-writable objects (it may be a slow network service)
+        private = bool(st.st_mode & stat.S_IWGRP) and private_group(st.st_gid, st.st_uid)
+        why = stat_problem(p, st, uid=uid, group_is_private=private)
+        if why is not None:
+            return why
+    return None
+
+
+def _cwd() -> str | None:
+    try:
+        return os.path.realpath(os.getcwd())
+    except OSError:
+        return None
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def own_root(config: Mapping[str, Any], loader_file: str | None = None) -> str:
+    """The site-packages folder this wheel is installed in (`depth` folders above the loader)."""
+    root = os.path.dirname(os.path.abspath(loader_file or __file__))
+    for _ in range(int(config.get("depth", 1))):
+        root = os.path.dirname(root)
+    return root
+
+
+def site_dirs() -> list[str]:
+    """Python's own installation folders: the site-packages of this interpreter (or venv) and the user site."""
+    import site
+
+    dirs = list(getattr(site, "getsitepackages", list)())
+    if site.ENABLE_USER_SITE:
+        dirs.append(site.getusersitepackages())
+    return dirs
+
+
+def search_roots(
+    own: str | None, path: Sequence[object], cwd: str | None = None, installed: Sequence[str] | None = None
+) -> list[Root]:
+    """[(root, refusal or None)]: folders that may hold nvidia/... library folders, best first: `own` (the package's
+    own site-packages, or None), then the entries of `path` (sys.path). Duplicates (by resolved path) and missing
+    folders are left out.
+
+    Refused: '' and other relative entries (Python resolves them against the current directory at each import), and
+    any other folder at or under the current directory `cwd` (PYTHONPATH=sub arrives absolute, so the place decides,
+    not the spelling). Not refused for that: the package's own site-packages (a package that lives there brings its
+    code from there anyway) and Python's installation folders (`installed`, default `site_dirs()`), which lie under
+    the current directory by coincidence (a shell in the venv's folder); and nothing when the current directory is /,
+    under which everything lies. The trust rule still judges every one of them.
+    """
+    cwd = _cwd() if cwd is None else os.path.realpath(cwd)
+    keep = {os.path.realpath(d) for d in (site_dirs() if installed is None else installed)}
+    if own:
+        keep.add(os.path.realpath(own))
+    out: list[Root] = []
+    seen = set()
+    for entry in ([own] if own else []) + [e for e in path if isinstance(e, str)]:
+        relative = not os.path.isabs(entry)
+        if relative and cwd is None:
+            continue  # no current directory (deleted): relative entries name nothing
+        full = os.path.join(cwd, entry) if relative and cwd is not None else entry
+        if not os.path.isdir(full):
+            continue
+        real = os.path.realpath(full)
+        if real in seen or (relative and real in keep):
+            continue  # a relative name of an installation folder: searched under its absolute sys.path entry
+        seen.add(real)
+        if relative:
+            out.append((f"{entry!r} in sys.path", f"refused: a relative entry, it means the current directory {cwd}"))
+        elif cwd not in (None, "/") and real not in keep and _under(real, cwd):
+            out.append((entry, f"refused: under the current directory {cwd}"))
+        else:
+            out.append((entry, None))
+    return out
+
+
+def find_in_wheels(
+    lib: Mapping[str, Any], roots: Sequence[Root], *, uid: int | None = None
+) -> tuple[str | None, list[tuple[str, str]]]:
     """(absolute path or None, [(place, outcome)]) for one library row of CONFIG; loads nothing."""
     tried = []
-    for root in roots:
-        folder = os.path.join(root, *lib["folder"].split("/"))
-        if _is_cwd(os.path.realpath(root)):
-            tried.append((folder, "refused: under the current directory"))
+    for root, refusal in roots:
+        if refusal is not None:
+            tried.append((root, refusal))
             continue
+        folder = os.path.join(root, *lib["folder"].split("/"))
         candidate = os.path.join(folder, lib["soname"])
         if not os.path.isfile(candidate):
             tried.append((folder, "not there"))
             continue
-        why = unsafe_reason(candidate)
+        why = trust_problem(candidate, uid=uid)
         if why is not None:
             tried.append((folder, f"refused: {why}"))
             continue
@@ -179,7 +340,7 @@ def find_in_wheels(lib, roots):
     return None, tried
 
 
-def _check_runtime_version(lib, handle, path):
+def _check_runtime_version(lib: Mapping[str, Any], handle: ctypes.CDLL, path: str | None) -> str | None:
     """cudart reports its own version: a library with the right SONAME but another major is refused."""
     if lib["component"] != "cudart":
         return None
@@ -195,7 +356,7 @@ def _check_runtime_version(lib, handle, path):
     return None
 
 
-def driver_version():
+def driver_version() -> int | None:
     """cuDriverGetVersion of libcuda.so.1 (e.g. 13000), or None without a driver."""
     try:
         cuda = ctypes.CDLL("libcuda.so.1")
@@ -210,7 +371,7 @@ def driver_version():
     return v.value
 
 
-def _fmt_cuda(v):
+def _fmt_cuda(v: int) -> str:
     return f"{v // 1000}.{v % 1000 // 10}"
 
 
@@ -218,7 +379,9 @@ class LoadError(ImportError):
     pass
 
 
-def _not_found_message(config, lib, tried, system):
+def _not_found_message(
+    config: Mapping[str, Any], lib: Mapping[str, Any], tried: list[tuple[str, str]], system: bool
+) -> str:
     lines = [
         (f"{config.get('dist', 'this package')} needs {lib['soname']} (CUDA {lib['cuda_major']} {lib['component']}), "
          "which could not be loaded."),
@@ -234,10 +397,16 @@ def _not_found_message(config, lib, tried, system):
     return "\n".join(lines)
 
 
-def ensure_loaded(config, *, env=None, loader_file=None, path=None):
+def ensure_loaded(
+    config: Mapping[str, Any],
+    *,
+    env: Mapping[str, str] | None = None,
+    loader_file: str | None = None,
+    path: Sequence[object] | None = None,
+) -> dict[str, Any]:
     """Load every library of config["libs"] (in order); returns one record per library. Raises LoadError."""
     env = os.environ if env is None else env
-    system = env.get(USE_SYSTEM_ENV, "") not in ("", "0")
+    system = env_flag(env, USE_SYSTEM_ENV)
     records = []
     driver = driver_version()
     floor = config.get("driver")
@@ -284,7 +453,7 @@ def ensure_loaded(config, *, env=None, loader_file=None, path=None):
             records.append(rec)
             continue
         if roots is None:
-            roots = search_roots(config, loader_file, path)
+            roots = search_roots(own_root(config, loader_file), sys.path if path is None else path)
         found, more = find_in_wheels(lib, roots)
         tried += more
         if found is None:

@@ -38,14 +38,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from elftools.common.exceptions import ELFError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
-
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.fsutil import file_lock, sha256_file, write_text_atomic
+from slimwheel.fsutil import file_lock, remove_stale_temps, sha256_file, temp_sibling, write_text_atomic
 from slimwheel.tools import run_tool
 from slimwheel.toolkit.model import Toolkit
 
@@ -200,48 +196,55 @@ def assemble_cuda12(version: CudaVersion, cache: Path) -> Toolkit:
         t0 = time.monotonic()
         log.info("assembling CUDA %s into %s (Debian %s %s + PyPI wheels)", version, dest, release.debian_suite,
                  release.debian_package)
-        work = Path(tempfile.mkdtemp(prefix=f".cuda-{version}.", dir=dest.parent))
-        dev_unpack: _Extraction | None = None
-        try:
-            downloads = cache / "downloads"
-            debs = _phase("download the Debian packages", lambda: _download_debs(release, downloads / "deb"))
-            tool_deb, dev_deb = debs[release.debian_package], debs[release.debian_dev_package]
-            # xz-decompressing the 0.9 GB dev package takes most of a minute on one core: let it run on the other
-            # core while the wheels download and unpack.
-            dev_unpack = _start_deb_extract(dev_deb, DEV_FILES, work / ".dev")
-            wheels = _phase("download the PyPI wheels", lambda: _download_wheels(release, downloads / "wheels"))
-            _phase("unpack", lambda: _unpack(release, tool_deb, wheels, work))
-            _phase(f"unpack {dev_deb.name} (static runtime, stubs)", lambda: _finish_deb_extract(dev_unpack, work))
-            toolkit = _toolkit_at(work, release)
-            _phase("verify (compile and link a cuBLAS kernel)", lambda: verify(toolkit, work / ".verify"))
-            shutil.rmtree(work / ".verify", ignore_errors=True)
-            manifest = {
-                "schema": 1,
-                "cuda": str(version),
-                "source": SOURCE,
-                "debian": {
-                    "suite": release.debian_suite,
-                    "packages": {d.name: sha256_file(d) for d in (tool_deb, dev_deb)},
-                    "version": release.debian_version,
-                },
-                "wheels": {w.name: sha256_file(w) for w in wheels},
-                "supported": [str(cc) for cc in toolkit.supported],
-                "assembled_seconds": round(time.monotonic() - t0, 1),
-            }
-            write_text_atomic(work / MANIFEST, json.dumps(manifest, indent=2) + "\n")
-            if dest.exists():  # a broken earlier attempt (no valid manifest): replace it
-                shutil.rmtree(dest)
-            os.replace(work, dest)
-            dev_deb.unlink()  # 0.9 GB of which four small files were used; the manifest keeps its hash
-        finally:
-            if dev_unpack is not None:
-                dev_unpack.stop()  # after a failure elsewhere: no unpacker may outlive the folder it writes to
-            if work.exists():
-                shutil.rmtree(work, ignore_errors=True)
+        # Under the lock no other run is assembling this release: its temp folders here are orphans of killed runs.
+        remove_stale_temps(dest, min_age_s=0, legacy=(rf"\.{re.escape(dest.name)}\.[a-z0-9_]{{8}}",))
+        with temp_sibling(dest, directory=True) as work:
+            _assemble_in(work, dest, release, version, cache, t0)
         log.info("CUDA %s ready in %.1f s: %s", version, time.monotonic() - t0, dest)
         result = _load_cached(dest, release)
         assert result is not None, "manifest just written"
         return result
+
+
+def _assemble_in(
+    work: Path, dest: Path, release: Cuda12Release, version: CudaVersion, cache: Path, t0: float
+) -> None:
+    """Download, unpack and verify the toolkit in `work`, then rename it to `dest`."""
+    dev_unpack: _Extraction | None = None
+    try:
+        downloads = cache / "downloads"
+        debs = _phase("download the Debian packages", lambda: _download_debs(release, downloads / "deb"))
+        tool_deb, dev_deb = debs[release.debian_package], debs[release.debian_dev_package]
+        # xz-decompressing the 0.9 GB dev package takes most of a minute on one core: let it run on the other
+        # core while the wheels download and unpack.
+        dev_unpack = _start_deb_extract(dev_deb, DEV_FILES, work / ".dev")
+        wheels = _phase("download the PyPI wheels", lambda: _download_wheels(release, downloads / "wheels"))
+        _phase("unpack", lambda: _unpack(release, tool_deb, wheels, work))
+        _phase(f"unpack {dev_deb.name} (static runtime, stubs)", lambda: _finish_deb_extract(dev_unpack, work))
+        toolkit = _toolkit_at(work, release)
+        _phase("verify (compile and link a cuBLAS kernel)", lambda: verify(toolkit, work / ".verify"))
+        shutil.rmtree(work / ".verify", ignore_errors=True)
+        manifest = {
+            "schema": 1,
+            "cuda": str(version),
+            "source": SOURCE,
+            "debian": {
+                "suite": release.debian_suite,
+                "packages": {d.name: sha256_file(d) for d in (tool_deb, dev_deb)},
+                "version": release.debian_version,
+            },
+            "wheels": {w.name: sha256_file(w) for w in wheels},
+            "supported": [str(cc) for cc in toolkit.supported],
+            "assembled_seconds": round(time.monotonic() - t0, 1),
+        }
+        write_text_atomic(work / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        if dest.exists():  # a broken earlier attempt (no valid manifest): replace it
+            shutil.rmtree(dest)
+        os.replace(work, dest)
+        dev_deb.unlink()  # 0.9 GB of which four small files were used; the manifest keeps its hash
+    finally:
+        if dev_unpack is not None:
+            dev_unpack.stop()  # after a failure elsewhere: no unpacker may outlive the folder it writes to
 
 
 def _phase(name: str, fn: Callable[[], T]) -> T:
@@ -388,7 +391,8 @@ def _download_debs(release: Cuda12Release, folder: Path) -> dict[str, Path]:
     (state / "status").touch()
     run_tool(["apt-get", *opts, "update"], what=f"apt-get update ({release.debian_suite} non-free, private lists)",
              timeout=1800)
-    with tempfile.TemporaryDirectory(dir=folder) as tmp:
+    # a sibling temp folder (not tempfile's tmpXXXXXXXX): a killed download (up to 1 GB) is removed by the next one
+    with temp_sibling(folder / "apt-download", directory=True) as tmp:
         specs = [f"{pkg}={wanted[pkg]}" for pkg in missing]
         run_tool(["apt-get", *opts, "download", *specs], what=f"apt-get download {' '.join(specs)}", cwd=Path(tmp),
                  timeout=1800)
@@ -474,7 +478,8 @@ def _python() -> str:
 
 
 def _unpack(release: Cuda12Release, deb: Path, wheels: list[Path], root: Path) -> None:
-    with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
+    # inside the toolkit's own temp folder, so that an orphan of a killed run goes with it
+    with tempfile.TemporaryDirectory(dir=root) as tmp:
         run_tool(["dpkg-deb", "-x", str(deb), tmp], what=f"dpkg-deb -x {deb.name}")
         for member, place in DEB_FILES.items():
             src = Path(tmp) / member
@@ -571,14 +576,11 @@ def verify(toolkit: Toolkit, work: Path) -> ProbeResult:
 
 
 def _needed_and_fatbin(path: Path) -> tuple[tuple[str, ...], int]:
+    """DT_NEEDED and fatbin bytes of the probe nvcc built, read by slimwheel's one ELF reader."""
+    from slimwheel.inspect.report import inspect_binary
+
     try:
-        with open(path, "rb") as fh:
-            elf = ELFFile(fh)
-            needed: list[str] = []
-            for sec in elf.iter_sections():
-                if isinstance(sec, DynamicSection):
-                    needed += [str(getattr(t, "needed")) for t in sec.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-            fat = elf.get_section_by_name(".nv_fatbin")
-            return tuple(needed), (fat.data_size if fat is not None else 0)
-    except ELFError as e:
-        raise ToolError(f"{path}: not an ELF file: {e}") from None
+        elf = inspect_binary(path)
+    except BadInputError as e:  # nvcc's own output: unreadable means the toolkit is broken, not the user's input
+        raise ToolError(f"{path}: {e.message}") from None
+    return elf.needed, elf.fatbin_bytes

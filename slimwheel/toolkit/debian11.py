@@ -82,6 +82,21 @@ def tool_path(prefix: Path, path: str) -> str:
     return os.pathsep.join(ours + rest)
 
 
+def missing_files(prefix: Path = Path("/")) -> list[tuple[str, Path]]:
+    """(what, path) of every file of the installation that is not there; empty when scripts/setup-cuda11.sh ran.
+    Looks at files only: runs nothing."""
+    prefix = Path(prefix)
+    tools, libdir = prefix / TOOLS_DIR, prefix / LIB_DIR
+    required = {
+        "nvcc": prefix / NVCC,
+        "nvprune": tools / "nvprune",
+        "cuobjdump": tools / "cuobjdump",
+        "g++-11 (the host compiler nvcc 11.8 accepts)": prefix / HOST_COMPILER,
+        **{f"static {c} ({name})": libdir / name for c, name in STATIC_LIBS.items()},
+    }
+    return [(what, path) for what, path in required.items() if not path.exists()]
+
+
 def find_cuda118(prefix: Path = Path("/"), env: Mapping[str, str] | None = None) -> Toolkit:
     """The installed Debian CUDA 11.8 toolkit, or a ToolError naming the set-up script.
 
@@ -93,16 +108,8 @@ def find_cuda118(prefix: Path = Path("/"), env: Mapping[str, str] | None = None)
     nvcc = prefix / NVCC
     tools = prefix / TOOLS_DIR
     libdir = prefix / LIB_DIR
-    required = {
-        "nvcc": nvcc,
-        "nvprune": tools / "nvprune",
-        "cuobjdump": tools / "cuobjdump",
-        "g++-11 (the host compiler nvcc 11.8 accepts)": prefix / HOST_COMPILER,
-        **{f"static {c} ({name})": libdir / name for c, name in STATIC_LIBS.items()},
-    }
-    for what, path in required.items():
-        if not path.exists():
-            raise _missing_error(what, path)
+    for what, path in missing_files(prefix):
+        raise _missing_error(what, path)
 
     version = parse_nvcc_version(_run([str(nvcc), "--version"]))
     if version != VERSION:

@@ -16,16 +16,15 @@ import importlib.util
 import json
 import logging
 import os
-import shutil
+import re
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.fsutil import file_lock, write_text_atomic
+from slimwheel.fsutil import file_lock, remove_stale_temps, temp_sibling, write_text_atomic
 from slimwheel.toolkit.find import check_build, describe
 from slimwheel.tools import run_tool
 from slimwheel.toolkit.model import Toolkit
@@ -70,14 +69,18 @@ def prefix_path(cache: Path, version: CudaVersion) -> Path:
     return cache / "toolkits" / f"cuda-{version}"
 
 
+def _legacy_temps(prefix: Path) -> tuple[str, ...]:
+    """Names of the temp folders slimwheel 0.1 made beside `prefix` (before `fsutil.temp_sibling`)."""
+    name = re.escape(prefix.name)
+    return (rf"\.{name}\.tmp-[a-z0-9_]{{8}}", rf"\.{name}\.stale-[a-z0-9_]{{8}}")
 
 
 def read_manifest(prefix: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads((prefix / MANIFEST).read_text(encoding="utf-8"))
+        data: dict[str, Any] = json.loads((prefix / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if data.get("schema") != MANIFEST_SCHEMA or not data.get("check", {}).get("ok"):
+    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA or not data.get("check", {}).get("ok"):
         return None
     if not (prefix / "bin" / "nvcc").exists():
         return None
@@ -173,8 +176,9 @@ def assemble(version: CudaVersion, cache: Path) -> Toolkit:
     with file_lock(prefix.parent / f".{prefix.name}.lock"):
         if current():  # another process finished it while we waited
             return describe(prefix / "bin" / "nvcc", source="pypi")
-        tmp = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.tmp-", dir=prefix.parent))
-        try:
+        # Under the lock no other run is assembling: every temp folder here is an orphan of a killed one (~1 GB each).
+        remove_stale_temps(prefix, min_age_s=0, legacy=_legacy_temps(prefix))
+        with temp_sibling(prefix, directory=True) as tmp:
             log.info("assembling CUDA %s from PyPI wheels into %s", version, prefix)
             t0 = time.monotonic()
             _pip_install(tmp / "site", reqs)
@@ -196,15 +200,11 @@ def assemble(version: CudaVersion, cache: Path) -> Toolkit:
             (tmp / MANIFEST).chmod(0o644)
             tmp.chmod(0o755)  # mkdtemp makes it private; the toolkit is for every user of this cache
             if prefix.exists() or prefix.is_symlink():  # a broken earlier attempt: move it aside, then remove
-                stale = Path(tempfile.mkdtemp(prefix=f".{prefix.name}.stale-", dir=prefix.parent))
-                os.replace(prefix, stale / "old")
-                shutil.rmtree(stale, ignore_errors=True)
+                with temp_sibling(prefix, directory=True) as stale:
+                    os.replace(prefix, stale / "old")
             os.replace(tmp, prefix)
             log.info("CUDA %s assembled in %.1f s (pip %.1f s, check %.1f s)", version,
                      time.monotonic() - t0, t_pip, check["seconds"])  # fmt: skip
-        finally:
-            if tmp.exists():
-                shutil.rmtree(tmp, ignore_errors=True)
     return describe(prefix / "bin" / "nvcc", source="pypi")
 
 

@@ -113,10 +113,18 @@ def fakes(tmp_path: Path) -> dict[str, Path]:
     for name in ("libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13"):
         build_fake_lib(ww / "nvidia/cu13/lib" / name, name, tag="world-writable", version=13000)
     ww.chmod(0o777)
+    # issue 12 item 2: a world-writable sys.path folder with `nvidia -> <an ordinary 0755 folder>` holding the fakes
+    decoy = tmp_path / "decoy"
+    for name in ("libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13", "libnvJitLink.so.13"):
+        build_fake_lib(decoy / "nvidia/cu13/lib" / name, name, tag="symlinked", version=13000)
+    ww_link = tmp_path / "ww-link"
+    ww_link.mkdir()
+    (ww_link / "nvidia").symlink_to(decoy / "nvidia")
+    ww_link.chmod(0o777)
     system = tmp_path / "system"
     for name in ("libcudart.so.13", "libcublasLt.so.13", "libcublas.so.13"):
         build_fake_lib(system / name, name, tag="system", version=13050)
-    return {"marker": marker, "cwd": cwd, "ww": ww, "system": system, "tmp": tmp_path}
+    return {"marker": marker, "cwd": cwd, "ww": ww, "ww_link": ww_link, "system": system, "tmp": tmp_path}
 
 
 def marks(fakes: dict[str, Path]) -> list[str]:
@@ -148,21 +156,53 @@ def test_planted_copies_are_never_loaded(cu13_env: Path, bare_env: Path, fakes: 
     # without the nvidia-* wheels the loader must look further, and still refuse both plants
     res = probe(bare_env, cwd=fakes["cwd"], **env)
     assert marks(fakes) == []
-    assert f"{fakes['ww'] / 'nvidia/cu13/lib'}: refused: {fakes['ww']} is writable by everyone" in res["error"]
+    ww = fakes["ww"]
+    assert f"{ww / 'nvidia/cu13/lib'}: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)" in res["error"]
     assert not cuda_maps(res["maps"], "libcudart")
+
+
+def test_symlink_from_a_world_writable_folder_is_refused(bare_env: Path, fakes: dict[str, Path]) -> None:
+    # only the folder holding the link is writable by everyone; what it points at is an ordinary 0755 folder
+    ww = fakes["ww_link"]  # run from fakes["cwd"]: from tmp, ww-link would be refused as under the current directory
+    res = probe(bare_env, cwd=fakes["cwd"], FAKE_CUDA_MARKER=str(fakes["marker"]), PYTHONPATH=str(ww))
+    assert marks(fakes) == [] and not cuda_maps(res["maps"], "libcudart")
+    assert f"{ww / 'nvidia/cu13/lib'}: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)" in res["error"]
+
+
+def test_relative_pythonpath_is_refused(bare_env: Path, fakes: dict[str, Path]) -> None:
+    # Python makes PYTHONPATH=nvidia-fakes absolute before the loader sees it: the place decides, not the spelling
+    sub = fakes["tmp"] / "nvidia-fakes"
+    build_fake_lib(sub / "nvidia/cu13/lib/libcudart.so.13", "libcudart.so.13", tag="relative", version=13000)
+    res = probe(bare_env, cwd=fakes["tmp"], FAKE_CUDA_MARKER=str(fakes["marker"]), PYTHONPATH="nvidia-fakes")
+    assert marks(fakes) == [] and not cuda_maps(res["maps"], "libcudart")
+    assert f"{sub}: refused: under the current directory {fakes['tmp']}" in res["error"]
+
+
+def test_use_system_cuda_is_a_boolean(cu13_env: Path, fakes: dict[str, Path]) -> None:
+    lib = site_of(cu13_env) / "nvidia" / "cu13" / "lib"
+    env = {"FAKE_CUDA_MARKER": str(fakes["marker"]), "LD_LIBRARY_PATH": str(fakes["system"])}
+    for off in ("false", "no", "off", "0", ""):
+        res = probe(cu13_env, cwd=fakes["tmp"], SLIMWHEEL_USE_SYSTEM_CUDA=off, **env)
+        assert marks(fakes) == [] and cuda_maps(res["maps"], "libcudart") == [str(lib / "libcudart.so.13")], off
+    res = probe(cu13_env, cwd=fakes["tmp"], SLIMWHEEL_USE_SYSTEM_CUDA="yes", **env)
+    assert res["versions"] == [13050, 13]
+    res = probe(cu13_env, cwd=fakes["tmp"], SLIMWHEEL_USE_SYSTEM_CUDA="sometimes", **env)
+    assert res["error"].startswith("SLIMWHEEL_USE_SYSTEM_CUDA='sometimes' is not a boolean")
 
 
 def test_missing_nvidia_package_message(bare_env: Path, tmp_path: Path) -> None:
     paths = json.loads(subprocess.run([str(bare_env), "-c", "import json, sys; print(json.dumps(sys.path))"],
                                       capture_output=True, text=True, cwd=tmp_path, env=clean_env(), check=True).stdout)  # fmt: skip
-    roots = [str(site_of(bare_env))] + [p for p in paths if p and os.path.isabs(p) and os.path.isdir(p)]
+    # `python -c` puts '' (the current directory) first on sys.path: reported as refused, in its place
+    roots = [str(site_of(bare_env))] + [p for p in paths if p == "" or (os.path.isabs(p) and os.path.isdir(p))]
     roots = list(dict.fromkeys(roots))
+    refused = f"'' in sys.path: refused: a relative entry, it means the current directory {tmp_path.resolve()}"
     res = probe(bare_env, cwd=tmp_path)
     expected = "\n".join([
         "fakecuda needs libcudart.so.13 (CUDA 13 cudart), which could not be loaded.",
         "  looked in:",
         "    - already-loaded libraries of this process: not loaded",
-        *[f"    - {r}/nvidia/cu13/lib: not there" for r in roots],
+        *[f"    - {r}/nvidia/cu13/lib: not there" if r else f"    - {refused}" for r in roots],
         "  fix: pip install 'nvidia-cuda-runtime>=13.0,<14'",
         "  (or set SLIMWHEEL_USE_SYSTEM_CUDA=1 to load a system CUDA installation by SONAME)",
     ])  # fmt: skip

@@ -75,7 +75,9 @@ def test_assembles_from_pypi_once_under_concurrency(tmp_path):
     assert manifest["check"]["ok"] and manifest["installed"]["nvidia-cuda-nvcc"].startswith("13.0.")
     assert manifest["installed"]["nvidia-cublas"].startswith("13.0.")
     # nothing half-built is left beside it
-    assert sorted(p.name for p in (cache / "toolkits").iterdir() if ".tmp-" in p.name or ".stale-" in p.name) == []
+    assert sorted(p.name for p in (cache / "toolkits").iterdir() if "cuda-13.0" in p.name) == [
+        ".cuda-13.0.lock", "cuda-13.0"
+    ]
 
     t1 = time.monotonic()
     warm = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -14,11 +14,13 @@ from slimwheel.prune import (
     cache_key,
     check_targets,
     file_digest,
+    gpus_for,
     keep_targets,
     nvprune_args,
     parse_cuobjdump_list,
     prune_libraries,
     resolve_components,
+    static_toolkit_hint,
 )
 from slimwheel.toolkit import debian11
 from slimwheel.toolkit.model import Toolkit
@@ -127,7 +129,7 @@ def test_arch_beyond_the_toolkit_is_refused(tmp_path: Path) -> None:
 def test_missing_nvprune_and_missing_library_are_clear(tmp_path: Path) -> None:
     with pytest.raises(ToolError, match="has no nvprune") as e:
         prune_libraries(_toolkit(tmp_path), parse_targets("90-real"), ("cublas",), cache=tmp_path)
-    assert "setup-cuda11.sh" in (e.value.hint or "")
+    assert "setup-cuda11.sh" in (e.value.hint or "") and "--cuda 11.8" in (e.value.hint or "")
     tool = tmp_path / "tool"
     tool.write_text("")
     lib = tmp_path / "libcublas_static.a"
@@ -230,3 +232,31 @@ def test_concurrent_prunes_run_nvprune_once_per_library(tmp_path: Path, monkeypa
     assert sorted(misses) == ["cublas", "cublasLt"]
     pruned = {lib.component: lib.pruned for lib in results[0].libs}  # type: ignore[attr-defined]
     assert pruned["cublas"].read_bytes() == libs["cublas"].read_bytes()[:10]
+
+
+# `nvcc --list-gpu-arch` of Debian's CUDA 11.8 (measured)
+CUDA_118 = tuple(CC.parse(c) for c in "3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0".split())
+
+
+def test_kepler_cubins_stay_when_the_plan_targets_kepler() -> None:
+    # issue 12 item 15: the "all" plan of CUDA 11.8 has 35-real, but 3.5 is in no generation table, and prune dropped
+    # all of cuBLAS's sm_35 cubins: 17 of 119 modules of the static knn ran nowhere on 3.5/3.7.
+    gpus = gpus_for(CUDA_118)
+    assert {CC(3, 5), CC(3, 7)} <= set(gpus) and not {CC(5, 3), CC(6, 2), CC(7, 2), CC(8, 7)} & set(gpus)
+    plan = parse_targets("35-real;50-real;60-real;70-real;80-real;90")
+    kept, unserved = keep_targets(plan, CUBLAS_118, gpus)
+    assert set(kept) == set(CUBLAS_118) and unserved == ()
+    kept, _ = keep_targets(parse_targets("50-real;90"), CUBLAS_118, gpus)
+    assert Target(CC(3, 5), Kind.SASS) not in kept  # only GPUs a plan target serves
+
+
+def test_static_hint_names_cuda_118_installed_or_not(tmp_path: Path) -> None:
+    hint = static_toolkit_hint(tmp_path)
+    assert hint == "static linking needs CUDA 11.8: run `sudo bash scripts/setup-cuda11.sh` (Debian 12), then pass --cuda 11.8"
+    for _, path in debian11.missing_files(tmp_path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"")
+    assert debian11.missing_files(tmp_path) == []
+    assert static_toolkit_hint(tmp_path) == (
+        'CUDA 11.8 with static libraries is installed (scripts/setup-cuda11.sh): pass --cuda 11.8 (or cuda = "11.8")'
+    )

@@ -1,13 +1,19 @@
-"""The shipped loader's decisions that need no real library: safe folders, search order, messages, major checks."""
+"""The shipped loader's decisions that need no real library: trusted paths (real files, folders and symlinks built
+here), search order, boolean environment, messages, major checks."""
 
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from slimwheel import envvars
+from slimwheel.errors import BadInputError
 from slimwheel.runtime import loader
 
 ROW = {
@@ -37,27 +43,198 @@ def elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_relative_and_current_directory_are_refused(elsewhere: Path) -> None:
-    assert loader.unsafe_reason("nvidia/cu13/lib") == "relative path"
-    assert loader.unsafe_reason(os.getcwd()) == "the current directory"
-    lib = Path.cwd() / "libcudart.so.13"
-    lib.write_bytes(b"x")
-    assert loader.unsafe_reason(str(lib)) == "the current directory"
-    # below the current directory is fine: a venv in ~/project/.venv while working in ~/project
-    deeper = plant(Path.cwd() / ".venv")
-    assert loader.unsafe_reason(str(deeper)) is None
+def roots_of(*folders: Path) -> list[tuple[str, str | None]]:
+    return [(str(f), None) for f in folders]
 
 
-def test_world_writable_folder_refused_sticky_allowed(elsewhere: Path) -> None:
+def test_symlink_through_a_world_writable_sys_path_folder_is_refused(elsewhere: Path) -> None:
+    # The attack of issue 12 item 2: a world-writable folder on sys.path holds `nvidia -> <an ordinary 0755 folder>`.
+    # Everything the link resolves to is safe; the folder holding the link is not (anyone can re-point it).
+    decoy = elsewhere / "decoy"
+    lib = plant(decoy)
     ww = elsewhere / "ww"
-    lib = plant(ww)
+    ww.mkdir()
+    (ww / "nvidia").symlink_to(decoy / "nvidia")
     ww.chmod(0o777)
-    assert loader.unsafe_reason(str(lib)) == f"{ww} is writable by everyone"
-    ww.chmod(0o1777)  # like /tmp: others cannot replace what they do not own
-    assert loader.unsafe_reason(str(lib)) is None
-    ww.chmod(0o755)
+    via_link = ww / "nvidia" / "cu13" / "lib" / "libcudart.so.13"
+    assert loader.trust_problem(str(lib)) is None  # the resolved path alone looks fine
+    assert loader.trust_problem(str(via_link)) == f"{ww}: folder writable by everyone (mode 0777, no sticky bit)"
+    roots = loader.search_roots(None, [str(ww)])
+    found, tried = loader.find_in_wheels(ROW, roots)
+    assert found is None
+    assert tried == [(str(ww / "nvidia" / "cu13" / "lib"),
+                      f"refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)")]  # fmt: skip
+
+
+def test_a_link_that_leads_through_a_writable_folder_is_refused(elsewhere: Path) -> None:
+    # the other direction: the given path is clean, the resolved one passes a folder anyone can write
+    ww = elsewhere / "ww"
+    lib = plant(ww / "deep")
+    ww.chmod(0o777)
+    site = elsewhere / "site"
+    site.mkdir()
+    (site / "nvidia").symlink_to(ww / "deep" / "nvidia")
+    assert loader.trust_problem(str(site / "nvidia/cu13/lib/libcudart.so.13")) == (
+        f"{ww}: folder writable by everyone (mode 0777, no sticky bit)"
+    )
+    # a relative link from a sticky folder's subfolder: `..` is taken in the physical folder, as the kernel does
+    (site / "up").symlink_to("../ww/deep")
+    assert loader.trust_problem(str(site / "up/nvidia/cu13/lib/libcudart.so.13")) is not None
+    ww.chmod(0o1777)  # sticky: others may add names but not replace ours
+    assert loader.trust_problem(str(site / "nvidia/cu13/lib/libcudart.so.13")) is None
+    assert loader.trust_problem(str(lib)) is None
+
+
+def test_lookups_walk_links_like_the_kernel(elsewhere: Path) -> None:
+    (elsewhere / "a").mkdir()
+    (elsewhere / "b" / "c").mkdir(parents=True)
+    (elsewhere / "a" / "l").symlink_to("../b")
+    chain = [p for p, _ in loader.lookups(str(elsewhere / "a" / "l" / "c"))]
+    assert chain[-4:] == [str(elsewhere / "a"), str(elsewhere / "a" / "l"), str(elsewhere / "b"),
+                          str(elsewhere / "b" / "c")]  # fmt: skip
+    assert chain[0] == "/" and os.path.realpath(chain[-1]) == str((elsewhere / "b" / "c").resolve())
+    (elsewhere / "loop").symlink_to("loop")
+    assert loader.trust_problem(str(elsewhere / "loop" / "x")).startswith("cannot resolve")  # type: ignore[union-attr]
+    (elsewhere / "file").write_bytes(b"")
+    assert loader.trust_problem(str(elsewhere / "file" / "x")).startswith("cannot resolve")  # type: ignore[union-attr]
+
+
+def _st(mode: int, uid: int = 0, gid: int = 0) -> os.stat_result:
+    return os.stat_result((mode, 0, 0, 1, uid, gid, 0, 0, 0, 0))
+
+
+def test_stat_rule() -> None:
+    me = 1000
+    d, f, ln = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
+    ok = [(d | 0o755, 0), (d | 0o755, me), (d | 0o1777, 0), (d | 0o1770, me), (f | 0o644, 0), (ln | 0o777, me)]
+    for mode, uid in ok:
+        assert loader.stat_problem("/x", _st(mode, uid), uid=me, group_is_private=False) is None, oct(mode)
+    assert loader.stat_problem("/x", _st(d | 0o775, me), uid=me, group_is_private=True) is None
+    assert "writable by group gid" in str(loader.stat_problem("/x", _st(d | 0o775, me, 4242), uid=me,
+                                                              group_is_private=False))  # fmt: skip
+    assert "writable by everyone (mode 0777" in str(loader.stat_problem("/x", _st(d | 0o777), uid=me,
+                                                                        group_is_private=True))  # fmt: skip
+    assert "file writable by everyone" in str(loader.stat_problem("/x", _st(f | 0o666), uid=me, group_is_private=False))
+    for mode in (d | 0o755, d | 0o1777, ln | 0o777, f | 0o644):  # another user's object, even a tidy one
+        why = loader.stat_problem("/x", _st(mode, 4242), uid=me, group_is_private=True)
+        assert why is not None and why.startswith("/x is owned by uid 4242") and why.endswith("not by root or the current user")
+
+
+def test_group_writable_and_foreign_owner_on_real_files(elsewhere: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("giving a folder to another user needs root; test_stat_rule covers the rule itself")
+    lib = plant(elsewhere / "g")
+    folder = elsewhere / "g" / "nvidia"
+    os.chown(folder, -1, 4242)  # a group with no entry in the group database: not anyone's private group
+    folder.chmod(0o775)
+    assert loader.trust_problem(str(lib)) == f"{folder}: folder writable by group gid 4242 (mode 0775, no sticky bit)"
+    folder.chmod(0o755)
+    os.chown(folder, 4242, 0)
+    assert loader.trust_problem(str(lib)) == f"{folder} is owned by uid 4242, not by root or the current user"
+    os.chown(folder, 0, 0)
+    # a link that another user planted in a sticky folder: the folder is fine, the link is theirs
+    sticky = elsewhere / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    (sticky / "nvidia").symlink_to(elsewhere / "g" / "nvidia")
+    os.lchown(sticky / "nvidia", 4242, -1)
+    assert loader.trust_problem(str(sticky / "nvidia/cu13/lib/libcudart.so.13")) == (
+        f"{sticky / 'nvidia'} is owned by uid 4242, not by root or the current user"
+    )
+
+
+def test_world_writable_library_file_refused(elsewhere: Path) -> None:
+    lib = plant(elsewhere / "w")
     lib.chmod(0o666)
-    assert loader.unsafe_reason(str(lib)) == f"{lib} is writable by everyone"
+    assert loader.trust_problem(str(lib)) == f"{lib}: file writable by everyone (mode 0666, no sticky bit)"
+
+
+def _tree(base: Path, spec: list[tuple[int, int, int]]) -> list[Path]:
+    """Folders base/0 ... (each inside an earlier one or base), some made links to earlier ones; modes from spec."""
+    made: list[Path] = []
+    for i, (parent, kind, mode) in enumerate(spec):
+        where = made[parent % len(made)] if made and parent >= 0 else base
+        p = where / f"n{i}"
+        if kind == 0 or not made:
+            p.mkdir()
+            p.chmod(mode)
+        else:
+            p.symlink_to(made[(parent + kind) % len(made)])
+        made.append(p)
+    return made
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=st.lists(st.tuples(st.integers(-1, 6), st.integers(0, 3), st.sampled_from([0o755, 0o777, 0o1777, 0o700])),
+                     min_size=1, max_size=8))  # fmt: skip
+def test_no_writable_folder_on_either_path_is_ever_trusted(tmp_path_factory: pytest.TempPathFactory,
+                                                           spec: list[tuple[int, int, int]]) -> None:  # fmt: skip
+    # An oracle independent of `lookups`: the folders the path names (lexically) and those of its resolved form.
+    # Whenever one of them (or a folder holding a link on the way) is writable by everyone without the sticky bit,
+    # trust_problem must object; it may object to more (links inside links), never to less.
+    base = tmp_path_factory.mktemp("tree")
+    for target in _tree(base, spec):
+        given = [target, *target.parents]
+        resolved = [Path(os.path.realpath(target)), *Path(os.path.realpath(target)).parents]
+        link_dirs = [Path(os.path.realpath(p.parent)) for p in given if p.is_symlink()]
+        bad = [p for p in given + resolved + link_dirs
+               if not p.is_symlink() and p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o1002 == 0o002]  # fmt: skip
+        why = loader.trust_problem(str(target))
+        if bad:
+            assert why is not None and "writable by everyone" in why, (target, bad)
+    for p in sorted(base.rglob("*"), reverse=True):
+        if p.is_dir() and not p.is_symlink():
+            p.chmod(0o755)
+
+
+def test_relative_entries_and_the_current_directory_are_refused(elsewhere: Path) -> None:
+    cwd = Path.cwd()
+    (cwd / "sub").mkdir()
+    other = elsewhere / "other"
+    other.mkdir()
+    roots = loader.search_roots(None, ["", "sub", str(cwd / "sub"), str(cwd), str(other), "missing"])
+    assert roots == [
+        ("'' in sys.path", f"refused: a relative entry, it means the current directory {cwd}"),
+        ("'sub' in sys.path", f"refused: a relative entry, it means the current directory {cwd}"),
+        (str(other), None),
+    ]  # cwd/sub and cwd are 'sub' and '' again: reported once each
+    # what PYTHONPATH=sub becomes once Python has made it absolute
+    assert loader.search_roots(None, [str(cwd / "sub")]) == [
+        (str(cwd / "sub"), f"refused: under the current directory {cwd}")
+    ]
+
+
+def test_the_package_may_live_under_the_current_directory(elsewhere: Path) -> None:
+    # a venv in ~/project/.venv used from ~/project: its own site-packages is fine, a PYTHONPATH folder beside it not
+    cwd = Path.cwd()
+    site = cwd / ".venv" / "lib" / "site-packages"
+    (site / "demo").mkdir(parents=True)
+    (cwd / "deps").mkdir()
+    own = loader.own_root({"depth": 1}, str(site / "demo" / "_slimwheel_loader.py"))
+    assert own == str(site)
+    roots = loader.search_roots(own, [str(site), str(cwd / "deps"), ""])
+    assert roots == [(str(site), None), (str(cwd / "deps"), f"refused: under the current directory {cwd}"),
+                     ("'' in sys.path", f"refused: a relative entry, it means the current directory {cwd}")]  # fmt: skip
+    # run from inside site-packages: '' is the package's own folder, so it is searched once, as the own root
+    os.chdir(site)
+    assert loader.search_roots(own, ["", str(site)]) == [(str(site), None)]
+
+
+def test_installation_folders_and_the_root_directory_are_not_the_current_directory(elsewhere: Path) -> None:
+    # a shell in the venv's folder (or in site-packages itself), a container whose working directory is /
+    venv = Path.cwd()
+    site = venv / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    (venv / "deps").mkdir()
+    roots = loader.search_roots(None, [str(site), str(venv / "deps")], installed=[str(site)])
+    assert roots == [(str(site), None), (str(venv / "deps"), f"refused: under the current directory {venv}")]
+    os.chdir(site)
+    assert loader.search_roots(None, ["", str(site)], installed=[str(site)]) == [(str(site), None)]
+    os.chdir("/")
+    assert loader.search_roots(None, ["", str(venv / "deps")], installed=[]) == [
+        ("'' in sys.path", "refused: a relative entry, it means the current directory /"),
+        (str(venv / "deps"), None),
+    ]
 
 
 def test_own_site_packages_first_then_absolute_sys_path(elsewhere: Path) -> None:
@@ -66,9 +243,9 @@ def test_own_site_packages_first_then_absolute_sys_path(elsewhere: Path) -> None
     pkg.mkdir(parents=True)
     other = elsewhere / "other"
     other.mkdir()
-    roots = loader.search_roots({"depth": 1}, str(pkg / "_slimwheel_loader.py"),
-                                path=["", "relative/dir", str(other), str(site), "/does/not/exist"])  # fmt: skip
-    assert roots == [str(site), str(other)]
+    own = loader.own_root({"depth": 1}, str(pkg / "_slimwheel_loader.py"))
+    roots = loader.search_roots(own, [str(other), str(site), "/does/not/exist"])
+    assert roots == [(str(site), None), (str(other), None)]
 
 
 def test_wheel_folder_found_and_unsafe_copies_skipped(elsewhere: Path) -> None:
@@ -79,20 +256,57 @@ def test_wheel_folder_found_and_unsafe_copies_skipped(elsewhere: Path) -> None:
     lib = plant(good)
     missing = elsewhere / "missing"
     missing.mkdir()
-    found, tried = loader.find_in_wheels(ROW, [str(missing), str(bad), str(good)])
+    found, tried = loader.find_in_wheels(ROW, roots_of(missing, bad, good))
     assert found == str(lib.resolve())
     assert tried == [
         (str(missing / "nvidia" / "cu13" / "lib"), "not there"),
-        (str(bad / "nvidia" / "cu13" / "lib"), f"refused: {bad} is writable by everyone"),
+        (str(bad / "nvidia" / "cu13" / "lib"), f"refused: {bad}: folder writable by everyone (mode 0777, no sticky bit)"),
         (str(good / "nvidia" / "cu13" / "lib"), "found"),
     ]
 
 
 def test_current_directory_copy_is_never_found(elsewhere: Path) -> None:
     plant(Path.cwd())
-    found, tried = loader.find_in_wheels(ROW, [os.getcwd()])
+    found, tried = loader.find_in_wheels(ROW, loader.search_roots(None, [os.getcwd(), ""]))
     assert found is None
-    assert tried == [(str(Path.cwd() / "nvidia" / "cu13" / "lib"), "refused: under the current directory")]
+    assert tried == [(os.getcwd(), f"refused: under the current directory {os.getcwd()}")]
+
+
+@settings(max_examples=300)
+@given(value=st.one_of(st.none(), st.text(max_size=8),
+                       st.sampled_from(["1", "0", "TRUE", " yes ", "Off", "no", "on", "", "  ", "2", "y", "nein"])))  # fmt: skip
+def test_loader_and_cli_read_booleans_alike(value: str | None) -> None:
+    # the loader cannot import slimwheel, so it has its own copy of the vocabulary: both must give the same answer
+    env = {} if value is None else {"SLIMWHEEL_USE_SYSTEM_CUDA": value}
+    try:
+        cli: bool | Exception = envvars.env_bool(env, "SLIMWHEEL_USE_SYSTEM_CUDA", default=False)
+    except BadInputError as e:
+        cli = e
+    try:
+        shipped: bool | Exception = loader.env_flag(env, "SLIMWHEEL_USE_SYSTEM_CUDA")
+    except ImportError as e:
+        shipped = e
+    if isinstance(cli, Exception):
+        assert isinstance(shipped, ImportError) and str(shipped) == str(cli)
+        assert f"SLIMWHEEL_USE_SYSTEM_CUDA={value!r} is not a boolean" in str(cli)
+    else:
+        assert shipped is cli
+
+
+def test_use_system_cuda_false_means_off(elsewhere: Path) -> None:
+    site = elsewhere / "site"
+    (site / "demo").mkdir(parents=True)
+    cfg = {"dist": "demo", "depth": 1, "driver": None, "libs": [ROW]}
+    for off in ("false", "no", "off", "0", "", "FALSE"):
+        with pytest.raises(ImportError) as e:
+            loader.ensure_loaded(cfg, env={"SLIMWHEEL_USE_SYSTEM_CUDA": off},
+                                 loader_file=str(site / "demo" / "_slimwheel_loader.py"), path=[])  # fmt: skip
+        assert "system search" not in str(e.value) and f"{site / 'nvidia/cu13/lib'}: not there" in str(e.value)
+    with pytest.raises(ImportError) as e:
+        loader.ensure_loaded(cfg, env={"SLIMWHEEL_USE_SYSTEM_CUDA": "maybe"},
+                             loader_file=str(site / "demo" / "_slimwheel_loader.py"), path=[])  # fmt: skip
+    assert str(e.value) == ("SLIMWHEEL_USE_SYSTEM_CUDA='maybe' is not a boolean: use 1/0, true/false, yes/no or on/off "
+                            "(or leave it unset)")  # fmt: skip
 
 
 def test_missing_library_message(elsewhere: Path) -> None:
