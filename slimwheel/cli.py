@@ -9,7 +9,9 @@ from __future__ import annotations
 import importlib
 import logging
 import pkgutil
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Sequence
 
@@ -53,8 +55,24 @@ def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
     ctx.obj = {"verbose": verbose, "quiet": quiet}
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status instead of exiting (testable)."""
+    """Run the CLI; returns the exit status instead of exiting (testable). CI cancels a job with SIGTERM: it becomes
+    KeyboardInterrupt while a command runs, so clean-up blocks (temporary folders, temp siblings of outputs) run.
+    Signals reach the main thread only; the previous handler is restored afterwards."""
+    if threading.current_thread() is not threading.main_thread():
+        return _main(argv)
+    previous = signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="slimwheel", standalone_mode=False)
     except SlimwheelError as e:

@@ -193,8 +193,14 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     if kind == "bool":
         if isinstance(value, bool):
             return value
-        if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            return value.lower() in ("1", "true", "yes", "on")
+        if isinstance(value, str):
+            from slimwheel.envvars import parse_bool  # the one vocabulary of booleans (the loader keeps a copy)
+
+            try:
+                return parse_bool(value, name=where)  # None for a blank value: "not given"
+            except BadInputError:
+                problems.append(f"{where}: expected true or false (1/0, yes/no, on/off), got {value!r}")
+                return None
         problems.append(f"{where}: expected true or false, got {value!r}")
         return None
     if kind == "table":

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import re
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from slimwheel import deps, wheelfile
+from slimwheel import deps, fsutil, wheelfile
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
@@ -90,8 +89,8 @@ def repair_wheel(
         raise BadInputError(f"--plat {plat}: not a platform tag auditwheel knows (e.g. manylinux_2_28_x86_64)")
     phases: dict[str, float] = {}
     t0 = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="slimwheel-repair-") as tmp_s:
-        tmp = Path(tmp_s)
+    # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
+    with fsutil.temp_sibling(fsutil.cache_dir() / "work" / "repair", directory=True) as tmp:
         src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))
