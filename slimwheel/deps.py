@@ -35,9 +35,16 @@ from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.rpath import origin_target, unsafe_entries
 
 # Components whose nvidia-* wheel version follows the CUDA release (nvidia-cuda-runtime 13.5.x ships with CUDA 13.5).
-# Not cuBLAS: cuda-toolkit 13.4.1 ships nvidia-cublas 13.7, 13.5.0 ships 13.10 (PyPI's cuda-toolkit pins, read
-# 2026-12-01), so a release number is no cuBLAS version.
+# cuBLAS did up to CUDA 12 (nvidia-cublas-cu12 12.4.5 with CUDA 12.4), no longer on CUDA 13: cuda-toolkit 13.0.2 ships
+# nvidia-cublas 13.1, 13.4.1 ships 13.7, 13.5.0 ships 13.10 (PyPI's cuda-toolkit pins, read 2026-12-01).
 _FOLLOWS_CUDA_RELEASE = frozenset({"cudart", "nvrtc", "nvJitLink"})
+_FOLLOWS_CUDA_RELEASE_UP_TO_12 = frozenset({"cublas", "cublasLt"})
+
+
+def _follows_release(lib: cudalibs.RuntimeLib) -> bool:
+    return lib.component in _FOLLOWS_CUDA_RELEASE or (
+        lib.component in _FOLLOWS_CUDA_RELEASE_UP_TO_12 and lib.cuda_major <= 12
+    )
 # The dynamic loader is part of the C library; some libraries name it in DT_NEEDED (for __tls_get_addr) and every
 # system has it, though auditwheel's whitelist does not list it.
 SYSTEM_LOADERS = ("ld-linux*.so.*", "ld64.so.*", "ld-musl-*.so.1")
@@ -156,8 +163,8 @@ def floor_for(
        (known from GNU symbol versions, `imports`: library -> symbols): that release's component version. A wheel
        built with CUDA 13.5 that uses nothing newer installs beside torch's CUDA 13.0 pins.
     2. The version the build linked against (`versions`, recorded from the toolkit's nvidia-* wheels).
-    3. The CUDA release given, for components whose wheel versions follow it (cudart, nvrtc, nvJitLink); else the
-       SONAME major (cuBLAS 13.x, cuRAND 10.x: versions that do not follow the release)."""
+    3. The CUDA release given, for components whose wheel versions follow it (cudart, nvrtc, nvJitLink; cuBLAS up to
+       CUDA 12); else the major's first release, or the SONAME major (cuRAND 10.x)."""
     soname_major = _soname_major(lib)
     base = _baseline().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package)
     if base is not None and imports is not None:
@@ -179,7 +186,7 @@ def floor_for(
         return Floor(package=lib.package, version=_major_minor(recorded, lib.package),
                      why=f"{why}: the version it was built against, {recorded}")  # fmt: skip
     if soname_major == lib.cuda_major:
-        if lib.component in _FOLLOWS_CUDA_RELEASE and cuda is not None and cuda.major == lib.cuda_major:
+        if _follows_release(lib) and cuda is not None and cuda.major == lib.cuda_major:
             return Floor(package=lib.package, version=f"{cuda.major}.{cuda.minor}",
                          why=f"{why}: the CUDA release given, {cuda}")  # fmt: skip
         return Floor(package=lib.package, version=f"{soname_major}.0", why=f"{why}: the major's first release")
