@@ -79,6 +79,7 @@ class CoverageGap:
     fatbins: int  # how many fatbins serve it that way
     total: int  # fatbins with loadable code
     elfs: tuple[str, ...]  # the ELF files those fatbins are in
+    targets: tuple[tuple[str, ...], ...] = ()  # the code those fatbins carry, one tuple of targets per kind of module
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -289,6 +290,7 @@ def module_coverage(
     for cc in ccs:
         # how -> (fatbins judged that way, the files they are in)
         hows: dict[str, tuple[int, list[str]]] = {}
+        sets: dict[str, set[frozenset[Target]]] = {}
         for name, groups in per_elf.items():
             generic = {ts: n for ts, n in groups.items() if not _made_for_others(ts, cc)}
             if generic:
@@ -296,14 +298,17 @@ def module_coverage(
             else:
                 best = max((served_by(cc, ts)[0] for ts in groups), key=_RANK.__getitem__)
                 judged = {ts: (best, n) for ts, n in groups.items()}
-            for how, n in judged.values():
+            for ts, (how, n) in judged.items():
                 count, names = hows.get(how, (0, []))
                 hows[how] = (count + n, names if name in names else [*names, name])
+                sets.setdefault(how, set()).add(ts)
         worst = min(hows, key=_RANK.__getitem__) if hows else "none"
         out[worst].append(cc)
         if len(hows) > 1:
             count, names = hows[worst]
-            gaps.append(CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names)))
+            kinds = sorted(tuple(str(t) for t in sorted(ts, key=lambda t: (t.kind is Kind.PTX, t.cc))) for ts in sets[worst])
+            gaps.append(CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names),
+                                    targets=tuple(kinds)))  # fmt: skip
     return Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"])), tuple(gaps)
 
 
@@ -423,7 +428,18 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
 
 def gap_text(gap: CoverageGap) -> str:
     how = "only through PTX JIT" if gap.how == "ptx" else "not at all"
-    return f"{gap.fatbins} of {gap.total} fatbins run {how} (in {', '.join(gap.elfs)})"
+    text = f"{gap.fatbins} of {gap.total} fatbins run {how} (in {', '.join(gap.elfs)})"
+    if gap.targets:
+        shown = "; ".join(" ".join(ts) for ts in gap.targets[:3]) + ("; ..." if len(gap.targets) > 3 else "")
+        text += f"; their code: {shown}"
+        older = all(
+            all(t.startswith("sm_") and int(t[3:].rstrip("afr")) // 10 < gap.cc.major for t in ts) for ts in gap.targets
+        )
+        if older and gap.how == "none":
+            # cuBLAS 11.8 ships such modules (openai_sgemm: sm_50/60/61 only) and launches them on those GPUs only.
+            text += (" (SASS for older GPUs only and no PTX: a library's kernels for older GPUs, which it does not "
+                     "launch on this one, look like this; code of your own needs this GPU's SASS or PTX)")  # fmt: skip
+    return text
 
 
 def coverage_rows(report: WheelReport) -> list[tuple[str, str, str, str]]:

@@ -255,3 +255,21 @@ def test_repair_refuses_a_member_longer_than_declared(tmp_path: Path) -> None:
     w.write_bytes(bytes(data))
     with pytest.raises(BadInputError):
         repair_wheel(w, tmp_path / "out")
+
+
+# ------------------------------------------------------------------------------ 15: what a coverage failure shows
+
+
+def test_a_coverage_gap_names_the_code_of_the_modules_that_fail(tmp_path: Path) -> None:
+    # Issue 12 item 15: cuBLAS 11.8 ships modules with SASS for 5.0/6.0/6.1 only and no PTX (openai_sgemm); a
+    # static link carries them, and check failed 7.0-9.0 with "2 of 119 fatbins run not at all" and nothing more.
+    from helpers.binsynth import fatbin, fatbin_entry
+
+    modern = fatbin([fatbin_entry(sm=90), fatbin_entry(kind="ptx", sm=90, ptx_isa=(8, 0))])
+    legacy = fatbin([fatbin_entry(sm=50), fatbin_entry(sm=60), fatbin_entry(sm=61)])
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so(sections={".nv_fatbin": modern + legacy})}, requires=[CU13])
+    r = inspect_wheel(w)
+    v = check_wheel(r, make_policy(r, require_arch="9.0"))
+    (f,) = [f for f in v.failures if f.kind == "coverage"]
+    assert "1 of 2 fatbins run not at all" in f.message
+    assert "their code: sm_50 sm_60 sm_61" in f.message and "SASS for older GPUs only and no PTX" in f.message
