@@ -22,6 +22,7 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <link.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -506,6 +507,7 @@ class Nvrtc {
     if (major != bundle.cuda_major)
       throw Error(where + " is NVRTC " + std::to_string(major) + "." + std::to_string(minor) + "; " + bundle.name +
                   " was built for CUDA " + std::to_string(bundle.cuda_major));
+    n.load_builtins();
     return n;
   }
 
@@ -595,6 +597,21 @@ class Nvrtc {
     f = reinterpret_cast<F>(::dlsym(handle_, name));
     if (!f) throw Error(where_ + " has no symbol " + name);
   }
+  // NVRTC opens libnvrtc-builtins.so.<major>.<minor> by bare name when it compiles, which the wheel's folder does not
+  // satisfy (no RUNPATH): it is opened here from NVRTC's own folder, under the same rules.
+  void load_builtins() {
+    const std::string name = "libnvrtc-builtins.so." + version();
+    if (::dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL)) return;
+    link_map* lm = nullptr;
+    if (::dlinfo(handle_, RTLD_DI_LINKMAP, &lm) != 0 || lm == nullptr || lm->l_name == nullptr ||
+        lm->l_name[0] != '/')
+      throw Error("cannot tell where NVRTC (" + where_ + ") was loaded from, to load " + name + " beside it");
+    const std::string path = detail::parent_of(lm->l_name) + "/" + name;
+    std::string why = detail::unsafe_reason(path, ::geteuid());
+    if (!why.empty()) throw Error("refusing to load " + path + ": " + why);
+    if (!::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) throw Error("cannot load " + path + ": " + ::dlerror());
+  }
+
   void load_symbols() {
     sym(version_, "nvrtcVersion");
     sym(num_archs_, "nvrtcGetNumSupportedArchs");
