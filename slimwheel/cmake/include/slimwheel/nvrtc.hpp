@@ -438,6 +438,8 @@ using CUcontext = struct CUctx_st*;
 using CUmodule = struct CUmod_st*;
 using CUfunction = struct CUfunc_st*;
 using CUstream = struct CUstream_st*;
+using CUlibrary = struct CUlib_st*;
+using CUkernel = struct CUkern_st*;
 using nvrtcResult = int;
 using nvrtcProgram = struct _nvrtcProgram*;
 
@@ -745,11 +747,23 @@ class Runtime {
       compiled = nv.compile(bundle, source, name_expression, options, device_arch);
       cache().store(key, pack(*compiled));
     }
-    CUmodule module = nullptr;
-    cu_check(module_load_data_(&module, compiled->image.data()), "cuModuleLoadData",
-             compiled->kind == ImageKind::ptx ? compiled->log : std::string());
-    cu_check(module_get_function_(&k.function, module, compiled->lowered_name.c_str()), "cuModuleGetFunction");
-    modules_.push_back(module);
+    const std::string log = compiled->kind == ImageKind::ptx ? compiled->log : std::string();
+    if (library_load_data_) {
+      // The library API (driver >= 12.0), which the CUDA runtime itself uses for fatbins: context-independent, and
+      // loaded into a context when a function is first taken from it (like lazy loading).
+      CUlibrary library = nullptr;
+      CUkernel kern = nullptr;
+      cu_check(library_load_data_(&library, compiled->image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+               "cuLibraryLoadData", log);
+      libraries_.push_back(library);
+      cu_check(library_get_kernel_(&kern, library, compiled->lowered_name.c_str()), "cuLibraryGetKernel");
+      cu_check(kernel_get_function_(&k.function, kern), "cuKernelGetFunction");
+    } else {
+      CUmodule module = nullptr;
+      cu_check(module_load_data_(&module, compiled->image.data()), "cuModuleLoadData", log);
+      modules_.push_back(module);
+      cu_check(module_get_function_(&k.function, module, compiled->lowered_name.c_str()), "cuModuleGetFunction");
+    }
     k.kind = compiled->kind;
     k.arch = compiled->arch;
     loaded_.emplace(mem_key, k);
@@ -812,6 +826,11 @@ class Runtime {
     sym(module_load_data_, "cuModuleLoadData");
     sym(module_get_function_, "cuModuleGetFunction");
     sym(launch_, "cuLaunchKernel");
+    // Optional: drivers before CUDA 12.0 have no library API.
+    library_load_data_ = reinterpret_cast<decltype(library_load_data_)>(::dlsym(cuda_, "cuLibraryLoadData"));
+    library_get_kernel_ = reinterpret_cast<decltype(library_get_kernel_)>(::dlsym(cuda_, "cuLibraryGetKernel"));
+    kernel_get_function_ = reinterpret_cast<decltype(kernel_get_function_)>(::dlsym(cuda_, "cuKernelGetFunction"));
+    if (!library_get_kernel_ || !kernel_get_function_) library_load_data_ = nullptr;
     sym(error_string_, "cuGetErrorString");
     cu_check(init_(0), "cuInit");
     cu_check(driver_get_version_(&driver_version_), "cuDriverGetVersion");
@@ -848,7 +867,9 @@ class Runtime {
   std::unique_ptr<Nvrtc> nvrtc_;
   std::unique_ptr<Cache> cache_;
   std::map<std::tuple<const void*, std::string, std::string, std::string, CUcontext>, Kernel> loaded_;
-  std::vector<CUmodule> modules_;  // kept loaded for the life of the process, like a fatbin's modules
+  // Kept loaded for the life of the process, like a fatbin's modules.
+  std::vector<CUmodule> modules_;
+  std::vector<CUlibrary> libraries_;
 
   CUresult (*init_)(unsigned) = nullptr;
   CUresult (*driver_get_version_)(int*) = nullptr;
@@ -863,6 +884,9 @@ class Runtime {
   CUresult (*launch_)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
                       void**, void**) = nullptr;
   CUresult (*error_string_)(CUresult, const char**) = nullptr;
+  CUresult (*library_load_data_)(CUlibrary*, const void*, void*, void**, unsigned, void*, void**, unsigned) = nullptr;
+  CUresult (*library_get_kernel_)(CUkernel*, CUlibrary, const char*) = nullptr;
+  CUresult (*kernel_get_function_)(CUfunction*, CUkernel) = nullptr;
 };
 
 }  // namespace nvrtc
