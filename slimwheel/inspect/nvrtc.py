@@ -20,6 +20,7 @@ import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from elftools.common.exceptions import ELFError
@@ -30,6 +31,7 @@ from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ELF_MAGIC
+from slimwheel.inspect.wheel import WheelArchive
 
 SECTION = "slimwheel_nvrtc"
 MAGIC = b"SLWNVRTC1\n"
@@ -171,6 +173,19 @@ def embedded_sources(data: bytes | memoryview, name: str) -> tuple[EmbeddedSourc
     if off + size > len(mv):
         raise BadInputError(f"{name}: section {SECTION} ({size} bytes at {off:#x}) ends past the file")
     return parse_section(mv[off : off + size], where=name)
+
+
+def wheel_embedded_sources(path: Path) -> dict[str, tuple[EmbeddedSources, ...]]:
+    """The records of every ELF member of a wheel that has some, by member name."""
+    out: dict[str, tuple[EmbeddedSources, ...]] = {}
+    with WheelArchive(Path(path)) as archive:
+        for m in archive.members:
+            if m.uncompressed < 16 or archive.head(m, 4)[:4] != ELF_MAGIC:
+                continue
+            records = embedded_sources(archive.read(m), f"{path}: {m.name}")
+            if records:
+                out[m.name] = records
+    return out
 
 
 def served_ccs(sources: EmbeddedSources, *, nvrtc: CudaVersion | None = None) -> tuple[CC, ...]:

@@ -7,14 +7,25 @@ import json
 from collections.abc import Callable
 
 import pytest
+from pathlib import Path
+
 from helpers.binsynth import elf
+from helpers.wheelmaker import make_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.nvrtc import MAGIC, SECTION, describe, embedded_sources, parse_section, served_ccs
+from slimwheel.inspect.nvrtc import (
+    MAGIC,
+    SECTION,
+    describe,
+    embedded_sources,
+    parse_section,
+    served_ccs,
+    wheel_embedded_sources,
+)
 
 
 def record(files: dict[str, bytes], *, major: int = 13, sources: int = 1, manifest: object = None) -> bytes:
@@ -133,3 +144,11 @@ def test_served_ccs_follow_the_nvrtc_of_the_major() -> None:
         served_ccs(r13, nvrtc=CudaVersion(12, 8))
     row = describe([r13])[0]
     assert row["requires"] == "nvidia-cuda-nvrtc" and row["serves"] == [str(cc) for cc in served_ccs(r13)] and row["source_bytes"] == sum(map(len, FILES.values()))
+
+
+def test_wheel_members_with_records(tmp_path: Path) -> None:
+    with_sources = elf(sections={".text": b"\x90" * 32, SECTION: record(FILES)})
+    without = elf(sections={".text": b"\x90" * 32})
+    wheel = make_wheel(tmp_path, files={"pkg/_a.so": with_sources, "pkg/_b.so": without, "pkg/x.py": b"pass\n"})
+    found = wheel_embedded_sources(wheel)
+    assert list(found) == ["pkg/_a.so"] and found["pkg/_a.so"][0].files[0].name == "topk.cuh"

@@ -509,7 +509,6 @@ class Nvrtc {
     if (major != bundle.cuda_major)
       throw Error(where + " is NVRTC " + std::to_string(major) + "." + std::to_string(minor) + "; " + bundle.name +
                   " was built for CUDA " + std::to_string(bundle.cuda_major));
-    n.load_builtins();
     return n;
   }
 
@@ -535,6 +534,7 @@ class Nvrtc {
     const File* main = bundle.find(source);
     if (main == nullptr) throw Error(std::string(bundle.name) + " has no embedded source '" + source + "'");
     auto [kind, arch] = target_for(archs_, device_arch);
+    load_builtins();  // here, not in open(): a process served from the disk cache never needs them
     std::string text(bundle.embedded + main->offset, main->size);
     std::vector<std::string> header_text;
     std::vector<const char*> headers, names;
@@ -601,7 +601,7 @@ class Nvrtc {
   }
   // NVRTC opens libnvrtc-builtins.so.<major>.<minor> by bare name when it compiles, which the wheel's folder does not
   // satisfy (no RUNPATH): it is opened here from NVRTC's own folder, under the same rules.
-  void load_builtins() {
+  void load_builtins() const {
     const std::string name = "libnvrtc-builtins.so." + version();
     if (::dlopen(name.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL)) return;
     link_map* lm = nullptr;
