@@ -28,6 +28,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 VARIANTS = ("precompiled", "runtime")
 DTYPES = ("float32", "float64")
@@ -45,7 +46,7 @@ def used_mib() -> float:
     return (total.value - free.value) / 2**20
 
 
-def bare_context() -> dict[str, object]:
+def bare_context() -> dict[str, Any]:
     cuda = ctypes.CDLL("libcuda.so.1")
     ctx = ctypes.c_void_p()
     assert cuda.cuInit(0) == 0
@@ -54,7 +55,7 @@ def bare_context() -> dict[str, object]:
     return {"mem_context_mib": used_mib()}
 
 
-def data(dtype: str, rows: int, n: int, seed: int):  # noqa: ANN201 - numpy is imported lazily in the child
+def data(dtype: str, rows: int, n: int, seed: int) -> Any:  # numpy is imported in the child only
     import numpy as np
 
     rng = np.random.default_rng(seed)
@@ -62,11 +63,11 @@ def data(dtype: str, rows: int, n: int, seed: int):  # noqa: ANN201 - numpy is i
     return (np.round(rng.standard_normal((rows, n)) * 64) / 64).astype(dtype)
 
 
-def probe(spec: dict[str, object]) -> dict[str, object]:
+def probe(spec: dict[str, Any]) -> dict[str, Any]:
     """One fresh process: what spec["what"] asks for, with the variant's package."""
     if spec["what"] == "bare":
         return bare_context()
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     if os.environ.get("NVRTC_CHECK_PRELOAD") == "1":
         # What the package's loader will do once repair knows NVRTC wheels (docs/nvrtc.md): load libnvrtc from the
         # nvidia-cuda-nvrtc wheel by absolute path before the extension needs it.
@@ -151,7 +152,7 @@ def probe(spec: dict[str, object]) -> dict[str, object]:
 
 
 # ----------------------------------------------------------------------------------------------- parent process side
-def run_probe(spec: dict[str, object], env: dict[str, str]) -> dict[str, object]:
+def run_probe(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     r = subprocess.run(
         [sys.executable, __file__, "--probe", json.dumps(spec)],
@@ -160,7 +161,7 @@ def run_probe(spec: dict[str, object], env: dict[str, str]) -> dict[str, object]
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         return {"spec": spec, "error": (r.stdout + r.stderr)[-4000:], "returncode": r.returncode}
-    res = json.loads(r.stdout.strip().splitlines()[-1])
+    res: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
     res["spec"] = spec
     res["process_wall_s"] = wall
     return res
@@ -172,9 +173,9 @@ def child_env(loading: str, cache: Path | None) -> dict[str, str]:
     return env
 
 
-def install(wheels: Path) -> dict[str, object]:
+def install(wheels: Path) -> dict[str, Any]:
     found = {v: sorted(wheels.glob(f"topk_{v}-*.whl")) for v in VARIANTS}
-    out: dict[str, object] = {}
+    out: dict[str, Any] = {}
     for v, paths in found.items():
         if len(paths) != 1:
             raise SystemExit(f"expected one topk_{v} wheel in {wheels}, found {paths}")
@@ -188,8 +189,8 @@ def install(wheels: Path) -> dict[str, object]:
     return out
 
 
-def environment() -> dict[str, object]:
-    env: dict[str, object] = {"python": sys.version.split()[0]}
+def environment() -> dict[str, Any]:
+    env: dict[str, Any] = {"python": sys.version.split()[0]}
     smi = shutil.which("nvidia-smi")
     if smi:
         r = subprocess.run(
@@ -214,16 +215,16 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-def measure(args: argparse.Namespace) -> dict[str, object]:
-    result: dict[str, object] = {"schema": 1, "where": "NVIDIA H200 (device machine)", "ok": False}
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    result: dict[str, Any] = {"schema": 1, "where": "NVIDIA H200 (device machine)", "ok": False}
     result["environment"] = environment()
     result["wheels"] = install(args.wheels)
     scratch = Path(tempfile.mkdtemp(prefix="nvrtc-check-"))
-    probes: list[dict[str, object]] = []
+    probes: list[dict[str, Any]] = []
 
     preload = {"on": False}
 
-    def go(spec: dict[str, object], loading: str = "LAZY", cache: Path | None = None) -> dict[str, object]:
+    def go(spec: dict[str, Any], loading: str = "LAZY", cache: Path | None = None) -> dict[str, Any]:
         env = child_env(loading, cache)
         if preload["on"]:
             env["NVRTC_CHECK_PRELOAD"] = "1"
@@ -279,20 +280,20 @@ def measure(args: argparse.Namespace) -> dict[str, object]:
     return result
 
 
-def summarize(probes: list[dict[str, object]], saved: dict[str, Path]) -> dict[str, object]:
+def summarize(probes: list[dict[str, Any]], saved: dict[str, Path]) -> dict[str, Any]:
     import numpy as np
 
-    def pick(what: str, variant: str | None, loading: str, cache: str | None = None) -> list[dict[str, object]]:
+    def pick(what: str, variant: str | None, loading: str, cache: str | None = None) -> list[dict[str, Any]]:
         return [
             p for p in probes
             if "error" not in p and "superseded" not in p and p["spec"]["what"] == what and p["spec"].get("variant") == variant
             and p["loading"] == loading and (cache is None or p["cache"] == cache)
         ]  # fmt: skip
 
-    s: dict[str, object] = {}
+    s: dict[str, Any] = {}
     for loading in ("LAZY", "EAGER"):
         bare = pick("bare", None, loading)
-        row: dict[str, object] = {"context_mib": median([p["mem_context_mib"] for p in bare])}
+        row: dict[str, Any] = {"context_mib": median([p["mem_context_mib"] for p in bare])}
         for v, cache in (("precompiled", "off"), ("runtime", "empty"), ("runtime", "warm")):
             ps = pick("first", v, loading, cache)
             key = v if v == "precompiled" else f"runtime_{cache}_cache"
@@ -368,7 +369,7 @@ def main() -> int:
     if args.probe:
         print(json.dumps(probe(json.loads(args.probe))))
         return 0
-    result: dict[str, object] = {"schema": 1, "ok": False}
+    result: dict[str, Any] = {"schema": 1, "ok": False}
     try:
         result = measure(args)
         return 0 if result["ok"] else 1

@@ -11,6 +11,7 @@ C++ program (tests/cpp/nvrtc_cache_test.cpp) built against the header alone.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import os
 import random
 import shutil
@@ -164,8 +165,8 @@ def test_cache_rejects_planted_corrupted_and_foreign_files(tmp_path: Path) -> No
 
 
 def nvrtc_library() -> Path:
-    import nvidia  # the namespace package of the nvidia-* wheels ([test] extra: nvidia-cuda-nvrtc)
-
+    # The namespace package of the nvidia-* wheels ([test] extra: nvidia-cuda-nvrtc).
+    nvidia = importlib.import_module("nvidia")
     for folder in nvidia.__path__:
         lib = Path(folder) / "cu13/lib/libnvrtc.so.13"
         if lib.is_file():
