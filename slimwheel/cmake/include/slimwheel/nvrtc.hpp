@@ -778,10 +778,7 @@ class Runtime {
              "cuLaunchKernel");
   }
 
-  const Cache& cache() {
-    if (!cache_) cache_.reset(new Cache(Cache::settings_from_env()));
-    return *cache_;
-  }
+  const Cache& cache() const { return cache_; }
   // Where NVRTC was found and its version, after the first compilation or cache lookup; empty before.
   std::string nvrtc_description() {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -789,7 +786,8 @@ class Runtime {
   }
 
  private:
-  Runtime() = default;
+  // The cache settings are read once, when the runtime is first used (the environment of that moment).
+  Runtime() : cache_(Cache::settings_from_env()) {}
 
   static std::string join(const std::vector<std::string>& v) {
     std::string s;
@@ -865,7 +863,7 @@ class Runtime {
   void* cuda_ = nullptr;
   int driver_version_ = 0;
   std::unique_ptr<Nvrtc> nvrtc_;
-  std::unique_ptr<Cache> cache_;
+  const Cache cache_;
   std::map<std::tuple<const void*, std::string, std::string, std::string, CUcontext>, Kernel> loaded_;
   // Kept loaded for the life of the process, like a fatbin's modules.
   std::vector<CUmodule> modules_;
