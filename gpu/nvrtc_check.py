@@ -323,18 +323,8 @@ def summarize(probes: list[dict[str, Any]], saved: dict[str, Path]) -> dict[str,
             "precompiled_eager": pick("all", "precompiled", "EAGER")[0]["mem_after_all_mib"],
             "runtime": all_rt[1]["mem_after_all_mib"],
         }
-        # What loading the precompiled wheel costs beyond the runtime build's (registering and, when eager, loading
-        # its fatbin at context creation), and how many instantiations that pays for.
-        for loading in ("lazy", "eager"):
-            row = s[loading]
-            pre_load = (row["precompiled"]["import_s"] + row["precompiled"]["init_s"]) - (
-                row["runtime_warm_cache"]["import_s"] + row["runtime_warm_cache"]["init_s"]
-            )
-            s[f"break_even_{loading}"] = {
-                "precompiled_extra_load_s": pre_load,
-                "kernels_compiled": int(max(pre_load, 0) // median(compile_each)),
-                "kernels_from_cache": int(max(pre_load, 0) // median(cached_each)),
-            }
+        # The break-even (scripts/nvrtc-report.py) compares these per-kernel costs with the import + context
+        # times of the "first" probes.
     bench: dict[str, dict[str, list[float]]] = {}
     for v in VARIANTS:
         for p in pick("bench", v, "LAZY"):
