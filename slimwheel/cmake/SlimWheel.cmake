@@ -356,3 +356,6 @@ function(slimwheel_link_cuda target)
 endfunction()
 
 cmake_policy(POP)
+
+# slimwheel_nvrtc_embed(): kernel sources embedded for runtime compilation (docs/nvrtc.md).
+include("${CMAKE_CURRENT_LIST_DIR}/SlimWheelNvrtc.cmake")

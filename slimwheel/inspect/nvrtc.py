@@ -1,0 +1,216 @@
+"""Kernel sources embedded for runtime compilation (slimwheel_nvrtc_embed, docs/nvrtc.md), found in built binaries.
+
+SlimWheelNvrtc.cmake puts one record per embedding in the ELF section `slimwheel_nvrtc`:
+
+    b"SLWNVRTC1\\n" + ten ASCII digits (the manifest's length) + b"\\n" + manifest (JSON) + the files back to back
+
+The manifest names each file with its offset (from the end of the manifest), size and SHA-256, the CUDA major the
+binary was built for and the NVRTC it loads (SONAME, nvidia-* wheel folder and package). Records follow each other,
+possibly with zero bytes between them (the linker aligns each array).
+
+Such a binary serves every compute capability the NVRTC of its CUDA major can target: a cubin for the exact GPU when
+NVRTC knows it, PTX for the newest architecture it knows otherwise (`served_ccs`). The wheel must require the NVRTC
+package (`EmbeddedSources.nvrtc_package`) and its loader should preload the library.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from elftools.common.exceptions import ELFError
+from elftools.construct import ConstructError
+from elftools.elf.elffile import ELFFile
+
+from slimwheel.cuda.arch import CC
+from slimwheel.cuda.versions import CudaVersion, supported_archs
+from slimwheel.errors import BadInputError
+from slimwheel.inspect.elf import ELF_MAGIC
+from slimwheel.inspect.wheel import WheelArchive
+
+SECTION = "slimwheel_nvrtc"
+MAGIC = b"SLWNVRTC1\n"
+_HEAD = len(MAGIC) + 11  # magic, ten digits, newline
+_MAX_MANIFEST = 1 << 20  # a manifest names files; a megabyte of JSON is already absurd
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddedFile:
+    name: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class EmbeddedSources:
+    """One slimwheel_nvrtc_embed() record: the files of one bundle and the NVRTC that compiles them."""
+
+    bundle: str
+    cuda_major: int
+    nvrtc_soname: str
+    nvrtc_folder: str
+    nvrtc_package: str
+    sources: int  # the first `sources` files are compilable sources, the rest headers they include
+    files: tuple[EmbeddedFile, ...]
+    record_bytes: int  # the whole record in the section: magic, manifest and files
+
+    @property
+    def source_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+
+def parse_section(data: bytes | memoryview, *, where: str) -> tuple[EmbeddedSources, ...]:
+    """Every record in the bytes of a `slimwheel_nvrtc` section. Malformed input is a BadInputError naming `where`."""
+    mv = memoryview(data)
+    out: list[EmbeddedSources] = []
+    pos = 0
+    while pos < len(mv):
+        if mv[pos] == 0:  # alignment padding between records
+            pos += 1
+            continue
+        record = _parse_record(mv, pos, where=f"{where} [{SECTION} at +{pos:#x}]")
+        out.append(record)
+        pos += record.record_bytes
+    return tuple(out)
+
+
+def _parse_record(mv: memoryview, pos: int, *, where: str) -> EmbeddedSources:
+    head = bytes(mv[pos : pos + _HEAD])
+    if len(head) < _HEAD or not head.startswith(MAGIC) or head[-1:] != b"\n" or not head[len(MAGIC) : -1].isdigit():
+        raise BadInputError(f"{where}: not a slimwheel NVRTC record (starts with {head[:16]!r})")
+    length = int(head[len(MAGIC) : -1])
+    start = pos + _HEAD
+    if length > _MAX_MANIFEST or start + length > len(mv):
+        raise BadInputError(f"{where}: manifest of {length} bytes does not fit in the section")
+    try:
+        manifest = json.loads(bytes(mv[start : start + length]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise BadInputError(f"{where}: manifest is not JSON ({e})") from None
+    data_start = start + length
+    m = _Manifest(manifest, where)
+    files: list[EmbeddedFile] = []
+    end = data_start
+    for i, entry in enumerate(m.array("files")):
+        f = _Manifest(entry, f"{where} files[{i}]")
+        name, offset, size, digest = f.text("name"), f.number("offset"), f.number("bytes"), f.text("sha256")
+        lo, hi = data_start + offset, data_start + offset + size
+        if hi > len(mv):
+            raise BadInputError(f"{where}: file {name!r} ({size} bytes at +{offset}) ends past the section")
+        if hashlib.sha256(mv[lo:hi]).hexdigest() != digest:
+            raise BadInputError(f"{where}: file {name!r} does not match the SHA-256 in its manifest")
+        files.append(EmbeddedFile(name=name, size=size, sha256=digest))
+        end = max(end, hi)
+    nvrtc = _Manifest(m.obj("nvrtc"), f"{where} nvrtc")
+    sources = m.number("sources")
+    if m.number("schema") != 1 or not 0 < sources <= len(files):
+        raise BadInputError(f"{where}: unknown schema or bad source count in the manifest")
+    # The compiler adds the literal's terminating NUL; it belongs to the record.
+    if end < len(mv) and mv[end] == 0:
+        end += 1
+    return EmbeddedSources(
+        bundle=m.text("bundle"),
+        cuda_major=m.number("cuda_major"),
+        nvrtc_soname=nvrtc.text("soname"),
+        nvrtc_folder=nvrtc.text("folder"),
+        nvrtc_package=nvrtc.text("package"),
+        sources=sources,
+        files=tuple(files),
+        record_bytes=end - pos,
+    )
+
+
+class _Manifest:
+    """Typed access to one JSON object of a manifest; a missing or mistyped key is a BadInputError."""
+
+    def __init__(self, obj: Any, where: str) -> None:
+        if not isinstance(obj, dict):
+            raise BadInputError(f"{where}: manifest entry is not an object")
+        self._obj: dict[str, Any] = obj
+        self._where = where
+
+    def _get(self, key: str, kind: type) -> Any:
+        value: Any = self._obj.get(key)
+        negative = isinstance(value, int) and value < 0
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or negative)):
+            raise BadInputError(f"{self._where}: manifest key {key!r} missing or not a {kind.__name__}")
+        return value
+
+    def text(self, key: str) -> str:
+        value: str = self._get(key, str)
+        return value
+
+    def number(self, key: str) -> int:
+        value: int = self._get(key, int)
+        return value
+
+    def array(self, key: str) -> list[Any]:
+        value: list[Any] = self._get(key, list)
+        return value
+
+    def obj(self, key: str) -> dict[str, Any]:
+        value: dict[str, Any] = self._get(key, dict)
+        return value
+
+
+def embedded_sources(data: bytes | memoryview, name: str) -> tuple[EmbeddedSources, ...]:
+    """The records of an ELF file's `slimwheel_nvrtc` section; () for an ELF without one (or not an ELF)."""
+    mv = memoryview(data)
+    if bytes(mv[:4]) != ELF_MAGIC:
+        return ()
+    try:
+        elf = ELFFile(io.BytesIO(data if isinstance(data, bytes) else mv))
+        sec = elf.get_section_by_name(SECTION)
+        if sec is None or sec["sh_type"] == "SHT_NOBITS":
+            return ()
+        off, size = sec["sh_offset"], sec["sh_size"]
+    except (ELFError, ConstructError, ValueError, KeyError, IndexError) as e:
+        raise BadInputError(f"{name}: malformed or truncated ELF file ({type(e).__name__}: {e})") from None
+    if off + size > len(mv):
+        raise BadInputError(f"{name}: section {SECTION} ({size} bytes at {off:#x}) ends past the file")
+    return parse_section(mv[off : off + size], where=name)
+
+
+def wheel_embedded_sources(path: Path) -> dict[str, tuple[EmbeddedSources, ...]]:
+    """The records of every ELF member of a wheel that has some, by member name."""
+    out: dict[str, tuple[EmbeddedSources, ...]] = {}
+    with WheelArchive(Path(path)) as archive:
+        for m in archive.members:
+            if m.uncompressed < 16 or archive.head(m, 4)[:4] != ELF_MAGIC:
+                continue
+            records = embedded_sources(archive.read(m), f"{path}: {m.name}")
+            if records:
+                out[m.name] = records
+    return out
+
+
+def served_ccs(sources: EmbeddedSources, *, nvrtc: CudaVersion | None = None) -> tuple[CC, ...]:
+    """Compute capabilities the embedded sources are compiled for natively (a cubin), by the given NVRTC release or,
+    by default, the oldest NVRTC the wheel can meet: the first release of its CUDA major (requirement floor
+    `>=<major>.0`). GPUs newer than the last of these still run, through PTX that the driver compiles."""
+    release = nvrtc or CudaVersion(sources.cuda_major, 0)
+    if release.major != sources.cuda_major:
+        raise BadInputError(f"{sources.bundle}: built for the NVRTC of CUDA {sources.cuda_major}, not {release}")
+    return supported_archs(release)
+
+
+def describe(records: Sequence[EmbeddedSources]) -> list[dict[str, object]]:
+    """JSON-ready rows for reports: bundle, bytes, files, what serves them and the package the wheel must require."""
+    return [
+        {
+            "bundle": r.bundle,
+            "files": [f.name for f in r.files],
+            "source_bytes": r.source_bytes,
+            "record_bytes": r.record_bytes,
+            "cuda_major": r.cuda_major,
+            "requires": r.nvrtc_package,
+            "nvrtc": f"{r.nvrtc_folder}/{r.nvrtc_soname}",
+            "serves": [str(cc) for cc in served_ccs(r)],
+            "newer_gpus": "PTX compiled by the driver",
+        }
+        for r in records
+    ]

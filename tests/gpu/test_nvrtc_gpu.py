@@ -1,0 +1,44 @@
+"""slimwheel/nvrtc.hpp on a GPU (skipped elsewhere: nothing to launch on): compile, disk cache, load, launch; planted,
+corrupted and truncated cache files are never loaded (gpu/nvrtc_cache_gpu.py's checks, built with CMake and g++)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from slimwheel.runtime.driver import CudaDriver
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(CudaDriver.open() is None, reason="no NVIDIA driver (libcuda.so.1) on this machine"),
+]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def checks_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("nvrtc_cache_gpu", REPO / "gpu" / "nvrtc_cache_gpu.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_runtime_compiles_caches_and_refuses_tampered_files(tmp_path: Path) -> None:
+    cmake = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
+    build = tmp_path / "build"
+    subprocess.run([cmake, "-S", str(REPO / "tests/packages/nvrtc-embed"), "-B", str(build),
+                    f"-Dslimwheel_DIR={REPO / 'slimwheel/cmake'}"], check=True, capture_output=True)  # fmt: skip
+    subprocess.run([cmake, "--build", str(build), "--target", "gpu_check"], check=True, capture_output=True)
+    mod = checks_module()
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    results = mod.run_checks(build / "gpu_check", mod.find_nvrtc(), scratch)
+    assert [r["step"] for r in results if not r["ok"]] == []
+    assert all(r.get("under_10_ms", True) for r in results)

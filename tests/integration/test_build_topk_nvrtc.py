@@ -1,0 +1,45 @@
+"""`slimwheel build` of examples/topk-nvrtc/runtime (the CUDA 13 toolkit from PyPI): the repaired wheel carries the
+kernel sources, byte for byte, in its extension's slimwheel_nvrtc section, and no fatbin and no link to NVRTC."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slimwheel.inspect.nvrtc import served_ccs, wheel_embedded_sources
+from slimwheel.inspect.report import inspect_wheel
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_runtime_wheel_embeds_the_kernel_sources(toolkit13: Any, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
+    env["CMAKE_BUILD_PARALLEL_LEVEL"] = "2"
+    proc = subprocess.run(
+        [sys.executable, "-m", "slimwheel", "build", str(REPO / "examples/topk-nvrtc/runtime"), "--cuda", "13.0",
+         "--toolkit", str(toolkit13.root), "--out-dir", str(tmp_path)],
+        capture_output=True, text=True, env=env, check=False,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    (wheel,) = tmp_path.glob("topk_runtime-*.whl")
+    found = wheel_embedded_sources(wheel)
+    (member,) = found
+    assert member.startswith("topk_runtime/_topk") and member.endswith(".so")
+    (record,) = found[member]
+    csrc = REPO / "examples/topk-nvrtc/csrc"
+    assert [f.name for f in record.files] == ["topk.cuh", "topk_sort.cuh"]
+    assert all(f.sha256 == hashlib.sha256((csrc / f.name).read_bytes()).hexdigest() for f in record.files)
+    assert record.nvrtc_soname == "libnvrtc.so.13" and served_ccs(record)[0].sm == "75"
+    report = inspect_wheel(wheel)
+    (ext,) = [e for e in report.elfs if e.name.endswith(".so")]
+    # NVRTC is opened at run time (dlopen), never a link-time dependency; the kernels are not compiled by nvcc.
+    assert not any(n.startswith("libnvrtc") for n in ext.needed) and ext.fatbins == ()
+    assert ext.sections["slimwheel_nvrtc"] >= record.record_bytes

@@ -1,0 +1,37 @@
+"""docs/nvrtc.md's table comes from the results JSON files (scripts/nvrtc-report.py)."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def report_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("nvrtc_report", REPO / "scripts" / "nvrtc-report.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_committed_table_is_the_rendering_of_the_committed_results() -> None:
+    mod = report_module()
+    table = mod.render(json.loads(mod.SIZES.read_text()), json.loads(mod.H200.read_text()))
+    doc = mod.DOC.read_text()
+    assert mod.replace_block(doc, table) == doc, "run: python3 scripts/nvrtc-report.py table --write"
+
+
+def test_figures_come_from_the_json() -> None:
+    mod = report_module()
+    sizes = json.loads(mod.SIZES.read_text())
+    h200 = copy.deepcopy(json.loads(mod.H200.read_text()))
+    sizes["runtime"]["wheel_bytes"] = 123 * 1024
+    h200["summary"]["lazy"]["precompiled"]["mem_after_first_call_mib"] = 777.0
+    h200["summary"]["identical_results"] = False
+    table = mod.render(sizes, h200)
+    assert "| 123.0 KiB |" in table and "| 777 MiB |" in table and "DIFFERENT" in table
