@@ -17,7 +17,7 @@ A section (.nv_fatbin in linked ELFs and host objects, __nv_relfatbin in -rdc ob
 translation unit, back to back, zero-padded to 8 bytes. Sizes come from the headers; payloads are never decompressed.
 
 Hostile input is refused in linear time and bounded memory: every size is checked against the container and the
-section that hold it, zero padding is skipped in C (`bytes.lstrip` over 1 MiB windows), identical entry headers share
+section that hold it, zero padding is skipped in C (a memcmp per 1 MiB window), identical entry headers share
 one `FatbinEntry`, and one file may hold at most `MAX_RECORDS` containers and entries together.
 """
 
@@ -183,13 +183,16 @@ def _entry(kind_n: int, verword: int, sm: int, flags: int, padded: int, csize: i
     )
 
 
+_ZEROS = bytes(_ZERO_WINDOW)
+
+
 def skip_zeros(data: Buffer, p: int, end: int) -> int:
-    """The first position in [p, end) that holds a non-zero byte, or `end`: C speed, at most 1 MiB copied at once."""
+    """The first position in [p, end) that holds a non-zero byte, or `end`: a memcmp per MiB (about 4 GB/s), at most
+    1 MiB copied at once; only the window that ends the run is searched byte by byte (in C)."""
     while p < end:
         window = bytes(data[p : min(end, p + _ZERO_WINDOW)])
-        rest = window.lstrip(b"\0")
-        if rest:
-            return p + len(window) - len(rest)
+        if window != _ZEROS[: len(window)]:
+            return p + len(window) - len(window.lstrip(b"\0"))
         p += len(window)
     return end
 

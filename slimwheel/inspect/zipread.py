@@ -31,7 +31,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.files import Buffer, open_regular
@@ -52,6 +52,7 @@ _EOCD = struct.Struct("<4s4H2LH")
 _ZIP64_LOCATOR = struct.Struct("<4sLQL")
 _ZIP64_EOCD = struct.Struct("<4sQ2H2L4Q")
 
+_Reader = TypeVar("_Reader", bound="ZipReader")
 Method = Literal["stored", "deflate"]
 _METHODS: dict[int, Method] = {zipfile.ZIP_STORED: "stored", zipfile.ZIP_DEFLATED: "deflate"}
 
@@ -81,6 +82,7 @@ class Member:
     method: Method
     crc: int
     header_offset: int
+    data_offset: int  # where the member's bytes start, after its local header
     executable: bool  # any x bit in the Unix mode: unpacked 0755, else 0644
 
 
@@ -139,7 +141,7 @@ class ZipReader:
             raise
         self._lock = threading.Lock()
 
-    def __enter__(self) -> ZipReader:
+    def __enter__(self: _Reader) -> _Reader:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -221,31 +223,38 @@ class ZipReader:
                     method=method,
                     crc=info.CRC,
                     header_offset=info.header_offset,
+                    data_offset=self._data_offset(name, info.header_offset, packed),
                     executable=bool((info.external_attr >> 16) & 0o111),
                 )
             )
         clash = files & folders
         if clash:
             raise self._bad(min(clash), "is both a file and a folder")
+        # Members sharing bytes let a small zip declare many times its size (overlapping-file bombs).
+        spans = sorted((m.header_offset, m.data_offset + m.compressed, m.name) for m in members)
+        for (_a, end, first), (start, _b, second) in zip(spans, spans[1:]):
+            if start < end:
+                raise self._bad(second, f"overlaps member {first!r} in the zip: the same bytes cannot be two files")
         return tuple(members), frozenset(folders)
 
-    def _data_offset(self, m: Member) -> int:
-        head = os.pread(self._fd, _LOCAL.size, m.header_offset)
+    def _data_offset(self, name: str, header_offset: int, compressed: int) -> int:
+        head = os.pread(self._fd, _LOCAL.size, header_offset)
         if len(head) < _LOCAL.size or _LOCAL.unpack(head)[0] != _LOCAL_MAGIC:
-            raise self._bad(m.name, "has no local file header (truncated or corrupt zip)")
-        flags, name_len, extra_len = _LOCAL.unpack(head)[2], *_LOCAL.unpack(head)[9:11]
-        raw = os.pread(self._fd, name_len, m.header_offset + _LOCAL.size)
+            raise self._bad(name, "has no local file header (truncated or corrupt zip)")
+        fields = _LOCAL.unpack(head)
+        flags, name_len, extra_len = fields[2], fields[9], fields[10]
+        raw = os.pread(self._fd, name_len, header_offset + _LOCAL.size)
         local = raw.decode("utf-8" if flags & 0x800 else "cp437", errors="replace")
-        if local != m.name:
-            raise self._bad(m.name, f"is named {local!r} in its local header: the zip's two directories disagree")
-        start = m.header_offset + _LOCAL.size + name_len + extra_len
-        if start + m.compressed > self.size:
-            raise self._bad(m.name, "is cut off: its data runs past the end of the file (truncated zip)")
+        if local != name:
+            raise self._bad(name, f"is named {local!r} in its local header: the zip's two directories disagree")
+        start: int = header_offset + _LOCAL.size + name_len + extra_len
+        if start + compressed > self.size:
+            raise self._bad(name, "is cut off: its data runs past the end of the file (truncated zip)")
         return start
 
     def _chunks(self, m: Member) -> Iterator[bytes]:
         """The compressed bytes of `m`, `_READ` at a time."""
-        pos, left = self._data_offset(m), m.compressed
+        pos, left = m.data_offset, m.compressed
         while left:
             chunk = os.pread(self._fd, min(_READ, left), pos)
             if not chunk:
@@ -330,8 +339,7 @@ class ZipReader:
 
     def head(self, m: Member, n: int) -> bytes:
         """The first `n` bytes of a member, inflating only what they need (unchecked: the sniff of a file's kind)."""
-        start = self._data_offset(m)
-        raw = os.pread(self._fd, min(m.compressed, 4096), start)
+        raw = os.pread(self._fd, min(m.compressed, 4096), m.data_offset)
         if m.method == "stored":
             return raw[:n]
         try:
