@@ -65,19 +65,29 @@ def wheel_members(name: str = "demo", version: str = "1.0") -> list[RawMember]:
     ]
 
 
-def raw_zip(path: Path, members: Iterable[RawMember]) -> Path:
-    """Write the members as a zip (no zip64: sizes below 4 GiB) and return `path`."""
+def local_entry(m: RawMember) -> bytes:
+    """The member's local header, name and data, as they stand in the zip."""
+    local = (m.local_name if m.local_name is not None else m.name).encode()
+    head = struct.pack(
+        "<IHHHHHIIIHH", 0x04034B50, 20, 0x800, m.method, 0, 0x21, m.crc, len(m.payload), m.declared, len(local), 0
+    )
+    return head + local + m.payload
+
+
+def raw_zip(path: Path, members: Iterable[RawMember], aliases: Iterable[tuple[RawMember, int]] = ()) -> Path:
+    """Write the members as a zip (no zip64: sizes below 4 GiB) and return `path`. `aliases` are directory entries
+    only, each pointing at a local header already in the zip (at that offset)."""
     body = bytearray()
     central = bytearray()
     count = 0
-    for m in members:
-        local = (m.local_name if m.local_name is not None else m.name).encode()
+    entries = [(m, None) for m in members] + list(aliases)
+    for m, at in entries:
         name = m.name.encode()
-        offset = len(body)
-        body += struct.pack(
-            "<IHHHHHIIIHH", 0x04034B50, 20, 0x800, m.method, 0, 0x21, m.crc, len(m.payload), m.declared, len(local), 0
-        )
-        body += local + m.payload
+        if at is None:
+            offset = len(body)
+            body += local_entry(m)
+        else:
+            offset = at
         central += struct.pack(
             "<IBBHHHHHIIIHHHHHII",
             0x02014B50,
