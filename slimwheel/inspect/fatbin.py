@@ -89,8 +89,9 @@ def _fail(where: str, offset: int, problem: str) -> BadInputError:
 class RecordBudget:
     """Records left for one file: shared by its sections and by the fatbins its wrappers point at."""
 
-    def __init__(self, where: str, limit: int = MAX_RECORDS) -> None:
-        self.where, self.left, self.limit = where, limit, limit
+    def __init__(self, where: str, limit: int | None = None) -> None:
+        self.limit = MAX_RECORDS if limit is None else limit
+        self.where, self.left = where, self.limit
 
     def take(self, offset: int) -> None:
         self.left -= 1
@@ -112,7 +113,7 @@ def parse_fatbin(
     `base` is added to reported offsets (the section's file offset when `data` is the section alone).
     """
     end_of_data = len(data) if end is None else end
-    budget = budget or RecordBudget(where, MAX_RECORDS)
+    budget = budget or RecordBudget(where)
     if offset + _HEADER.size > end_of_data:
         raise _fail(where, base + offset, f"header needs {_HEADER.size} bytes, only {end_of_data - offset} left")
     magic, _version, header_size, fat_size = _HEADER.unpack_from(data, offset)
@@ -209,7 +210,7 @@ def parse_fatbins(
     """Every container in `data[start:end]` (a fatbin section, or a whole .fatbin file): back to back, zero padding
     between them."""
     out: list[Fatbin] = []
-    budget = budget or RecordBudget(where, MAX_RECORDS)
+    budget = budget or RecordBudget(where)
     n = len(data) if end is None else end
     p = start
     while p < n:
