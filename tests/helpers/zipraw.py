@@ -36,8 +36,9 @@ class RawMember:
         return cls(name=name, payload=data, crc=zlib.crc32(data), declared=len(data), method=0, **kw)  # type: ignore[arg-type]
 
 
-def zeros_stream(prefix: bytes, zeros: int, suffix: bytes) -> tuple[bytes, int, int]:
+def zeros_stream(prefix: bytes, zeros: int, suffix: bytes, *, with_crc: bool = True) -> tuple[bytes, int, int]:
     """(raw deflate stream, CRC-32, size) of prefix + `zeros` zero bytes + suffix. `zeros` is rounded down to MiB.
+    Without `with_crc` the CRC is 0 (for members whose headers lie anyway: no need to run it over gigabytes).
 
     After a full flush a deflate stream refers to nothing before it, so one compressed MiB of zeros can be repeated.
     """
@@ -50,7 +51,7 @@ def zeros_stream(prefix: bytes, zeros: int, suffix: bytes) -> tuple[bytes, int, 
     end = tail.compress(suffix) + tail.flush()
     crc = zlib.crc32(prefix)
     zero = bytes(_ZERO_BLOCK)
-    for _ in range(blocks):
+    for _ in range(blocks if with_crc else 0):
         crc = zlib.crc32(zero, crc)
     crc = zlib.crc32(suffix, crc)
     return stream + block * blocks + end, crc, len(prefix) + blocks * _ZERO_BLOCK + len(suffix)
