@@ -6,6 +6,9 @@ within its string table and `MAX_STRING` bytes, counts are bounded (`MAX_DYNAMIC
 reader's `MAX_RECORDS`), and no step revisits earlier work (wrappers are resolved through sorted tables).
 pyelftools, which re-reads a string per use and a segment table per address, is used only for its names of
 machine numbers. Both ELF classes and byte orders are read.
+
+Repair reads the same way: `read_elf_file(path, name, fatbins=False)` for an unpacked file's dynamic facts,
+`file_defines_symbol` for an extension module's PyInit_<module>.
 """
 
 from __future__ import annotations
@@ -88,22 +91,6 @@ class Section:
     size: int
     link: int
     entsize: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class ElfDynamic:
-    """The dynamic section's facts of one ELF file: what repair and the loader rules need. Search paths are split at
-    ':' with empty entries dropped, over every DT_RPATH/DT_RUNPATH tag."""
-
-    path: str  # the name given to the reader (a posix path inside the wheel)
-    soname: str | None
-    needed: tuple[str, ...]
-    rpath: tuple[str, ...]
-    runpath: tuple[str, ...]
-
-    @property
-    def search_path(self) -> tuple[str, ...]:
-        return self.runpath or self.rpath
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -299,8 +286,12 @@ class _Elf:
         return None
 
 
-def read_elf(data: Buffer, name: str) -> ElfReport:
-    """Parse ELF (or bare fatbin) `data`, the whole file. Any malformation is a BadInputError naming `name`."""
+def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
+    """Parse ELF (or bare fatbin) `data`, the whole file. Any malformation is a BadInputError naming `name`.
+
+    Without `fatbins`, fatbin sections and wrappers are not read (`fatbins` is empty, `modules` 0): the dynamic
+    facts alone, for repair. DT_RPATH and DT_RUNPATH are the last such tag's string, as glibc's loader takes them.
+    """
     if data[:4] == MAGIC_BYTES:
         return ElfReport(
             name=name,
@@ -312,11 +303,11 @@ def read_elf(data: Buffer, name: str) -> ElfReport:
             needed=(),
             rpath=None,
             runpath=None,
-            fatbins=parse_fatbins(data, where=name),
+            fatbins=parse_fatbins(data, where=name) if fatbins else (),
         )
     elf = _Elf(data, name)
     sections: dict[str, int] = {}
-    fatbins: list[Fatbin] = []
+    found: list[Fatbin] = []
     in_sections: list[tuple[int, int]] = []
     wrappers: list[tuple[int, int]] = []  # (file offset the fatbin address maps to, version)
     modules = 0
@@ -325,9 +316,11 @@ def read_elf(data: Buffer, name: str) -> ElfReport:
         if sec.type in (_SHT_NULL, _SHT_NOBITS):
             continue
         sections[sec.name] = sections.get(sec.name, 0) + sec.size
+        if not fatbins:
+            continue
         if sec.name in FATBIN_SECTIONS:
             where = f"{name} [{sec.name}]"
-            fatbins.extend(
+            found.extend(
                 parse_fatbins(data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget)
             )
             in_sections.append((sec.offset, sec.offset + sec.size))
@@ -344,10 +337,10 @@ def read_elf(data: Buffer, name: str) -> ElfReport:
                 if at is not None:
                     wrappers.append((at, version))
     soname, needed, rpath, runpath = elf.dynamic()
-    fatbins.extend(_wrapped_fatbins(data, name, wrappers, in_sections, budget))
+    found.extend(_wrapped_fatbins(data, name, wrappers, in_sections, budget))
     linked = {at for at, version in wrappers if version == 2}
     if linked:
-        fatbins = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in fatbins]
+        found = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in found]
     return ElfReport(
         name=name,
         size=elf.n,
@@ -358,7 +351,7 @@ def read_elf(data: Buffer, name: str) -> ElfReport:
         needed=tuple(needed),
         rpath=rpath[-1] if rpath else None,
         runpath=runpath[-1] if runpath else None,
-        fatbins=tuple(fatbins),
+        fatbins=tuple(found),
         modules=modules,
     )
 
@@ -395,29 +388,18 @@ def _wrapped_fatbins(
     return found
 
 
-def read_dynamic(data: Buffer, name: str) -> ElfDynamic:
-    """SONAME, NEEDED, RPATH and RUNPATH of ELF `data`; a BadInputError naming `name` if it is no (sound) ELF."""
-    soname, needed, rpath, runpath = _Elf(data, name).dynamic()
-    return ElfDynamic(
-        path=name,
-        soname=soname,
-        needed=tuple(needed),
-        rpath=tuple(p for text in rpath for p in text.split(":") if p),
-        runpath=tuple(p for text in runpath for p in text.split(":") if p),
-    )
-
-
 def defines_symbol(data: Buffer, symbol: str, name: str) -> bool:
     """Whether ELF `data` defines `symbol` in its dynamic symbol table (an extension module defines PyInit_<module>)."""
     return _Elf(data, name).defines(symbol)
 
 
-def read_dynamic_file(path: Path, name: str) -> ElfDynamic | None:
-    """`read_dynamic` of a file on disk, or None when it is not an ELF file (repair's scan of an unpacked wheel)."""
+def read_elf_file(path: Path, name: str, *, fatbins: bool = True) -> ElfReport | None:
+    """`read_elf` of a regular file on disk, mapped (a 2 GB library costs no memory), or None when it does not start
+    with the ELF magic (repair's scan of an unpacked wheel). `name` is its path in the wheel, for messages."""
     with mapped_file(path, name) as buf:
         if buf[:4] != ELF_MAGIC:
             return None
-        return read_dynamic(buf, name)
+        return read_elf(buf, name, fatbins=fatbins)
 
 
 def file_defines_symbol(path: Path, symbol: str, name: str) -> bool:

@@ -314,22 +314,25 @@ class ZipReader:
         if crc & 0xFFFFFFFF != m.crc:
             raise BadInputError(f"{self.path}: {m.name}: corrupt member (CRC does not match the zip directory)")
 
-    def read(self, m: Member) -> bytes:
-        """A small member's bytes (metadata), checked; members over `in_memory_bytes` are refused here."""
+    def _in_memory(self, m: Member) -> bytearray:
         if m.uncompressed > self.limits.in_memory_bytes:
             raise self._bad(
                 m.name, f"declares {m.uncompressed} bytes, over the {self.limits.in_memory_bytes} read into memory"
             )
         buf = bytearray()
         self._stream(m, buf.extend)
-        return bytes(buf)
+        return buf
+
+    def read(self, m: Member) -> bytes:
+        """A small member's bytes (metadata), checked; members over `in_memory_bytes` are refused here."""
+        return bytes(self._in_memory(m))
 
     @contextlib.contextmanager
     def open(self, m: Member) -> Iterator[Buffer]:
-        """The member's checked bytes for inspection: in memory when small, else spooled to an unnamed temporary
-        file and mapped read-only (valid inside the with-block only)."""
+        """The member's checked bytes for inspection: in memory when small (not copied again), else spooled to an
+        unnamed temporary file and mapped read-only (valid inside the with-block only)."""
         if m.uncompressed <= self.limits.in_memory_bytes:
-            yield self.read(m)
+            yield self._in_memory(m)
             return
         with tempfile.TemporaryFile(prefix="slimwheel-member-") as spool:
             self._stream(m, spool.write)

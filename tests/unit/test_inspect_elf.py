@@ -9,14 +9,7 @@ import pytest
 from helpers.binsynth import elf, fatbin, fatbin_entry
 
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.elf import (
-    ElfDynamic,
-    defines_symbol,
-    file_defines_symbol,
-    read_dynamic,
-    read_dynamic_file,
-    read_elf,
-)
+from slimwheel.inspect.elf import defines_symbol, file_defines_symbol, read_elf, read_elf_file
 
 FB = fatbin(
     [fatbin_entry(sm=75), fatbin_entry(kind="ptx", sm=90, flags=0x8011, compressed_size=8, uncompressed_size=100)]
@@ -173,25 +166,35 @@ def test_a_string_offset_past_its_table_is_bad_input() -> None:
 # ---------------------------------------------------------------- the API repair's ELF reading moves onto
 
 
-def test_read_dynamic_splits_search_paths_like_repair_did(tmp_path: Path) -> None:
-    data = elf(needed=("libcudart.so.13", "libc.so.6"), soname="libd.so", rpath="$ORIGIN/a::/b", runpath="$ORIGIN")
-    d = read_dynamic(data, "pkg/libd.so")
-    assert d == ElfDynamic(
-        path="pkg/libd.so",
-        soname="libd.so",
+def test_read_elf_file_gives_the_dynamic_facts_repair_needs(tmp_path: Path) -> None:
+    """Without fatbins: no fatbin section is parsed (a bad one cannot stop repair's scan), the dynamic facts stay."""
+    bad_fatbin = fatbin([fatbin_entry()], fat_size=5000)
+    data = elf(
+        sections={".nv_fatbin": bad_fatbin},
         needed=("libcudart.so.13", "libc.so.6"),
-        rpath=("$ORIGIN/a", "/b"),
-        runpath=("$ORIGIN",),
+        soname="libd.so",
+        rpath="$ORIGIN/a::/b",
+        runpath="$ORIGIN",
     )
-    assert d.search_path == ("$ORIGIN",)
-    assert read_dynamic(elf(rpath="/x:/y"), "r").search_path == ("/x", "/y")
     (tmp_path / "libd.so").write_bytes(data)
     (tmp_path / "notes.txt").write_text("hello")
-    assert read_dynamic_file(tmp_path / "libd.so", "pkg/libd.so") == d
-    assert read_dynamic_file(tmp_path / "notes.txt", "notes.txt") is None
+    r = read_elf_file(tmp_path / "libd.so", "pkg/libd.so", fatbins=False)
+    assert r is not None and (r.name, r.soname, r.needed) == ("pkg/libd.so", "libd.so", ("libcudart.so.13", "libc.so.6"))
+    assert (r.rpath, r.runpath, r.fatbins, r.modules) == ("$ORIGIN/a::/b", "$ORIGIN", (), 0)
+    assert read_elf_file(tmp_path / "notes.txt", "notes.txt") is None
+    with pytest.raises(BadInputError, match=r"^pkg/libd\.so \[\.nv_fatbin\]: fatbin at offset"):
+        read_elf_file(tmp_path / "libd.so", "pkg/libd.so")
+    (tmp_path / "bad.so").write_bytes(data[:100])
     with pytest.raises(BadInputError, match=r"^pkg/bad\.so: truncated ELF file"):
-        (tmp_path / "bad.so").write_bytes(data[:100])
-        read_dynamic_file(tmp_path / "bad.so", "pkg/bad.so")
+        read_elf_file(tmp_path / "bad.so", "pkg/bad.so", fatbins=False)
+
+
+def test_the_last_search_path_tag_counts_as_for_the_loader() -> None:
+    """glibc keeps the last DT_RUNPATH (and DT_RPATH) of a dynamic section; so does the reader."""
+    data = bytearray(elf(runpath="/first", rpath="/second"))
+    at = data.find(struct.pack("<q", 15))  # DT_RPATH -> DT_RUNPATH: two RUNPATH tags
+    struct.pack_into("<q", data, at, 29)
+    assert read_elf(bytes(data), "x.so").runpath == "/first"
 
 
 def test_defines_symbol_sees_defined_dynamic_symbols_only(tmp_path: Path) -> None:
