@@ -238,6 +238,9 @@ class ZipReader:
         return tuple(members), frozenset(folders)
 
     def _data_offset(self, name: str, header_offset: int, compressed: int) -> int:
+        if not 0 <= header_offset < self.size:
+            # zipfile shifts offsets by where the directory claims to start: a lie can put them before the file.
+            raise self._bad(name, f"has its local header at {header_offset}, outside the file's {self.size} bytes")
         head = os.pread(self._fd, _LOCAL.size, header_offset)
         if len(head) < _LOCAL.size or _LOCAL.unpack(head)[0] != _LOCAL_MAGIC:
             raise self._bad(name, "has no local file header (truncated or corrupt zip)")

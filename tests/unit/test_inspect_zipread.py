@@ -161,6 +161,16 @@ def test_overlapping_members_are_refused(tmp_path: Path) -> None:
 NAMES = ["pkg/a.so", "pkg/b.py", "pkg/sub/c.so", "pkg/sub/deep/d.so", "e.py", "pkg.libs/libx.so.1"]
 
 
+def test_a_directory_offset_that_puts_members_before_the_file_is_refused(tmp_path: Path) -> None:
+    w = wheel(tmp_path, RawMember.deflated("demo/a.py", b"x = 1\n"))
+    data = bytearray(w.read_bytes())
+    eocd = data.rfind(b"PK\x05\x06")
+    data[eocd + 16 : eocd + 20] = (int.from_bytes(data[eocd + 16 : eocd + 20], "little") + 1000).to_bytes(4, "little")
+    w.write_bytes(bytes(data))
+    with pytest.raises(BadInputError, match=rf"^{w}: member '.*' has its local header at -1000, outside the file"):
+        inspect_wheel(w)
+
+
 @settings(max_examples=25, deadline=None)
 @given(
     st.dictionaries(
