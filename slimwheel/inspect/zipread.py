@@ -12,7 +12,8 @@ A zip's directory declares each member's sizes and CRC; nothing forces the data 
 - members up to `ZipLimits.in_memory_bytes` are read into memory; bigger ones are spooled to an unnamed temporary
   file (gone when closed, or when the process dies) and mapped, so a 2 GB library costs disk, not memory.
 
-`extract` unpacks a whole wheel with the same checks (repair); `ZipReader.open` gives one member for inspection.
+`extract` unpacks a whole wheel with the same checks (repair); `ZipReader.open` gives one member for inspection;
+`ZipReader.stream` feeds one member to any sink (a hash, for RECORD checks).
 """
 
 from __future__ import annotations
@@ -266,9 +267,10 @@ class ZipReader:
             left -= len(chunk)
             yield chunk
 
-    def _stream(self, m: Member, sink: Callable[[bytes], object]) -> None:
-        """Feed the member's inflated bytes to `sink`, at most STEP at once; refuse every disagreement with the
-        directory without producing more than the declared size plus one byte."""
+    def stream(self, m: Member, sink: Callable[[bytes], object]) -> None:
+        """Feed the member's inflated bytes to `sink`, at most STEP at once (hash them, write them: RECORD checks and
+        extraction use this); refuse every disagreement with the directory, and never pass on a byte past the
+        declared size."""
         produced = 0
         crc = 0
 
@@ -323,7 +325,7 @@ class ZipReader:
                 m.name, f"declares {m.uncompressed} bytes, over the {self.limits.in_memory_bytes} read into memory"
             )
         buf = bytearray()
-        self._stream(m, buf.extend)
+        self.stream(m, buf.extend)
         return buf
 
     def read(self, m: Member) -> bytes:
@@ -338,7 +340,7 @@ class ZipReader:
             yield self._in_memory(m)
             return
         with tempfile.TemporaryFile(prefix="slimwheel-member-") as spool:
-            self._stream(m, spool.write)
+            self.stream(m, spool.write)
             spool.flush()
             with mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 yield mm
@@ -358,7 +360,7 @@ class ZipReader:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(target, flags, 0o755 if m.executable else 0o644)
         with open(fd, "wb") as out:
-            self._stream(m, out.write)
+            self.stream(m, out.write)
         os.chmod(target, 0o755 if m.executable else 0o644)
 
 

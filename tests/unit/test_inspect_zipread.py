@@ -114,6 +114,26 @@ def test_a_big_member_is_spooled_and_mapped_not_held(tmp_path: Path, monkeypatch
     assert spooled.elfs == in_memory.elfs and [str(t) for t in spooled.targets] == ["sm_90"]
 
 
+def test_stream_feeds_a_sink_in_bounded_steps(tmp_path: Path) -> None:
+    """What RECORD checks need: a member's bytes hashed as they inflate, never more than STEP at once."""
+    import hashlib
+
+    payload, crc, size = zeros_stream(b"head", 5 * MiB, b"tail")
+    w = wheel(tmp_path, RawMember(name="demo/big.bin", payload=payload, crc=crc, declared=size))
+    h = hashlib.sha256()
+    steps: list[int] = []
+
+    def sink(b: bytes) -> None:
+        steps.append(len(b))
+        h.update(b)
+
+    with ZipReader(w) as z:
+        (m,) = [m for m in z.members if m.name == "demo/big.bin"]
+        z.stream(m, sink)
+    assert h.digest() == hashlib.sha256(b"head" + bytes(5 * MiB) + b"tail").digest()
+    assert sum(steps) == size and max(steps) <= STEP
+
+
 def _name_cases() -> dict[str, tuple[list[RawMember], str]]:
     one = RawMember.deflated
     return {
