@@ -25,7 +25,6 @@ import posixpath
 import stat
 import struct
 import tempfile
-import threading
 import types
 import zipfile
 import zlib
@@ -140,7 +139,6 @@ class ZipReader:
         except BaseException:
             os.close(self._fd)
             raise
-        self._lock = threading.Lock()
 
     def __enter__(self: _Reader) -> _Reader:
         return self
