@@ -208,3 +208,51 @@ def test_defines_symbol_sees_defined_dynamic_symbols_only(tmp_path: Path) -> Non
     assert not defines_symbol(bytes(undefined), "PyInit__ext", "m.so")
     (tmp_path / "m.so").write_bytes(data)
     assert file_defines_symbol(tmp_path / "m.so", "PyInit__ext", "m.so")
+
+
+def _tiny_elf(is64: bool, order: str, needed: tuple[str, ...], soname: str) -> bytes:
+    """A shared library of either class and byte order: .dynstr, .dynamic, .shstrtab and their headers."""
+    dynstr = b"\0"
+    tags = []
+    for tag, text in [*((1, n) for n in needed), (14, soname)]:
+        tags.append((tag, len(dynstr)))
+        dynstr += text.encode() + b"\0"
+    dyn_fmt, sh_fmt, eh_fmt = (
+        (order + "qQ", order + "IIQQQQIIQQ", order + "HHIQQQIHHHHHH")
+        if is64
+        else (order + "iI", order + "IIIIIIIIII", order + "HHIIIIIHHHHHH")
+    )
+    dynamic = b"".join(struct.pack(dyn_fmt, t, v) for t, v in [*tags, (0, 0)])
+    shstrtab = b"\0.dynstr\0.dynamic\0.shstrtab\0"
+    ehsize = 64 if is64 else 52
+    body = [dynstr, dynamic, shstrtab]
+    offsets, at = [], ehsize
+    for part in body:
+        offsets.append(at)
+        at += len(part)
+    shoff = at
+    shentsize = struct.calcsize(sh_fmt)
+    headers = b"\0" * shentsize
+    for (name, typ, link, ent), off, part in zip(
+        [(1, 3, 0, 0), (9, 6, 1, struct.calcsize(dyn_fmt)), (18, 3, 0, 0)], offsets, body, strict=True
+    ):
+        headers += struct.pack(sh_fmt, name, typ, 0, 0, off, len(part), link, 0, 1, ent)
+    ident = b"\x7fELF" + bytes([2 if is64 else 1, 1 if order == "<" else 2, 1, 0]) + b"\0" * 8
+    eh = struct.pack(eh_fmt, 3, 62 if is64 else 3, 1, 0, 0, shoff, 0, ehsize, 0, 0, shentsize, 4, 3)
+    return ident + eh + b"".join(body) + headers
+
+
+@pytest.mark.parametrize(("is64", "order"), [(True, "<"), (True, ">"), (False, "<"), (False, ">")])
+def test_both_classes_and_byte_orders_agree_with_pyelftools(is64: bool, order: str) -> None:
+    import io
+
+    from elftools.elf.dynamic import DynamicSection
+    from elftools.elf.elffile import ELFFile
+
+    data = _tiny_elf(is64, order, ("libc.so.6", "libm.so.6"), "libt.so.1")
+    r = read_elf(data, "t.so")
+    ref = ELFFile(io.BytesIO(data))
+    dyn = next(s for s in ref.iter_sections() if isinstance(s, DynamicSection))
+    assert r.needed == tuple(str(getattr(t, "needed")) for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED")
+    assert r.soname == "libt.so.1" and r.kind == "shared" and r.machine == ref["e_machine"]
+    assert r.sections == {s.name: s["sh_size"] for s in ref.iter_sections() if s.name}
