@@ -134,6 +134,18 @@ def test_stream_feeds_a_sink_in_bounded_steps(tmp_path: Path) -> None:
     assert sum(steps) == size and max(steps) <= STEP
 
 
+def test_members_open_at_once_share_the_in_memory_budget(tmp_path: Path) -> None:
+    """Worker threads together hold at most `in_memory_bytes`: a member that would pass it is spooled instead."""
+    a, b = bytes(range(256)) * 2048, bytes(range(255, -1, -1)) * 2048  # 512 KiB each
+    w = wheel(tmp_path, RawMember.deflated("demo/a.so", a), RawMember.deflated("demo/b.so", b))
+    with ZipReader(w, ZipLimits(in_memory_bytes=768 << 10)) as z:
+        ma, mb = (m for m in z.members if m.name.startswith("demo/"))
+        with z.open(ma) as da, z.open(mb) as db:
+            assert isinstance(da, bytearray) and isinstance(db, mmap.mmap) and (bytes(da), db[:]) == (a, b)
+        with z.open(mb) as db:
+            assert isinstance(db, bytearray)  # the budget was given back
+
+
 def _name_cases() -> dict[str, tuple[list[RawMember], str]]:
     one = RawMember.deflated
     return {
