@@ -31,7 +31,7 @@ FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 # The host-side wrapper the CUDA runtime registers per module: u32 magic, u32 version, u64 fatbin address, u64 unused.
 _WRAPPER = struct.Struct("<IIQQ")
 WRAPPER_MAGIC = 0x466243B1
-# Bounds far above real files (libcublasLt.so.13 registers a few thousand modules and needs five libraries) that keep
+# Bounds far above real files (libcublasLt.so.13 of CUDA 13 registers 2,638 modules and needs six libraries) that keep
 # a hostile file's cost small.
 MAX_WRAPPERS = 1 << 18
 MAX_STRING = 4096  # one SONAME, library name, RPATH or section name (PATH_MAX)
