@@ -135,7 +135,8 @@ def main() -> int:
         doc = {
             "schema": 1,
             "what": "peak RSS of slimwheel on the zip bombs of issue 12 item 1 (benchmarks/peak_memory.py)",
-            "machine": f"{platform.node()} ({platform.machine()}): {os.cpu_count()} CPUs, {platform.python_implementation()} "
+            "machine": f"{platform.node()} ({platform.machine()}): {os.cpu_count()} CPUs, "
+            f"{platform.python_implementation()} "
             f"{platform.python_version()}",
             "limit_mb": LIMIT_MB,
             "parent_rss_mb": round(parent, 1),

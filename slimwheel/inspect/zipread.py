@@ -391,6 +391,7 @@ def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list
             try:
                 z.extract(m, target)
             except OSError as e:
-                raise BadInputError(f"{wheel}: member {m.name!r}: cannot be written to {target} ({e.strerror})") from None
+                problem = f"cannot be written to {target} ({e.strerror})"
+                raise BadInputError(f"{wheel}: member {m.name!r}: {problem}") from None
             names.append(m.name)
     return names

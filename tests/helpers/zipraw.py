@@ -27,13 +27,15 @@ class RawMember:
     local_name: str | None = None  # a different name in the local header
 
     @classmethod
-    def deflated(cls, name: str, data: bytes, **kw: object) -> RawMember:
+    def deflated(cls, name: str, data: bytes, *, mode: int = 0o100644, local_name: str | None = None) -> RawMember:
         c = zlib.compressobj(6, zlib.DEFLATED, -15)
-        return cls(name=name, payload=c.compress(data) + c.flush(), crc=zlib.crc32(data), declared=len(data), **kw)  # type: ignore[arg-type]
+        payload = c.compress(data) + c.flush()
+        crc = zlib.crc32(data)
+        return cls(name=name, payload=payload, crc=crc, declared=len(data), mode=mode, local_name=local_name)
 
     @classmethod
-    def stored(cls, name: str, data: bytes, **kw: object) -> RawMember:
-        return cls(name=name, payload=data, crc=zlib.crc32(data), declared=len(data), method=0, **kw)  # type: ignore[arg-type]
+    def stored(cls, name: str, data: bytes) -> RawMember:
+        return cls(name=name, payload=data, crc=zlib.crc32(data), declared=len(data), method=0)
 
 
 def zeros_stream(prefix: bytes, zeros: int, suffix: bytes, *, with_crc: bool = True) -> tuple[bytes, int, int]:

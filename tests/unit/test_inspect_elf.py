@@ -179,7 +179,8 @@ def test_read_elf_file_gives_the_dynamic_facts_repair_needs(tmp_path: Path) -> N
     (tmp_path / "libd.so").write_bytes(data)
     (tmp_path / "notes.txt").write_text("hello")
     r = read_elf_file(tmp_path / "libd.so", "pkg/libd.so", fatbins=False)
-    assert r is not None and (r.name, r.soname, r.needed) == ("pkg/libd.so", "libd.so", ("libcudart.so.13", "libc.so.6"))
+    assert r is not None and (r.name, r.soname) == ("pkg/libd.so", "libd.so")
+    assert r.needed == ("libcudart.so.13", "libc.so.6")
     assert (r.rpath, r.runpath, r.fatbins, r.modules) == ("$ORIGIN/a::/b", "$ORIGIN", (), 0)
     assert read_elf_file(tmp_path / "notes.txt", "notes.txt") is None
     with pytest.raises(BadInputError, match=r"^pkg/libd\.so \[\.nv_fatbin\]: fatbin at offset"):
