@@ -1,22 +1,29 @@
-"""ELF facts a wheel report needs, read with pyelftools from bytes already in memory.
+"""The one ELF reader of slimwheel: headers, sections, the dynamic section, dynamic symbols and fatbins.
 
-Only headers are parsed by pyelftools (section headers, the dynamic section); big sections such as .nv_fatbin are
-walked through a memoryview, never copied.
+It reads straight from a buffer (bytes in memory, or an mmap of a file or of a spooled zip member) with `struct`, so
+that hostile files cost linear time and bounded memory: every table must lie inside the file, every string ends
+within its string table and `MAX_STRING` bytes, counts are bounded (`MAX_DYNAMIC_STRINGS`, `MAX_WRAPPERS`, the fatbin
+reader's `MAX_RECORDS`), and no step revisits earlier work (wrappers are resolved through sorted tables).
+pyelftools, which re-reads a string per use and a segment table per address, is used only for its names of
+machine numbers. Both ELF classes and byte orders are read.
+
+Repair reads the same way: `read_elf_file(path, name, fatbins=False)` for an unpacked file's dynamic facts,
+`file_defines_symbol` for an extension module's PyInit_<module>.
 """
 
 from __future__ import annotations
 
-import io
+import bisect
 import struct
 from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Literal
 
-from elftools.common.exceptions import ELFError
-from elftools.construct import ConstructError
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
+from elftools.elf.enums import ENUM_E_MACHINE
 
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, parse_fatbin, parse_fatbins
+from slimwheel.inspect.files import Buffer, mapped_file
+from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, RecordBudget, parse_fatbin, parse_fatbins
 
 ELF_MAGIC = b"\x7fELF"
 # Sections that hold fatbin containers: linked ELFs and host objects (.nv_fatbin), -rdc objects (__nv_relfatbin).
@@ -24,7 +31,66 @@ FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 # The host-side wrapper the CUDA runtime registers per module: u32 magic, u32 version, u64 fatbin address, u64 unused.
 _WRAPPER = struct.Struct("<IIQQ")
 WRAPPER_MAGIC = 0x466243B1
-_DYN_STRINGS = {"DT_NEEDED": "needed", "DT_SONAME": "soname", "DT_RPATH": "rpath", "DT_RUNPATH": "runpath"}
+# Bounds far above real files (libcublasLt.so.13 of CUDA 13 registers 2,638 modules and needs six libraries) that keep
+# a hostile file's cost small.
+MAX_WRAPPERS = 1 << 18
+MAX_STRING = 4096  # one SONAME, library name, RPATH or section name (PATH_MAX)
+MAX_DYNAMIC_STRINGS = 4096  # DT_NEEDED, DT_SONAME, DT_RPATH and DT_RUNPATH tags of one file
+MAX_STRING_BYTES = 64 << 20  # every string read from one file: overlapping names cannot multiply a table's size
+
+ElfKind = Literal["shared", "executable", "relocatable", "core", "fatbin", "other"]
+_KIND: dict[int, ElfKind] = {1: "relocatable", 2: "executable", 3: "shared", 4: "core"}
+_MACHINE = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
+
+_SHT_NULL, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 3, 6, 8, 11
+_SHN_UNDEF, _SHN_XINDEX = 0, 0xFFFF
+_PT_LOAD = 1
+_DT_NULL, _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 0, 1, 14, 15, 29
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Struct formats of one ELF class and byte order."""
+
+    header: struct.Struct  # e_type .. e_shstrndx, after the 16 ident bytes
+    section: struct.Struct  # name, type, offset, size, link, entsize (reordered by _section)
+    segment: struct.Struct
+    dyn: struct.Struct
+    sym: struct.Struct
+    is64: bool
+
+
+def _layout(is64: bool, order: str) -> _Layout:
+    if is64:
+        return _Layout(
+            struct.Struct(order + "HHIQQQIHHHHHH"),
+            struct.Struct(order + "IIQQQQIIQQ"),
+            struct.Struct(order + "IIQQQQQQ"),
+            struct.Struct(order + "qQ"),
+            struct.Struct(order + "IBBHQQ"),
+            True,
+        )
+    return _Layout(
+        struct.Struct(order + "HHIIIIIHHHHHH"),
+        struct.Struct(order + "IIIIIIIIII"),
+        struct.Struct(order + "IIIIIIII"),
+        struct.Struct(order + "iI"),
+        struct.Struct(order + "IIIBBH"),
+        False,
+    )
+
+
+_LAYOUTS = {(c, d): _layout(c == 2, "<" if d == 1 else ">") for c in (1, 2) for d in (1, 2)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Section:
+    name: str
+    type: int
+    offset: int
+    size: int
+    link: int
+    entsize: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -33,7 +99,7 @@ class ElfReport:
 
     name: str
     size: int
-    kind: str  # "shared" | "executable" | "relocatable" | "fatbin"
+    kind: ElfKind
     machine: str
     sections: dict[str, int]  # name -> bytes in the file (NOBITS sections such as .bss are left out)
     soname: str | None
@@ -48,20 +114,188 @@ class ElfReport:
         return sum(fb.size for fb in self.fatbins)
 
 
-_KIND = {"ET_DYN": "shared", "ET_EXEC": "executable", "ET_REL": "relocatable"}
-
-
 def is_elf(head: bytes) -> bool:
     return head[:4] == ELF_MAGIC
 
 
-def read_elf(data: bytes | memoryview, name: str) -> ElfReport:
-    """Parse ELF `data` (the whole file). Any malformation is a BadInputError naming `name`."""
-    mv = memoryview(data)
-    if bytes(mv[:4]) == MAGIC_BYTES:
+class _Elf:
+    """The parsed header, section and segment tables of an ELF file held in `buf`; methods read the rest."""
+
+    def __init__(self, buf: Buffer, name: str) -> None:
+        self.buf, self.name, self.n = buf, name, len(buf)
+        self.string_bytes = 0
+        if buf[:4] != ELF_MAGIC:
+            raise BadInputError(f"{name}: not an ELF file (starts with {bytes(buf[:4])!r})")
+        if self.n < 16:
+            raise self._bad(f"truncated ELF file: {self.n} bytes, fewer than the 16 of its identification")
+        layout = _LAYOUTS.get((buf[4], buf[5]))
+        if layout is None:
+            raise self._bad(f"unknown ELF class {buf[4]} or byte order {buf[5]}")
+        self.lay = layout
+        if self.n < 16 + layout.header.size:
+            raise self._bad(f"truncated ELF file: the header needs {16 + layout.header.size} bytes, only {self.n}")
+        (e_type, e_machine, _v, _entry, phoff, shoff, _flags, _ehsize, phentsize, phnum, shentsize, shnum, shstrndx) = (
+            layout.header.unpack_from(buf, 16)
+        )
+        self.kind: ElfKind = _KIND.get(e_type, "other")
+        self.machine = str(_MACHINE.get(e_machine, e_machine))
+        self.loads = self._segments(phoff, phentsize, phnum)
+        self.sections = self._sections(shoff, shentsize, shnum, shstrndx)
+
+    def _bad(self, problem: str) -> BadInputError:
+        return BadInputError(f"{self.name}: {problem}")
+
+    def _table(self, what: str, off: int, entsize: int, count: int, need: int) -> None:
+        if count and entsize < need:
+            raise self._bad(f"malformed ELF file: {what} entries of {entsize} bytes (at least {need} needed)")
+        if off + entsize * count > self.n:
+            raise self._bad(f"truncated ELF file: {what} end past the file's {self.n} bytes")
+
+    def _segments(self, phoff: int, phentsize: int, phnum: int) -> list[tuple[int, int, int]]:
+        """PT_LOAD segments as (vaddr, filesz, offset), sorted by address for bisection."""
+        seg = self.lay.segment
+        self._table("program headers", phoff, phentsize, phnum, seg.size)
+        loads = []
+        for i in range(phnum):
+            fields = seg.unpack_from(self.buf, phoff + i * phentsize)
+            if self.lay.is64:
+                p_type, _f, p_offset, p_vaddr, _pa, p_filesz, _m, _a = fields
+            else:
+                p_type, p_offset, p_vaddr, _pa, p_filesz, _m, _f, _a = fields
+            if p_type == _PT_LOAD and p_filesz:
+                loads.append((p_vaddr, p_filesz, p_offset))
+        loads.sort()
+        return loads
+
+    def _raw_section(self, shoff: int, shentsize: int, i: int) -> Section:
+        fields = self.lay.section.unpack_from(self.buf, shoff + i * shentsize)
+        name, typ, _flags, _addr, off, size, link, _info, _align, entsize = fields
+        return Section(name=str(name), type=typ, offset=off, size=size, link=link, entsize=entsize)
+
+    def _sections(self, shoff: int, shentsize: int, shnum: int, shstrndx: int) -> list[Section]:
+        if shoff == 0:
+            return []
+        self._table("section headers", shoff, shentsize, 1, self.lay.section.size)
+        first = self._raw_section(shoff, shentsize, 0)
+        # ELF's extended numbering: with 0xff00 or more sections, the counts live in section 0's header.
+        if shnum == 0:
+            shnum = first.size
+        if shstrndx == _SHN_XINDEX:
+            shstrndx = first.link
+        self._table("section headers", shoff, shentsize, shnum, self.lay.section.size)
+        raw = [self._raw_section(shoff, shentsize, i) for i in range(shnum)]
+        names = raw[shstrndx] if 0 < shstrndx < shnum else None
+        cache: dict[str, str] = {}  # sections sharing a name offset cost one string
+        out = []
+        for i, s in enumerate(raw):
+            name = ""
+            if names is not None:
+                name = cache.get(s.name) or cache.setdefault(s.name, self._string(names, int(s.name), "section name"))
+            if s.type not in (_SHT_NULL, _SHT_NOBITS) and s.offset + s.size > self.n:
+                raise self._bad(
+                    f"truncated ELF file: section {name or i} ({s.size} bytes at {s.offset:#x}) "
+                    f"ends past the file's {self.n} bytes"
+                )
+            out.append(replace(s, name=name))
+        return out
+
+    def _string(self, table: Section, at: int, what: str) -> str:
+        """A NUL-terminated string at `at` of a string table, which must end inside the table and MAX_STRING."""
+        if table.type == _SHT_NOBITS or table.offset + table.size > self.n:
+            raise self._bad(f"malformed ELF file: the string table of a {what} lies outside the file")
+        if at >= table.size:
+            raise self._bad(f"malformed ELF file: a {what} starts at {at}, past its string table's {table.size} bytes")
+        start = table.offset + at
+        stop = table.offset + min(table.size, at + MAX_STRING)
+        end = self.buf.find(b"\0", start, stop)
+        if end < 0:
+            raise self._bad(f"malformed ELF file: a {what} does not end inside its string table or {MAX_STRING} bytes")
+        self.string_bytes += end - start
+        if self.string_bytes > MAX_STRING_BYTES:
+            raise self._bad(f"malformed ELF file: its strings add up to more than {MAX_STRING_BYTES} bytes")
+        return bytes(self.buf[start:end]).decode("utf-8", errors="replace")
+
+    def _linked_table(self, sec: Section) -> Section:
+        if not 0 < sec.link < len(self.sections):
+            raise self._bad(f"malformed ELF file: section {sec.name} links to no string table (index {sec.link})")
+        return self.sections[sec.link]
+
+    def dynamic(self) -> tuple[str | None, list[str], list[str], list[str]]:
+        """(SONAME, NEEDED, every DT_RPATH string, every DT_RUNPATH string), from each SHT_DYNAMIC section."""
+        soname: str | None = None
+        needed: list[str] = []
+        rpath: list[str] = []
+        runpath: list[str] = []
+        tags = 0
+        dyn = self.lay.dyn
+        for sec in self.sections:
+            if sec.type != _SHT_DYNAMIC:
+                continue
+            strings = self._linked_table(sec)
+            cache: dict[int, str] = {}  # many tags naming one string cost one string
+            for i in range(sec.size // dyn.size):
+                tag, val = dyn.unpack_from(self.buf, sec.offset + i * dyn.size)
+                if tag == _DT_NULL:
+                    break
+                if tag not in (_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH):
+                    continue
+                tags += 1
+                if tags > MAX_DYNAMIC_STRINGS:
+                    raise self._bad(
+                        f"malformed ELF file: more than {MAX_DYNAMIC_STRINGS} DT_NEEDED/SONAME/RPATH/RUNPATH entries"
+                    )
+                text = cache.get(val)
+                if text is None:
+                    text = cache[val] = self._string(strings, val, "dynamic string")
+                if tag == _DT_NEEDED:
+                    needed.append(text)
+                elif tag == _DT_SONAME:
+                    soname = text
+                elif tag == _DT_RPATH:
+                    rpath.append(text)
+                else:
+                    runpath.append(text)
+        return soname, needed, rpath, runpath
+
+    def defines(self, symbol: str) -> bool:
+        """Whether a dynamic symbol table defines `symbol` (st_shndx other than SHN_UNDEF)."""
+        want = symbol.encode() + b"\0"
+        sym = self.lay.sym
+        for sec in self.sections:
+            if sec.type != _SHT_DYNSYM:
+                continue
+            strings = self._linked_table(sec)
+            if strings.offset + strings.size > self.n:
+                raise self._bad(f"malformed ELF file: the string table of {sec.name} lies outside the file")
+            for i in range(sec.size // sym.size):
+                fields = sym.unpack_from(self.buf, sec.offset + i * sym.size)
+                st_name, shndx = fields[0], (fields[3] if self.lay.is64 else fields[5])
+                if shndx == _SHN_UNDEF or st_name + len(want) > strings.size:
+                    continue
+                at = strings.offset + st_name
+                if self.buf[at : at + len(want)] == want:
+                    return True
+        return False
+
+    def file_offset(self, vaddr: int) -> int | None:
+        i = bisect.bisect_right(self.loads, (vaddr, float("inf"), 0)) - 1
+        if i >= 0:
+            start, size, offset = self.loads[i]
+            if vaddr < start + size:
+                return vaddr - start + offset
+        return None
+
+
+def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
+    """Parse ELF (or bare fatbin) `data`, the whole file. Any malformation is a BadInputError naming `name`.
+
+    Without `fatbins`, fatbin sections and wrappers are not read (`fatbins` is empty, `modules` 0): the dynamic
+    facts alone, for repair. DT_RPATH and DT_RUNPATH are the last such tag's string, as glibc's loader takes them.
+    """
+    if data[:4] == MAGIC_BYTES:
         return ElfReport(
             name=name,
-            size=len(mv),
+            size=len(data),
             kind="fatbin",
             machine="",
             sections={},
@@ -69,110 +303,105 @@ def read_elf(data: bytes | memoryview, name: str) -> ElfReport:
             needed=(),
             rpath=None,
             runpath=None,
-            fatbins=parse_fatbins(mv, where=name),
+            fatbins=parse_fatbins(data, where=name) if fatbins else (),
         )
-    if bytes(mv[:4]) != ELF_MAGIC:
-        raise BadInputError(f"{name}: not an ELF file (starts with {bytes(mv[:4])!r})")
-    try:
-        return _read_elf(data if isinstance(data, bytes) else mv, mv, name)
-    except BadInputError:
-        raise
-    except (
-        ELFError,
-        ConstructError,
-        struct.error,
-        ValueError,
-        KeyError,
-        IndexError,
-        UnicodeDecodeError,
-        AttributeError,
-        TypeError,
-        AssertionError,
-        OverflowError,
-    ) as e:
-        # pyelftools signals malformed input with many exception types; all mean the same to a user.
-        raise BadInputError(f"{name}: malformed or truncated ELF file ({type(e).__name__}: {e})") from None
-
-
-def _read_elf(buf: bytes | memoryview, mv: memoryview, name: str) -> ElfReport:
-    n = len(mv)
-    # BytesIO shares a bytes object's buffer (no copy of a 200 MB library); a memoryview would be copied once.
-    elf = ELFFile(io.BytesIO(buf))
-    kind = _KIND.get(elf["e_type"], str(elf["e_type"]))
-    if elf["e_shoff"] + elf["e_shnum"] * elf["e_shentsize"] > n:
-        raise BadInputError(f"{name}: truncated ELF file: section headers end past the file's {n} bytes")
+    elf = _Elf(data, name)
     sections: dict[str, int] = {}
-    fatbins: list[Fatbin] = []
-    covered: list[tuple[int, int]] = []
-    soname = rpath = runpath = None
-    needed: list[str] = []
-    wrappers: list[tuple[int, int]] = []  # (version, address)
-    for sec in elf.iter_sections():
-        if sec["sh_type"] == "SHT_NOBITS" or sec["sh_type"] == "SHT_NULL":
+    found: list[Fatbin] = []
+    in_sections: list[tuple[int, int]] = []
+    wrappers: list[tuple[int, int]] = []  # (file offset the fatbin address maps to, version)
+    modules = 0
+    budget = RecordBudget(name)
+    for sec in elf.sections:
+        if sec.type in (_SHT_NULL, _SHT_NOBITS):
             continue
-        off, size = sec["sh_offset"], sec["sh_size"]
-        if off + size > n:
-            raise BadInputError(
-                f"{name}: truncated ELF file: section {sec.name or '?'} ({size} bytes at {off:#x}) "
-                f"ends past the file's {n} bytes"
-            )
-        sections[sec.name] = sections.get(sec.name, 0) + size
+        sections[sec.name] = sections.get(sec.name, 0) + sec.size
+        if not fatbins:
+            continue
         if sec.name in FATBIN_SECTIONS:
-            fatbins.extend(parse_fatbins(mv[off : off + size], where=f"{name} [{sec.name}]", base=off))
-            covered.append((off, off + size))
+            where = f"{name} [{sec.name}]"
+            found.extend(
+                parse_fatbins(data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget)
+            )
+            in_sections.append((sec.offset, sec.offset + sec.size))
         elif sec.name == ".nvFatBinSegment":
-            for i in range(size // _WRAPPER.size):
-                magic, version, addr, _u = _WRAPPER.unpack_from(mv, off + i * _WRAPPER.size)
-                if magic == WRAPPER_MAGIC:
-                    wrappers.append((version, addr))
-        elif isinstance(sec, DynamicSection):
-            for tag in sec.iter_tags():
-                t = tag.entry.d_tag
-                if t not in _DYN_STRINGS:
+            for i in range(sec.size // _WRAPPER.size):
+                magic, version, addr, _u = _WRAPPER.unpack_from(data, sec.offset + i * _WRAPPER.size)
+                if magic != WRAPPER_MAGIC:
                     continue
-                value = getattr(tag, _DYN_STRINGS[t])  # pyelftools resolves the string and sets it by tag name
-                if t == "DT_NEEDED":
-                    needed.append(value)
-                elif t == "DT_SONAME":
-                    soname = value
-                elif t == "DT_RPATH":
-                    rpath = value
-                else:
-                    runpath = value
-    # A wrapper may point at a fatbin outside the usual sections (e.g. one embedded in .rodata by hand);
-    # in relocatable objects the address is 0 and filled by a relocation, so there is nothing to follow.
-    linked: set[int] = set()
-    for version, addr in wrappers:
-        at = _file_offset(elf, addr) if addr else None
-        if at is None:
-            continue
-        if version == 2:
-            linked.add(at)
-        if any(a <= at < b for a, b in covered):
-            continue
-        if bytes(mv[at : at + 4]) == MAGIC_BYTES:
-            fb = parse_fatbin(mv, at, where=f"{name} [fatbin at {addr:#x}]")
-            fatbins.append(fb)
-            covered.append((at, at + fb.size))
+                modules += 1
+                if modules > MAX_WRAPPERS:
+                    raise BadInputError(f"{name}: more than {MAX_WRAPPERS} CUDA module wrappers in .nvFatBinSegment")
+                # In relocatable objects the address is 0 and filled by a relocation: nothing to follow.
+                at = elf.file_offset(addr) if addr else None
+                if at is not None:
+                    wrappers.append((at, version))
+    soname, needed, rpath, runpath = elf.dynamic()
+    found.extend(_wrapped_fatbins(data, name, wrappers, in_sections, budget))
+    linked = {at for at, version in wrappers if version == 2}
     if linked:
-        fatbins = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in fatbins]
+        found = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in found]
     return ElfReport(
         name=name,
-        size=n,
-        kind=kind,
-        machine=elf["e_machine"],
+        size=elf.n,
+        kind=elf.kind,
+        machine=elf.machine,
         sections=sections,
         soname=soname,
         needed=tuple(needed),
-        rpath=rpath,
-        runpath=runpath,
-        fatbins=tuple(fatbins),
-        modules=len(wrappers),
+        rpath=rpath[-1] if rpath else None,
+        runpath=runpath[-1] if runpath else None,
+        fatbins=tuple(found),
+        modules=modules,
     )
 
 
-def _file_offset(elf: ELFFile, vaddr: int) -> int | None:
-    for seg in elf.iter_segments():
-        if seg["p_type"] == "PT_LOAD" and seg["p_vaddr"] <= vaddr < seg["p_vaddr"] + seg["p_filesz"]:
-            return vaddr - seg["p_vaddr"] + seg["p_offset"]
-    return None
+def _wrapped_fatbins(
+    data: Buffer,
+    name: str,
+    wrappers: list[tuple[int, int]],
+    in_sections: list[tuple[int, int]],
+    budget: RecordBudget,
+) -> list[Fatbin]:
+    """Fatbins that wrappers point at outside the fatbin sections (e.g. one embedded in .rodata by hand).
+
+    Wrappers are visited by file offset, so "inside a fatbin found before" is one comparison with the furthest end
+    seen, and "inside a fatbin section" one bisection: linear in wrappers and bytes, however many there are.
+    """
+    spans = sorted(in_sections)
+    starts = [a for a, _b in spans]
+    ends = []
+    furthest = -1
+    for _a, b in spans:
+        furthest = max(furthest, b)
+        ends.append(furthest)  # the furthest end among sections starting at or before this one
+    found: list[Fatbin] = []
+    reach = -1  # the furthest end of the fatbins found so far
+    for at in sorted({at for at, _v in wrappers}):
+        i = bisect.bisect_right(starts, at) - 1
+        if (i >= 0 and at < ends[i]) or at < reach:
+            continue
+        if data[at : at + 4] == MAGIC_BYTES:
+            fb = parse_fatbin(data, at, where=f"{name} [fatbin at {at:#x}]", budget=budget)
+            found.append(fb)
+            reach = at + fb.size
+    return found
+
+
+def defines_symbol(data: Buffer, symbol: str, name: str) -> bool:
+    """Whether ELF `data` defines `symbol` in its dynamic symbol table (an extension module defines PyInit_<module>)."""
+    return _Elf(data, name).defines(symbol)
+
+
+def read_elf_file(path: Path, name: str, *, fatbins: bool = True) -> ElfReport | None:
+    """`read_elf` of a regular file on disk, mapped (a 2 GB library costs no memory), or None when it does not start
+    with the ELF magic (repair's scan of an unpacked wheel). `name` is its path in the wheel, for messages."""
+    with mapped_file(path, name) as buf:
+        if buf[:4] != ELF_MAGIC:
+            return None
+        return read_elf(buf, name, fatbins=fatbins)
+
+
+def file_defines_symbol(path: Path, symbol: str, name: str) -> bool:
+    with mapped_file(path, name) as buf:
+        return defines_symbol(buf, symbol, name)

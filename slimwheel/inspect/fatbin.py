@@ -15,15 +15,22 @@ Layout (little-endian; checked against `cuobjdump --list-elf/--list-ptx` on nvcc
 
 A section (.nv_fatbin in linked ELFs and host objects, __nv_relfatbin in -rdc objects) holds one container per
 translation unit, back to back, zero-padded to 8 bytes. Sizes come from the headers; payloads are never decompressed.
+
+Hostile input is refused in linear time and bounded memory: every size is checked against the container and the
+section that hold it, zero padding is skipped in C (a memcmp per 1 MiB window), identical entry headers share
+one `FatbinEntry`, and one file may hold at most `MAX_RECORDS` containers and entries together.
 """
 
 from __future__ import annotations
 
+import functools
 import struct
 from dataclasses import dataclass
+from typing import Literal
 
 from slimwheel.cuda.arch import CC, Kind, Target, Variant
 from slimwheel.errors import BadInputError
+from slimwheel.inspect.files import Buffer
 
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = struct.pack("<I", MAGIC)
@@ -36,16 +43,22 @@ FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000
 FLAG_FAMILY_SPECIFIC = 0x200000
+# Containers plus entries in one file. The largest real ones are far below: faiss-gpu 1.15.1's libfaiss.so holds
+# 1,092 cubins; each record costs about 150 bytes of memory, so the bound keeps a hostile file near 40 MB.
+MAX_RECORDS = 1 << 18
+_ZERO_WINDOW = 1 << 20
+
+Compression = Literal["none", "lz4", "zstd"]
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class FatbinEntry:
     """One cubin, PTX text or LTO-IR module inside a fatbin."""
 
-    kind: str  # "sass" | "ptx" | "lto-ir" | "unknown-<n>"
+    kind: str  # "sass", "ptx", "lto-ir", or "unknown-<n>" for a kind number slimwheel does not know
     arch: str  # nvcc's spelling: 90, 90a, 100f
     target: Target | None  # for sass and ptx; None for LTO-IR (not loadable) and unknown kinds
-    compression: str  # "none" | "lz4" | "zstd"
+    compression: Compression
     stored_size: int  # bytes the payload takes in the file (compressed size, or padded size when stored plain)
     uncompressed_size: int
     ptx_isa: tuple[int, int] | None = None  # PTX entries: the ISA version, e.g. (8, 5)
@@ -73,42 +86,76 @@ def _fail(where: str, offset: int, problem: str) -> BadInputError:
     return BadInputError(f"{where}: fatbin at offset {offset:#x}: {problem}")
 
 
-def parse_fatbin(data: bytes | memoryview, offset: int = 0, *, where: str, base: int = 0) -> Fatbin:
-    """The container starting at `offset` of `data`. `base` is added to reported offsets (the section's file offset)."""
-    mv = memoryview(data)
-    end_of_data = len(mv)
+class RecordBudget:
+    """Records left for one file: shared by its sections and by the fatbins its wrappers point at."""
+
+    def __init__(self, where: str, limit: int | None = None) -> None:
+        self.limit = MAX_RECORDS if limit is None else limit
+        self.where, self.left = where, self.limit
+
+    def take(self, offset: int) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise _fail(self.where, offset, f"more than {self.limit} fatbin containers and entries in one file")
+
+
+def parse_fatbin(
+    data: Buffer,
+    offset: int = 0,
+    *,
+    where: str,
+    base: int = 0,
+    end: int | None = None,
+    budget: RecordBudget | None = None,
+) -> Fatbin:
+    """The container starting at `offset` of `data`, which must end by `end` (default: the end of `data`).
+
+    `base` is added to reported offsets (the section's file offset when `data` is the section alone).
+    """
+    end_of_data = len(data) if end is None else end
+    budget = budget or RecordBudget(where)
     if offset + _HEADER.size > end_of_data:
         raise _fail(where, base + offset, f"header needs {_HEADER.size} bytes, only {end_of_data - offset} left")
-    magic, _version, header_size, fat_size = _HEADER.unpack_from(mv, offset)
+    magic, _version, header_size, fat_size = _HEADER.unpack_from(data, offset)
     if magic != MAGIC:
         raise _fail(where, base + offset, f"bad magic {magic:#010x} (expected {MAGIC:#010x})")
     if header_size < _HEADER.size:
         raise _fail(where, base + offset, f"header size {header_size} is smaller than {_HEADER.size}")
-    end = offset + header_size + fat_size
-    if end > end_of_data:
+    budget.take(base + offset)
+    stop = offset + header_size + fat_size
+    if stop > end_of_data:
         raise _fail(
-            where, base + offset, f"entries of {fat_size} bytes run past the end ({end - end_of_data} bytes missing)"
+            where, base + offset, f"entries of {fat_size} bytes run past the end ({stop - end_of_data} bytes missing)"
         )
     entries: list[FatbinEntry] = []
     p = offset + header_size
-    while p < end:
-        if p + _ENTRY.size > end:
+    while p < stop:
+        if p + _ENTRY.size > stop:
             raise _fail(where, base + offset, f"entry header at {base + p:#x} is cut off by the container's end")
-        (kind_n, _ev, ehsize, padded, csize, _opt, verword, sm, _u1, flags, _u2, usize) = _ENTRY.unpack_from(mv, p)
+        (kind_n, _ev, ehsize, padded, csize, _opt, verword, sm, _u1, flags, _u2, usize) = _ENTRY.unpack_from(data, p)
         if ehsize < _ENTRY.size:
             raise _fail(where, base + offset, f"entry at {base + p:#x} has header size {ehsize} < {_ENTRY.size}")
-        if p + ehsize + padded > end:
+        if p + ehsize + padded > stop:
             raise _fail(
                 where,
                 base + offset,
                 f"entry at {base + p:#x} says {padded} payload bytes, which run past the container's end",
             )
+        if flags & (FLAG_LZ4 | FLAG_ZSTD) and csize > padded:
+            raise _fail(
+                where,
+                base + offset,
+                f"entry at {base + p:#x} says {csize} compressed bytes in a payload of {padded} bytes",
+            )
+        budget.take(base + p)
         entries.append(_entry(kind_n, verword, sm, flags, padded, csize, usize))
         p += ehsize + padded
-    return Fatbin(offset=base + offset, size=end - offset, entries=tuple(entries))
+    return Fatbin(offset=base + offset, size=stop - offset, entries=tuple(entries))
 
 
+@functools.lru_cache(maxsize=4096)
 def _entry(kind_n: int, verword: int, sm: int, flags: int, padded: int, csize: int, usize: int) -> FatbinEntry:
+    # Cached: entries are immutable, and a file of many identical headers then costs one object, not one each.
     kind = _KINDS.get(kind_n, f"unknown-{kind_n}")
     variant = (
         Variant.ARCH
@@ -117,7 +164,7 @@ def _entry(kind_n: int, verword: int, sm: int, flags: int, padded: int, csize: i
         if flags & FLAG_FAMILY_SPECIFIC
         else Variant.PLAIN
     )
-    compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else "none"
+    compression: Compression = "zstd" if flags & FLAG_ZSTD else "lz4" if flags & FLAG_LZ4 else "none"
     stored = csize if compression != "none" and csize else padded
     uncompressed = usize if compression != "none" and usize else stored
     target: Target | None = None
@@ -137,25 +184,46 @@ def _entry(kind_n: int, verword: int, sm: int, flags: int, padded: int, csize: i
     )
 
 
-def parse_fatbins(data: bytes | memoryview, *, where: str, base: int = 0) -> tuple[Fatbin, ...]:
-    """Every container in a fatbin section (or a whole .fatbin file): back to back, zero padding between them."""
-    mv = memoryview(data)
+_ZEROS = bytes(_ZERO_WINDOW)
+
+
+def skip_zeros(data: Buffer, p: int, end: int) -> int:
+    """The first position in [p, end) that holds a non-zero byte, or `end`: a memcmp per MiB (about 4 GB/s), at most
+    1 MiB copied at once; only the window that ends the run is searched byte by byte (in C)."""
+    while p < end:
+        window = bytes(data[p : min(end, p + _ZERO_WINDOW)])
+        if window != _ZEROS[: len(window)]:
+            return p + len(window) - len(window.lstrip(b"\0"))
+        p += len(window)
+    return end
+
+
+def parse_fatbins(
+    data: Buffer,
+    *,
+    where: str,
+    base: int = 0,
+    start: int = 0,
+    end: int | None = None,
+    budget: RecordBudget | None = None,
+) -> tuple[Fatbin, ...]:
+    """Every container in `data[start:end]` (a fatbin section, or a whole .fatbin file): back to back, zero padding
+    between them."""
     out: list[Fatbin] = []
-    p = 0
-    n = len(mv)
+    budget = budget or RecordBudget(where)
+    n = len(data) if end is None else end
+    p = start
     while p < n:
-        if mv[p : p + 4] != MAGIC_BYTES:
+        if data[p : p + 4] != MAGIC_BYTES:
             # Padding between containers is zeros up to the next 8-byte boundary (often to the section's end).
-            q = p
-            while q < n and mv[q] == 0:
-                q += 1
+            q = skip_zeros(data, p, n)
             if q == n:
                 break
-            if q == p or q % 8:
+            if q == p or (q - start) % 8:
                 raise _fail(where, base + q, "neither a fatbin header nor zero padding")
             p = q
             continue
-        fb = parse_fatbin(mv, p, where=where, base=base)
+        fb = parse_fatbin(data, p, where=where, base=base, end=n, budget=budget)
         out.append(fb)
         p += fb.size
     return tuple(out)

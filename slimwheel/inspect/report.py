@@ -27,8 +27,9 @@ from slimwheel.cuda.versions import (
 )
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, read_elf
-from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, FatbinEntry
-from slimwheel.inspect.wheel import Member, WheelArchive, WheelMeta
+from slimwheel.inspect.fatbin import MAGIC_BYTES, MAX_RECORDS, Fatbin, FatbinEntry
+from slimwheel.inspect.files import mapped_file
+from slimwheel.inspect.wheel import DEFAULT_LIMITS, Member, WheelArchive, WheelMeta, ZipLimits
 
 __all__ = [
     "CoverageGap",
@@ -145,11 +146,19 @@ def _candidate(archive: WheelArchive, m: Member) -> bool:
     return m.uncompressed >= 16 and archive.head(m, 4)[:4] in (b"\x7fELF", MAGIC_BYTES)
 
 
-def inspect_wheel(path: Path) -> WheelReport:
-    """Read a wheel once: the zip directory for every file, and each ELF (or .fatbin) member inflated once."""
+def _records(elf: ElfReport) -> int:
+    return sum(1 + len(fb.entries) for fb in elf.fatbins)
+
+
+def inspect_wheel(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> WheelReport:
+    """Read a wheel once: the zip directory for every file, and each ELF (or .fatbin) member inflated once.
+
+    Members go through `zipread` (bounded, lie-refusing; big ones spooled and mapped, see `ZipLimits`); the fatbin
+    containers and entries of the whole wheel are bounded by `MAX_RECORDS`, as those of one file are.
+    """
     path = Path(path)
     t0 = time.perf_counter()
-    with WheelArchive(path) as archive:
+    with WheelArchive(path, limits) as archive:
         meta = archive.metadata()
         wheel_size = archive.size
         files = tuple(
@@ -168,37 +177,49 @@ def inspect_wheel(path: Path) -> WheelReport:
         )
 
         def one(m: Member) -> ElfReport:
-            data = archive.read(m)
             try:
-                return read_elf(data, m.name)
+                with archive.open(m) as data:
+                    return read_elf(data, m.name)
             except BadInputError as e:
+                if e.message.startswith(f"{path}: "):
+                    raise
                 raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
 
         # Inflate (zlib/ISA-L) releases the GIL: big members overlap. Largest first keeps the workers busy.
         candidates.sort(key=lambda m: -m.uncompressed)
         workers = max(1, min(4, os.cpu_count() or 1, len(candidates)))
+        by_name: dict[str, ElfReport] = {}
+        records = 0
         with ThreadPoolExecutor(max_workers=workers) as pool:
-            by_name = {r.name: r for r in pool.map(one, candidates)}
+            futures = [pool.submit(one, m) for m in candidates]
+            try:
+                for future in futures:
+                    r = future.result()
+                    records += _records(r)
+                    if records > MAX_RECORDS:
+                        raise BadInputError(
+                            f"{path}: more than {MAX_RECORDS} fatbin containers and entries in the wheel's files"
+                        )
+                    by_name[r.name] = r
+            finally:
+                for future in futures:  # on a refusal, members not started yet are not read at all
+                    future.cancel()
         elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
         log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t1)
     return _assemble(path, meta, wheel_size, files, elfs)
 
 
-def inspect_file(path: Path) -> WheelReport:
+def inspect_file(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> WheelReport:
     """A wheel, or a loose binary (shared library, object file, executable, .fatbin) reported as a wheel of one
     file: what size-report and check show for a wheel, for a build's output before it is packaged."""
     path = Path(path)
     if path.suffix.lower() == ".whl":
-        return inspect_wheel(path)  # its errors say what is wrong with a wheel
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(4)
-    except OSError as e:
-        raise BadInputError(f"{path}: cannot be read ({e.strerror})") from None
-    if head[:2] == b"PK":
-        return inspect_wheel(path)
-    elf = dataclasses.replace(inspect_binary(path), name=path.name)  # a BadInputError names the file if not ELF
-    size = path.stat().st_size
+        return inspect_wheel(path, limits)  # its errors say what is wrong with a wheel
+    with mapped_file(path) as data:  # refuses folders, FIFOs and devices before reading a byte
+        if data[:2] == b"PK":
+            return inspect_wheel(path, limits)
+        elf = dataclasses.replace(read_elf(data, str(path)), name=path.name)  # a BadInputError names the file
+        size = len(data)
     # No tags: an x86_64 binary gets a platform tag, so that integrated aarch64 GPUs are left out as for a wheel.
     tags = ("py3-none-linux_x86_64",) if elf.machine == "EM_X86_64" else ()
     meta = WheelMeta(name=path.name, version="(binary)", tags=tags, requires_dist=(), dist_info="")
@@ -207,13 +228,10 @@ def inspect_file(path: Path) -> WheelReport:
 
 
 def inspect_binary(path: Path) -> ElfReport:
-    """A loose shared library, object, executable or .fatbin file."""
+    """A loose shared library, object, executable or .fatbin file (regular files only; mapped, not read)."""
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise BadInputError(f"{path}: cannot be read ({e.strerror})") from None
-    return read_elf(data, str(path))
+    with mapped_file(path) as data:
+        return read_elf(data, str(path))
 
 
 def _requirements(requires: tuple[str, ...]) -> list[Requirement]:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
-from helpers.binsynth import fatbin, fatbin_entry, pad8
+from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
 
 from slimwheel.cuda.arch import CC, Kind, Target, Variant
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.fatbin import parse_fatbin, parse_fatbins
+from slimwheel.inspect.elf import read_elf
+from slimwheel.inspect.fatbin import MAX_RECORDS, parse_fatbin, parse_fatbins
+from slimwheel.inspect.files import mapped_file
 
 
 def test_uncompressed_sass_entry_reports_padded_size_as_both_sizes() -> None:
@@ -101,3 +105,61 @@ def test_bad_magic_in_parse_fatbin() -> None:
 def test_empty_and_all_zero_sections_hold_no_fatbin() -> None:
     assert parse_fatbins(b"", where="t") == ()
     assert parse_fatbins(b"\0" * 24, where="t") == ()
+
+
+# ---------------------------------------------------------------- issue 12 item 9: linear time, bounded memory, lies
+
+
+def test_zero_padding_is_skipped_without_a_python_byte_loop(tmp_path: Path) -> None:
+    """256 MiB of padding took 16 s byte by byte. A sparse file, mapped: the test costs no memory."""
+    import time
+
+    one = pad8(fatbin([fatbin_entry(sm=80)]))
+    path = tmp_path / "k.fatbin"
+    with path.open("wb") as fh:
+        fh.write(one)
+        fh.truncate(len(one) + (256 << 20))
+        fh.seek(0, 2)
+        fh.write(one)
+    with mapped_file(path) as data:
+        t = time.perf_counter()
+        fbs = parse_fatbins(data, where="k.fatbin")
+        took = time.perf_counter() - t
+    assert [fb.offset for fb in fbs] == [0, len(one) + (256 << 20)]
+    assert took < 5.0, f"256 MiB of padding took {took:.1f} s"  # about 0.15 s on a loaded 2-core machine
+
+
+def test_padding_that_turns_non_zero_off_the_8_byte_grid_is_refused() -> None:
+    data = pad8(fatbin([fatbin_entry()])) + b"\0" * (3 << 20) + b"\0\0\0\x07" + b"\0" * 4
+    with pytest.raises(BadInputError, match="neither a fatbin header nor zero padding"):
+        parse_fatbins(data, where="t")
+
+
+def test_many_empty_entries_are_refused_by_the_record_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1M empty entries (64 MB) used 521 MB of memory; the file-wide bound (MAX_RECORDS, 262,144; 5,000 here)
+    stops them."""
+    assert MAX_RECORDS == 1 << 18
+    monkeypatch.setattr("slimwheel.inspect.fatbin.MAX_RECORDS", 5000)
+    data = fatbin([fatbin_entry(payload=b"")] * 20_000)
+    with pytest.raises(BadInputError, match=r"^t: fatbin at offset 0x4e1d0: more than 5000 fatbin containers"):
+        parse_fatbins(data, where="t")
+
+
+def test_identical_entry_headers_share_one_object() -> None:
+    (fb,) = parse_fatbins(fatbin([fatbin_entry(payload=b"")] * 5000), where="t")
+    assert len(fb.entries) == 5000 and len({id(e) for e in fb.entries}) == 1
+
+
+def test_the_record_bound_spans_every_section_of_a_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("slimwheel.inspect.fatbin.MAX_RECORDS", 10)
+    six = fatbin([fatbin_entry()] * 5)  # one container and five entries: six records
+    read_elf(elf(sections={".nv_fatbin": six}), "ok.so")
+    with pytest.raises(BadInputError, match=r"^x\.so: fatbin at offset .*more than 10 fatbin containers"):
+        read_elf(elf(sections={".nv_fatbin": six, "__nv_relfatbin": six}), "x.so")
+
+
+def test_a_compressed_size_larger_than_its_payload_is_a_lie() -> None:
+    """A 201 KB file was shown as 'stored 4.00 GiB': sizes are now bounded by the payload that holds them."""
+    entry = fatbin_entry(flags=0x8011, payload=b"\0" * 64, compressed_size=0xFFFFFFFF, uncompressed_size=1 << 32)
+    with pytest.raises(BadInputError, match=r"entry at 0x10 says 4294967295 compressed bytes in a payload of 64"):
+        parse_fatbins(fatbin([entry]), where="t")

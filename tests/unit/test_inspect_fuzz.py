@@ -90,3 +90,39 @@ def test_elf_reader_on_mutated_files(data: bytes) -> None:
 @given(st.binary(max_size=256))
 def test_elf_reader_on_random_bytes_after_the_magic(data: bytes) -> None:
     _read_elf(b"\x7fELF" + data)
+
+
+# ---------------------------------------------------------------- the zip reader
+
+
+def _wheel_bytes() -> bytes:
+    import tempfile
+    from pathlib import Path
+
+    from helpers.wheelmaker import make_wheel
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return make_wheel(Path(tmp), files={"demo/_ext.so": ELF, "demo/__init__.py": b"x = 1\n" * 40}).read_bytes()
+
+
+WHEEL = _wheel_bytes()
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mutated(WHEEL))
+def test_zip_reader_on_mutated_wheels(data: bytes) -> None:
+    """Any corruption of a wheel ends in a report or one BadInputError naming the wheel, never another exception."""
+    import tempfile
+    from pathlib import Path
+
+    from slimwheel.inspect.report import inspect_wheel
+    from slimwheel.inspect.zipread import extract
+
+    with tempfile.TemporaryDirectory() as tmp:
+        w = Path(tmp) / "w.whl"
+        w.write_bytes(data)
+        for read in (lambda: inspect_wheel(w), lambda: extract(w, Path(tmp) / "out")):
+            try:
+                read()
+            except BadInputError as e:
+                assert e.message.startswith(f"{w}: "), e.message

@@ -12,6 +12,7 @@ from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
+from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_binary, inspect_file, inspect_wheel, report_to_json, target_totals
 
 FB13 = fatbin(
@@ -212,3 +213,13 @@ def test_an_output_path_that_cannot_be_written_is_bad_input(tmp_path: Path, caps
     blocker.write_text("x")
     assert main(["size-report", "--format", "json", "-o", str(blocker / "out.json"), str(w)]) == 3
     assert f"{blocker / 'out.json'}: cannot write here" in capsys.readouterr().err
+
+
+def test_the_record_bound_spans_every_file_of_a_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each file under its own bound, the wheel over it: refused, naming the wheel."""
+    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)
+    so = elf(sections={".nv_fatbin": fatbin([fatbin_entry()] * 5)})  # six records
+    assert inspect_wheel(make_wheel(tmp_path / "one", files={"m/a.so": so})).elfs
+    w = make_wheel(tmp_path / "two", files={"m/a.so": so, "m/b.so": so})
+    with pytest.raises(BadInputError, match=rf"^{w}: more than 10 fatbin containers and entries in the wheel"):
+        inspect_wheel(w)

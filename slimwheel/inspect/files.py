@@ -1,0 +1,55 @@
+"""Opening the files slimwheel inspects: regular files only, mapped rather than read.
+
+Every command's inputs come through here (wheels through `zipread`, loose binaries through `mapped_file`), so a
+folder, a FIFO or a device such as /dev/zero is refused at once instead of read until memory runs out or waited on
+for ever.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+from slimwheel.errors import BadInputError
+
+# Readers take any of these: bytes in memory, or a read-only map of a file.
+Buffer = bytes | bytearray | mmap.mmap
+
+
+def open_regular(path: Path, label: str | None = None, *, folder: str = "a folder, not a file") -> int:
+    """A read-only descriptor of the regular file `path` (symlinks to one are followed). `label` names it in errors."""
+    label = label or str(path)
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise BadInputError(f"{label}: is {folder}")
+        if not stat.S_ISREG(st.st_mode):
+            raise BadInputError(f"{label}: not a regular file (a FIFO, socket or device); refusing to read it")
+        # O_NONBLOCK: should the path become a FIFO after the check, opening it must not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise BadInputError(f"{label}: no such file") from None
+    except OSError as e:
+        raise BadInputError(f"{label}: cannot be read ({e.strerror})") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise BadInputError(f"{label}: not a regular file; refusing to read it")
+    return fd
+
+
+@contextlib.contextmanager
+def mapped_file(path: Path, label: str | None = None) -> Iterator[Buffer]:
+    """A regular file's bytes, mapped read-only (b"" when empty): nothing is copied into memory up front."""
+    fd = open_regular(path, label)
+    try:
+        if os.fstat(fd).st_size == 0:
+            yield b""
+            return
+        with mmap.mmap(fd, 0, access=mmap.ACCESS_READ) as mm:
+            yield mm
+    finally:
+        os.close(fd)
