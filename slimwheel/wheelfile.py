@@ -3,8 +3,8 @@ lines of METADATA.
 
 Kept here rather than taken from `wheel.wheelfile.WheelFile`: that class writes RECORD itself but neither sorts the
 entries nor honours a fixed date when SOURCE_DATE_EPOCH is unset, and it reads members without the bounds
-`slimwheel.inspect` puts on untrusted archives. `tests/unit/test_wheelfile.py` checks that `wheel unpack` and pip read
-what `pack` writes (an equivalence test).
+`slimwheel.inspect.zipread` puts on untrusted archives. Reading goes through `zipread`; `twine check` and pip read what
+`pack` writes (tests/integration/test_repair_wheels.py).
 
 Environment, as auditwheel honours it: SOURCE_DATE_EPOCH (member dates, default 1980-01-01) and
 AUDITWHEEL_ZIP_COMPRESSION_LEVEL (deflate level 0-9, default zlib's 6).
@@ -24,7 +24,6 @@ import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -32,6 +31,7 @@ from packaging.utils import canonicalize_name
 
 from slimwheel import fsutil
 from slimwheel.errors import BadInputError
+from slimwheel.inspect.zipread import ZipReader, extract
 
 log = logging.getLogger("slimwheel.wheelfile")
 
@@ -51,72 +51,10 @@ def dist_info_of(names: Sequence[str], wheel: Path) -> str:
     return tops[0]
 
 
-def member_names(wheel: Path, zf: zipfile.ZipFile) -> list[str]:
-    """The member names, refused when a wheel installer could be fooled or harmed: unsafe paths, a name twice
-    (installers keep the last copy while a reader may judge the first), a name that is a file and a folder."""
-    names = [zi.filename for zi in zf.infolist()]
-    seen: set[str] = set()
-    files: set[str] = set()
-    folders: set[str] = set()
-    for name in names:
-        if name.startswith("/") or ".." in name.split("/") or "\\" in name or "\x00" in name:
-            raise BadInputError(f"{wheel}: unsafe file name {name!r} in the archive")
-        if name in seen:
-            raise BadInputError(f"{wheel}: {name!r} is in the archive twice; installers would keep the last copy")
-        seen.add(name)
-        parts = name.rstrip("/").split("/")
-        folders.update("/".join(parts[:i]) for i in range(1, len(parts)))
-        if name.endswith("/"):
-            folders.add(name.rstrip("/"))
-        else:
-            files.add(name)
-    if clash := sorted(files & folders):
-        raise BadInputError(f"{wheel}: {clash[0]!r} is both a file and a folder in the archive")
-    return names
-
-
 def unpack(wheel: Path, dest: Path) -> list[str]:
-    """Extract a wheel (keeping the executable bit); refuses archives `member_names` refuses, members that are not
-    regular files, and members whose data is corrupt (CRC, truncated). Returns the file names."""
-    try:
-        zf = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
-        raise BadInputError(f"{wheel}: not a wheel (zip) file: {e}") from None
-    out = []
-    with zf:
-        member_names(wheel, zf)
-        for zi in zf.infolist():
-            if zi.is_dir():
-                continue
-            mode = zi.external_attr >> 16
-            if stat.S_IFMT(mode) not in (0, stat.S_IFREG):  # 0: the zip tool recorded no file type
-                raise BadInputError(f"{wheel}: {zi.filename!r} is not a regular file (mode {mode:o}); wheels hold files")
-            target = dest / zi.filename
-            target.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                with zf.open(zi) as src, target.open("wb") as fh:
-                    _copy_bounded(src, fh, zi, wheel)
-            except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
-                raise BadInputError(f"{wheel}: member {zi.filename!r} is corrupt: {e}") from None
-            target.chmod(0o755 if mode & 0o111 else 0o644)
-            out.append(zi.filename)
-    return out
-
-
-class _Sink(Protocol):
-    def write(self, data: bytes, /) -> int: ...
-
-
-def _copy_bounded(src: IO[bytes], dst: _Sink, zi: zipfile.ZipInfo, wheel: Path) -> None:
-    """Copy one member, refusing data beyond its declared size (a lying header must not fill the disk)."""
-    left = zi.file_size
-    while chunk := src.read(min(1 << 20, left + 1)):
-        if len(chunk) > left:
-            raise BadInputError(f"{wheel}: member {zi.filename!r} inflates past its declared {zi.file_size} bytes")
-        dst.write(chunk)
-        left -= len(chunk)
-    if left:
-        raise BadInputError(f"{wheel}: member {zi.filename!r} ends {left} bytes short of its declared size")
+    """Extract a wheel through the bounded reader (`inspect.zipread`: unsafe, duplicate or clashing names, special
+    members, lying sizes and corrupt data are refused, exit 3). Returns the file names."""
+    return extract(wheel, dest)
 
 
 def zip_time() -> tuple[int, int, int, int, int, int]:
@@ -212,43 +150,24 @@ def record_problems(record_text: str, members: Mapping[str, MemberDigest], *, re
 
 
 def archive_record_problems(wheel: Path) -> list[str]:
-    """`record_problems` of a wheel file, its members hashed as they stream out of the zip (bounded memory, sizes
-    held to what each member declares)."""
-    try:
-        zf = zipfile.ZipFile(wheel)
-    except (zipfile.BadZipFile, OSError, ValueError, EOFError) as e:
-        raise BadInputError(f"{wheel}: not a wheel (zip) file: {e}") from None
-    with zf:
-        names = member_names(wheel, zf)
-        dist_info = dist_info_of(names, wheel)
+    """`record_problems` of a wheel file, its members hashed as they stream out of the zip (`inspect.zipread`:
+    bounded memory, sizes held to what each member declares)."""
+    with ZipReader(wheel) as z:
+        dist_info = dist_info_of([m.name for m in z.members], wheel)
         record_name = f"{dist_info}/RECORD"
-        if record_name not in names:
+        by_name = {m.name: m for m in z.members}
+        if record_name not in by_name:
             return [f"{record_name} is missing"]
         digests: dict[str, MemberDigest] = {}
-        for zi in zf.infolist():
-            if zi.is_dir():
-                continue
-            sink = _HashSink()
-            try:
-                with zf.open(zi) as src:
-                    _copy_bounded(src, sink, zi, wheel)
-            except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as e:
-                raise BadInputError(f"{wheel}: member {zi.filename!r} is corrupt: {e}") from None
-            digests[zi.filename] = MemberDigest(size=zi.file_size, sha256=sink.h.digest())
+        for m in z.members:
+            h = hashlib.sha256()
+            z.stream(m, h.update)
+            digests[m.name] = MemberDigest(size=m.uncompressed, sha256=h.digest())
         try:
-            record = zf.read(record_name).decode("utf-8")
+            record = z.read(by_name[record_name]).decode("utf-8")
         except UnicodeDecodeError:
             return [f"{record_name} is not UTF-8 text"]
     return record_problems(record, digests, record_name=record_name)
-
-
-class _HashSink:
-    def __init__(self) -> None:
-        self.h = hashlib.sha256()
-
-    def write(self, data: bytes) -> int:
-        self.h.update(data)
-        return len(data)
 
 
 def digest_tree(root: Path) -> dict[str, MemberDigest]:

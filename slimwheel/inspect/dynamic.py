@@ -2,8 +2,8 @@
 need them, from a file on disk (repair's unpacked wheel) or from an `ElfReport` of `inspect.elf` (a wheel read in
 memory): one record type, so the rules in `slimwheel.deps` judge both the same way.
 
-Reading from a file goes through pyelftools with seeks: only the headers and the dynamic section are read, so a 2 GB
-library costs no memory.
+Files are read by `inspect.elf` (one ELF reader, over a mapping: a 2 GB library costs no memory). The symbol tables
+with their GNU versions (`imports_by_library`, for requirement floors) are read with pyelftools, which seeks.
 """
 
 from __future__ import annotations
@@ -71,50 +71,19 @@ def carried_names(elfs: Iterable[ElfInfo]) -> set[str]:
 
 def read_dynamic(path: Path, name: str) -> ElfInfo | None:
     """The facts of the ELF file at `path` (`name`: its path in the wheel, for messages and the record), or None for
-    a file that is not ELF. A static ELF (no dynamic section) has no facts to judge but is still an ELF file."""
-    try:
-        with path.open("rb") as f:
-            if f.read(4) != b"\x7fELF":
-                return None
-            f.seek(0)
-            soname: str | None = None
-            needed: list[str] = []
-            rpath: tuple[str, ...] = ()
-            runpath: tuple[str, ...] = ()
-            for section in ELFFile(f).iter_sections():
-                if not isinstance(section, DynamicSection):
-                    continue
-                for tag in section.iter_tags():
-                    t = tag.entry.d_tag
-                    # pyelftools sets the resolved string as an attribute named after the tag
-                    if t == "DT_NEEDED":
-                        needed.append(str(getattr(tag, "needed")))
-                    elif t == "DT_SONAME":
-                        soname = str(getattr(tag, "soname"))
-                    elif t == "DT_RPATH":
-                        rpath += split_search_path(str(getattr(tag, "rpath")))
-                    elif t == "DT_RUNPATH":
-                        runpath += split_search_path(str(getattr(tag, "runpath")))
-    except OSError as e:
-        raise BadInputError(f"{name}: cannot read: {e.strerror or e}") from None
-    except _MALFORMED as e:
-        raise BadInputError(f"{name}: malformed or truncated ELF file ({type(e).__name__}: {e})") from None
-    return ElfInfo(path=name, soname=soname, needed=tuple(needed), rpath=rpath, runpath=runpath)
+    a file that is not ELF; read by `inspect.elf` (mapped, bounded, lies refused), fatbins skipped."""
+    from slimwheel.inspect.elf import read_elf_file
+
+    report = read_elf_file(path, name, fatbins=False)
+    return None if report is None else ElfInfo.from_report(report)
 
 
 def exports_symbol(path: Path, symbol: str, *, name: str | None = None) -> bool:
     """Whether an ELF file defines `symbol` in its dynamic symbol table (an extension module defines
     PyInit_<module>)."""
-    try:
-        with path.open("rb") as f:
-            dynsym = ELFFile(f).get_section_by_name(".dynsym")
-            if not isinstance(dynsym, SymbolTableSection):
-                return False
-            return any(s.name == symbol and s["st_shndx"] != "SHN_UNDEF" for s in dynsym.iter_symbols())
-    except OSError as e:
-        raise BadInputError(f"{name or path.name}: cannot read: {e.strerror or e}") from None
-    except _MALFORMED as e:
-        raise BadInputError(f"{name or path.name}: cannot read ELF symbols ({type(e).__name__}: {e})") from None
+    from slimwheel.inspect.elf import file_defines_symbol
+
+    return file_defines_symbol(path, symbol, name or str(path))
 
 
 def _symbols(path: Path, *, defined: bool) -> frozenset[str]:

@@ -208,7 +208,7 @@ def test_repair_refuses_a_corrupt_elf(tmp_path: Path) -> None:
     body = bytearray(so())
     body[0x28:0x30] = (10**9).to_bytes(8, "little")  # e_shoff far past the end
     w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": bytes(body)}, requires=[CU13])
-    _assert_refused(w, tmp_path / "out", "malformed or truncated ELF")
+    _assert_refused(w, tmp_path / "out", "truncated ELF file")
 
 
 def test_repair_refuses_a_zip_without_dist_info(tmp_path: Path) -> None:
@@ -234,7 +234,7 @@ def test_repair_refuses_a_symlink_member(tmp_path: Path) -> None:
         zi = zipfile.ZipInfo("pkg/link")
         zi.external_attr = (0o120777) << 16
         z.writestr(zi, "/etc/passwd")
-    _assert_refused(w, tmp_path / "out", "not a regular file")
+    _assert_refused(w, tmp_path / "out", "symbolic link")
 
 
 def test_repair_refuses_a_member_longer_than_declared(tmp_path: Path) -> None:
