@@ -14,7 +14,7 @@ from slimwheel.cuda.arch import CC, generation, parse_cc_set
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
-from slimwheel.inspect.report import WheelReport, gap_text, module_coverage
+from slimwheel.inspect.report import WheelReport, gap_text, module_coverage, nvrtc_targets
 from slimwheel.units import mb, mib, parse_size
 
 DEFAULT_BUDGET = "60MiB"
@@ -65,9 +65,11 @@ def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[
         # Numbers nvcc accepts that no product we know of has (10.1, renamed 11.0) are left out.
         ccs = tuple(cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if generation(cc) is not None)
         if spec.lower() == "auto":
-            if not report.targets:
+            # Code the wheel has: its fatbins' targets, and the CCs its embedded NVRTC sources compile for.
+            have = [t.cc for t in report.targets] + [t.cc for e in report.elfs for r in e.nvrtc for t in nvrtc_targets(r)]
+            if not have:
                 return (), ()
-            oldest = min(t.cc for t in report.targets)
+            oldest = min(have)
             ccs = tuple(cc for cc in ccs if cc >= oldest)
     else:
         ccs = parse_cc_set(spec)

@@ -17,7 +17,6 @@ import functools
 import importlib.resources
 import json
 import re
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.major import UNIQUE_SONAMES
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
@@ -54,45 +54,6 @@ _PYTHONS = tuple(f"3.{m}" for m in range(8, 16))
 
 # ------------------------------------------------------------------------------------------------------ CUDA major
 
-_UNIQUE = {s: lib.cuda_major for lib in cudalibs.RUNTIME_LIBS
-           if (s := lib.soname) and Counter(x.soname for x in cudalibs.RUNTIME_LIBS)[s] == 1}  # fmt: skip
-
-
-@dataclass(frozen=True, kw_only=True)
-class MajorEvidence:
-    major: int | None
-    why: str
-    mixed: tuple[str, ...] = ()  # `file: soname (CUDA N)` when the wheel needs libraries of several majors
-    ambiguous: tuple[str, ...] = ()  # SONAMEs several majors share (libcurand.so.10), when nothing else decides
-
-
-def cuda_major(
-    elfs: Iterable[ElfInfo], requires: Sequence[str] = (), ptx_release: CudaVersion | None = None
-) -> MajorEvidence:
-    """The CUDA major, best evidence first: a NEEDED SONAME that exists for one major only, a `nvidia-*-cuNN`
-    requirement, the PTX ISA's release."""
-    majors: dict[int, list[str]] = {}
-    ambiguous: set[str] = set()
-    for info in elfs:
-        for soname in info.needed:
-            if soname in _UNIQUE:
-                majors.setdefault(_UNIQUE[soname], []).append(f"{info.path}: {soname}")
-            elif any(lib.soname == soname for lib in cudalibs.RUNTIME_LIBS):
-                ambiguous.add(soname)
-    mixed = tuple(f"{w} (CUDA {m})" for m, ws in sorted(majors.items()) for w in ws) if len(majors) > 1 else ()
-    if majors:
-        m = min(majors, key=lambda k: -len(majors[k]))
-        return MajorEvidence(major=m, why=majors[m][0].replace(": ", " needs ", 1), mixed=mixed)
-    for r in parse_requirements(requires)[0]:
-        if match := re.fullmatch(r"nvidia-.*-cu(\d+)", r.name.lower()):
-            return MajorEvidence(major=int(match.group(1)), why=f"Requires-Dist {r}")
-    if ptx_release is not None:
-        return MajorEvidence(major=ptx_release.major, why=f"PTX ISA of CUDA {ptx_release}")
-    return MajorEvidence(
-        major=None, why="no CUDA runtime library, nvidia-* requirement or PTX found", ambiguous=tuple(sorted(ambiguous))
-    )
-
-
 def exclusions(major: int | None) -> tuple[str, ...]:
     """Versioned SONAMEs (an unversioned pattern would not match them) of every library the nvidia-* wheels provide,
     plus the driver, which must never be bundled."""
@@ -103,7 +64,7 @@ def exclusions(major: int | None) -> tuple[str, ...]:
 def needed_runtime_libs(elfs: Iterable[ElfInfo], major: int | None) -> list[cudalibs.RuntimeLib]:
     if major is None:
         return []
-    needed = {s for info in elfs for s in info.needed}
+    needed = {s for info in elfs for s in (*info.needed, *info.loads)}
     return [lib for lib in cudalibs.libs_for(major) if lib.soname in needed]
 
 
@@ -111,10 +72,10 @@ def wrong_major(elfs: Iterable[ElfInfo], major: int) -> list[str]:
     """`file: soname (CUDA N)` for each CUDA library of another major than `major` that the wheel needs."""
     ours = {lib.soname for lib in cudalibs.libs_for(major)}
     return [
-        f"{info.path}: {soname} (CUDA {_UNIQUE[soname]})"
+        f"{info.path}: {soname} (CUDA {UNIQUE_SONAMES[soname]})"
         for info in elfs
         for soname in info.needed
-        if soname in _UNIQUE and soname not in ours
+        if soname in UNIQUE_SONAMES and soname not in ours
     ]
 
 
@@ -485,6 +446,12 @@ def dependency_problems(
     for info in elfs:
         for bad in unsafe_entries(info.search_path, info.path):
             problems.append(f"{info.path}: RPATH/RUNPATH entry {bad.entry!r} is unsafe: {bad.why}")
+        for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
+            cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == loaded]
+            if cuda_major is not None:
+                cands = [lib for lib in cands if lib.cuda_major == cuda_major] or cands
+            if cands and (problem := _cuda_library_problem(info, loaded, cands, reqs)):
+                problems.append(problem.replace(" needs ", " loads at run time ", 1))
         for needed in info.needed:
             if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:
                 continue

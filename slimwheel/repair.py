@@ -26,6 +26,7 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from slimwheel import deps, fsutil, wheelfile
 from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
@@ -240,10 +241,10 @@ def major_for(
     cuda: CudaVersion | None = None,
     wheel_name: str = "the wheel",
 ) -> int | None:
-    """The CUDA major to repair for: the one given, else the wheel's own evidence (`deps.cuda_major`). A wheel that
+    """The CUDA major to repair for: the one given, else the wheel's own evidence (`cuda.major.cuda_major`). A wheel that
     needs libraries of several majors is refused (exit 12); one that needs only SONAMEs two majors share, without
     other evidence, needs --cuda (exit 3)."""
-    evidence = deps.cuda_major(elfs.values(), requires)
+    evidence = cuda_major([(i.path, i.needed) for i in elfs.values()], requires)
     if evidence.mixed:
         raise CheckFailed(
             f"{wheel_name}: the wheel needs libraries of several CUDA majors ({'; '.join(evidence.mixed)}); "

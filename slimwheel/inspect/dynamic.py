@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from elftools.common.exceptions import ELFError
 from elftools.construct import ConstructError
-from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
 from elftools.elf.sections import SymbolTableSection
@@ -42,6 +41,9 @@ class ElfInfo:
     needed: tuple[str, ...]
     rpath: tuple[str, ...]
     runpath: tuple[str, ...]
+    # Libraries it opens at run time rather than through DT_NEEDED: the NVRTC of embedded kernel sources
+    # (inspect.nvrtc). Required and preloaded like needed ones, never searched for by the dynamic loader.
+    loads: tuple[str, ...] = ()
 
     @property
     def search_path(self) -> tuple[str, ...]:
@@ -56,6 +58,7 @@ class ElfInfo:
             needed=elf.needed,
             rpath=split_search_path(elf.rpath),
             runpath=split_search_path(elf.runpath),
+            loads=tuple(dict.fromkeys(r.nvrtc_soname for r in elf.nvrtc)),
         )
 
 

@@ -24,6 +24,8 @@ from elftools.elf.enums import ENUM_E_MACHINE
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.files import Buffer, mapped_file
 from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, RecordBudget, parse_fatbin, parse_fatbins
+from slimwheel.inspect.nvrtc import SECTION as NVRTC_SECTION
+from slimwheel.inspect.nvrtc import EmbeddedSources, parse_section
 
 ELF_MAGIC = b"\x7fELF"
 # Sections that hold fatbin containers: linked ELFs and host objects (.nv_fatbin), -rdc objects (__nv_relfatbin).
@@ -108,6 +110,7 @@ class ElfReport:
     runpath: str | None
     fatbins: tuple[Fatbin, ...]
     modules: int = 0  # .nvFatBinSegment wrappers: CUDA modules the runtime registers
+    nvrtc: tuple[EmbeddedSources, ...] = ()  # kernel sources embedded for runtime compilation (inspect.nvrtc)
 
     @property
     def fatbin_bytes(self) -> int:
@@ -312,10 +315,13 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     wrappers: list[tuple[int, int]] = []  # (file offset the fatbin address maps to, version)
     modules = 0
     budget = RecordBudget(name)
+    embedded: list[EmbeddedSources] = []
     for sec in elf.sections:
         if sec.type in (_SHT_NULL, _SHT_NOBITS):
             continue
         sections[sec.name] = sections.get(sec.name, 0) + sec.size
+        if sec.name == NVRTC_SECTION:  # read with or without fatbins: repair requires NVRTC for these
+            embedded.extend(parse_section(memoryview(data)[sec.offset : sec.offset + sec.size], where=name))
         if not fatbins:
             continue
         if sec.name in FATBIN_SECTIONS:
@@ -353,6 +359,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
         runpath=runpath[-1] if runpath else None,
         fatbins=tuple(found),
         modules=modules,
+        nvrtc=tuple(embedded),
     )
 
 

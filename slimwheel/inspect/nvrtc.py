@@ -16,22 +16,16 @@ package (`EmbeddedSources.nvrtc_package`) and its loader should preload the libr
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from elftools.common.exceptions import ELFError
-from elftools.construct import ConstructError
-from elftools.elf.elffile import ELFFile
 
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.elf import ELF_MAGIC
-from slimwheel.inspect.wheel import WheelArchive
 
 SECTION = "slimwheel_nvrtc"
 MAGIC = b"SLWNVRTC1\n"
@@ -158,34 +152,20 @@ class _Manifest:
 
 
 def embedded_sources(data: bytes | memoryview, name: str) -> tuple[EmbeddedSources, ...]:
-    """The records of an ELF file's `slimwheel_nvrtc` section; () for an ELF without one (or not an ELF)."""
-    mv = memoryview(data)
-    if bytes(mv[:4]) != ELF_MAGIC:
+    """The records of an ELF file's `slimwheel_nvrtc` section; () for an ELF without one (or not an ELF). Read by
+    `inspect.elf`, the one ELF reader (it fills `ElfReport.nvrtc`)."""
+    from slimwheel.inspect.elf import ELF_MAGIC, read_elf
+
+    if bytes(memoryview(data)[:4]) != ELF_MAGIC:
         return ()
-    try:
-        elf = ELFFile(io.BytesIO(data if isinstance(data, bytes) else mv))
-        sec = elf.get_section_by_name(SECTION)
-        if sec is None or sec["sh_type"] == "SHT_NOBITS":
-            return ()
-        off, size = sec["sh_offset"], sec["sh_size"]
-    except (ELFError, ConstructError, ValueError, KeyError, IndexError) as e:
-        raise BadInputError(f"{name}: malformed or truncated ELF file ({type(e).__name__}: {e})") from None
-    if off + size > len(mv):
-        raise BadInputError(f"{name}: section {SECTION} ({size} bytes at {off:#x}) ends past the file")
-    return parse_section(mv[off : off + size], where=name)
+    return read_elf(data if isinstance(data, bytes) else bytes(data), name, fatbins=False).nvrtc
 
 
 def wheel_embedded_sources(path: Path) -> dict[str, tuple[EmbeddedSources, ...]]:
     """The records of every ELF member of a wheel that has some, by member name."""
-    out: dict[str, tuple[EmbeddedSources, ...]] = {}
-    with WheelArchive(Path(path)) as archive:
-        for m in archive.members:
-            if m.uncompressed < 16 or archive.head(m, 4)[:4] != ELF_MAGIC:
-                continue
-            records = embedded_sources(archive.read(m), f"{path}: {m.name}")
-            if records:
-                out[m.name] = records
-    return out
+    from slimwheel.inspect.report import inspect_wheel
+
+    return {elf.name: elf.nvrtc for elf in inspect_wheel(Path(path)).elfs if elf.nvrtc}
 
 
 def served_ccs(sources: EmbeddedSources, *, nvrtc: CudaVersion | None = None) -> tuple[CC, ...]:

@@ -8,15 +8,12 @@ import logging
 import os
 import re
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
-from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, Variant, served_by
 from slimwheel.cuda.versions import (
     MAJOR_DRIVER,
@@ -29,6 +26,7 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, read_elf
 from slimwheel.inspect.fatbin import MAGIC_BYTES, MAX_RECORDS, Fatbin, FatbinEntry
 from slimwheel.inspect.files import mapped_file
+from slimwheel.inspect.nvrtc import EmbeddedSources, describe, served_ccs
 from slimwheel.inspect.wheel import DEFAULT_LIMITS, Member, WheelArchive, WheelMeta, ZipLimits
 
 __all__ = [
@@ -234,40 +232,6 @@ def inspect_binary(path: Path) -> ElfReport:
         return read_elf(data, str(path))
 
 
-def _requirements(requires: tuple[str, ...]) -> list[Requirement]:
-    out = []
-    for r in requires:
-        try:
-            out.append(Requirement(r))
-        except InvalidRequirement:
-            log.warning("ignoring a Requires-Dist that cannot be parsed: %s", r)
-    return out
-
-
-def _cuda_major(
-    elfs: tuple[ElfReport, ...],
-    requires: tuple[str, ...],
-    ptx_release: CudaVersion | None,
-) -> tuple[int | None, str]:
-    # A SONAME that exists for one major only (libcudart.so.12) is the strongest evidence.
-    unique: dict[str, int] = {}
-    counts = Counter(lib.soname for lib in cudalibs.RUNTIME_LIBS)
-    for lib in cudalibs.RUNTIME_LIBS:
-        if counts[lib.soname] == 1:
-            unique[lib.soname] = lib.cuda_major
-    for elf in elfs:
-        for n in elf.needed:
-            if n in unique:
-                return unique[n], f"{elf.name} needs {n}"
-    for req in _requirements(requires):
-        m = re.fullmatch(r"nvidia-.*-cu(\d+)", req.name.lower())
-        if m:
-            return int(m.group(1)), f"Requires-Dist {req}"
-    if ptx_release is not None:
-        return ptx_release.major, f"PTX ISA of CUDA {ptx_release}"
-    return None, "no CUDA runtime library, nvidia-* requirement or PTX found"
-
-
 _RANK = {"none": 0, "ptx": 1, "sass": 2}
 
 
@@ -283,6 +247,13 @@ def _made_for_others(ts: frozenset[Target], cc: CC) -> bool:
         return False
     majors = {t.cc.major for t in ts}
     return min(majors) > cc.major or (len(majors) == 1 and cc.major not in majors)
+
+
+def nvrtc_targets(record: EmbeddedSources) -> frozenset[Target]:
+    """What embedded kernel sources amount to: a cubin for every CC the NVRTC of their CUDA major targets (compiled
+    for the exact GPU at first use), and PTX of the newest for GPUs newer than that NVRTC."""
+    ccs = served_ccs(record)
+    return frozenset({Target.parse(f"sm_{cc.sm}") for cc in ccs} | {Target.parse(f"compute_{max(ccs).sm}")})
 
 
 def module_coverage(
@@ -302,6 +273,10 @@ def module_coverage(
             if ts:
                 groups = per_elf.setdefault(elf.name, {})
                 groups[ts] = groups.get(ts, 0) + 1
+        for record in elf.nvrtc:  # a module compiled at run time for the GPU it runs on: native wherever NVRTC can
+            groups = per_elf.setdefault(elf.name, {})
+            ts = nvrtc_targets(record)
+            groups[ts] = groups.get(ts, 0) + 1
     total = sum(n for groups in per_elf.values() for n in groups.values())
     out: dict[str, list[CC]] = {"sass": [], "ptx": [], "none": []}
     gaps = []
@@ -354,7 +329,9 @@ def _assemble(
             # An ISA older than the table (CUDA 10 and before) has no release slimwheel knows: no PTX floor.
             rel = max((r for isa, r in PTX_ISA_RELEASE.items() if isa <= newest), default=None)
         ptx_release = CudaVersion(*rel) if rel is not None else None
-    major, major_why = _cuda_major(elfs, meta.requires_dist, ptx_release)
+    evidence = cuda_major([(e.name, e.needed) for e in elfs], meta.requires_dist, ptx_release,
+                          embedded=[r.cuda_major for e in elfs for r in e.nvrtc])  # fmt: skip
+    major, major_why = evidence.major, evidence.why
     compression = tuple(sorted({e.compression for e in entries}))
     why: list[str] = []
     floor: str | None = None
@@ -441,6 +418,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
             for fb in elf.fatbins
         ],
         "totals": [t.__dict__ for t in target_totals([e for fb in elf.fatbins for e in fb.entries])],
+        "nvrtc_sources": describe(elf.nvrtc),
     }
 
 

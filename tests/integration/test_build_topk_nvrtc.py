@@ -7,6 +7,7 @@ import hashlib
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -43,3 +44,9 @@ def test_runtime_wheel_embeds_the_kernel_sources(toolkit13: Any, tmp_path: Path)
     # NVRTC is opened at run time (dlopen), never a link-time dependency; the kernels are not compiled by nvcc.
     assert not any(n.startswith("libnvrtc") for n in ext.needed) and ext.fatbins == ()
     assert ext.sections["slimwheel_nvrtc"] >= record.record_bytes
+    # The pipeline knows such wheels (issue 15 item 4): NVRTC required and preloaded, coverage from the sources.
+    assert any(r.startswith("nvidia-cuda-nvrtc>=13.0,<14") for r in report.requires_dist), report.requires_dist
+    loader = zipfile.ZipFile(wheel).read("topk_runtime/_slimwheel_loader.py").decode()
+    assert "libnvrtc.so.13" in loader
+    assert not report.coverage.none and "9.0" in [str(cc) for cc in report.coverage.native]
+    assert "all 9 required" in proc.stdout or "required compute capabilities are served" in proc.stdout

@@ -1,0 +1,64 @@
+"""Which CUDA major a wheel is for: the one rule that repair, the wheel report and check use.
+
+Best evidence first: a NEEDED SONAME that exists for one major only (libcudart.so.13), a `nvidia-*-cuNN`
+requirement, kernel sources embedded for a CUDA major's NVRTC, the PTX ISA's release.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from packaging.requirements import InvalidRequirement, Requirement
+
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.cuda.versions import CudaVersion
+
+_COUNTS = Counter(lib.soname for lib in cudalibs.RUNTIME_LIBS)
+# SONAME -> its CUDA major, for the SONAMEs one major alone has (libcurand.so.10 is in 12 and 13 alike).
+UNIQUE_SONAMES = {lib.soname: lib.cuda_major for lib in cudalibs.RUNTIME_LIBS if _COUNTS[lib.soname] == 1}
+
+
+@dataclass(frozen=True, kw_only=True)
+class MajorEvidence:
+    major: int | None
+    why: str
+    mixed: tuple[str, ...] = ()  # `file: soname (CUDA N)` when the wheel needs libraries of several majors
+    ambiguous: tuple[str, ...] = ()  # SONAMEs several majors share (libcurand.so.10), when nothing else decides
+
+
+def cuda_major(
+    needed: Iterable[tuple[str, Sequence[str]]],
+    requires: Sequence[str] = (),
+    ptx_release: CudaVersion | None = None,
+    embedded: Sequence[int] = (),
+) -> MajorEvidence:
+    """`needed`: (file, its DT_NEEDED names) per ELF file; `embedded`: the CUDA majors of embedded NVRTC sources."""
+    majors: dict[int, list[str]] = {}
+    ambiguous: set[str] = set()
+    for path, names in needed:
+        for soname in names:
+            if soname in UNIQUE_SONAMES:
+                majors.setdefault(UNIQUE_SONAMES[soname], []).append(f"{path}: {soname}")
+            elif soname in _COUNTS:
+                ambiguous.add(soname)
+    mixed = tuple(f"{w} (CUDA {m})" for m, ws in sorted(majors.items()) for w in ws) if len(majors) > 1 else ()
+    if majors:
+        m = min(majors, key=lambda k: -len(majors[k]))
+        return MajorEvidence(major=m, why=majors[m][0].replace(": ", " needs ", 1), mixed=mixed)
+    for text in requires:
+        try:
+            r = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if match := re.fullmatch(r"nvidia-.*-cu(\d+)", r.name.lower()):
+            return MajorEvidence(major=int(match.group(1)), why=f"Requires-Dist {r}")
+    if embedded:
+        return MajorEvidence(major=embedded[0], why=f"kernel sources embedded for the NVRTC of CUDA {embedded[0]}")
+    if ptx_release is not None:
+        return MajorEvidence(major=ptx_release.major, why=f"PTX ISA of CUDA {ptx_release}")
+    return MajorEvidence(
+        major=None, why="no CUDA runtime library, nvidia-* requirement or PTX found", ambiguous=tuple(sorted(ambiguous))
+    )
