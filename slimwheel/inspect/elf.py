@@ -116,6 +116,14 @@ class ElfReport:
     def fatbin_bytes(self) -> int:
         return sum(fb.size for fb in self.fatbins)
 
+    @property
+    def judged_fatbins(self) -> tuple[Fatbin, ...]:
+        """The fatbins that are CUDA modules of their own, the ones coverage judges and every table counts: with
+        loadable code, and not a device-link container (no kernels, or kernels whose PTX is in __nv_relfatbin)
+        unless the file has nothing else."""
+        code = [fb for fb in self.fatbins if any(e.target is not None for e in fb.entries)]
+        return tuple([fb for fb in code if not fb.device_link] or code)
+
 
 def is_elf(head: bytes) -> bool:
     return head[:4] == ELF_MAGIC

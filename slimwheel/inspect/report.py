@@ -103,6 +103,7 @@ class WheelReport:
     ptx_driver_floor: str | None  # for GPUs served only through PTX JIT
     driver_why: tuple[str, ...]
     compression: tuple[str, ...]  # fatbin compression seen: none, lz4, zstd
+    alternatives: tuple[Alternative, ...] = ()  # libraries of which one is loaded, by CUDA version
 
     @property
     def installed_size(self) -> int:
@@ -256,41 +257,86 @@ def nvrtc_targets(record: EmbeddedSources) -> frozenset[Target]:
     return frozenset({Target.parse(f"sm_{cc.sm}") for cc in ccs} | {Target.parse(f"compute_{max(ccs).sm}")})
 
 
+_CUDA_TOKEN = re.compile(r"^(?P<pre>.*?)(?P<tok>cuda|cu)(?P<ver>1\d{1,2})(?P<post>(?:[._-][^/]*)?)$")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Alternative:
+    """One of several libraries of which a wheel loads one, chosen by CUDA version (bitsandbytes ships
+    libbitsandbytes_cuda118.so ... _cuda132.so and loads the one for the CUDA it finds)."""
+
+    group: str  # the name with the CUDA version left out: bitsandbytes/libbitsandbytes_cuda*.so
+    file: str
+    cuda: str  # as the name says it: "11.8", "12", "13.2"
+    cuda_major: int | None  # from what the file needs, else from its name
+    driver_floor: str | None  # the major's first driver, when the file has SASS
+
+
+def alternative_groups(elfs: tuple[ElfReport, ...]) -> dict[str, tuple[str, ...]]:
+    """group -> files: ELF files in one folder whose names differ only by a CUDA version token (`_cuda118`,
+    `_cuda121`, `cu12`), two or more versions. Such files are alternatives: the wheel loads one of them."""
+    found: dict[str, dict[str, str]] = {}
+    for elf in elfs:
+        folder, _, base = elf.name.rpartition("/")
+        m = _CUDA_TOKEN.match(base)
+        if m is None:
+            continue
+        key = f"{folder}/{m['pre']}{m['tok']}*{m['post']}" if folder else f"{m['pre']}{m['tok']}*{m['post']}"
+        found.setdefault(key, {})[m["ver"]] = elf.name
+    return {k: tuple(v.values()) for k, v in sorted(found.items()) if len(v) > 1}
+
+
+def _version_of(file: str) -> str:
+    m = _CUDA_TOKEN.match(file.rpartition("/")[2])
+    assert m is not None
+    v = m["ver"]
+    return v if len(v) == 2 else f"{v[:2]}.{v[2:]}"
+
+
 def module_coverage(
     elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
 ) -> tuple[Coverage, tuple[CoverageGap, ...]]:
     """Per CC, how the wheel serves it: each ELF file only as well as its weakest generic CUDA module, the wheel only
-    as well as its weakest file.
+    as well as its weakest file. Of alternatives (`alternative_groups`), which a wheel loads one of, the best
+    serving file counts: the wheel serves a GPU when some alternative does.
 
     Within a file, modules plainly made for other GPUs (`_made_for_others`) are not judged for this one, unless the
     file has nothing else: then it serves the GPU only if one of its modules does.
     """
     per_elf: dict[str, dict[frozenset[Target], int]] = {}
+    alternatives = alternative_groups(elfs)
     for elf in elfs:
-        # A device-link container is no module of its own (no kernels, or kernels whose PTX is in __nv_relfatbin).
-        for fb in [f for f in elf.fatbins if not f.device_link] or elf.fatbins:
+        for fb in elf.judged_fatbins:
             ts = frozenset(e.target for e in fb.entries if e.target is not None)
-            if ts:
-                groups = per_elf.setdefault(elf.name, {})
-                groups[ts] = groups.get(ts, 0) + 1
+            groups = per_elf.setdefault(elf.name, {})
+            groups[ts] = groups.get(ts, 0) + 1
         for record in elf.nvrtc:  # a module compiled at run time for the GPU it runs on: native wherever NVRTC can
             groups = per_elf.setdefault(elf.name, {})
             ts = nvrtc_targets(record)
             groups[ts] = groups.get(ts, 0) + 1
-    total = sum(n for groups in per_elf.values() for n in groups.values())
+    total = sum(len(elf.judged_fatbins) + len(elf.nvrtc) for elf in elfs)
     out: dict[str, list[CC]] = {"sass": [], "ptx": [], "none": []}
     gaps = []
     for cc in ccs:
         # how -> (fatbins judged that way, the files they are in)
         hows: dict[str, tuple[int, list[str]]] = {}
         sets: dict[str, set[frozenset[Target]]] = {}
+        per_file: dict[str, dict[frozenset[Target], tuple[str, int]]] = {}
         for name, groups in per_elf.items():
             generic = {ts: n for ts, n in groups.items() if not _made_for_others(ts, cc)}
             if generic:
-                judged = {ts: (served_by(cc, ts)[0], n) for ts, n in generic.items()}
+                per_file[name] = {ts: (served_by(cc, ts)[0], n) for ts, n in generic.items()}
             else:
                 best = max((served_by(cc, ts)[0] for ts in groups), key=_RANK.__getitem__)
-                judged = {ts: (best, n) for ts, n in groups.items()}
+                per_file[name] = {ts: (best, n) for ts, n in groups.items()}
+        for files in alternatives.values():
+            present = [f for f in files if f in per_file]
+            if len(present) > 1:
+                keep = max(present, key=lambda f: min(_RANK[h] for h, _ in per_file[f].values()))
+                for f in present:
+                    if f != keep:
+                        del per_file[f]
+        for name, judged in per_file.items():
             for ts, (how, n) in judged.items():
                 count, names = hows.get(how, (0, []))
                 hows[how] = (count + n, names if name in names else [*names, name])
@@ -329,9 +375,17 @@ def _assemble(
             # An ISA older than the table (CUDA 10 and before) has no release slimwheel knows: no PTX floor.
             rel = max((r for isa, r in PTX_ISA_RELEASE.items() if isa <= newest), default=None)
         ptx_release = CudaVersion(*rel) if rel is not None else None
-    evidence = cuda_major([(e.name, e.needed) for e in elfs], meta.requires_dist, ptx_release,
-                          embedded=[r.cuda_major for e in elfs for r in e.nvrtc])  # fmt: skip
+    groups = alternative_groups(elfs)
+    in_groups = {f for files in groups.values() for f in files}
+    evidence = cuda_major([(e.name, e.needed) for e in elfs if e.name not in in_groups], meta.requires_dist,
+                          ptx_release, embedded=[r.cuda_major for e in elfs for r in e.nvrtc])  # fmt: skip
     major, major_why = evidence.major, evidence.why
+    alternatives = _alternatives(elfs, groups)
+    alt_majors = sorted({a.cuda_major for a in alternatives if a.cuda_major is not None})
+    if alt_majors and (major is None or major_why.startswith("PTX ISA")):
+        major = alt_majors[-1]
+        major_why = (f"alternatives for CUDA {', '.join(a.cuda for a in alternatives)}, one loaded at a time: judged "
+                     f"for the newest, CUDA {major}")  # fmt: skip
     compression = tuple(sorted({e.compression for e in entries}))
     why: list[str] = []
     floor: str | None = None
@@ -360,6 +414,12 @@ def _assemble(
             floor = ptx_floor
     elif isas:
         why.append(f"PTX ISA {max(isas)[0]}.{max(isas)[1]} predates CUDA 11.0: no driver floor known for it")
+    alt_floors = [a for a in alternatives if a.driver_floor is not None]
+    if alt_floors:
+        oldest = min(alt_floors, key=lambda a: _driver_key(a.driver_floor or "0"))
+        floor = oldest.driver_floor
+        why.append(f"each alternative needs its own CUDA major's driver; the oldest that runs one of them: {floor} "
+                   f"({oldest.file}, CUDA {oldest.cuda})")  # fmt: skip
     return WheelReport(
         path=path,
         name=meta.name,
@@ -379,7 +439,22 @@ def _assemble(
         ptx_driver_floor=ptx_floor,
         driver_why=tuple(why),
         compression=compression,
+        alternatives=alternatives,
     )
+
+
+def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]]) -> tuple[Alternative, ...]:
+    by_name = {e.name: e for e in elfs}
+    out = []
+    for group, files in groups.items():
+        for f in files:
+            e = by_name[f]
+            cuda = _version_of(f)
+            m = cuda_major([(f, e.needed)]).major or int(cuda.split(".")[0])
+            sass = any(t.kind is Kind.SASS for fb in e.fatbins for en in fb.entries if (t := en.target) is not None)
+            out.append(Alternative(group=group, file=f, cuda=cuda, cuda_major=m,
+                                   driver_floor=MAJOR_DRIVER.get(m) if sass else None))  # fmt: skip
+    return tuple(sorted(out, key=lambda a: (a.group, tuple(int(x) for x in a.cuda.split(".")))))
 
 
 def _entry_json(e: FatbinEntry) -> dict[str, Any]:
@@ -504,6 +579,7 @@ def report_to_json(report: WheelReport) -> dict[str, Any]:
             "ptx_jit_driver_floor": report.ptx_driver_floor,
             "driver_reasons": list(report.driver_why),
             "fatbin_compression": list(report.compression),
+            "alternatives": [dataclasses.asdict(a) for a in report.alternatives],
         },
         "targets": [str(t) for t in report.targets],
         "coverage": _coverage_json(report),

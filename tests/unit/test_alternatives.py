@@ -1,0 +1,61 @@
+"""Issue 14 item 7: wheels that carry one library per CUDA version and load one of them (bitsandbytes:
+libbitsandbytes_cuda118.so ... _cuda132.so) are judged per alternative, not as if all loaded together."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.binsynth import elf, fatbin, fatbin_entry
+from helpers.wheelmaker import make_wheel
+
+from slimwheel.check import check_wheel, make_policy
+from slimwheel.cuda.versions import MAJOR_DRIVER
+from slimwheel.inspect.report import alternative_groups, inspect_wheel, report_to_json
+
+
+def _lib(needed: str, *sms: int) -> bytes:
+    fb = fatbin([fatbin_entry(sm=sm) for sm in sms] + [fatbin_entry(kind="ptx", sm=max(sms), ptx_isa=(8, 0))])
+    return elf(sections={".nv_fatbin": fb}, needed=(needed, "libc.so.6"))
+
+
+def _wheel(tmp_path: Path, names: dict[str, bytes]) -> Path:
+    return make_wheel(tmp_path, name="bnb", files={**names, "bnb/__init__.py": b""}, tag="py3-none-manylinux_2_28_x86_64")
+
+
+ALTS = {
+    "bnb/libbnb_cuda118.so": _lib("libcudart.so.11.0", 50, 60, 70),
+    "bnb/libbnb_cuda124.so": _lib("libcudart.so.12", 75, 80),
+    "bnb/libbnb_cuda130.so": _lib("libcudart.so.13", 90, 100),
+}
+
+
+def test_alternatives_are_grouped_by_the_cuda_token() -> None:
+    from slimwheel.inspect.elf import read_elf
+
+    elfs = tuple(read_elf(b, n) for n, b in [*ALTS.items(), ("bnb/_other.so", _lib("libcudart.so.13", 90))])
+    assert alternative_groups(elfs) == {"bnb/libbnb_cuda*.so": tuple(ALTS)}
+
+
+def test_coverage_asks_whether_some_alternative_serves_each_cc(tmp_path: Path) -> None:
+    r = inspect_wheel(_wheel(tmp_path, ALTS))
+    # each CC 5.0-10.0 is served natively by one of the three, although no single file serves them all
+    v = check_wheel(r, make_policy(r, require_arch="5.0-10.0", dependencies=False))
+    assert v.ok, v.failures
+    assert {str(cc) for cc in r.coverage.native} >= {"5.0", "6.0", "7.0", "7.5", "8.0", "9.0", "10.0"}
+
+
+def test_cuda_major_and_driver_floor_per_alternative(tmp_path: Path) -> None:
+    r = inspect_wheel(_wheel(tmp_path, ALTS))
+    assert [(a.cuda, a.cuda_major) for a in r.alternatives] == [("11.8", 11), ("12.4", 12), ("13.0", 13)]
+    assert r.cuda_major == 13 and "alternatives for CUDA 11.8, 12.4, 13.0" in r.cuda_major_why
+    # the oldest driver that runs one of them: CUDA 11's (the 11.8 file), not CUDA 13's
+    assert r.driver_floor == MAJOR_DRIVER[11]
+    assert [a["file"] for a in report_to_json(r)["cuda"]["alternatives"]] == list(ALTS)
+
+
+def test_without_the_token_the_files_are_judged_together(tmp_path: Path) -> None:
+    names = {n.replace("_cuda", "_v"): b for n, b in ALTS.items()}
+    r = inspect_wheel(_wheel(tmp_path, names))
+    assert r.alternatives == ()
+    v = check_wheel(r, make_policy(r, require_arch="5.0-10.0", dependencies=False))
+    assert not v.ok
