@@ -28,10 +28,12 @@ from slimwheel.repair import parse_externals, repair_wheel
     "through RPATH (e.g. 'libscipy_openblas.so=scipy-openblas32>=0.3.28'). FOLDER: where that wheel installs it, "
     "relative to site-packages; default: looked up in the installed distribution. SONAME may be a glob. Repeatable.",
 )  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="How to print the result.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for scripts).")
 def command(
     wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, externals: tuple[str, ...],
-    as_json: bool,
+    fmt: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
@@ -40,7 +42,7 @@ def command(
         wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat,
         externals=parse_externals(externals, where="--external"),
     )  # fmt: skip
-    if as_json:
+    if as_json or fmt == "json":
         click.echo(
             json.dumps(
                 {
