@@ -33,6 +33,7 @@ UNITS_NOTE = "MiB = 2**20 bytes, MB = 10**6 bytes"
 TOP_FILES = 12
 _MAIN_SECTIONS = (".text", ".nv_fatbin", "__nv_relfatbin", ".rodata")
 _HOW = {"sass": "SASS", "ptx": "PTX JIT", "none": "not at all", "n/a": "n/a"}
+_KIND_LABEL = {"lto-ir": "LTO-IR", "tile-ir": "Tile IR"}
 
 
 def _pct(x: float) -> str:
@@ -147,7 +148,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         for tot in totals:
             ratio = f"{tot.stored / tot.uncompressed:.2f}" if tot.uncompressed else ""
             t.add_row(
-                tot.kind.upper() if tot.kind != "lto-ir" else "LTO-IR",
+                _KIND_LABEL.get(tot.kind, tot.kind.upper()),
                 tot.arch,
                 str(tot.count),
                 human(tot.stored),
