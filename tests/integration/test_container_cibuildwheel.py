@@ -130,3 +130,33 @@ def test_a_client_without_an_engine_is_reported(tmp_path: Path, repo_root: Path)
     )  # fmt: skip
     assert proc.returncode == 4
     assert "`docker info` failed (exit 1): Cannot connect to the Docker daemon" in proc.stderr
+
+
+def test_an_installed_slimwheel_configures_containers_without_a_checkout(tmp_path: Path, repo_root: Path) -> None:
+    """issue 13: `pip install slimwheel` (a wheel, not the source tree) and `slimwheel container` still works: its
+    scripts are package data, mounted from site-packages, and the container installs the same version."""
+    import venv
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(repo_root)],
+                   check=True, capture_output=True)  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("slimwheel-*.whl")
+    venv.create(tmp_path / "venv", with_pip=True)
+    py = tmp_path / "venv" / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(wheel)], check=True, capture_output=True)
+    proc = subprocess.run(
+        [str(tmp_path / "venv" / "bin" / "slimwheel"), "container", str(repo_root / "examples" / "knn"),
+         "--print-config", "--format", "json"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    table = json.loads(proc.stdout)["cibuildwheel"]
+    version = wheel.name.split("-")[1]
+    # cwd away from the checkout: `python -c` puts the current folder first on sys.path
+    site = subprocess.run([str(py), "-c", "import slimwheel, os; print(os.path.dirname(slimwheel.__file__))"],
+                          capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()  # fmt: skip
+    scripts = Path(site) / "resources" / "manylinux"
+    assert table["container-engine"]["create-args"] == ["--volume", f"{scripts}:/slimwheel-scripts:ro"]
+    assert table["before-all"] == f"bash /slimwheel-scripts/cuda13.sh 13.0 slimwheel=={version}"
+    assert table["audit-requires"] == [f"slimwheel=={version}", "abi3audit"]
+    assert {p.name for p in scripts.glob("*.sh")} == {"common.sh", "cuda12.sh", "cuda13.sh"}
+    assert not str(scripts).startswith(str(repo_root))
