@@ -68,3 +68,20 @@ def test_the_example_builds_with_13_5(built: Path) -> None:
     # SASS runs on the CUDA 13 driver branch; PTX 9.5 needs 13.5's driver, whose number the table does not hold
     assert r.driver_floor == "580.65.06" and r.ptx_driver_floor is None
     assert any(q.startswith("nvidia-cuda-runtime") for q in r.requires_dist)
+
+
+def test_family_and_thor_cubins_from_nvcc_13_5_read_back(toolkit135, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from slimwheel.cuda.arch import CC, served_by
+    from slimwheel.inspect.report import inspect_binary
+
+    src = tmp_path / "k.cu"
+    src.write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
+    obj = tmp_path / "k.o"
+    gencode = ["-gencode=arch=compute_100f,code=sm_100f", "-gencode=arch=compute_110,code=sm_110",
+               "-gencode=arch=compute_120f,code=[sm_120f,compute_120f]"]  # fmt: skip
+    subprocess.run([str(Path(toolkit135["nvcc"])), "-c", *gencode, str(src), "-o", str(obj)], check=True)
+    targets = {e.target for fb in inspect_binary(obj).fatbins for e in fb.entries if e.target is not None}
+    assert sorted(str(t) for t in targets) == ["compute_120f", "sm_100f", "sm_110", "sm_120f"]
+    assert served_by(CC(10, 3), targets)[0] == "sass"  # the family cubin serves Blackwell Ultra
+    assert served_by(CC(11, 0), targets)[0] == "sass"  # Thor, by its CUDA 13 number
+    assert served_by(CC(12, 1), targets)[0] == "sass" and served_by(CC(9, 0), targets)[0] == "none"

@@ -216,3 +216,19 @@ def test_cuda13_tables_agree_with_the_measured_nvcc_lists() -> None:
         if rows[str(v)]["ptx_isa"]:
             major, minor = map(int, rows[str(v)]["ptx_isa"].split("."))
             assert PTX_ISA_RELEASE[(major, minor)] == (v.major, v.minor)
+
+
+def test_family_and_thor_targets_in_plans() -> None:
+    """RAPIDS' CUDA 13 list (shared/cuda-facts.md section 3) and an aarch64 plan with Thor (11.0)."""
+    rapids = explicit_plan("75-real 80-real 86-real 90a-real 100f-real 120a-real 120", supported=CUDA13,
+                           exclude_integrated=True)  # fmt: skip
+    cov = rapids.coverage
+    assert {CC(10, 0), CC(10, 3)} <= set(cov.native)  # 100f: the whole 10.x family
+    assert served_by(CC(10, 3), rapids.targets) == ("sass", T("100f"))
+    assert served_by(CC(12, 0), rapids.targets)[0] == "sass"
+    assert "100f-real" in rapids.cmake_architectures.split(";")
+    fam = plan([CC(10, 0), CC(12, 0)], supported=CUDA13, extra_sass=[T("100f"), T("120f")], ptx="none")
+    assert [t.arch for t in fam.sass] == ["100", "100f", "120", "120f"]
+    arm = plan(parse_cc_set("all", supported=CUDA13), supported=CUDA13, exclude_integrated=False)
+    assert CC(11, 0) in arm.wanted and "110" in [t.arch for t in arm.sass]  # Thor's own cubin
+    assert CC(11, 0) in arm.coverage.native and CC(11, 0) not in plan(arm.wanted, supported=CUDA13).coverage.native
