@@ -369,8 +369,9 @@ class ProgressLine:
     def done(self, phase: str, seconds: float, detail: str = "") -> None:
         self.phase, self.log = None, None
         tail = f"  {detail}" if detail else ""
-        # printed above the live line (rich keeps the live line at the bottom)
-        self.console.print(f"[{phase}] done in {elapsed(seconds)}{tail}", highlight=False, markup=False, soft_wrap=True)
+        # printed above the live line (rich keeps the live line at the bottom); seconds as a plain number, because
+        # scripts read these lines from CI logs (scripts/compare-example.py)
+        self.console.print(f"[{phase}] done in {seconds:.1f} s{tail}", highlight=False, markup=False, soft_wrap=True)
 
     def close(self) -> None:
         if self._live is not None and self._live.is_started:
