@@ -17,6 +17,7 @@ import pytest
 
 import slimwheel.cmake
 from slimwheel.inspect.report import inspect_binary
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -82,7 +83,7 @@ def docs_project(root: Path, cmakelists: str) -> Path:
     return root
 
 
-def pip_wheel(toolkit, project: Path, out: Path, build_dir: Path) -> subprocess.CompletedProcess[str]:
+def pip_wheel(toolkit: Toolkit, project: Path, out: Path, build_dir: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **toolkit.env}  # CUDACXX / CUDA_HOME: what any CUDA build needs, nothing of slimwheel's
     for name in ("slimwheel_DIR", "CMAKE_PREFIX_PATH", "SLIMWHEEL_CUDA_ARCHITECTURES"):
         env.pop(name, None)

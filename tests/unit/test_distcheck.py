@@ -23,7 +23,7 @@ MiB = 2**20
 
 
 def wheel_with(tmp_path: Path, files: dict[str, bytes], **kw: object) -> Path:
-    return make_wheel(tmp_path, name="pkg", files=files, **kw)  # type: ignore[arg-type]
+    return Path(make_wheel(tmp_path, name="pkg", files=files, **kw))
 
 
 def test_installed_size_is_judged_on_the_uncompressed_files(tmp_path: Path) -> None:
