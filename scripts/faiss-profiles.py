@@ -192,7 +192,8 @@ def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
 def stage_jit_ptx(build_dir: Path) -> Path:
     """The PTX of the k > 256 objects (slim-jit's faiss_large_k object library), extracted with cuobjdump, as
     .carry/jit/ptx.tar.gz for gpu/jit_cost.py: how long the driver takes to JIT each module on a real GPU."""
-    from slimwheel.toolkit.find import cuobjdump_for, run_tool
+    from slimwheel.toolkit.find import cuobjdump_for
+    from slimwheel.tools import run_tool
 
     objects = sorted(build_dir.rglob("faiss_large_k.dir/**/*.cu.o"))
     if not objects:

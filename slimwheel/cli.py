@@ -14,6 +14,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Sequence
+from typing import Any
 
 import click
 
@@ -22,6 +23,47 @@ import slimwheel.commands
 from slimwheel.errors import ExitCode, SlimwheelError
 
 log = logging.getLogger("slimwheel")
+
+
+def _configure_logging(obj: dict[str, Any]) -> None:
+    level = logging.ERROR if obj["quiet"] else {0: logging.WARNING, 1: logging.INFO}.get(obj["verbose"], logging.DEBUG)
+    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
+
+
+def _root_obj(ctx: click.Context) -> dict[str, Any]:
+    root = ctx.find_root()
+    if root.obj is None:
+        root.obj = {"verbose": 0, "quiet": False}
+    obj: dict[str, Any] = root.obj
+    return obj
+
+
+def _more_verbose(ctx: click.Context, _param: click.Parameter, value: int) -> None:
+    if value:
+        obj = _root_obj(ctx)
+        obj["verbose"] += value
+        _configure_logging(obj)
+
+
+def _quieter(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value:
+        obj = _root_obj(ctx)
+        obj["quiet"] = True
+        _configure_logging(obj)
+
+
+def _global_params() -> list[click.Parameter]:
+    """-v/-q on every command too, so they work after the command name (`slimwheel check -v x.whl`) as before it."""
+    return [
+        click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_more_verbose,
+                     help="More detail (also before the command name): -v each step, -vv debug output."),
+        click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_quieter,
+                     help="Only errors and the final verdict (also before the command name)."),
+    ]  # fmt: skip
+
+
+def _has_format(cmd: click.Command) -> bool:
+    return any(isinstance(p, click.Option) and "--format" in p.opts for p in cmd.params)
 
 
 class _Group(click.Group):
@@ -33,26 +75,41 @@ class _Group(click.Group):
         if mod_name not in {m.name for m in pkgutil.iter_modules(slimwheel.commands.__path__)}:
             return None
         mod = importlib.import_module(f"slimwheel.commands.{mod_name}")
-        command: click.Command = mod.command
-        return command
+        cmd: click.Command = mod.command
+        # Each command module stays a plain click command; the options every command shares are added here, once.
+        taken = {o for p in cmd.params for o in getattr(p, "opts", ())}
+        cmd.params.extend(p for p in _global_params() if not taken & set(p.opts))
+        return cmd
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(slimwheel.__version__, "--version", prog_name="slimwheel")
 @click.option("-v", "--verbose", count=True, help="More detail: -v logs each step and external command, -vv debug output.")
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the final verdict.")
+@click.option("--format", "fmt", default=None, metavar="FORMAT",
+              help="Output format of the command (each command lists its own: table, json, markdown, ...); the same "
+                   "as the command's --format.")  # fmt: skip
 @click.pass_context
-def cli(ctx: click.Context, verbose: int, quiet: bool) -> None:
+def cli(ctx: click.Context, verbose: int, quiet: bool, fmt: str | None) -> None:
     """Build, repair, check and explain slim, correct CUDA wheels.
+
+    -v, -q and --format work before or after the command name. Colour: on a terminal, unless NO_COLOR is set;
+    FORCE_COLOR turns it on in pipes and CI logs.
 
     \b
     Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input, 4 an external tool failed,
     10 over the size budget, 11 missing GPU coverage, 12 inconsistent dependencies, 13 several checks failed,
     14 a wheel whose RECORD does not match its files, 15 doctor found problems.
     """
-    level = logging.ERROR if quiet else {0: logging.WARNING, 1: logging.INFO}.get(verbose, logging.DEBUG)
-    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
     ctx.obj = {"verbose": verbose, "quiet": quiet}
+    _configure_logging(ctx.obj)
+    if fmt is not None and ctx.invoked_subcommand is not None:
+        assert isinstance(ctx.command, click.Group)
+        cmd = ctx.command.get_command(ctx, ctx.invoked_subcommand)
+        if cmd is None or not _has_format(cmd):
+            raise click.UsageError(f"slimwheel {ctx.invoked_subcommand} has no --format")
+        # The command's own --format, given after its name, still wins: this is only its default.
+        ctx.default_map = {**(ctx.default_map or {}), ctx.invoked_subcommand: {"fmt": fmt}}
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -2,14 +2,21 @@
 
 The same configuration runs in CI (.github/workflows/wheels.yml) and on a laptop with docker or podman:
 
-- image: manylinux_2_28 (x86_64); musllinux is skipped (no CUDA there);
-- before-all: scripts/manylinux-cuda13.sh (CUDA 13 assembled from PyPI wheels by slimwheel itself) or
-  scripts/manylinux-cuda12.sh (CUDA 12 from NVIDIA's rpm repository, as faiss and RAPIDS build theirs). Both install
-  slimwheel from its source tree, mounted read-only at /slimwheel, and leave the toolkit at /usr/local/cuda;
+- image: manylinux_2_28, x86_64 or aarch64 (GH200/GB200; the nvidia-* wheels exist for both); musllinux is skipped
+  (no CUDA there);
+- before-all: cuda13.sh (CUDA 13 assembled from PyPI wheels by slimwheel itself) or cuda12.sh (CUDA 12 from NVIDIA's
+  rpm repository, as faiss and RAPIDS build theirs), package data in slimwheel/resources/manylinux/, mounted
+  read-only at /slimwheel-scripts. Both install slimwheel (from its source checkout, mounted at /slimwheel, or the
+  same version from the package index) and leave the toolkit at /usr/local/cuda;
 - config-settings: the plan's SLIMWHEEL_* CMake cache variables (targets, compression, link mode, CUDA major) and
   slimwheel_DIR, so the project's CMake finds slimwheel's module the way `slimwheel build` passes it;
-- repair-wheel-command: `slimwheel repair` (excludes the nvidia-* libraries, adds Requires-Dist and the loader);
-- test-command: the wheel installs with its nvidia-* requirements and imports.
+- repair-wheel-command: `slimwheel repair` (excludes the nvidia-* libraries and [tool.slimwheel] external-libs, adds
+  Requires-Dist and the loader);
+- audit-command: `slimwheel check` with the project's budget and required coverage, and abi3audit for abi3 wheels
+  (cibuildwheel runs both on the host, in a virtual environment made from audit-requires);
+- environment-pass: the SLIMWHEEL_* variables set where cibuildwheel runs reach the build;
+- test-command: the wheel installs with its nvidia-* requirements and imports; with `gpu_test`, the container gets
+  the host's GPUs (`--gpus all`) and before-test fails unless nvidia-smi sees one.
 
 `cibw_config` is pure: it returns the [tool.cibuildwheel] table as a dict. `render_toml` and `render_env` turn that
 one dict into TOML (to paste into pyproject.toml) and CIBW_* variables (what `slimwheel container` runs with, so
@@ -18,6 +25,7 @@ the project's own [tool.cibuildwheel] settings still apply underneath).
 
 from __future__ import annotations
 
+import importlib.resources
 import logging
 import re
 import shlex
@@ -27,25 +35,36 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import tomli_w
 
-from slimwheel.config import Config, read_pyproject
-from slimwheel.cuda.versions import CudaVersion
+import slimwheel
+from slimwheel.config import ENV_PREFIX, FIELDS, IGNORED_ENV, Config, read_pyproject
+from slimwheel.cuda.versions import CUDA13_RELEASES, CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.plan import cmake_defines, make_plan_for_release
 
 log = logging.getLogger("slimwheel.container")
 
+Arch = Literal["x86_64", "aarch64"]
+ARCHS: tuple[Arch, ...] = ("x86_64", "aarch64")
 IMAGE = "manylinux_2_28"
-SOURCE_MOUNT = "/slimwheel"  # slimwheel's source tree inside the container (read-only)
+SOURCE_MOUNT = "/slimwheel"  # a source checkout of slimwheel inside the container (read-only), when it runs from one
+SCRIPTS_MOUNT = "/slimwheel-scripts"  # the before-all scripts (package data) inside the container (read-only)
 VENV = "/opt/slimwheel"  # slimwheel's own virtual environment inside the container, made by the before-all script
 CUDA_ROOT = "/usr/local/cuda"  # where the before-all scripts leave the toolkit
-SUPPORTED = (CudaVersion(12, 4), CudaVersion(13, 0))
+# 12.4: NVIDIA's rpm repository (the one CUDA 12 release the script pins and CI checks); 13.x: every release PyPI
+# has nvcc wheels for (slimwheel.toolkit.pypi13 assembles them).
+CUDA12_RELEASES = (CudaVersion(12, 4),)
 # CUDA 12.4's nvcc accepts GCC <= 13; manylinux_2_28's default compiler is newer. The CUDA 12 script installs
 # gcc-toolset-13 and nvcc uses it for host code (CUDAHOSTCXX); C++ files keep the image's compiler.
 GCC_TOOLSET_FOR = {12: "/opt/rh/gcc-toolset-13/root/usr/bin/g++"}
+# cibuildwheel's default audit (abi3audit on abi3 wheels), kept beside slimwheel's own check.
+ABI3AUDIT = "abi3audit --strict --report {abi3_wheel}"
+GPU_CANARY = "nvidia-smi || (echo 'no GPU visible in the container: needs --gpus all and the NVIDIA container toolkit' >&2; exit 1)"
+# Host-only settings: a host path (cache, toolkit root) means nothing inside the container.
+NOT_PASSED = frozenset({"SLIMWHEEL_CACHE", "SLIMWHEEL_TOOLKIT"})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,6 +74,25 @@ class Project:
     path: Path
     name: str  # the distribution name, for messages
     import_name: str  # what the test command imports
+
+
+@dataclass(frozen=True, kw_only=True)
+class Origin:
+    """Where the container (and cibuildwheel's audit step, which runs on the host) get slimwheel from.
+
+    `scripts`: the host folder of the before-all scripts (slimwheel's package data). `source`: a source checkout of
+    slimwheel, mounted and installed in the container (and installed from its host path for the audit); without one,
+    both install `requirement` from the package index."""
+
+    scripts: Path | str
+    source: Path | str | None = None
+    requirement: str = f"slimwheel=={slimwheel.__version__}"
+
+    def container_spec(self) -> str:
+        return SOURCE_MOUNT if self.source is not None else self.requirement
+
+    def host_spec(self) -> str:
+        return str(self.source) if self.source is not None else self.requirement
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +113,7 @@ def load_project(path: Path, *, import_name: str | None = None) -> Project:
     data, _ = read_pyproject(path)
     if not data:
         raise BadInputError(f"{path / 'pyproject.toml'}: missing", hint="pass the folder of a Python project")
+
     def table(parent: Any, key: str) -> Any:  # a malformed pyproject has strings where tables belong
         value = parent.get(key, {}) if isinstance(parent, dict) else {}
         return value if isinstance(value, dict) else {}
@@ -93,25 +132,63 @@ def load_project(path: Path, *, import_name: str | None = None) -> Project:
     return Project(path=path, name=name, import_name=import_name)
 
 
+def supported(cuda: CudaVersion) -> bool:
+    """Whether a before-all script can provide this release (see CUDA12_RELEASES)."""
+    return cuda in CUDA12_RELEASES or (cuda.major == 13 and cuda in CUDA13_RELEASES)
+
+
+def passed_env_names() -> tuple[str, ...]:
+    """The SLIMWHEEL_* variables cibuildwheel passes into the container: every config key and the run-time
+    settings config leaves to others (the loader's opt-out, verbosity), not host-only ones."""
+    keys = (ENV_PREFIX + k.replace("-", "_").upper() for k in FIELDS)
+    return tuple(sorted((set(keys) | IGNORED_ENV) - NOT_PASSED))
+
+
+def repair_command(cfg: Config, cuda: CudaVersion) -> str:
+    """cibuildwheel's repair-wheel-command: `slimwheel repair` with the release, the loader choice and every
+    [tool.slimwheel] external library (as `--external`, the syntax config keeps them in)."""
+    argv = ["slimwheel", "repair", "--cuda", str(cuda), "-w", "{dest_dir}"]
+    if not cfg.loader:
+        argv.append("--no-loader")
+    for spec in cfg.external_libs:
+        argv += ["--external", spec]
+    # shlex.join would quote cibuildwheel's {placeholders}' braces: keep those bare, quote the values.
+    return " ".join(a if a in ("{dest_dir}", "{wheel}") else shlex.quote(a) for a in [*argv, "{wheel}"])
+
+
+def audit_commands(cfg: Config) -> list[str]:
+    """cibuildwheel's audit-command: slimwheel's check with the project's budget and coverage, then abi3audit (which
+    cibuildwheel skips for wheels that are not abi3)."""
+    argv = ["slimwheel", "check", "--budget", cfg.budget]
+    if cfg.require_arch.strip():
+        argv += ["--require-arch", cfg.require_arch]
+    return [" ".join(shlex.quote(a) for a in argv) + " {wheel}", ABI3AUDIT]
+
+
 def cibw_config(
     cfg: Config,
     cuda: CudaVersion,
     project: Project,
     *,
+    origin: Origin,
+    arch: Arch = "x86_64",
     engine: str = "docker",
-    source: Path | str = "/path/to/slimwheel",
+    gpu_test: bool = False,
     extra_env: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The [tool.cibuildwheel] table for building `project` with CUDA `cuda` in a manylinux container.
+    """The [tool.cibuildwheel] table for building `project` with CUDA `cuda` in a manylinux container for `arch`.
 
-    `source` is slimwheel's source tree on the host (mounted read-only at /slimwheel); `extra_env` adds variables
-    to the container's build environment (e.g. FAISS_SOURCE_DIR=/project/faiss-src). Pure: no I/O.
+    `origin` says where slimwheel and its before-all scripts come from; `gpu_test` gives the container the host's GPUs
+    and stops before the tests unless one is visible; `extra_env` adds variables to the container's build environment
+    (e.g. FAISS_SOURCE_DIR=/project/faiss-src). Pure: no I/O.
     """
-    if cuda not in SUPPORTED:
+    if not supported(cuda):
         raise BadInputError(
-            f"container builds support CUDA {' and '.join(map(str, SUPPORTED))}, not {cuda}",
-            hint="use --cuda 12.4 or --cuda 13.0",
+            f"container builds support CUDA {', '.join(map(str, CUDA12_RELEASES + CUDA13_RELEASES))}, not {cuda}",
+            hint="use --cuda 12.4 or a CUDA 13 release",
         )
+    if arch not in ARCHS:
+        raise BadInputError(f"container builds are for {' or '.join(ARCHS)}, not {arch!r}")
     if cfg.link != "dynamic":
         raise BadInputError(
             f"link = {cfg.link!r}: container builds link dynamically against PyPI's nvidia-* wheels",
@@ -135,23 +212,30 @@ def cibw_config(
             # cibuildwheel writes each value inside double quotes (in both forms) without escaping
             raise BadInputError(f"--env {k}={v}: double quotes and backslashes cannot be passed to cibuildwheel")
         env[k] = v
-    script = f"manylinux-cuda{cuda.major}.sh"
-    repair = f"slimwheel repair --cuda {cuda} -w {{dest_dir}} {{wheel}}"
-    if not cfg.loader:
-        repair += " --no-loader"
-    return {
-        "archs": ["x86_64"],
+    mounts = ["--volume", f"{origin.scripts}:{SCRIPTS_MOUNT}:ro"]
+    if origin.source is not None:
+        mounts += ["--volume", f"{origin.source}:{SOURCE_MOUNT}:ro"]
+    create_args = [*mounts, *(["--gpus", "all"] if gpu_test else [])]
+    before_all = " ".join(["bash", f"{SCRIPTS_MOUNT}/cuda{cuda.major}.sh", str(cuda), shlex.quote(origin.container_spec())])
+    table: dict[str, Any] = {
+        "archs": [arch],
         # no CUDA on musl; no free-threaded builds (an extension must be made ready for them first)
         "skip": "*-musllinux_* cp3??t-* cp3?t-*",
-        "manylinux-x86_64-image": IMAGE,
-        "container-engine": {"name": engine, "create-args": ["--volume", f"{source}:{SOURCE_MOUNT}:ro"]},
-        "before-all": f"bash {SOURCE_MOUNT}/scripts/{script} {cuda}",
+        f"manylinux-{arch}-image": IMAGE,
+        "container-engine": {"name": engine, "create-args": create_args},
+        "before-all": before_all,
         "environment": env,
+        "environment-pass": list(passed_env_names()),
         "config-settings": {f"cmake.define.{k}": v for k, v in defines.items()},
         "build-verbosity": 1,
-        "repair-wheel-command": repair,
+        "repair-wheel-command": repair_command(cfg, cuda),
+        "audit-requires": [origin.host_spec(), "abi3audit"],
+        "audit-command": audit_commands(cfg),
         "test-command": f'python -c "import {project.import_name}"',
     }
+    if gpu_test:
+        table["before-test"] = GPU_CANARY
+    return table
 
 
 def render_toml(table: Mapping[str, Any]) -> str:
@@ -174,6 +258,10 @@ def _env_value(key: str, value: Any) -> str:
     if key == "container-engine":
         args = " ".join(shlex.quote(a) for a in value.get("create-args", ()))
         return f"{value['name']}; create_args: {args}" if args else str(value["name"])
+    if key == "audit-command":
+        return " && ".join(value)  # cibuildwheel splits CIBW_AUDIT_COMMAND on " && "
+    if key == "audit-requires":
+        return shlex.join(value)  # and CIBW_AUDIT_REQUIRES with shlex (a path may hold spaces)
     if isinstance(value, (list, tuple)):
         return " ".join(str(v) for v in value)
     raise BadInputError(f"cibuildwheel option {key}: no CIBW_* form for {value!r}")
@@ -195,15 +283,30 @@ def render_shell(env: Mapping[str, str], argv: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def source_tree() -> Path:
-    """slimwheel's source tree: the before-all scripts and the package to install in the container live there."""
-    root = Path(__file__).resolve().parent.parent
-    if not (root / "pyproject.toml").is_file() or not (root / "scripts" / "manylinux-cuda13.sh").is_file():
+def scripts_dir() -> Path:
+    """The before-all scripts, package data of slimwheel: a real folder, because the container mounts it."""
+    folder = importlib.resources.files("slimwheel.resources").joinpath("manylinux")
+    path = Path(str(folder))
+    if not (path / "cuda13.sh").is_file():
         raise BadInputError(
-            f"slimwheel container needs slimwheel's source tree (scripts/manylinux-*.sh), not found above {root}",
-            hint="install slimwheel from a checkout (pip install -e path/to/slimwheel)",
+            f"slimwheel's container scripts are not a folder on disk ({folder})",
+            hint="install slimwheel as a regular wheel or from a checkout, not from a zip file",
         )
-    return root
+    return path
+
+
+def find_origin(requirement: str | None = None) -> Origin:
+    """Where this slimwheel comes from: a source checkout (pyproject.toml of `slimwheel` above the package; editable
+    installs and tests), else the installed package, whose version the container installs from the index, or
+    `requirement` when given (e.g. a wheel file under /project, or a git URL)."""
+    scripts = scripts_dir()
+    if requirement is not None:
+        return Origin(scripts=scripts, requirement=requirement)
+    # An installed package sits in site-packages, which has no pyproject.toml beside it; a checkout has one.
+    root = Path(slimwheel.__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file() and scripts.is_relative_to(root):
+        return Origin(scripts=scripts, source=root)
+    return Origin(scripts=scripts)
 
 
 def invocation(table: Mapping[str, Any], project: Project, output_dir: Path, *, only: str | None = None) -> Invocation:
@@ -243,12 +346,21 @@ def pick_engine(requested: str, env: Mapping[str, str]) -> tuple[str, str | None
     return "docker", "; ".join(problems)
 
 
-def cibuildwheel_problem() -> str | None:
-    """None when cibuildwheel can be run with this Python (`python -m cibuildwheel`); else why not."""
-    import importlib.util
+CIBUILDWHEEL_MIN = "4.0"  # audit-command and audit-requires arrived in cibuildwheel 4.0.0 (its release notes, #2805)
 
-    if importlib.util.find_spec("cibuildwheel") is None:
-        return f"cibuildwheel is not installed for {sys.executable} (pip install cibuildwheel)"
+
+def cibuildwheel_problem() -> str | None:
+    """None when cibuildwheel >= 4.0 can be run with this Python (`python -m cibuildwheel`); else why not."""
+    import importlib.metadata
+
+    from packaging.version import Version
+
+    try:
+        version = importlib.metadata.version("cibuildwheel")
+    except importlib.metadata.PackageNotFoundError:
+        return f"cibuildwheel is not installed for {sys.executable} (pip install 'cibuildwheel>={CIBUILDWHEEL_MIN}')"
+    if Version(version) < Version(CIBUILDWHEEL_MIN):
+        return f"cibuildwheel {version} predates audit-command (pip install 'cibuildwheel>={CIBUILDWHEEL_MIN}')"
     return None
 
 

@@ -5,13 +5,19 @@ Sizes always carry their unit: MiB = 2**20 bytes, MB = 10**6 bytes (said once in
 
 from __future__ import annotations
 
+import io
 import json
-from collections.abc import Sequence
+import re
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from slimwheel.check import Verdict, verdict_to_json
 from slimwheel.inspect.report import (
@@ -27,6 +33,7 @@ UNITS_NOTE = "MiB = 2**20 bytes, MB = 10**6 bytes"
 TOP_FILES = 12
 _MAIN_SECTIONS = (".text", ".nv_fatbin", "__nv_relfatbin", ".rodata")
 _HOW = {"sass": "SASS", "ptx": "PTX JIT", "none": "not at all", "n/a": "n/a"}
+_KIND_LABEL = {"lto-ir": "LTO-IR", "tile-ir": "Tile IR"}
 
 
 def _pct(x: float) -> str:
@@ -141,7 +148,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         for tot in totals:
             ratio = f"{tot.stored / tot.uncompressed:.2f}" if tot.uncompressed else ""
             t.add_row(
-                tot.kind.upper() if tot.kind != "lto-ir" else "LTO-IR",
+                _KIND_LABEL.get(tot.kind, tot.kind.upper()),
                 tot.arch,
                 str(tot.count),
                 human(tot.stored),
@@ -263,3 +270,109 @@ def render_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
             )
         for n in v.notes:
             console.print(f"  - {n}", highlight=False, markup=False, soft_wrap=True)
+
+
+def color_wanted(env: Mapping[str, str], *, tty: bool) -> bool:
+    """Colour or not: NO_COLOR set and not empty switches it off (no-color.org), then FORCE_COLOR set and not empty
+    switches it on (pipes, CI logs that render ANSI), else colour exactly when the output is a terminal."""
+    if env.get("NO_COLOR"):
+        return False
+    if env.get("FORCE_COLOR"):
+        return True
+    return tty
+
+
+def table_text(draw: Callable[[Console], None], *, color: bool) -> str:
+    """Render with rich into a string: colours when `color` (see color_wanted), plain text otherwise."""
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=160 if not color else None,
+        force_terminal=color,
+        no_color=not color,
+        highlight=False,
+        soft_wrap=False,
+    )
+    draw(console)
+    return buf.getvalue()
+
+
+_NINJA_STEP = re.compile(r"^\[(\d+)/(\d+)\] ", re.M)  # ninja: "[12/48] Building CUDA object ..."
+_MAKE_STEP = re.compile(r"^\[\s*(\d+)%\] ", re.M)  # make: "[ 50%] Building CUDA object ..."
+
+
+def build_steps(log_tail: str) -> str | None:
+    """The build tool's own step count in the newest lines of its log: "12/48 steps", "50%", or None."""
+    ninja = _NINJA_STEP.findall(log_tail)
+    if ninja:
+        done, total = ninja[-1]
+        return f"{done}/{total} steps"
+    make = _MAKE_STEP.findall(log_tail)
+    return f"{make[-1]}%" if make else None
+
+
+def _tail(path: Path, size: int = 8192) -> str:
+    try:
+        with path.open("rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode("utf-8", "replace")
+    except OSError:  # the log is written by another process; not there yet, or rotated away: no count this time
+        return ""
+
+
+def elapsed(seconds: float) -> str:
+    """12.3 s, 4:05, 1:02:03."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    m, s = divmod(int(seconds), 60)
+    h, m = divmod(m, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+class ProgressLine:
+    """Phase progress on stderr. On a terminal: one line, redrawn four times a second, with the running phase, its
+    elapsed time, the total time, the phase number and, while a build log is named, the build tool's step count.
+    Elsewhere (CI logs, pipes): one plain line when a phase starts and one when it ends, nothing redrawn."""
+
+    def __init__(self, console: Console, *, live: bool, clock: Callable[[], float] = time.monotonic) -> None:
+        self.console = console
+        self.clock = clock
+        self.started = clock()
+        self.phase: str | None = None
+        self.phase_started = self.started
+        self.count = 0
+        self.log: Path | None = None
+        self._live = Live(self, console=console, refresh_per_second=4, transient=True) if live else None
+
+    def line(self) -> str:
+        """What the terminal shows now."""
+        now = self.clock()
+        parts = [f"[{self.phase}] {elapsed(now - self.phase_started)}", f"phase {self.count}"]
+        steps = build_steps(_tail(self.log)) if self.log is not None else None
+        if steps:
+            parts.append(steps)
+        parts.append(f"total {elapsed(now - self.started)}")
+        return ", ".join(parts)
+
+    def __rich__(self) -> Text:
+        return Text(self.line() if self.phase else "")
+
+    def start(self, phase: str, log: Path | None = None) -> None:
+        self.phase, self.phase_started, self.log = phase, self.clock(), log
+        self.count += 1
+        if self._live is None:
+            self.console.print(f"[{phase}] ...", highlight=False, markup=False)
+        elif not self._live.is_started:
+            self._live.start()
+
+    def done(self, phase: str, seconds: float, detail: str = "") -> None:
+        self.phase, self.log = None, None
+        tail = f"  {detail}" if detail else ""
+        # printed above the live line (rich keeps the live line at the bottom); seconds as a plain number, because
+        # scripts read these lines from CI logs (scripts/compare-example.py)
+        self.console.print(f"[{phase}] done in {seconds:.1f} s{tail}", highlight=False, markup=False, soft_wrap=True)
+
+    def close(self) -> None:
+        if self._live is not None and self._live.is_started:
+            self._live.stop()

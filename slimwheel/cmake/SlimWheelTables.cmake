@@ -104,10 +104,11 @@ set(_SLIMWHEEL_STATIC_DEPS_cudart "")
 
 # Default CUDA_ARCHITECTURES per release: slimwheel's plan for every GPU the release can target
 # (one SASS per major by binary compatibility, PTX of the newest; integrated aarch64 GPUs left out).
-set(_SLIMWHEEL_RELEASES 11.8 12.0 12.4 12.8 12.9 13.0)
-set(_SLIMWHEEL_DEFAULT_ARCHS_11.8 "35-real;50-real;60-real;70-real;80-real;90")
+set(_SLIMWHEEL_RELEASES 11.8 12.0 12.4 12.8 12.9 13.0 13.4)
+set(_SLIMWHEEL_DEFAULT_ARCHS_11.8 "50-real;60-real;70-real;80-real;90")
 set(_SLIMWHEEL_DEFAULT_ARCHS_12.0 "50-real;60-real;70-real;80-real;90")
 set(_SLIMWHEEL_DEFAULT_ARCHS_12.4 "50-real;60-real;70-real;80-real;90")
 set(_SLIMWHEEL_DEFAULT_ARCHS_12.8 "50-real;60-real;70-real;80-real;90-real;100-real;120")
 set(_SLIMWHEEL_DEFAULT_ARCHS_12.9 "50-real;60-real;70-real;80-real;90-real;100-real;120")
 set(_SLIMWHEEL_DEFAULT_ARCHS_13.0 "75-real;80-real;90-real;100-real;120")
+set(_SLIMWHEEL_DEFAULT_ARCHS_13.4 "75-real;80-real;90-real;100-real;120")

@@ -1,1 +1,1 @@
-"""Holds SlimWheel.cmake; scikit-build-core finds this folder through the `cmake.prefix` entry point."""
+"""Holds SlimWheel.cmake; scikit-build-core finds this folder through the `cmake.root` entry point (slimwheel_ROOT)."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import sys
@@ -12,41 +13,32 @@ from typing import Any
 import click
 from rich.console import Console
 
+from slimwheel import render
 from slimwheel.build import PhaseEvent, build_project, prepare
 from slimwheel.commands.plan import config_options, load_config, render_plan
+from slimwheel.plan import plan_to_json
 from slimwheel.units import human
 
 
 class _Reporter:
-    """Phase lines on stderr: a live spinner for a person at a terminal, one plain line per event otherwise."""
+    """The build's phase events onto render.ProgressLine: a live line on a terminal, plain lines in CI logs."""
 
     def __init__(self, console: Console, quiet: bool) -> None:
-        self.console = console
         self.quiet = quiet
-        self.live = console.is_terminal
-        self.status: Any = None
+        self.line = render.ProgressLine(console, live=console.is_terminal)
 
     def __call__(self, ev: PhaseEvent) -> None:
         if self.quiet:
             return
         if ev.state == "start":
-            if self.live:
-                self.status = self.console.status(f"{ev.phase} ...")  # plain text: no markup in phase names
-                self.status.start()
-            else:
-                self.console.print(f"[{ev.phase}] ...", highlight=False, markup=False)
-            return
-        if self.status is not None:
-            self.status.stop()
-            self.status = None
-        detail = f"  {ev.detail}" if ev.detail else ""
-        self.console.print(
-            f"[{ev.phase}] done in {ev.seconds:.1f} s{detail}", highlight=False, markup=False, soft_wrap=True
-        )
+            # a phase that writes a log names it in its start event; the line then shows the build tool's steps
+            log = Path(ev.detail) if ev.detail and Path(ev.detail).is_file() else None
+            self.line.start(ev.phase, log)
+        else:
+            self.line.done(ev.phase, ev.seconds or 0.0, ev.detail)
 
     def close(self) -> None:
-        if self.status is not None:
-            self.status.stop()
+        self.line.close()
 
 
 @click.command("build")
@@ -63,6 +55,9 @@ class _Reporter:
     "--build-dir", type=click.Path(file_okay=False, path_type=Path),
     help="CMake build folder to keep for incremental rebuilds (default: a fresh temporary one).",
 )  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="json: the build report (the .slimwheel.json written beside the wheel), or with --dry-run the "
+                   "plan and the build command.")  # fmt: skip
 @config_options
 @click.pass_context
 def command(
@@ -73,6 +68,7 @@ def command(
     dry_run: bool,
     no_isolation: bool,
     build_dir: Path | None,
+    fmt: str,
     **kwargs: Any,
 ) -> None:
     """Build a wheel of PROJECT_DIR (default: the current folder), repair it, check it and report.
@@ -94,6 +90,11 @@ def command(
             wheel_dir=tmp / "dist",
             build_dir=build_dir.absolute() if build_dir else tmp / "build",
         )
+        if fmt == "json":
+            doc = {"schema": 1, "plan": plan_to_json(setup.plan), "toolkit": setup.toolkit_note,
+                   "command": list(setup.command), "env": setup.env}  # fmt: skip
+            click.echo(json.dumps(doc, indent=2))
+            return
         render_plan(setup.plan, f"toolkit: {setup.toolkit_note}", out)
         out.print("build command:", highlight=False)
         click.echo("  " + shlex.join(setup.command))
@@ -110,6 +111,13 @@ def command(
         reporter.close()
     r = result.report
     v = result.verdict
+    if fmt == "json":
+        click.echo(result.report_json.read_text(encoding="utf-8"), nl=False)
+        sys.stdout.flush()
+        from slimwheel.check import raise_for
+
+        raise_for([v])
+        return
     out.print(f"wheel:    {result.wheel} ({human(r.size)})", highlight=False, soft_wrap=True)
     out.print(f"targets:  {' '.join(str(t) for t in r.targets) or 'none'}", highlight=False)
     out.print(f"requires: {', '.join(result.repair.requires) or 'nothing'}", highlight=False)

@@ -15,7 +15,8 @@ import click
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import render
-from slimwheel.commands.size_report import FORMATS, emit, table_text
+from slimwheel.commands.size_report import FORMATS, emit
+from slimwheel.render import table_text
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.wheelfile import archive_record_problems
 
@@ -74,7 +75,7 @@ def command(
     elif fmt == "markdown":
         text = render.render_markdown(reports, verdicts)
     else:
-        color = output is None and sys.stdout.isatty()
+        color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())
         text = table_text(lambda console: render.render_verdicts(verdicts, console), color=color)
     emit(text, output)
     checkmod.raise_for(verdicts)

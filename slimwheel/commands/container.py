@@ -6,19 +6,29 @@ import json
 import os
 from typing import Any
 from pathlib import Path
+from typing import Any
 
 import click
 
 from slimwheel import config as cfgmod
 from slimwheel import container
+from slimwheel.config import DEFAULT_CUDA
+from slimwheel.cuda.versions import CUDA13_RELEASES
 from slimwheel.errors import ToolError
 
 
 @click.command("container")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--cuda", type=click.Choice(["12.4", "13.0"]), default=None,
-              help="CUDA release: 13.0 (assembled from PyPI wheels in the container) or 12.4 (NVIDIA's rpm "
-                   "repository). Default: [tool.slimwheel] cuda, else 13.0.")  # fmt: skip
+@click.option("--cuda", type=click.Choice([str(v) for v in container.CUDA12_RELEASES + CUDA13_RELEASES]),
+              default=None,
+              help="CUDA release: 13.x (assembled from PyPI wheels in the container) or 12.4 (NVIDIA's rpm "
+                   f"repository). Default: [tool.slimwheel] cuda, else {DEFAULT_CUDA}.")  # fmt: skip
+@click.option("--arch", "arch", type=click.Choice(container.ARCHS), default="x86_64", show_default=True,
+              help="Wheel architecture: aarch64 builds for Grace (GH200/GB200) servers, natively on an arm64 host or "
+                   "under QEMU emulation.")  # fmt: skip
+@click.option("--gpu-test", is_flag=True,
+              help="Run the tests with the host's GPUs (--gpus all; needs the NVIDIA container toolkit); the build "
+                   "stops before the tests unless nvidia-smi sees a GPU in the container.")  # fmt: skip
 @click.option("--print-config", is_flag=True,
               help="Only print the configuration (as [tool.cibuildwheel] TOML and as CIBW_* variables) and exit.")
 @click.option("--format", "fmt", type=click.Choice(["text", "toml", "env", "json"]), default="text",
@@ -31,14 +41,18 @@ from slimwheel.errors import ToolError
 @click.option("--import-name", default=None, help="Module the test command imports (default: from pyproject.toml).")
 @click.option("--env", "extra_env", multiple=True, metavar="NAME=VALUE",
               help="Add a variable to the container's build environment (repeatable).")
-def command(project_dir: Path | None, cuda: str | None, print_config: bool, fmt: str, output_dir: Path, engine: str,
-            only: str | None, import_name: str | None, extra_env: tuple[str, ...]) -> None:  # fmt: skip
+@click.option("--slimwheel-spec", default=None, metavar="PIP-SPEC",
+              help="What pip installs as slimwheel in the container and for the audit step (default: this "
+                   "checkout when slimwheel runs from one, else slimwheel==<this version> from the index).")  # fmt: skip
+def command(project_dir: Path | None, cuda: str | None, arch: container.Arch, gpu_test: bool, print_config: bool,
+            fmt: str, output_dir: Path, engine: str, only: str | None, import_name: str | None,
+            extra_env: tuple[str, ...], slimwheel_spec: str | None) -> None:  # fmt: skip
     """Build PROJECT_DIR's wheels in a manylinux_2_28 container with cibuildwheel.
 
-    The configuration comes from [tool.slimwheel] (targets, compression, libraries): before-all installs the CUDA
-    toolkit, the plan's CMake variables go in as config-settings, `slimwheel repair` repairs, and the test command
-    imports the wheel. Needs docker or podman with a running engine; without one it prints what it would run and
-    exits with status 4.
+    The configuration comes from [tool.slimwheel] (targets, compression, libraries, external-libs): before-all
+    installs the CUDA toolkit, the plan's CMake variables go in as config-settings, `slimwheel repair` repairs,
+    `slimwheel check` (and abi3audit for abi3 wheels) audits, and the test command imports the wheel. Needs docker or
+    podman with a running engine; without one it prints what it would run and exits with status 4.
     """
     project_dir = (project_dir or Path.cwd()).resolve()
     cfg = cfgmod.load(project_dir, dict(os.environ), {"cuda": cuda})
@@ -50,15 +64,14 @@ def command(project_dir: Path | None, cuda: str | None, print_config: bool, fmt:
     else:
         chosen, problem = container.pick_engine(engine, dict(os.environ))
         problem = "; ".join(p for p in (problem, container.cibuildwheel_problem()) if p) or None
-    source = container.source_tree()
     env_pairs = {}
     for item in extra_env:
         name, sep, value = item.partition("=")
         if not sep:
             raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--env")
         env_pairs[name] = value
-    table = container.cibw_config(cfg, release, project, engine=chosen, source=source,
-                                  extra_env=env_pairs)  # fmt: skip
+    table = container.cibw_config(cfg, release, project, origin=container.find_origin(slimwheel_spec), arch=arch,
+                                  engine=chosen, gpu_test=gpu_test, extra_env=env_pairs)  # fmt: skip
     inv = container.invocation(table, project, output_dir.resolve(), only=only)
     if print_config or problem is not None:
         _show(table, inv, fmt)

@@ -31,10 +31,12 @@ from slimwheel.repair import repair_wheel
 )  # fmt: skip
 @click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
               "by default: such a wheel was changed after it was built); the output gets a correct RECORD.")  # fmt: skip
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+              help="How to print the result.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for scripts).")
 def command(
     wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, externals: tuple[str, ...],
-    rewrite_record: bool, as_json: bool,
+    rewrite_record: bool, fmt: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
@@ -43,7 +45,7 @@ def command(
         wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat,
         externals=parse_externals(externals, where="--external"), rewrite_record=rewrite_record,
     )  # fmt: skip
-    if as_json:
+    if as_json or fmt == "json":
         click.echo(
             json.dumps(
                 {

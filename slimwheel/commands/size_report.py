@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import io
+import os
 import sys
 from pathlib import Path
 
@@ -12,6 +12,7 @@ from rich.console import Console
 from slimwheel import fsutil, render, treemap
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_file
+from slimwheel.render import table_text as table_text  # its home moved to render; the old import keeps working
 
 FORMATS = ("table", "json", "markdown")
 
@@ -21,24 +22,9 @@ def emit(text: str, output: Path | None) -> None:
         # `-o dist/*.whl` takes the first wheel as the output file and would replace it with the report.
         raise BadInputError(f"-o {output}: a report is never a wheel; refusing to overwrite a .whl file")
     if output is None:
-        click.echo(text, nl=False)
+        click.echo(text, nl=False, color=True)  # colour was decided by render.color_wanted; click would strip it off a tty
     else:
         fsutil.write_text_atomic(output, text)
-
-
-def table_text(draw, *, color: bool) -> str:  # type: ignore[no-untyped-def]
-    """Render with rich into a string: colours on a terminal, plain text into files and pipes."""
-    buf = io.StringIO()
-    console = Console(
-        file=buf,
-        width=160 if not color else None,
-        force_terminal=color,
-        no_color=not color,
-        highlight=False,
-        soft_wrap=False,
-    )
-    draw(console)
-    return buf.getvalue()
 
 
 @click.command("size-report")
@@ -75,7 +61,7 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
     elif fmt == "html":
         text = treemap.render_html(reports)
     else:
-        color = output is None and sys.stdout.isatty()
+        color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())
 
         def draw(console: Console) -> None:
             for i, r in enumerate(reports):

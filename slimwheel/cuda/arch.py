@@ -85,6 +85,14 @@ def generation(cc: CC) -> GpuGeneration | None:
     return _BY_CC.get(cc)
 
 
+def counted(cc: CC, *, exclude_integrated: bool) -> bool:
+    """Whether a CC counts in plans, checks and coverage lines: a GPU we know of (nvcc also accepts numbers no
+    product has, like 8.8 and 10.1), and not an integrated one when those are left out. The one rule behind the
+    plan's wanted set, its coverage line and check's required set, so that their counts agree."""
+    gen = generation(cc)
+    return gen is not None and not (exclude_integrated and gen.integrated)
+
+
 class Kind(str, enum.Enum):
     SASS = "sass"
     PTX = "ptx"
@@ -226,6 +234,7 @@ class ArchPlan:
     wanted: tuple[CC, ...]
     steps: tuple[PlanStep, ...] = field(default=())
     skipped: tuple[tuple[CC, str], ...] = field(default=())
+    exclude_integrated: bool = False  # the coverage line then leaves integrated GPUs out, as the plan did
 
     @property
     def sass(self) -> tuple[Target, ...]:
@@ -254,7 +263,8 @@ class ArchPlan:
 
     @property
     def coverage(self) -> Coverage:
-        return Coverage.of(self.targets)
+        ccs = [cc for cc in KNOWN_CCS if counted(cc, exclude_integrated=self.exclude_integrated)]
+        return Coverage.of(self.targets, ccs)
 
 
 def plan(
@@ -279,7 +289,10 @@ def plan(
         gen = generation(cc)
         if cc not in supported_set:
             skipped.append((cc, "the toolkit cannot target it"))
-        elif exclude_integrated and gen is not None and gen.integrated:
+        elif gen is None:
+            # the next lower cubin of the major serves it anyway, if such a GPU ever ships
+            skipped.append((cc, "no GPU with this compute capability is known"))
+        elif not counted(cc, exclude_integrated=exclude_integrated):
             skipped.append((cc, f"{gen.name} is an integrated aarch64 GPU; an x86_64 wheel never runs there"))
         else:
             want.append(cc)
@@ -328,7 +341,7 @@ def plan(
                 targets.append(p)
                 steps.append(PlanStep(p, (), "requested PTX"))
     targets.sort(key=lambda t: (t.kind is Kind.PTX, t.cc, t.variant.value))
-    return ArchPlan(tuple(targets), tuple(want), tuple(steps), tuple(skipped))
+    return ArchPlan(tuple(targets), tuple(want), tuple(steps), tuple(skipped), exclude_integrated=exclude_integrated)
 
 
 def parse_targets(spec: str | Sequence[str]) -> tuple[Target, ...]:
@@ -349,7 +362,7 @@ def parse_targets(spec: str | Sequence[str]) -> tuple[Target, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def explicit_plan(spec: str | Sequence[str], *, supported: Sequence[CC]) -> ArchPlan:
+def explicit_plan(spec: str | Sequence[str], *, supported: Sequence[CC], exclude_integrated: bool = False) -> ArchPlan:
     targets = parse_targets(spec)
     beyond = [t for t in targets if t.cc not in set(supported)]
     if beyond:
@@ -358,5 +371,10 @@ def explicit_plan(spec: str | Sequence[str], *, supported: Sequence[CC]) -> Arch
             hint="supported: " + ", ".join(str(c) for c in sorted(set(supported))),
         )
     steps = tuple(PlanStep(t, (), "listed explicitly") for t in targets)
-    wanted = tuple(sorted({c for c in KNOWN_CCS for t in targets if t.runs_on(c)}))
-    return ArchPlan(tuple(sorted(targets, key=lambda t: (t.kind is Kind.PTX, t.cc))), wanted, steps)
+    wanted = tuple(
+        sorted({c for c in KNOWN_CCS for t in targets if t.runs_on(c) and counted(c, exclude_integrated=exclude_integrated)})
+    )
+    return ArchPlan(
+        tuple(sorted(targets, key=lambda t: (t.kind is Kind.PTX, t.cc))), wanted, steps,
+        exclude_integrated=exclude_integrated,
+    )  # fmt: skip

@@ -2,7 +2,9 @@
 
 `nvcc --list-gpu-arch` is the truth for an installed toolkit (slimwheel.toolkit asks it); this table answers when only
 a wheel is at hand (size-report, check) and for plans made before a toolkit exists.
-Sources: the CUDA toolkit release notes' driver table; nvcc 13.0 measured (shared/cuda-facts.md, section 3).
+Sources: the CUDA toolkit release notes' driver table ("CUDA Toolkit and Corresponding Driver Versions"); the PTX ISA
+release history; `nvcc --list-gpu-arch` of each CUDA 13 release measured from its nvidia-cuda-nvcc wheel
+(scripts/cuda13-archs.py, results/cuda13-archs.json; 13.0 also in shared/cuda-facts.md, section 3).
 """
 
 from __future__ import annotations
@@ -43,7 +45,13 @@ SUPPORTED_ARCHS: dict[tuple[int, int], tuple[CC, ...]] = {
     (12, 8): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 120),
     (12, 9): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121),
     (13, 0): _ccs(75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
+    # 13.1-13.3 list exactly 13.0's; 13.4 and 13.5 add compute_107 (results/cuda13-archs.json).
+    (13, 4): _ccs(75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121),
 }
+
+# The CUDA 13 releases PyPI has a complete toolkit for (nvidia-cuda-nvcc 13.0.48 ... 13.5.37, `pip index versions`,
+# 2026-12-01): what `slimwheel toolkit` and `slimwheel container` can assemble.
+CUDA13_RELEASES: tuple[CudaVersion, ...] = tuple(CudaVersion(13, n) for n in range(6))
 
 # Minimum Linux driver that runs code built by this release with no compatibility package. Within a major, minor
 # version compatibility lets SASS run on the major's first driver, but PTX JIT needs the release's own driver.
@@ -59,6 +67,12 @@ RELEASE_DRIVER: dict[tuple[int, int], str] = {
     (12, 8): "570.26",
     (12, 9): "575.51.03",
     (13, 0): "580.65.06",
+    # 13.1-13.3: the release notes' table, GA rows (13.1 GA >= 590.44.01, 13.2 GA >= 595.45.04, 13.3 GA >= 610.43.02).
+    # 13.4 and 13.5 are left out until their rows are read (13.4 ships with the R615 branch): an unknown floor is
+    # reported as unknown, never as an older release's.
+    (13, 1): "590.44.01",
+    (13, 2): "595.45.04",
+    (13, 3): "610.43.02",
 }
 MAJOR_DRIVER: dict[int, str] = {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
 # Fatbins compressed in `size`/`balance` mode (CUDA 12.8+) need this driver on CUDA 12 (rapids-cmake's docstring).
@@ -69,7 +83,7 @@ PTX_ISA_RELEASE: dict[tuple[int, int], tuple[int, int]] = {
     (7, 0): (11, 0), (7, 1): (11, 1), (7, 2): (11, 2), (7, 3): (11, 3), (7, 4): (11, 4), (7, 5): (11, 5),
     (7, 6): (11, 6), (7, 7): (11, 7), (7, 8): (11, 8), (8, 0): (12, 0), (8, 1): (12, 1), (8, 2): (12, 2),
     (8, 3): (12, 3), (8, 4): (12, 4), (8, 5): (12, 5), (8, 6): (12, 7), (8, 7): (12, 8), (8, 8): (12, 9),
-    (9, 0): (13, 0), (9, 1): (13, 1), (9, 2): (13, 2),
+    (9, 0): (13, 0), (9, 1): (13, 1), (9, 2): (13, 2), (9, 3): (13, 3), (9, 4): (13, 4), (9, 5): (13, 5),
 }  # fmt: skip
 
 

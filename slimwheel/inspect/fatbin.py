@@ -3,7 +3,7 @@
 Layout (little-endian; checked against `cuobjdump --list-elf/--list-ptx` on nvcc 12.x/13.0 output in the tests):
 
     container header (16 bytes):  u32 magic 0xBA55ED50, u16 version (1), u16 header size (16), u64 size of the entries
-    entry header (>= 64 bytes):   u16 kind (1 PTX, 2 ELF/cubin, 8 LTO-IR), u16 version, u32 header size,
+    entry header (>= 64 bytes):   u16 kind (1 PTX, 2 ELF/cubin, 8 LTO-IR, 0x80 Tile IR), u16 version, u32 header size,
                                   u64 stored (padded) payload size, u32 compressed size (0 when stored plain),
                                   u32 options offset, u32 version word (PTX: ISA major << 16 | minor),
                                   u32 sm (75, 90, 121),
@@ -38,7 +38,11 @@ _HEADER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIIIQQQQ")  # the first 64 bytes of an entry header
 assert _ENTRY.size == 64
 
-_KINDS = {1: "ptx", 2: "sass", 8: "lto-ir"}
+# 0x80: Tile IR bytecode (CUDA 13.1+, cuTile), which the driver compiles for the GPU at load time. Measured: cuda-tile
+# 1.7.0 bytecode wrapped by CUDA 13.5's `fatbinary --image3=kind=tileir,sm=100` gives kind 0x80, an 80-byte header,
+# the bytecode version (13.3) in the version word; cuobjdump 13.5 lists it as "Fatbin tile ir code"
+# (scripts/tileir-fatbin.py, results/tileir-fatbin.json). Not counted as SASS or PTX for coverage.
+_KINDS = {1: "ptx", 2: "sass", 8: "lto-ir", 0x80: "tile-ir"}
 FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000
@@ -55,9 +59,9 @@ Compression = Literal["none", "lz4", "zstd"]
 class FatbinEntry:
     """One cubin, PTX text or LTO-IR module inside a fatbin."""
 
-    kind: str  # "sass", "ptx", "lto-ir", or "unknown-<n>" for a kind number slimwheel does not know
+    kind: str  # "sass", "ptx", "lto-ir", "tile-ir", or "unknown-<n>" for a kind number slimwheel does not know
     arch: str  # nvcc's spelling: 90, 90a, 100f
-    target: Target | None  # for sass and ptx; None for LTO-IR (not loadable) and unknown kinds
+    target: Target | None  # for sass and ptx; None for LTO-IR (not loadable), Tile IR and unknown kinds
     compression: Compression
     stored_size: int  # bytes the payload takes in the file (compressed size, or padded size when stored plain)
     uncompressed_size: int

@@ -392,9 +392,6 @@ def _assemble(
     if major is not None and major in MAJOR_DRIVER and any(t.kind is Kind.SASS for t in targets):
         floor = MAJOR_DRIVER[major]
         why.append(f"CUDA {major} code runs on the major's first driver, {floor} (minor version compatibility)")
-    elif major is not None and major in MAJOR_DRIVER and any(e.nvrtc for e in elfs):
-        floor = MAJOR_DRIVER[major]
-        why.append(f"kernels compiled at run time by the NVRTC of CUDA {major} load on that major's drivers, {floor} up")
         if major == 12 and "zstd" in compression:
             if _driver_key(SIZE_COMPRESSION_DRIVER_CUDA12) > _driver_key(floor):
                 floor = SIZE_COMPRESSION_DRIVER_CUDA12
@@ -402,6 +399,9 @@ def _assemble(
                 f"zstd-compressed fatbin entries (--compress-mode, CUDA 12.8+) need driver >= "
                 f"{SIZE_COMPRESSION_DRIVER_CUDA12}"
             )
+    elif major is not None and major in MAJOR_DRIVER and any(e.nvrtc for e in elfs):
+        floor = MAJOR_DRIVER[major]
+        why.append(f"kernels compiled at run time by the NVRTC of CUDA {major} load on that major's drivers, {floor} up")
     ptx_floor = None
     if ptx_release is not None:
         ptx_floor = driver_for_release(ptx_release)

@@ -58,11 +58,21 @@ def requirements(version: CudaVersion) -> tuple[str, ...]:
             hint="CUDA 12 has no nvcc on PyPI; see `slimwheel toolkit --cuda 12.4`",
         )
     minor = f"13.{version.minor}.*"
-    reqs = [f"{p}=={minor}" for p in BASE_PACKAGES]
+    reqs = [f"{p}=={cccl_version(version) if p == 'nvidia-cuda-cccl' else minor}" for p in BASE_PACKAGES]
     reqs.append("nvidia-cublas==13.0.*" if version.minor == 0 else "nvidia-cublas>=13,<14")
     reqs.append(f"nvidia-curand==10.4.{version.minor}.*")  # curand.h and curand_kernel.h for device RNG code
     reqs.append("nvidia-cuda-cuobjdump>=13,<14")
     return tuple(reqs)
+
+
+def cccl_version(version: CudaVersion) -> str:
+    """The nvidia-cuda-cccl release of a CUDA 13.N toolkit. Up to 13.2 it is numbered 13.N.x like the rest; from
+    CUDA 13.3 on it is 13.<CCCL version>: 13.3.3.3.1 (CCCL 3.3.3, CUDA 13.3), 13.3.4.2.1 (CCCL 3.4.2, CUDA 13.4),
+    13.3.5.0.6 (CCCL 3.5.0, CUDA 13.5). Measured with `pip index versions nvidia-cuda-cccl` (2026-12-01); the
+    release notes' component table lists the same numbers (CUDA 13.5: Thrust 3.5.0, Cooperative Groups 13.3.5.0.6)."""
+    if version.minor <= 2:
+        return f"13.{version.minor}.*"
+    return f"13.3.{version.minor}.*"
 
 
 def prefix_path(cache: Path, version: CudaVersion) -> Path:
@@ -77,10 +87,12 @@ def _legacy_temps(prefix: Path) -> tuple[str, ...]:
 
 def read_manifest(prefix: Path) -> dict[str, Any] | None:
     try:
-        data: dict[str, Any] = json.loads((prefix / MANIFEST).read_text(encoding="utf-8"))
+        data: Any = json.loads((prefix / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or data.get("schema") != MANIFEST_SCHEMA or not data.get("check", {}).get("ok"):
+    if not isinstance(data, dict):  # a hand-edited or truncated manifest is no manifest
+        return None
+    if data.get("schema") != MANIFEST_SCHEMA or not data.get("check", {}).get("ok"):
         return None
     if not (prefix / "bin" / "nvcc").exists():
         return None

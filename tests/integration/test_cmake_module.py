@@ -1,7 +1,7 @@
 """SlimWheel.cmake with real CMake and a real nvcc (the CUDA 13.0 toolkit fixture).
 
 One tiny CUDA project, used three ways: built into a wheel by scikit-build-core, which finds slimwheel through its
-`cmake.prefix` entry point (then the .so is inspected: RUNPATH, DT_NEEDED, exported symbols, fatbin); configured
+`cmake.root` entry point (then the .so is inspected: RUNPATH, DT_NEEDED, exported symbols, fatbin); configured
 through add_subdirectory() of this repository (then the compile and link lines are inspected); and configured with
 -Dslimwheel_DIR and bad or missing settings (the errors and the announced defaults). Only the first one compiles.
 """

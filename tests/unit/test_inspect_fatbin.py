@@ -163,3 +163,24 @@ def test_a_compressed_size_larger_than_its_payload_is_a_lie() -> None:
     entry = fatbin_entry(flags=0x8011, payload=b"\0" * 64, compressed_size=0xFFFFFFFF, uncompressed_size=1 << 32)
     with pytest.raises(BadInputError, match=r"entry at 0x10 says 4294967295 compressed bytes in a payload of 64"):
         parse_fatbins(fatbin([entry]), where="t")
+
+
+def test_tile_ir_entries_are_named_and_count_as_no_loadable_target() -> None:
+    # the header CUDA 13.5's fatbinary writes for cuda-tile bytecode (results/tileir-fatbin.json): kind 0x80, an
+    # 80-byte header, zstd-compressed payload, sm 100
+    entry = fatbin_entry(kind=0x80, sm=100, header_size=80, flags=0x8011, compressed_size=64, uncompressed_size=647)
+    (tile,) = parse_fatbin(fatbin([entry, fatbin_entry(kind="sass", sm=100)]), where="t").entries[:1]
+    assert tile.kind == "tile-ir" and tile.arch == "100" and tile.target is None
+    assert tile.compression == "zstd" and (tile.stored_size, tile.uncompressed_size) == (64, 647)
+
+
+def test_the_measured_tile_ir_fatbin_parses_as_measured() -> None:
+    """The bytes of the one real Tile IR fatbin (hex in results/tileir-fatbin.json) read back as cuobjdump saw them."""
+    import json
+    from pathlib import Path
+
+    doc = json.loads((Path(__file__).resolve().parents[2] / "results" / "tileir-fatbin.json").read_text())
+    (fb,) = parse_fatbins(bytes.fromhex(doc["fatbin_hex"]), where="tileir")
+    (e,) = fb.entries
+    assert (e.kind, e.arch, e.compression) == ("tile-ir", doc["cuobjdump"]["arch"].removeprefix("sm_"), "zstd")
+    assert doc["entry_kind"] == 0x80

@@ -52,6 +52,22 @@ def test_requirements_pin_the_release():
     assert "nvidia-cuda-nvcc==13.2.*" in requirements(CudaVersion(13, 2))
 
 
+@pytest.mark.parametrize(
+    ("minor", "cccl", "published"),
+    # `pip index versions nvidia-cuda-cccl` (2026-12-01): a wheel version each spec must select, and one it must not
+    [(0, "13.0.*", "13.0.85"), (2, "13.2.*", "13.2.86"), (3, "13.3.3.*", "13.3.3.4.1"), (5, "13.3.5.*", "13.3.5.0.6")],
+)
+def test_cccl_follows_its_own_numbering_from_13_3(minor: int, cccl: str, published: str) -> None:
+    from packaging.requirements import Requirement
+
+    reqs = {Requirement(r).name: Requirement(r) for r in requirements(CudaVersion(13, minor))}
+    spec = reqs["nvidia-cuda-cccl"].specifier
+    assert str(spec) == f"=={cccl}"
+    assert spec.contains(published)
+    assert not spec.contains("13.3.4.3.1" if minor != 4 else "13.3.5.0.6")
+    assert reqs["nvidia-cuda-nvcc"].specifier.contains(f"13.{minor}.1")
+
+
 def test_requirements_refuse_cuda12():
     with pytest.raises(BadInputError, match="only for CUDA 13"):
         requirements(CudaVersion(12, 4))

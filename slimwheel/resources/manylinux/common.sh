@@ -1,13 +1,15 @@
-# Shared by scripts/manylinux-cuda12.sh and scripts/manylinux-cuda13.sh (sourced, not run): installs slimwheel into
-# its own virtual environment inside a manylinux container, for the repair step and the CMake module.
+# Shared by cuda12.sh and cuda13.sh (sourced, not run): installs slimwheel into its own virtual environment inside a
+# manylinux container, for the repair step and the CMake module. These scripts are package data of slimwheel
+# (`slimwheel container` mounts their folder read-only at /slimwheel-scripts), so an installed slimwheel needs no
+# source checkout.
 # shellcheck shell=bash
 
 SLIMWHEEL_VENV=/opt/slimwheel
 
-# install_slimwheel [PIP-SPEC]: PIP-SPEC defaults to slimwheel's source tree, mounted read-only at /slimwheel by
-# `slimwheel container` (cibuildwheel's container-engine create-args).
+# install_slimwheel PIP-SPEC: what `slimwheel container` chose: /slimwheel (a source checkout it mounted), or a
+# requirement such as slimwheel==0.4.0 (an installed slimwheel: the same version from the package index).
 install_slimwheel() {
-  local spec="${1:-/slimwheel}"
+  local spec="$1"
   local py=/opt/python/cp312-cp312/bin/python
   if [[ ! -x "$py" ]]; then
     echo "manylinux: $py not found: is this a manylinux image?" >&2

@@ -1,0 +1,164 @@
+"""Checks in the spirit of pydistcheck that matter for GPU wheels, as pure functions over a `WheelReport`.
+
+- installed size: what a wheel takes in site-packages (and in a container image), which for CUDA code is often
+  several times the download (zip deflate barely touches compressed fatbins, and does shrink everything else);
+- debug symbols left in compiled objects: `.debug_*` / `.zdebug_*` sections, and a symbol table (`.symtab` with
+  its `.strtab`) large enough to matter, both of which `-Wl,-s` / `strip` would have dropped;
+- the release total: every wheel of one release against PyPI's per-project limit (10 GiB by default; warehouse's
+  `MAX_PROJECT_SIZE`, shared/cuda-facts.md section 6), because a CUDA matrix of Pythons x platforms x CUDA majors
+  reaches it within a few releases.
+
+Opt-in: nothing here runs unless check's policy asks for it. Every finding carries the exit code check uses for it
+(size problems are budget problems: 10), so `check.py` can turn them into its own failures unchanged. Sizes in
+messages say their unit (MiB = 2**20 bytes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from slimwheel.errors import ExitCode
+from slimwheel.inspect.elf import ElfReport
+from slimwheel.inspect.report import WheelReport
+from slimwheel.units import human, mib
+
+FindingKind = Literal["installed-size", "debug-symbols", "release-total"]
+
+PYPI_PROJECT_LIMIT = 10 * 2**30  # warehouse's default total per project; raised on request like the file limit
+# A symbol table under this is what -fvisibility=hidden builds keep for a few exported names; over it, the object
+# was not stripped (1 MiB of .symtab + .strtab is tens of thousands of symbols).
+SYMTAB_LIMIT = 2**20
+_DEBUG_PREFIXES = (".debug_", ".zdebug_")
+_SYMBOL_SECTIONS = (".symtab", ".strtab")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finding:
+    """One problem, shaped like check.Failure (kind, message, exit_code) so check can adopt it as is."""
+
+    kind: FindingKind
+    message: str
+    exit_code: ExitCode
+    bytes: int  # how much of the size it accounts for
+
+
+@dataclass(frozen=True, kw_only=True)
+class DebugInfo:
+    """What stripping would remove from one ELF file."""
+
+    elf: str
+    debug_bytes: int  # .debug_* / .zdebug_* sections
+    symtab_bytes: int  # .symtab + .strtab
+
+    @property
+    def stripped_would_save(self) -> int:
+        return self.debug_bytes + self.symtab_bytes
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseTotal:
+    """All wheels of one release against the project limit."""
+
+    wheels: tuple[tuple[str, int], ...]  # (file name, bytes on disk)
+    total: int  # the wheels' bytes plus `already_used`
+    already_used: int  # what earlier releases of the project take on the index (0 when unknown)
+    limit: int
+
+    @property
+    def share(self) -> float:
+        return self.total / self.limit
+
+    @property
+    def over(self) -> bool:
+        return self.total > self.limit
+
+    def line(self) -> str:
+        earlier = f" + {human(self.already_used)} already on the index" if self.already_used else ""
+        return (
+            f"release total: {len(self.wheels)} wheel{'s' if len(self.wheels) != 1 else ''}, "
+            f"{human(self.total - self.already_used)}{earlier} = {human(self.total)} of the {human(self.limit)} "
+            f"project limit ({100 * self.share:.1f}%)"
+        )
+
+
+def installed_size(report: WheelReport, budget_bytes: int) -> Finding | None:
+    """A finding when the wheel's files take more than `budget_bytes` once installed (uncompressed)."""
+    size = report.installed_size
+    if size <= budget_bytes:
+        return None
+    return Finding(
+        kind="installed-size",
+        message=f"installed size {mib(size)} is over the installed-size budget of {mib(budget_bytes)} "
+        f"(the download is {mib(report.size)})",
+        exit_code=ExitCode.OVER_BUDGET,
+        bytes=size,
+    )
+
+
+def debug_info(elf: ElfReport) -> DebugInfo:
+    debug = sum(n for s, n in elf.sections.items() if s.startswith(_DEBUG_PREFIXES))
+    symtab = sum(elf.sections.get(s, 0) for s in _SYMBOL_SECTIONS)
+    return DebugInfo(elf=elf.name, debug_bytes=debug, symtab_bytes=symtab)
+
+
+def debug_symbols(report: WheelReport, *, symtab_limit: int = SYMTAB_LIMIT) -> tuple[Finding, ...]:
+    """One finding per ELF file with debug sections, or with a symbol table larger than `symtab_limit`."""
+    out = []
+    for info in (debug_info(e) for e in report.elfs):
+        why = []
+        if info.debug_bytes:
+            why.append(f"{human(info.debug_bytes)} of .debug_* sections")
+        if info.symtab_bytes > symtab_limit:
+            why.append(f"a {human(info.symtab_bytes)} symbol table (.symtab/.strtab)")
+        if why:
+            out.append(
+                Finding(
+                    kind="debug-symbols",
+                    message=f"{info.elf}: not stripped: {' and '.join(why)}; strip it (-Wl,-s, or `strip "
+                    f"--strip-unneeded`) to save {human(info.stripped_would_save)} installed",
+                    exit_code=ExitCode.OVER_BUDGET,
+                    bytes=info.stripped_would_save,
+                )
+            )
+    return tuple(out)
+
+
+def release_total(
+    reports: Iterable[WheelReport], *, limit: int = PYPI_PROJECT_LIMIT, already_used: int = 0
+) -> ReleaseTotal:
+    """The wheels of one release (one report per file; the same file twice counts once) against `limit`."""
+    wheels: dict[str, int] = {}
+    for r in reports:
+        wheels[r.path.name] = r.size
+    ordered = tuple(sorted(wheels.items()))
+    return ReleaseTotal(
+        wheels=ordered, total=sum(n for _, n in ordered) + already_used, already_used=already_used, limit=limit
+    )
+
+
+def release_finding(total: ReleaseTotal) -> Finding | None:
+    """A finding when the release does not fit the project limit."""
+    if not total.over:
+        return None
+    return Finding(
+        kind="release-total",
+        message=total.line() + ": over the limit; ask PyPI for more, or drop wheels (one abi3 wheel per platform "
+        "serves every Python)",
+        exit_code=ExitCode.OVER_BUDGET,
+        bytes=total.total,
+    )
+
+
+def findings(
+    report: WheelReport, *, installed_budget: int | None = None, debug: bool = False
+) -> tuple[Finding, ...]:
+    """The per-wheel checks a policy switched on, in a stable order."""
+    out: list[Finding] = []
+    if installed_budget is not None and (f := installed_size(report, installed_budget)) is not None:
+        out.append(f)
+    if debug:
+        out.extend(debug_symbols(report))
+    return tuple(out)
+
