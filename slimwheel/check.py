@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
-from slimwheel import deps
-from slimwheel.cuda.arch import CC, generation, parse_cc_set
+from slimwheel import deps, distcheck
+from slimwheel.cuda.arch import CC, counted, generation, parse_cc_set
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
@@ -18,6 +18,7 @@ from slimwheel.inspect.report import WheelReport, gap_text, module_coverage, nvr
 from slimwheel.units import mb, mib, parse_size
 
 DEFAULT_BUDGET = "60MiB"
+FailureKind = Literal["budget", "coverage", "dependencies", "record"] | distcheck.FindingKind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -27,11 +28,13 @@ class CheckPolicy:
     require_spec: str = ""  # as the user wrote it ("7.5-12.0", "toolkit"), for messages
     left_out: tuple[CC, ...] = ()  # integrated aarch64 GPUs dropped from the request for an x86_64 wheel
     dependencies: bool = True
+    installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)
+    debug_symbols: bool = False  # distcheck: unstripped ELF files fail
 
 
 @dataclass(frozen=True, kw_only=True)
 class Failure:
-    kind: str  # "budget" | "coverage" | "dependencies"
+    kind: FailureKind
     message: str
     exit_code: ExitCode
 
@@ -63,7 +66,7 @@ def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[
                 hint="give the compute capabilities instead, e.g. --require-arch 7.5-12.0",
             )
         # Numbers nvcc accepts that no product we know of has (10.1, renamed 11.0) are left out.
-        ccs = tuple(cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if generation(cc) is not None)
+        ccs = tuple(cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if counted(cc, exclude_integrated=False))
         if spec.lower() == "auto":
             # Code the wheel has: its fatbins' targets, and the CCs its embedded NVRTC sources compile for.
             have = [t.cc for t in report.targets] + [t.cc for e in report.elfs for r in e.nvrtc for t in nvrtc_targets(r)]
@@ -75,12 +78,19 @@ def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[
         ccs = parse_cc_set(spec)
     if not report.is_x86_64:
         return ccs, ()
-    keep = tuple(cc for cc in ccs if not ((g := generation(cc)) and g.integrated))
+    # The one counting rule (cuda.arch.counted) the plan's wanted set and coverage line use too.
+    keep = tuple(cc for cc in ccs if generation(cc) is None or counted(cc, exclude_integrated=True))
     return keep, tuple(cc for cc in ccs if cc not in keep)
 
 
 def make_policy(
-    report: WheelReport, *, budget: str | int = DEFAULT_BUDGET, require_arch: str = "", dependencies: bool = True
+    report: WheelReport,
+    *,
+    budget: str | int = DEFAULT_BUDGET,
+    require_arch: str = "",
+    dependencies: bool = True,
+    installed_budget: str = "",
+    debug_symbols: bool = False,
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
@@ -89,6 +99,8 @@ def make_policy(
         require_spec=require_arch,
         left_out=left_out,
         dependencies=dependencies,
+        installed_budget_bytes=parse_size(installed_budget, what="installed-budget") if installed_budget else None,
+        debug_symbols=debug_symbols,
     )
 
 
@@ -140,6 +152,10 @@ def check_wheel(report: WheelReport, policy: CheckPolicy, *, record_problems: Se
                 f"all {len(policy.require)} required compute capabilities are served"
                 + (f" ({', '.join(ptx)} only through PTX JIT)" if ptx else "")
             )
+    failures.extend(
+        Failure(kind=f.kind, message=f.message, exit_code=f.exit_code)
+        for f in distcheck.findings(report, installed_budget=policy.installed_budget_bytes, debug=policy.debug_symbols)
+    )
     if policy.dependencies:
         dv = deps.dependency_problems(
             [ElfInfo.from_report(e) for e in report.elfs],

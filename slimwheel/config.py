@@ -125,6 +125,19 @@ class Config:
             'Largest wheel allowed, e.g. "60MiB" (2**20-byte units; the historical PyPI limit), "100MB" (10**6).'
         ),
     )
+    installed_budget: str = field(
+        default="",
+        metadata=_doc(
+            'Largest installed size (the wheel\'s files uncompressed), e.g. "200MiB": GPU wheels inflate 2-4x, and '
+            "containers and serverless images pay for the installed bytes. Empty: not checked."
+        ),
+    )
+    debug_symbols: bool = field(
+        default=False,
+        metadata=_doc(
+            "Fail check for ELF files left unstripped (.debug_* sections, or a symbol table over 1 MiB).", kind="bool"
+        ),
+    )
     require_arch: str = field(
         default="",
         metadata=_doc(
@@ -275,6 +288,7 @@ _VALIDATORS: dict[str, Callable[[str], object]] = {
     "ptx": _check_ptx,
     "require-arch": _check_require_arch,
     "budget": lambda v: parse_size(v, what="budget"),
+    "installed-budget": lambda v: parse_size(v, what="installed-budget") if v.strip() else 0,
 }
 
 

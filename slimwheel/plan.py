@@ -14,7 +14,7 @@ from typing import Any
 from packaging.version import Version
 
 from slimwheel.config import Config
-from slimwheel.cuda.arch import CC, KNOWN_CCS, ArchPlan, Coverage, Kind, Target, explicit_plan, parse_cc_set, plan
+from slimwheel.cuda.arch import CC, ArchPlan, Kind, Target, explicit_plan, parse_cc_set, plan
 from slimwheel.cuda.libs import RuntimeLib, load_order, lookup
 from slimwheel.cuda.versions import (
     MAJOR_DRIVER,
@@ -119,7 +119,7 @@ def arch_plan(cfg: Config, supported: tuple[CC, ...]) -> ArchPlan:
     """The targets: cfg.targets verbatim, else the fewest SASS for cfg.archs (+ extra-sass, ptx)."""
     try:
         if cfg.targets:
-            return explicit_plan(cfg.targets, supported=supported)
+            return explicit_plan(cfg.targets, supported=supported, exclude_integrated=cfg.exclude_integrated)
         wanted = parse_cc_set(cfg.archs, supported=supported)
         extra = tuple(Target.parse(s) for s in cfg.extra_sass)  # "compute_90" is PTX: plan() refuses it
         return plan(
@@ -190,7 +190,7 @@ def make_plan_for_release(cfg: Config, version: CudaVersion) -> BuildPlan:
 
 
 def plan_to_json(p: BuildPlan) -> dict[str, Any]:
-    cov = Coverage.of(p.arch.targets, KNOWN_CCS)
+    cov = p.arch.coverage  # the plan's own line: the CCs it counts (cuda.arch.counted), as check and build do
     return {
         "schema": 1,
         "cuda": str(p.cuda),

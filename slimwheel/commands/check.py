@@ -14,16 +14,12 @@ import click
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import render
+from slimwheel import distcheck, render
 from slimwheel.commands.size_report import FORMATS, emit
 from slimwheel.render import table_text
+from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.wheelfile import archive_record_problems
-
-
-def _require(spec: str) -> str:
-    """A standalone check has no plan to ask: no setting means 'auto' ('none' switches the check off)."""
-    return spec if spec.strip() else "auto"
 
 
 @click.command("check")
@@ -42,6 +38,14 @@ def _require(spec: str) -> str:
     "up: no newer GPU lost), or 'none'. Config key: require-arch.",
 )
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
+@click.option("--installed-budget", default=None, metavar="SIZE",
+              help="Largest installed size (files uncompressed), e.g. 200MiB. Config key: installed-budget.")
+@click.option("--debug-symbols/--no-debug-symbols", default=None,
+              help="Fail ELF files left unstripped (.debug_* sections, a symbol table over 1 MiB). "
+              "Config key: debug-symbols.")  # fmt: skip
+@click.option("--release-total", is_flag=True,
+              help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit 10 "
+              "when over it.")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option(
     "-o",
@@ -54,18 +58,24 @@ def command(
     budget: str | None,
     require_arch: str | None,
     no_dependencies: bool,
+    installed_budget: str | None,
+    debug_symbols: bool | None,
+    release_total: bool,
     fmt: str,
     output: Path | None,
 ) -> None:
     """Check WHEELs against the budget, the required GPU coverage and their library dependencies."""
     # CLI > SLIMWHEEL_* > [tool.slimwheel] of the current folder's pyproject.toml > defaults.
-    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "require_arch": require_arch})
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "require_arch": require_arch,
+                                                     "installed_budget": installed_budget,
+                                                     "debug_symbols": debug_symbols})  # fmt: skip
     reports = [inspect_wheel(w) for w in wheels]
     verdicts = [
         checkmod.check_wheel(
             r,
-            checkmod.make_policy(r, budget=cfg.budget, require_arch=_require(cfg.require_arch),
-                                 dependencies=not no_dependencies),
+            checkmod.make_policy(r, budget=cfg.budget, require_arch=cfg.require_arch_for(None),
+                                 dependencies=not no_dependencies, installed_budget=cfg.installed_budget,
+                                 debug_symbols=cfg.debug_symbols),  # fmt: skip
             record_problems=archive_record_problems(r.path) if r.path.name.endswith(".whl") else (),
         )
         for r in reports
@@ -78,4 +88,12 @@ def command(
         color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())
         text = table_text(lambda console: render.render_verdicts(verdicts, console), color=color)
     emit(text, output)
+    over = None
+    if release_total:
+        total = distcheck.release_total(reports)
+        click.echo(total.line(), err=True)  # stderr: stdout may be JSON
+        over = distcheck.release_finding(total)
+    if over is not None:
+        failed = checkmod.exit_code_for(verdicts) is not ExitCode.OK
+        raise CheckFailed(over.message, ExitCode.CHECK_FAILED if failed else over.exit_code)
     checkmod.raise_for(verdicts)

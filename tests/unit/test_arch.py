@@ -234,11 +234,6 @@ def test_family_and_thor_targets_in_plans() -> None:
     assert CC(11, 0) in arm.coverage.native and CC(11, 0) not in plan(arm.wanted, supported=CUDA13).coverage.native
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan.plan_to_json still computes its own Coverage.of(targets, KNOWN_CCS), listing the skipped 8.7 and "
-    "12.1 as native; at merge it takes ArchPlan.coverage (see the h-ecosystem report), and this marker goes",
-)
 def test_the_plan_json_native_line_is_the_plans_own_coverage() -> None:
     from slimwheel import config as cfgmod
     from slimwheel.plan import make_plan_for_release, plan_to_json

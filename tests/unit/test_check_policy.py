@@ -306,3 +306,17 @@ def test_text_from_the_wheel_is_printed_verbatim_not_as_rich_markup(tmp_path: Pa
     console = Console(record=True, width=400)
     render.render_table(inspect_wheel(odd), console)
     assert "pkg/[/x].txt" in console.export_text()
+
+
+def test_distcheck_findings_through_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # issue 14 item 8: installed-size budget, unstripped objects, and the release total, through `slimwheel check`
+    big = elf(sections={".nv_fatbin": FB, ".debug_info": b"\1" * 4096}, needed=("libcudart.so.12", "libc.so.6"))
+    w = make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": big, "pkg/blob.bin": b"\0" * 300_000},
+                   requires=("nvidia-cuda-runtime-cu12",))  # fmt: skip
+    assert main(["check", str(w), "--require-arch", "none"]) == 0
+    assert main(["check", str(w), "--require-arch", "none", "--installed-budget", "100KiB"]) == ExitCode.OVER_BUDGET
+    assert "installed size" in capsys.readouterr().out
+    assert main(["check", str(w), "--require-arch", "none", "--debug-symbols"]) == ExitCode.OVER_BUDGET
+    assert "not stripped: 4.0 KiB of .debug_* sections" in capsys.readouterr().out
+    assert main(["check", str(w), "--require-arch", "none", "--release-total"]) == 0
+    assert "release total: 1 wheel" in capsys.readouterr().err
