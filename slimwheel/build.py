@@ -86,10 +86,11 @@ class _Phases:
         self.details: dict[str, str] = {}
 
     @contextmanager
-    def phase(self, name: str) -> Iterator[dict[str, str]]:
+    def phase(self, name: str, start_detail: str = "") -> Iterator[dict[str, str]]:
+        """`start_detail`: what the start event carries (the build phase names its log, for the step count)."""
         box: dict[str, str] = {"detail": ""}
         if self.progress:
-            self.progress(PhaseEvent(name, "start"))
+            self.progress(PhaseEvent(name, "start", detail=start_detail))
         t0 = time.monotonic()
         yield box
         secs = time.monotonic() - t0
@@ -232,7 +233,7 @@ def build_project(
         assert tk is not None  # not a dry run
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         log_path = cache_dir(e) / "logs" / f"build-{setup.project_dir.name}-{stamp}.log"
-        with ph.phase("build") as box:
+        with ph.phase("build", start_detail=str(log_path)) as box:
             _run_build(setup, log_path)
             wheels = sorted(raw_dir.glob("*.whl"))
             if len(wheels) != 1:

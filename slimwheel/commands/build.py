@@ -32,7 +32,7 @@ class _Reporter:
             return
         if ev.state == "start":
             # a phase that writes a log names it in its start event; the line then shows the build tool's steps
-            log = Path(ev.detail) if ev.detail and Path(ev.detail).is_file() else None
+            log = Path(ev.detail) if ev.detail else None  # not written yet: the line reads it as it grows
             self.line.start(ev.phase, log)
         else:
             self.line.done(ev.phase, ev.seconds or 0.0, ev.detail)
