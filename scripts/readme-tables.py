@@ -1,0 +1,83 @@
+"""The README's measured tables of slim/variants (issue 16) and runtime compilation (issue 15), rendered from the
+results JSON files; tests/unit/test_readme_tables.py fails when the README drifts from them.
+
+    python3 scripts/readme-tables.py            # print the blocks
+    python3 scripts/readme-tables.py --write    # rewrite them in README.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+README = REPO / "README.md"
+VARIANTS = REPO / "results" / "example-variants.json"
+
+
+def _kib(n: float) -> str:
+    return f"{n / 1024:.1f} KiB"
+
+
+def variants_table() -> str:
+    data: dict[str, Any] = json.loads(VARIANTS.read_text(encoding="utf-8"))
+    lines = [
+        f"{data['what']}; {data['measured_on']}; `{data['command']}` (`results/example-variants.json`).",
+        "",
+        "| wheel | GPUs it serves natively | targets | zip | installed | vs universal |",
+        "| --- | --- | --- | ---: | ---: | ---: |",
+    ]
+    for w in data["wheels"]:
+        gpus = ", ".join(w.get("gpus", [])) or ("all" if w["kind"] == "universal" else "9.0")
+        lines.append(f"| {w['label']} | {gpus} | {' '.join(w['targets'])} | {_kib(w['bytes'])} | "
+                     f"{_kib(w['installed_bytes'])} | {w['vs_universal']:.2f}x |")  # fmt: skip
+    lines.append("")
+    lines.append("Every slimmed and variant wheel passed `slimwheel check` with its GPUs required." if data["checks_ok"]
+                 else "NOT every slimmed and variant wheel passed `slimwheel check` with its GPUs required.")
+    return "\n".join(lines) + "\n"
+
+
+def nvrtc_table() -> str:
+    spec = importlib.util.spec_from_file_location("nvrtc_report", REPO / "scripts" / "nvrtc-report.py")
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    table: str = mod.render(mod.load(mod.SIZES), mod.load(mod.H200))
+    return table
+
+
+BLOCKS: dict[str, Callable[[], str]] = {"variants": variants_table, "nvrtc": nvrtc_table}
+
+
+def render(text: str) -> str:
+    for name, make in BLOCKS.items():
+        start, end = f"<!-- table:{name}:start -->", f"<!-- table:{name}:end -->"
+        if start not in text or end not in text:
+            raise SystemExit(f"readme-tables: README.md has no {start} ... {end} block")
+        head, rest = text.split(start, 1)
+        _, tail = rest.split(end, 1)
+        text = f"{head}{start}\n{make()}{end}{tail}"
+    return text
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--write", action="store_true")
+    a = ap.parse_args()
+    text = README.read_text(encoding="utf-8")
+    new = render(text)
+    if a.write:
+        README.write_text(new, encoding="utf-8")
+    else:
+        for make in BLOCKS.values():
+            print(make())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
