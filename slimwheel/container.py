@@ -30,7 +30,6 @@ import logging
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -44,6 +43,7 @@ from slimwheel.config import ENV_PREFIX, FIELDS, IGNORED_ENV, Config, read_pypro
 from slimwheel.cuda.versions import CUDA13_RELEASES, CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.plan import cmake_defines, make_plan_for_release
+from slimwheel.tools import run_tool_attached, run_tool_status
 
 log = logging.getLogger("slimwheel.container")
 
@@ -324,11 +324,11 @@ def engine_problem(engine: str, env: Mapping[str, str]) -> str | None:
     if exe is None:
         return f"{engine} is not installed (no {engine} on PATH)"
     try:
-        proc = subprocess.run([exe, "info"], capture_output=True, text=True, timeout=60)
-    except subprocess.TimeoutExpired:
-        return f"`{engine} info` did not answer within 60 s"
+        proc = run_tool_status([exe, "info"], what=f"{engine} info", timeout=60)
+    except ToolError as e:  # did not answer in time, or cannot be started: a reason, reported with the others
+        return e.message
     if proc.returncode != 0:
-        why = (proc.stderr or proc.stdout).strip().splitlines()
+        why = proc.output.strip().splitlines()
         return f"`{engine} info` failed (exit {proc.returncode}): {why[-1] if why else 'no output'}"
     return None
 
@@ -369,6 +369,6 @@ def run(inv: Invocation, base_env: Mapping[str, str]) -> None:
     env = dict(base_env)
     env.update(inv.env)
     log.info("running cibuildwheel (%s): %s", inv.engine, shlex.join(inv.argv))
-    proc = subprocess.run(list(inv.argv), env=env)
-    if proc.returncode != 0:
-        raise ToolError(f"cibuildwheel failed (exit {proc.returncode})", hint="its output above says which step")
+    rc = run_tool_attached(inv.argv, what="cibuildwheel", env=env)
+    if rc != 0:
+        raise ToolError(f"cibuildwheel failed (exit {rc})", hint="its output above says which step")

@@ -11,7 +11,6 @@ import importlib.metadata as md
 import json
 import logging
 import os
-import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Literal
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, Target, served_by
 from slimwheel.envvars import env_bool
+from slimwheel.tools import run_tool_status
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import ElfReport, gap_text, module_coverage
 from slimwheel.runtime import driver as drv
@@ -132,9 +132,10 @@ def system_search(sonames: list[str]) -> dict[str, str | None]:
     this one would make it "already loaded" for everything after."""
     if not sonames:
         return {}
-    proc = subprocess.run([sys.executable, "-c", _SYSTEM_PROBE, *sonames], capture_output=True, text=True,
-                          check=False, env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"})  # fmt: skip
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    proc = run_tool_status([sys.executable, "-c", _SYSTEM_PROBE, *sonames], what="the system library search",
+                           env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}, timeout=120,
+                           separate_stderr=True)  # fmt: skip
+    lines = [ln for ln in proc.output.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         log.warning("system library search failed: %s", proc.stderr.strip()[-500:])
         return dict.fromkeys(sonames)

@@ -28,7 +28,6 @@ import logging
 import os
 import re
 import shutil
-import subprocess
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from slimwheel.cuda.arch import CC, GENERATIONS, Kind, Target
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.toolkit.model import Toolkit
+from slimwheel.tools import run_tool_status
 
 log = logging.getLogger(__name__)
 
@@ -186,14 +186,12 @@ def library_targets(cuobjdump: Path, lib: Path, digest: str, cache: Path) -> tup
     t0 = time.monotonic()
     text = ""
     for flag in ("--list-elf", "--list-ptx"):
-        try:
-            proc = subprocess.run([str(cuobjdump), flag, str(lib)], capture_output=True, text=True, check=False)
-        except OSError as e:
-            raise ToolError(f"cannot run cuobjdump at {cuobjdump}: {e}") from None
+        proc = run_tool_status([str(cuobjdump), flag, str(lib)], what=f"cuobjdump {flag} {lib.name}",
+                               separate_stderr=True)  # fmt: skip
         # cuobjdump exits non-zero for "does not contain device code" (host-only archives): no targets then.
         if proc.returncode != 0 and "does not contain" not in proc.stderr:
             raise ToolError(f"cuobjdump {flag} {lib} failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
-        text += proc.stdout
+        text += proc.output
     targets = parse_cuobjdump_list(text)
     log.info("%s ships %s (listed in %.1f s)", lib.name, ", ".join(map(str, targets)), time.monotonic() - t0)
     fsutil.write_text_atomic(
@@ -253,25 +251,19 @@ def _read_db(path: Path) -> dict[str, str]:
 
 def nvprune_version(nvprune: Path) -> str:
     """The tool's own version line ("V11.8.89"): part of the cache key, so a new nvprune never reuses old output."""
-    try:
-        proc = subprocess.run([str(nvprune), "--version"], capture_output=True, text=True, check=False)
-    except OSError as e:
-        raise ToolError(f"cannot run nvprune at {nvprune}: {e}") from None
-    m = re.search(r"\bV(\d+\.\d+\.\d+)", proc.stdout)
+    proc = run_tool_status([str(nvprune), "--version"], what=f"{nvprune} --version")
+    m = re.search(r"\bV(\d+\.\d+\.\d+)", proc.output)
     if proc.returncode != 0 or not m:
-        raise ToolError(
-            f"{nvprune} --version failed or printed no version: {(proc.stdout + proc.stderr).strip()[-300:]}"
-        )
+        raise ToolError(f"{nvprune} --version failed or printed no version: {proc.output.strip()[-300:]}")
     return m.group(1)
 
 
 def _run_nvprune(nvprune: Path, targets: tuple[Target, ...], src: Path, dst: Path) -> None:
     cmd = [str(nvprune), *nvprune_args(targets), "-o", str(dst), str(src)]
-    log.debug("running %s", " ".join(cmd))
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = run_tool_status(cmd, what=f"nvprune {src.name}", timeout=3600)
     if proc.returncode != 0:
         raise ToolError(
-            f"nvprune failed on {src} (exit {proc.returncode}): {(proc.stderr or proc.stdout).strip()[-800:]}",
+            f"nvprune failed on {src} (exit {proc.returncode}): {proc.output.strip()[-800:]}",
             hint="command: " + " ".join(cmd),
         )
 

@@ -1,6 +1,8 @@
-"""External programs: the one helper that runs them (`run_tool`), and the calls repair makes (auditwheel, patchelf).
+"""External programs: the one place that runs them (`run_tool`, `run_tool_status`, `run_tool_attached`), and the
+calls repair makes (auditwheel, patchelf).
 
-auditwheel is called as a program: it has no stable Python API.
+auditwheel is called as a program: it has no stable Python API. The one other process start in slimwheel is the
+`dpkg-deb | tar` pipeline of toolkit/cuda12.py, which streams one process into another (no helper for pipes).
 """
 
 from __future__ import annotations
@@ -79,6 +81,19 @@ def run_tool_status(
         tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
         raise ToolError(f"{what}: `{shlex.join(cmd)}` exited with status {proc.returncode}:\n{tail}")
     return ToolRun(returncode=proc.returncode, output=proc.stdout, stderr=proc.stderr or "")
+
+
+def run_tool_attached(cmd: Sequence[str], *, what: str, env: Mapping[str, str] | None = None) -> int:
+    """Run a long program whose output the user watches (cibuildwheel in `slimwheel container`): its stdout and
+    stderr are the terminal's. Returns the exit status; a program that cannot be started is a ToolError."""
+    cmd = list(cmd)
+    log.debug("$ %s", shlex.join(cmd))
+    try:
+        return subprocess.run(cmd, env=dict(env) if env is not None else None, check=False).returncode
+    except FileNotFoundError:
+        raise ToolError(f"{what}: {cmd[0]} not found") from None
+    except OSError as e:
+        raise ToolError(f"{what}: cannot run {cmd[0]}: {e.strerror}") from None
 
 
 def tool_env() -> dict[str, str]:

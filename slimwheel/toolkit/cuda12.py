@@ -42,7 +42,7 @@ from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import file_lock, remove_stale_temps, sha256_file, temp_sibling, write_text_atomic
-from slimwheel.tools import run_tool
+from slimwheel.tools import run_tool, run_tool_status
 from slimwheel.toolkit.model import Toolkit
 
 log = logging.getLogger("slimwheel.toolkit.cuda12")
@@ -324,9 +324,9 @@ def host_compiler_for(version: CudaVersion, env: Mapping[str, str]) -> Path | No
 
 def _gcc_major(gxx: str) -> int | None:
     try:
-        out = subprocess.run([gxx, "-dumpversion"], capture_output=True, text=True, check=True, timeout=30).stdout
-        return int(out.strip().split(".")[0])
-    except (OSError, subprocess.SubprocessError, ValueError):
+        run = run_tool_status([gxx, "-dumpversion"], what=f"{gxx} -dumpversion", timeout=30, separate_stderr=True)
+        return int(run.output.strip().split(".")[0]) if run.returncode == 0 else None
+    except (ToolError, ValueError):  # not there, not runnable, or not a version: not a usable g++
         return None
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import re
-import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ToolError
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.toolkit.model import Toolkit
+from slimwheel.tools import run_tool
 
 log = logging.getLogger(__name__)
 
@@ -61,13 +61,7 @@ def parse_gpu_arch_list(text: str) -> tuple[CC, ...]:
 
 
 def _run(cmd: list[str]) -> str:
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    except OSError as e:
-        raise ToolError(f"cannot run {cmd[0]}: {e}") from None
-    if proc.returncode != 0:
-        raise ToolError(f"{' '.join(cmd)} failed (exit {proc.returncode}): {proc.stderr.strip()[-500:]}")
-    return proc.stdout
+    return run_tool(cmd, what=cmd[0], timeout=120)
 
 
 def tool_path(prefix: Path, path: str) -> str:
