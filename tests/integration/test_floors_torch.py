@@ -64,6 +64,7 @@ def test_a_cuda_13_5_build_states_floors_of_what_it_uses(built_135: Path) -> Non
 
 def test_it_resolves_beside_torchs_cuda_13_pins(built_135: Path, tmp_path: Path) -> None:
     _stubs(tmp_path)
+    make_wheel(tmp_path, name="numpy", version="2.0.0", tag="py3-none-any")  # the example's own requirement
     proc = _resolve(tmp_path, str(built_135), f"torch=={PINS['torch']}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     chosen = {i["metadata"]["name"]: i["metadata"]["version"]
