@@ -3,12 +3,13 @@ corrupted and truncated cache files are never loaded (gpu/nvrtc_cache_gpu.py's c
 
 from __future__ import annotations
 
-import importlib.util
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
+
+from helpers.scripts import load_script
 
 import pytest
 
@@ -23,11 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def checks_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nvrtc_cache_gpu", REPO / "gpu" / "nvrtc_cache_gpu.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("gpu/nvrtc_cache_gpu.py")
 
 
 def test_runtime_compiles_caches_and_refuses_tampered_files(tmp_path: Path) -> None:

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
+
+from helpers.scripts import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def report_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("nvrtc_report", REPO / "scripts" / "nvrtc-report.py")
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("scripts/nvrtc-report.py")
 
 
 def test_the_committed_table_is_the_rendering_of_the_committed_results() -> None:
