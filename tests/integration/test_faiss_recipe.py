@@ -124,7 +124,7 @@ def _ninja_block(build: Path, pattern: str) -> dict[str, str]:
 
 
 def _cuda_vars(build: Path, obj: str) -> dict[str, str]:
-    return _ninja_block(build, rf"\S*faiss_gpu_objs\.dir/\S*{re.escape(obj)}")
+    return _ninja_block(build, rf"\S*faiss_gpu_objs\.dir\S*{re.escape(obj)}")
 
 
 def _targets_in(flags: str) -> set[Target]:
