@@ -212,6 +212,7 @@ def test_configure_profile(name: str, configured: Callable[[str], Path], toolkit
         assert "--gc-sections" in lib["LINK_FLAGS"] and "--strip-all" in lib["LINK_FLAGS"]
         assert "-flto" in _ninja_block(build, r"\S*faiss\.dir/IndexFlat\.cpp\.o")["FLAGS"]  # FAISS_USE_LTO
         assert re.search(r"libfaiss\.so", install)  # upstream's layout: libfaiss.so beside the module
+        assert "RPATH [[$ORIGIN:" in install  # where _swigfaiss finds it
     if p.blas == "scipy-openblas32":
         assert "$ORIGIN/../scipy_openblas32/lib" in install
         assert "-Dsgemm_=scipy_sgemm_" in ninja
