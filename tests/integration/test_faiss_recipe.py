@@ -25,8 +25,7 @@ from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
 
 from slimwheel.config import read_pyproject
-from slimwheel.cuda.arch import CC, Kind, Target, generation, parse_targets, served_by
-from slimwheel.cuda.versions import CudaVersion, supported_archs
+from slimwheel.cuda.arch import Target
 from slimwheel.inspect.report import inspect_binary
 from slimwheel.toolkit.model import Toolkit
 
@@ -156,22 +155,6 @@ def test_blas_mapping_covers_faiss_and_exists_in_scipy_openblas(faiss_source: Pa
         exported = {s.name for s in dynsym.iter_symbols() if s["st_shndx"] != "SHN_UNDEF"}
     assert {f"scipy_{n}" for n in used} <= exported
     assert not (used & exported), "unprefixed names exported too: the mapping would be unnecessary"
-
-
-def test_profiles_plan_what_the_issue_asks() -> None:
-    slim = profile("slim")
-    targets = slim.plan().arch.targets
-    assert {t.cc for t in targets if t.kind is Kind.SASS} == {CC(7, 5), CC(8, 0), CC(9, 0), CC(10, 0), CC(12, 0)}
-    assert {t.cc for t in targets if t.kind is Kind.PTX} == {CC(12, 0)}
-    # Every discrete GPU CUDA 13.0 can target, 7.5 up, runs a cubin: nothing left to PTX JIT or unserved.
-    discrete = [c for c in supported_archs(CudaVersion(13, 0)) if not ((g := generation(c)) and g.integrated)]
-    assert all(served_by(c, targets)[0] == "sass" for c in discrete)
-    assert slim.plan().compression == "size"
-    upstream = profile("upstream")
-    assert set(upstream.plan().arch.targets) == set(parse_targets("75-real;80-real;86-real;89-real;90"))
-    assert CC(12, 0) in upstream.plan().arch.coverage.ptx_only  # Blackwell only through PTX 9.0 in upstream's list
-    assert (upstream.shared_lib, upstream.lto, upstream.blas) == (True, True, "system")
-    assert (slim.shared_lib, slim.blas) == (False, "scipy-openblas32")
 
 
 def test_requirements_follow_the_blas_choice() -> None:
