@@ -70,7 +70,7 @@ fi
 tar -xzf "$tarball" -C "$work" --no-same-owner
 tree="$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'faiss-*' | head -n1)"
 if [ -z "$tree" ] || [ ! -f "$tree/faiss/gpu/GpuIndex.h" ] \
-    || ! grep -Eq "^[[:space:]]*VERSION $FAISS_VERSION[[:space:]]*$" "$tree/CMakeLists.txt"; then
+    || ! grep -Eq "^[[:space:]]*VERSION ${FAISS_VERSION}[[:space:]]*$" "$tree/CMakeLists.txt"; then
   echo "fetch-faiss.sh: $tarball holds no faiss $FAISS_VERSION tree with faiss/gpu" >&2
   exit 1
 fi
