@@ -14,6 +14,8 @@ profile adds only the recipe's own options (faiss/CMakeLists.txt: FAISS_*).
 - slim-jit: slim, except the files that serve only k > 256, which ship as PTX for 7.5 only and are JIT-compiled by the
   driver at their first use.
 - probe90: one target (90-real) of the slim profile, to learn build time and per-object sizes quickly.
+- upstream90: one target (90-real) of the upstream profile: with probe90, the runtime comparison on a Hopper GPU when
+  a full-coverage upstream build does not fit the GPU machine's time (issue 11).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from slimwheel.errors import BadInputError
 from slimwheel.plan import BuildPlan, make_plan, make_plan_for_release
 from slimwheel.toolkit.model import Toolkit
 
-ProfileName = Literal["upstream", "slim", "slim-jit", "probe90"]
+ProfileName = Literal["upstream", "slim", "slim-jit", "probe90", "upstream90"]
 PROFILE_NAMES: tuple[ProfileName, ...] = get_args(ProfileName)
 Blas = Literal["system", "scipy-openblas32"]
 
@@ -128,5 +130,12 @@ def make_profile(profile: str, recipe_table: Mapping[str, Any]) -> Profile:
             name=name,
             config=config(targets="90-real"),
             why="one target, to measure build time and per-object fatbin sizes",
+        )
+    if name == "upstream90":
+        return replace(
+            make_profile("upstream", recipe_table),
+            name=name,
+            config=config(targets="90-real", compression="default"),
+            why="upstream's flags and layout for one target, to compare run time with probe90 on a Hopper GPU",
         )
     raise AssertionError(f"profile {name!r} is in PROFILE_NAMES but has no definition")

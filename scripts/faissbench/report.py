@@ -23,7 +23,7 @@ START = "<!-- faiss-table:start (scripts/faiss-report.py --write; do not edit by
 END = "<!-- faiss-table:end -->"
 # Integrated aarch64 GPUs: never run an x86_64 wheel, so "not served" leaves them out.
 INTEGRATED = {"5.3", "6.2", "7.2", "8.7", "11.0", "12.1"}
-ORDER = ("upstream", "slim", "slim-jit", "probe90")
+ORDER = ("upstream", "slim", "slim-jit", "upstream90", "probe90")
 PYPI = "results/faiss-gpu-1.15.1-pypi.json"
 PROFILES_HERE = "results/faiss-profiles.json"
 MAIN_H200 = "results/h200/faiss_h200.json"
@@ -31,6 +31,8 @@ MAIN_H200 = "results/h200/faiss_h200.json"
 # cover, and the table says so. None yet for faiss 1.15.
 TEST_RERUNS: tuple[str, ...] = ()
 JIT = "results/h200/faiss_jit_cost.json"
+# Each profile's runtime is compared with the upstream-style build of the same targets' scope.
+RATIO_BASE = {"slim": "upstream", "slim-jit": "upstream", "probe90": "upstream90"}
 
 
 def coverage(size_report: dict[str, Any]) -> dict[str, list[str]]:
@@ -220,22 +222,24 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
                 "search | Flat kQPS | IVFFlat kQPS | IVFPQ kQPS | k=1024 Flat first / second s | largest k Flat first / "
                 "second s |",
                 "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *gpu_rows, ""]
-    base = summaries.get("upstream")
-    if base:
-        sizes = {r["name"]: r["size_report"]["wheel"] for r in rows}
-        for name, s in summaries.items():
-            if name == "upstream":
-                continue
-            parts = []
-            if name in sizes and "upstream" in sizes:
-                parts.append(f"wheel {sizes[name]['bytes'] / sizes['upstream']['bytes']:.2f}x, installed "
-                             f"{sizes[name]['installed_bytes'] / sizes['upstream']['installed_bytes']:.2f}x")
-            for key, label in (("import_s", "import"), ("first_search_s", "first search"), ("flat_qps", "Flat QPS"),
-                               ("ivf_qps", "IVFFlat QPS"), ("ivfpq_qps", "IVFPQ QPS")):
-                if s.get(key) and base.get(key):
-                    parts.append(f"{label} {s[key] / base[key]:.2f}x")
-            out.append(f"`{name}` / `upstream`: " + ", ".join(parts) + ".")
-        out.append("")
+    sizes = {r["name"]: r["size_report"]["wheel"] for r in rows}
+    ratios = []
+    for name, s in summaries.items():
+        base_name = RATIO_BASE.get(name)
+        base = summaries.get(base_name or "")
+        if base_name is None or base is None:
+            continue
+        parts = []
+        if name in sizes and base_name in sizes:
+            parts.append(f"wheel {sizes[name]['bytes'] / sizes[base_name]['bytes']:.2f}x, installed "
+                         f"{sizes[name]['installed_bytes'] / sizes[base_name]['installed_bytes']:.2f}x")
+        for key, label in (("import_s", "import"), ("first_search_s", "first search"), ("flat_qps", "Flat QPS"),
+                           ("ivf_qps", "IVFFlat QPS"), ("ivfpq_qps", "IVFPQ QPS")):
+            if s.get(key) and base.get(key):
+                parts.append(f"{label} {s[key] / base[key]:.2f}x")
+        ratios.append(f"`{name}` / `{base_name}`: " + ", ".join(parts) + ".")
+    if ratios:
+        out += [*ratios, ""]
     if jit and jit.get("modules"):
         out += [f"The driver's JIT of the `slim-jit` profile's PTX-only k > 256 modules ({jit.get('gpu', '?')}; "
                 "one fresh process per load):", "", render_jit(jit)]

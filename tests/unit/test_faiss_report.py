@@ -157,3 +157,11 @@ def test_sample_compile_scales_each_class_by_its_files(tmp_path: Path) -> None:
     # classes without a (successful) sample take the mean of every successful sample: (10 + 20 + 40) / 3
     assert rows["select k>256"]["sampled"] == 0 and rows["select k>256"]["mean_cpu_s"] == pytest.approx(23.3)
     assert est["estimated_cuda_cpu_s"] == round(30 + 90 + 70 / 3 + 70 / 3)
+
+
+def test_one_target_builds_are_compared_with_each_other() -> None:
+    h200 = {"params": {}, "profiles": {"upstream90": {"bench": [_bench(0.5, 0.2, 100.0)]},
+                                       "probe90": {"bench": [_bench(0.25, 0.1, 50.0)]}}}
+    out = faiss_report.render({}, {}, h200)
+    assert "`probe90` / `upstream90`: import 0.50x, first search 0.50x, Flat QPS 0.50x" in out
+    assert "/ `upstream`:" not in out  # no full-coverage upstream run here: no ratio against it
