@@ -161,7 +161,10 @@ def test_sample_compile_scales_each_class_by_its_files(tmp_path: Path) -> None:
 
 def test_one_target_builds_are_compared_with_each_other() -> None:
     h200 = {"params": {}, "profiles": {"upstream90": {"bench": [_bench(0.5, 0.2, 100.0)]},
-                                       "probe90": {"bench": [_bench(0.25, 0.1, 50.0)]}}}
+                                       "probe90": {"bench": [_bench(0.25, 0.1, 50.0)]},
+                                       "slim": {"bench": [_bench(1.0, 0.4, 200.0)]}}}
     out = faiss_report.render({}, {}, h200)
     assert "`probe90` / `upstream90`: import 0.50x, first search 0.50x, Flat QPS 0.50x" in out
-    assert "/ `upstream`:" not in out  # no full-coverage upstream run here: no ratio against it
+    # no full-coverage upstream run: slim is compared with the sm_90-only upstream build
+    assert "`slim` / `upstream90`: import 2.00x, first search 2.00x, Flat QPS 2.00x" in out
+    assert "/ `upstream`:" not in out
