@@ -13,7 +13,8 @@
 # Last, when .carry/jit/ptx.tar.gz came along, gpu/jit_cost.py times the driver's JIT of those PTX modules.
 # Each verb waits up to WAIT_S and prints progress; when all has finished, $OUT gets faiss_h200.json, jit_cost.json
 # and the log.
-# BUILD (default: upstream,slim) are the profiles to build there; PROFILES (default: none) carried wheels to test too.
+# BUILD (default: slim,upstream90 on 16 cores, upstream,slim from 48) are the profiles to build there; PROFILES
+# (default: none) carried wheels to test too.
 # scripts/ goes on PYTHONPATH: gpu/faiss_check.py imports the faissbench package (profiles, build settings, repair).
 set -u
 verb="${1:-wait}"
@@ -21,7 +22,11 @@ shift || true
 run=/root/faiss-run
 wait_s="${WAIT_S:-540}"
 profiles="${PROFILES-}"
-build="${BUILD-upstream,slim}"
+# Both full-coverage profiles need about 35-45 min of 16 cores (docs/faiss.md, "Device time"): more than one machine
+# is held. On 16 cores the default builds slim (full coverage, what the tests run on) and upstream for sm_90 only (the
+# run-time comparison on this Hopper GPU); with 48 cores or more, both in full.
+if [[ "$(nproc)" -ge 48 ]]; then default_build=upstream,slim; else default_build=slim,upstream90; fi
+build="${BUILD-$default_build}"
 
 case "$verb" in
   start)

@@ -7,7 +7,7 @@ a time, niced, in a configured build folder, and scale each class's CPU time by 
 
 BUILD_DIR is a CMake build folder of faiss/ (Ninja), e.g. the one tests/integration/test_faiss_recipe.py or
 scripts/faiss-profiles.py configures. Writes results/faiss-build-estimate.json after each file (a partial sample is
-still a result). CPU seconds (user + sys of the compiler processes) are the measure: wall time on a shared machine
+still a result); a later run over the same folder adds its files to the sample. CPU seconds (user + sys of the compiler processes) are the measure: wall time on a shared machine
 says more about the neighbours than about faiss. Never a full build: a sample of a few files.
 """
 
@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     result: dict[str, Any] = {
         "schema": 1, "where": f"{os.uname().nodename}, {os.cpu_count()} CPUs (shared)", "build_dir": str(a.build_dir),
         "flags_of_first": flags_of(a.build_dir, picked[0].output) if picked else "", "nice": a.nice, "samples": []}
+    if a.output.is_file():  # a later run over the same build folder adds to the sample (a file again: replaced)
+        earlier = json.loads(a.output.read_text())
+        if earlier.get("build_dir") == str(a.build_dir):
+            result["samples"] = [x for x in earlier.get("samples", []) if x["object"] not in wanted]
     for o in picked:
         entry = compile_one(a.build_dir, o.output, a.nice)
         entry["class"] = o.klass
