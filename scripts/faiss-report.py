@@ -11,32 +11,30 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "faiss" / "build_support"))
-sys.path.insert(0, str(REPO))
-
-from faiss_report import JIT, MAIN_H200, TEST_RERUNS, render, replace_block
+from faissbench.report import JIT, MAIN_H200, PROFILES_HERE, PYPI, TEST_RERUNS, render, replace_block
 
 from slimwheel.fsutil import write_text_atomic
 
+REPO = Path(__file__).resolve().parent.parent
 
-def load(path: Path) -> dict:
+
+def load(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text()) if path.is_file() else {}
+        data: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {}
     except json.JSONDecodeError as e:
         sys.exit(f"faiss-report: {path}: not valid JSON ({e})")
+    return data
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--profiles-json", type=Path, default=REPO / "results" / "faiss-profiles.json")
-    ap.add_argument("--h200-json", type=Path, default=REPO / MAIN_H200)
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--readme", type=Path, default=REPO / "README.md")
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
     reruns = [(name, load(REPO / name)) for name in TEST_RERUNS]
-    table = render(load(a.profiles_json), load(a.h200_json), reruns, load(REPO / JIT))
+    table = render(load(REPO / PYPI), load(REPO / PROFILES_HERE), load(REPO / MAIN_H200), reruns, load(REPO / JIT))
     if not a.write:
         print(table, end="")
         return 0

@@ -1,90 +1,80 @@
 #!/usr/bin/env bash
-# Fetch the faiss source tree the faiss/ recipe builds (Debian 12's source package, faiss 1.7.3, GPU code included)
-# into the slimwheel cache, and install its build dependencies (swig, BLAS/LAPACK headers and libraries) with apt.
+# Unpack the faiss source tree the faiss/ recipe builds in tests and CI (upstream faiss main at 1.15.0, commit
+# 02dbb4e) into the slimwheel cache, and install the `upstream` profile's system BLAS (OpenBLAS) with apt.
 #
-#   scripts/fetch-faiss.sh            -> prints the source folder (last line of stdout)
-#   scripts/fetch-faiss.sh --no-deps  -> source only (e.g. for configure-only tests where the deps are present)
+#   scripts/fetch-faiss.sh                   -> prints the source folder (last line of stdout)
+#   scripts/fetch-faiss.sh --no-deps         -> source only (configure tests of the slim profile need no apt package)
+#   scripts/fetch-faiss.sh --tarball FILE    -> unpack FILE (default: $FAISS_TARBALL, else the team's copy in
+#                                               ../shared/faiss-src/ beside the repository, else GitHub's archive)
 #
-# Why Debian's source package: it is a signed, versioned, immutable copy of upstream faiss 1.7.3 (Debian does not
-# strip faiss/gpu), reachable through the same apt mirror CI already uses. The tree goes to
-# ${SLIMWHEEL_CACHE:-${XDG_CACHE_HOME:-~/.cache}/slimwheel}/src/faiss-1.7.3 and is never written inside the repo.
-# A second run with the tree present does nothing (the tree is treated as read-only by the recipe).
+# The tree goes to ${SLIMWHEEL_CACHE:-${XDG_CACHE_HOME:-~/.cache}/slimwheel}/src/faiss-1.15.0-02dbb4e and is never
+# written inside the repository; a second run with the tree present does nothing (the recipe treats it as read-only).
+# Users build their own checkout instead: FAISS_SOURCE_DIR=/path/to/faiss (faiss/README.md).
 set -euo pipefail
 
-FAISS_VERSION=1.7.3
+FAISS_COMMIT=02dbb4e42f49aa2ce57cd78977b0e47a11f7cb91
+FAISS_VERSION=1.15.0
+NAME="faiss-$FAISS_VERSION-${FAISS_COMMIT:0:7}"
+# sha256 of the team's tarball (../shared/faiss-src/README.md); GitHub's archive of the commit is checked by content.
+TARBALL_SHA256=5393670d237cad440a9ed0b6a305d4127e36370db53adc35f2d40fdad308d631
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 want_deps=1
-for arg in "$@"; do
-  case "$arg" in
+tarball="${FAISS_TARBALL:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
     --no-deps) want_deps=0 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
-    *) echo "fetch-faiss.sh: unknown argument $arg" >&2; exit 2 ;;
+    --tarball) [ $# -ge 2 ] || { echo "fetch-faiss.sh: --tarball needs a file" >&2; exit 2; }; tarball="$2"; shift ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) echo "fetch-faiss.sh: unknown argument $1" >&2; exit 2 ;;
   esac
+  shift
 done
 
 cache="${SLIMWHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slimwheel}"
-dest="$cache/src/faiss-$FAISS_VERSION"
-
+dest="$cache/src/$NAME"
 log() { echo "fetch-faiss: $*" >&2; }
 
-if [ "$(id -u)" -ne 0 ]; then
-  sudo=sudo
-else
-  sudo=
-fi
-
-# A deb-src entry of our own (never editing debian.sources); bookworm's main holds the faiss source package.
-srcfile=/etc/apt/sources.list.d/slimwheel-faiss-src.sources
-need_update=0
-if [ ! -f "$srcfile" ]; then
-  log "adding deb-src entry $srcfile"
-  $sudo tee "$srcfile" >/dev/null <<'EOF'
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-  need_update=1
-fi
-
-pkgs=()
-command -v dpkg-source >/dev/null || pkgs+=(dpkg-dev)
-if [ "$want_deps" = 1 ]; then
-  command -v swig >/dev/null || pkgs+=(swig)
-  dpkg -s libopenblas-dev >/dev/null 2>&1 || pkgs+=(libopenblas-dev)
-  dpkg -s liblapack-dev >/dev/null 2>&1 || pkgs+=(liblapack-dev)
-fi
-if [ ! -f "$dest/faiss/gpu/GpuIndex.h" ] || [ "${#pkgs[@]}" -gt 0 ]; then
-  if [ "$need_update" = 1 ] || [ ! -d /var/lib/apt/lists ] || ! ls /var/lib/apt/lists/*_source_Sources* >/dev/null 2>&1; then
-    log "apt-get update"
-    $sudo apt-get update -qq
-  fi
-fi
-if [ "${#pkgs[@]}" -gt 0 ]; then
-  log "installing ${pkgs[*]}"
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >&2
+if [ "$want_deps" = 1 ] && ! dpkg -s libopenblas-dev >/dev/null 2>&1; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo=sudo
+  log "installing libopenblas-dev (the upstream profile's BLAS, vendored by repair)"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libopenblas-dev >&2
 fi
 
 if [ -f "$dest/faiss/gpu/GpuIndex.h" ]; then
   log "source already in $dest"
-else
-  work="$(mktemp -d "$cache/src/.faiss-fetch.XXXXXX" 2>/dev/null || { mkdir -p "$cache/src"; mktemp -d "$cache/src/.faiss-fetch.XXXXXX"; })"
-  trap 'rm -rf "$work"' EXIT
-  # apt's sandbox user must be able to write the download folder (else a warning and an unsandboxed download).
-  chmod 755 "$work"
-  log "apt-get source faiss into $work"
-  # bookworm carries exactly one faiss source version (1.7.3-2); the check below refuses any other.
-  (cd "$work" && apt-get source --only-source -qq faiss >&2)
-  tree="$(find "$work" -mindepth 1 -maxdepth 1 -type d -name "faiss-$FAISS_VERSION*" | head -n1)"
-  if [ -z "$tree" ] || [ ! -f "$tree/faiss/gpu/GpuIndex.h" ]; then
-    echo "fetch-faiss.sh: apt-get source gave no faiss $FAISS_VERSION tree with faiss/gpu in $work" >&2
+  echo "$dest"
+  exit 0
+fi
+
+mkdir -p "$cache/src"
+work="$(mktemp -d "$cache/src/.faiss-fetch.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+if [ -z "$tarball" ] && [ -f "$here/../shared/faiss-src/$NAME.tar.gz" ]; then
+  tarball="$here/../shared/faiss-src/$NAME.tar.gz"
+fi
+if [ -n "$tarball" ]; then
+  [ -f "$tarball" ] || { echo "fetch-faiss.sh: $tarball: no such file" >&2; exit 1; }
+  got="$(sha256sum "$tarball" | cut -d' ' -f1)"
+  if [ "$got" != "$TARBALL_SHA256" ]; then
+    echo "fetch-faiss.sh: $tarball: sha256 $got, expected $TARBALL_SHA256 (faiss $FAISS_VERSION at ${FAISS_COMMIT:0:7})" >&2
     exit 1
   fi
-  # Debian's patches are applied by dpkg-source -x; faiss/gpu is untouched by them. Keep the changelog version for the record.
-  head -n1 "$tree/debian/changelog" >"$tree/.slimwheel-debian-version"
-  mkdir -p "$(dirname "$dest")"
-  mv "$tree" "$dest.tmp.$$"
-  mv "$dest.tmp.$$" "$dest"
-  log "source in $dest ($(cat "$dest/.slimwheel-debian-version"))"
+else
+  tarball="$work/faiss.tar.gz"
+  log "downloading faiss $FAISS_COMMIT from GitHub"
+  curl -fsSL --retry 3 -o "$tarball" "https://github.com/facebookresearch/faiss/archive/$FAISS_COMMIT.tar.gz"
 fi
+tar -xzf "$tarball" -C "$work" --no-same-owner
+tree="$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'faiss-*' | head -n1)"
+if [ -z "$tree" ] || [ ! -f "$tree/faiss/gpu/GpuIndex.h" ] \
+    || ! grep -Eq "^[[:space:]]*VERSION ${FAISS_VERSION}[[:space:]]*$" "$tree/CMakeLists.txt"; then
+  echo "fetch-faiss.sh: $tarball holds no faiss $FAISS_VERSION tree with faiss/gpu" >&2
+  exit 1
+fi
+mv "$tree" "$dest.tmp.$$"
+mv "$dest.tmp.$$" "$dest"
+log "source in $dest"
 echo "$dest"

@@ -26,7 +26,8 @@ def blas_choice(env: Mapping[str, str]) -> str:
 
 
 def requirements(env: Mapping[str, str]) -> list[str]:
-    reqs = ["numpy>=1.25"]
+    # faiss's loader.py imports packaging (upstream's faiss-gpu requires it too).
+    reqs = ["numpy>=1.25", "packaging"]
     if blas_choice(env) == "scipy-openblas32":
         reqs.append(SCIPY_OPENBLAS32)
     return reqs

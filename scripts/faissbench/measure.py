@@ -7,6 +7,7 @@ Reads files only (wheel, object files); no builds, no printing.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from slimwheel.check import check_wheel, make_policy, verdict_to_json
 from slimwheel.inspect.report import inspect_binary, inspect_wheel, report_to_json
@@ -16,7 +17,7 @@ BUDGET = "60MiB"
 REQUIRED_ARCH = "7.5-12.0"
 
 
-def measure_wheel(wheel: Path, *, budget: str = BUDGET, require_arch: str = REQUIRED_ARCH) -> dict:
+def measure_wheel(wheel: Path, *, budget: str = BUDGET, require_arch: str = REQUIRED_ARCH) -> dict[str, Any]:
     """Size, coverage and `slimwheel check` verdict of one wheel, plus the full size report."""
     report = inspect_wheel(wheel)
     verdict = check_wheel(report, make_policy(report, budget=budget, require_arch=require_arch))
@@ -41,32 +42,31 @@ def measure_wheel(wheel: Path, *, budget: str = BUDGET, require_arch: str = REQU
 def _group(name: str) -> str:
     if "WarpSelect" in name or "BlockSelect" in name:
         return "warpselect/blockselect (k-selection)"
-    if name.startswith("IVFInterleaved"):
-        return "IVF scan (IVFInterleaved*)"
+    if name.startswith("template_"):  # faiss >= 1.15 generates one IVF-Flat scan file per (codec, metric, k bucket)
+        return "IVF-Flat scan (generated template_*)"
     if name.startswith("PQ") or "IVFPQ" in name:
         return "PQ scan"
     return "other"
 
 
 def _linked_objects(build_dir: Path) -> set[Path] | None:
-    """The objects build.ninja archives into libfaiss.a (None when it cannot tell)."""
+    """The objects build.ninja archives into libfaiss.a or links into libfaiss.so (None when it cannot tell)."""
     ninja = build_dir / "build.ninja"
     if not ninja.is_file():
         return None
     for line in ninja.read_text(errors="replace").splitlines():
-        if line.startswith("build ") and "libfaiss.a:" in line.split(" ", 2)[1] + " ":
+        output = line.split(" ", 2)[1] if line.startswith("build ") and line.count(" ") >= 2 else ""
+        if output.endswith(("libfaiss.a:", "libfaiss.so:")) and "phony" not in line:
             inputs = line.split(":", 1)[1].split("||", 1)[0].split()[1:]  # after the rule name
             return {(build_dir / i).resolve() if not Path(i).is_absolute() else Path(i) for i in inputs}
     return None
 
 
-def object_fatbins(build_dir: Path, top: int = 25) -> dict:
+def object_fatbins(build_dir: Path, top: int = 25) -> dict[str, Any]:
     """.nv_fatbin per compiled CUDA object of the faiss library: where the device code comes from."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     linked = _linked_objects(build_dir)
     for o in sorted(p.resolve() for p in build_dir.rglob("*.cu.o")):
-        if "faiss_avx2.dir" in o.parts:  # never built (FAISS_OPT_LEVEL=generic); stale objects would mislead
-            continue
         if linked is not None and o not in linked:  # left over from another profile built in this folder
             continue
         r = inspect_binary(o)
@@ -83,7 +83,7 @@ def object_fatbins(build_dir: Path, top: int = 25) -> dict:
             "entries": len(entries),
             "per_target": per_target,
         })
-    rows.sort(key=lambda x: -x["nv_fatbin"])
+    rows.sort(key=lambda x: -int(x["nv_fatbin"]))
     groups: dict[str, int] = {}
     by_target: dict[str, int] = {}
     for x in rows:
@@ -94,7 +94,7 @@ def object_fatbins(build_dir: Path, top: int = 25) -> dict:
             "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])), "by_target": by_target, "top": rows[:top]}
 
 
-def ninja_seconds(build_dir: Path) -> dict:
+def ninja_seconds(build_dir: Path) -> dict[str, Any]:
     """Step times from ninja's log (the last build of each output): the CUDA objects' sum and the longest step.
     Steps run side by side and may share cores, so the sum is not CPU time; it says where a build's time goes."""
     log = build_dir / ".ninja_log"

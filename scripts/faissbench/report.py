@@ -1,0 +1,255 @@
+"""The faiss side-by-side tables of the README, made from the results JSON files alone (no measuring here).
+
+    results/faiss-gpu-1.15.1-pypi.json  PyPI's faiss-gpu 1.15.1: `slimwheel check --format json` (verdict and size
+                                  report) of the downloaded wheel
+    results/faiss-profiles.json   profiles built on the dev machine (scripts/faiss-profiles.py)
+    results/h200/faiss_h200.json  profiles built on the GPU machine, faiss's GPU tests and the benchmark there
+                                  (gpu/faiss_check.py via gpu/faiss_h200.sh)
+    results/h200/faiss_jit_cost.json  the driver's JIT time of PTX-only modules (gpu/jit_cost.py), when measured
+
+Every wheel row is read from slimwheel's own JSON (the size report and the check verdict), whoever built the wheel.
+`python3 scripts/faiss-report.py --write` puts the tables between the README's faiss-table markers; a unit test
+fails when the README and the JSON files disagree.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable
+from typing import Any
+
+MIB = 1024 * 1024
+START = "<!-- faiss-table:start (scripts/faiss-report.py --write; do not edit by hand) -->"
+END = "<!-- faiss-table:end -->"
+# Integrated aarch64 GPUs: never run an x86_64 wheel, so "not served" leaves them out.
+INTEGRATED = {"5.3", "6.2", "7.2", "8.7", "11.0", "12.1"}
+ORDER = ("upstream", "slim", "slim-jit", "upstream90", "probe90")
+PYPI = "results/faiss-gpu-1.15.1-pypi.json"
+PROFILES_HERE = "results/faiss-profiles.json"
+MAIN_H200 = "results/h200/faiss_h200.json"
+# Later runs of faiss's GPU tests alone (`--runs 0`): their results replace the main run's for the profiles they
+# cover, and the table says so. None yet for faiss 1.15.
+TEST_RERUNS: tuple[str, ...] = ()
+JIT = "results/h200/faiss_jit_cost.json"
+# Each profile's runtime is compared with the upstream-style build of the same scope, else with the sm_90-only one
+# (on a Hopper GPU both run sm_90 cubins).
+RATIO_BASE = {"slim": ("upstream", "upstream90"), "slim-jit": ("upstream", "upstream90"), "probe90": ("upstream90",)}
+
+
+def coverage(size_report: dict[str, Any]) -> dict[str, list[str]]:
+    """CCs served natively, only by PTX JIT, or not at all, by the wheel's weakest fatbin for each CC (a CC one
+    module serves only through PTX is PTX-only for the wheel)."""
+    out: dict[str, list[str]] = {"native": [], "ptx_only": [], "none": []}
+    for row in size_report["coverage"]:
+        how = (row.get("weakest") or {}).get("served_by") or row["served_by"]
+        out[{"sass": "native", "ptx": "ptx_only"}.get(how, "none")].append(row["cc"])
+    return out
+
+
+def pythons(tags: Iterable[str]) -> str:
+    """The CPython versions one wheel serves, from its tags: cp310-abi3 -> 3.10+, cp312-cp312 -> 3.12."""
+    served: set[str] = set()
+    for tag in tags:
+        py, abi, _ = tag.split("-", 2)
+        version = f"{py[2]}.{py[3:]}" if py.startswith("cp") and len(py) > 3 else py
+        served.add(f"{version}+" if abi == "abi3" else version)
+    return ", ".join(sorted(served)) or "-"
+
+
+def _h200_build(h200: dict[str, Any], name: str) -> dict[str, Any]:
+    build: dict[str, Any] = h200.get("profiles", {}).get(name, {}).get("build") or {}
+    return build
+
+
+def wheel_rows(pypi: dict[str, Any], here: dict[str, Any], h200: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per wheel: PyPI's, then each profile built here or (else) on the GPU machine."""
+    rows: list[dict[str, Any]] = []
+    if pypi.get("wheels"):
+        rows.append({"name": "PyPI faiss-gpu 1.15.1", "size_report": pypi["wheels"][0], "check": pypi["verdicts"][0],
+                     "built": "upstream's release (CUDA 12)", "label": "PyPI `faiss-gpu` 1.15.1"})
+    names = [n for n in ORDER if n in here.get("profiles", {}) or n in h200.get("profiles", {})]
+    names += sorted((set(here.get("profiles", {})) | set(h200.get("profiles", {}))) - set(names))
+    for name in names:
+        entry = here.get("profiles", {}).get(name, {})
+        wheel, build, where = entry.get("repaired"), entry.get("build", {}), "dev machine"
+        if not wheel:
+            build = _h200_build(h200, name)
+            wheel, where = build.get("repaired"), "H200 machine"
+        if not wheel:
+            continue
+        secs = build.get("seconds")
+        built = f"{secs / 60:.0f} min, {build.get('cpus')} cores, {where}" if secs else where
+        if build.get("cxx"):
+            built += f", {build['cxx']}"
+        rows.append({"name": name, "size_report": wheel["size_report"], "check": wheel["check"], "built": built,
+                     "label": f"`{name}`"})
+    return rows
+
+
+def _target_key(t: str) -> tuple[bool, int]:
+    kind, _, arch = t.partition("_")
+    digits = "".join(ch for ch in arch if ch.isdigit())
+    return (kind == "compute", int(digits or 0))
+
+
+def _median(values: list[float | None]) -> float | None:
+    vals = [v for v in values if v is not None]
+    return statistics.median(vals) if vals else None
+
+
+def bench_summary(entry: dict[str, Any]) -> dict[str, Any]:
+    """Medians over the benchmark's fresh processes (failed runs left out, and counted)."""
+    runs = [b for b in entry.get("bench", []) if "error" not in b and not b.get("timed_out")]
+
+    def med(*path: str) -> float | None:
+        vals: list[float | None] = []
+        for b in runs:
+            v: Any = b
+            for key in path:
+                v = v.get(key) if isinstance(v, dict) else None
+            vals.append(v)
+        return _median(vals)
+
+    def nvml_delta(point: str) -> float | None:
+        return _median([
+            (b["mem"][point]["nvml_used_mib"] - b["mem"]["before_import"]["nvml_used_mib"])
+            if b["mem"].get(point, {}).get("nvml_used_mib") is not None
+            and b["mem"]["before_import"].get("nvml_used_mib") is not None else None
+            for b in runs
+        ])
+
+    return {
+        "runs": len(runs), "failed_runs": len(entry.get("bench", [])) - len(runs),
+        "import_s": med("import_s"), "first_search_s": med("first_search_s"),
+        "flat_qps": med("flat", "qps_median"), "ivf_qps": med("ivf", "qps_median"),
+        "ivfpq_qps": med("ivfpq", "qps_median"), "flat_agree": med("flat", "agree_with_cpu"),
+        "flat_k1024_first_s": med("flat_k1024", "first_s"), "flat_k1024_second_s": med("flat_k1024", "second_s"),
+        "ivf_k1024_first_s": med("ivf_k1024", "first_s"), "ivf_k1024_second_s": med("ivf_k1024", "second_s"),
+        "flat_kmax_first_s": med("flat_kmax", "first_s"), "flat_kmax_second_s": med("flat_kmax", "second_s"),
+        "mem_import_mib": nvml_delta("after_import"),
+        "mem_first_search_mib": med("mem", "after_first_search", "cu_used_mib"),
+    }
+
+
+def _tests(entry: dict[str, Any]) -> str:
+    t = entry.get("tests")
+    if not t:
+        return "-"
+    files = t.get("files", {})
+    crashed = [f for f, x in files.items() if x.get("crashed")]
+    timed_out = [f for f, x in files.items() if x.get("timed_out")]
+    # A file that crashed or timed out counts once in errors, however many tests it holds: name it instead.
+    failed = t["failures"] + t["errors"] - len(crashed) - len(timed_out)
+    passed = t["tests"] - t["failures"] - (t["errors"] - len(crashed) - len(timed_out)) - t["skipped"]
+    text = f"{passed} passed, {failed} failed, {t['skipped']} skipped"
+    if crashed:
+        text += "; crashed: " + ", ".join(f"`{f}`" for f in crashed)
+    if timed_out:
+        text += "; timed out: " + ", ".join(f"`{f}`" for f in timed_out)
+    return text
+
+
+def _f(v: float | None, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _with_reruns(h200: dict[str, Any], reruns: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The main run with the tests of later test-only runs put in for the profiles they cover."""
+    merged = {**h200, "profiles": {k: dict(v) for k, v in h200.get("profiles", {}).items()}}
+    source: dict[str, str] = {}
+    for label, run in reruns:
+        for name, entry in run.get("profiles", {}).items():
+            if entry.get("tests") and name in merged["profiles"]:
+                merged["profiles"][name]["tests"] = entry["tests"]
+                source[name] = label
+    return merged, source
+
+
+def render_jit(jit: dict[str, Any]) -> str:
+    if not jit.get("modules"):
+        return ""
+    rows = ["| PTX module (k > 256) | PTX MB | first load, JIT s | from the JIT cache s |", "| --- | --- | --- | --- |"]
+    for m in jit["modules"]:
+        cold = m["cold"].get("load_s")
+        cached = m["cached"].get("load_s")
+        cold_text = f"{cold:.1f}" if cold is not None else f"> {m['cold'].get('timeout_s', '?')} (stopped)"
+        rows.append(f"| {m['ptx'].split('.')[0]} | {m['ptx_bytes'] / 1e6:.1f} | {cold_text} | "
+                    f"{'-' if cached is None else f'{cached:.3f}'} |")
+    return "\n".join(rows) + "\n"
+
+
+def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any],
+           reruns: list[tuple[str, dict[str, Any]]] | None = None, jit: dict[str, Any] | None = None) -> str:
+    h200, rerun_source = _with_reruns(h200, reruns or [])
+    rows = wheel_rows(pypi, built_here, h200)
+    out: list[str] = []
+    if rows:
+        out += ["| wheel | targets | wheel MiB | installed MiB | Python | CCs native | CCs by PTX JIT only | CCs not "
+                "served (x86_64) | `check` 60 MiB + 7.5-12.0 | built |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for r in rows:
+            sr = r["size_report"]
+            cov = coverage(sr)
+            none = [c for c in cov["none"] if c not in INTEGRATED]
+            out.append(
+                f"| {r['label']} | {' '.join(sorted(sr['targets'], key=_target_key))} | "
+                f"{sr['wheel']['bytes'] / MIB:.1f} | {sr['wheel']['installed_bytes'] / MIB:.1f} | "
+                f"{pythons(sr['wheel']['tags'])} | {', '.join(cov['native']) or '-'} | "
+                f"{', '.join(cov['ptx_only']) or '-'} | {', '.join(none) or '-'} | "
+                f"{'passes' if r['check']['ok'] else 'fails'} | {r['built']} |")
+        out.append("")
+    gpu_rows: list[str] = []
+    summaries: dict[str, dict[str, Any]] = {}
+    for name, entry in h200.get("profiles", {}).items():
+        if not (entry.get("bench") or entry.get("tests")):
+            continue
+        s = summaries[name] = bench_summary(entry)
+        tests = _tests(entry) + (f" (re-run: `{rerun_source[name]}`)" if name in rerun_source else "")
+        gpu_rows.append(
+            f"| `{name}` | {tests} | {_f(s['import_s'], '.2f')} | {_f(s['mem_import_mib'], '.0f')} | "
+            f"{_f(s['first_search_s'], '.3f')} | {_f(s['mem_first_search_mib'], '.0f')} | "
+            f"{_f(s['flat_qps'] and s['flat_qps'] / 1000, '.1f')} | {_f(s['ivf_qps'] and s['ivf_qps'] / 1000, '.0f')} | "
+            f"{_f(s['ivfpq_qps'] and s['ivfpq_qps'] / 1000, '.0f')} | "
+            f"{_f(s['flat_k1024_first_s'], '.2f')} / {_f(s['flat_k1024_second_s'], '.3f')} | "
+            f"{_f(s['flat_kmax_first_s'], '.2f')} / {_f(s['flat_kmax_second_s'], '.3f')} |")
+    if gpu_rows:
+        m = h200.get("machine", {})
+        p = h200.get("params", {})
+        out += [f"On the H200 ({m.get('gpu', '?')}; Python {m.get('python', '?')}; medians of {p.get('runs', '?')} fresh "
+                f"processes per profile; {p.get('n', 0):,} x 128 vectors, {p.get('nq', 0):,} queries, k = {p.get('k')}; "
+                f"largest k = {p.get('k_max', '?')}):",
+                "",
+                "| profile | faiss GPU tests | import s | GPU MiB after import | first search s | GPU MiB after first "
+                "search | Flat kQPS | IVFFlat kQPS | IVFPQ kQPS | k=1024 Flat first / second s | largest k Flat first / "
+                "second s |",
+                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *gpu_rows, ""]
+    sizes = {r["name"]: r["size_report"]["wheel"] for r in rows}
+    ratios = []
+    for name, s in summaries.items():
+        base_name = next((b for b in RATIO_BASE.get(name, ()) if b in summaries), None)
+        if base_name is None:
+            continue
+        base = summaries[base_name]
+        parts = []
+        if name in sizes and base_name in sizes:
+            parts.append(f"wheel {sizes[name]['bytes'] / sizes[base_name]['bytes']:.2f}x, installed "
+                         f"{sizes[name]['installed_bytes'] / sizes[base_name]['installed_bytes']:.2f}x")
+        for key, label in (("import_s", "import"), ("first_search_s", "first search"), ("flat_qps", "Flat QPS"),
+                           ("ivf_qps", "IVFFlat QPS"), ("ivfpq_qps", "IVFPQ QPS")):
+            if s.get(key) and base.get(key):
+                parts.append(f"{label} {s[key] / base[key]:.2f}x")
+        ratios.append(f"`{name}` / `{base_name}`: " + ", ".join(parts) + ".")
+    if ratios:
+        out += [*ratios, ""]
+    if jit and jit.get("modules"):
+        out += [f"The driver's JIT of the `slim-jit` profile's PTX-only k > 256 modules ({jit.get('gpu', '?')}; "
+                "one fresh process per load):", "", render_jit(jit)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def replace_block(readme: str, table: str) -> str:
+    if START not in readme or END not in readme:
+        raise ValueError(f"the README has no {START!r} ... {END!r} block")
+    head, rest = readme.split(START, 1)
+    _, tail = rest.split(END, 1)
+    return f"{head}{START}\n{table}{END}{tail}"
