@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peak memory of `slimwheel size-report` and `slimwheel check` on the zip bombs of issue 12 item 1.
+"""Peak memory of `slimwheel size-report`, `check` and `repair` on the zip bombs of issue 12 item 1.
 
 The wheels are built in a temporary folder in seconds (a full-flushed deflate block of zeros, repeated; see
 tests/helpers/zipraw.py) by a child process, and each command runs as its own child process; its peak RSS comes
@@ -104,6 +104,8 @@ def main() -> int:
         for case, wheel in wheels.items():
             for cmd in ("size-report", "check"):
                 runs.append((case, cmd, [sys.executable, "-m", "slimwheel", "-q", cmd, str(wheel)]))
+            out = str(folder / f"repaired-{case}")
+            runs.append((case, "repair", [sys.executable, "-m", "slimwheel", "-q", "repair", "-w", out, str(wheel)]))
         if not args.no_raised:
             raised = [sys.executable, "-c", RAISED, str(wheels["honest"])]
             runs.append(("honest", "library, ZipLimits(ratio=2000)", raised))
