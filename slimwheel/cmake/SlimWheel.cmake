@@ -239,13 +239,28 @@ function(_slimwheel_dynamic_lib major component out)
     set(${out} "${${var}}" PARENT_SCOPE)
     return()
   endif()
+  # FindCUDAToolkit's target, when it is this major's library: with a system CUDA of another major beside the
+  # compiler's toolkit (Debian's CUDA 11.8 in /usr/lib), FindCUDAToolkit may pick the system's libcudart.so.11.0 for a
+  # CUDA 13 build, and the extension would need a library of the wrong major.
   if(TARGET "CUDA::${component}")
-    set(${out} "CUDA::${component}" PARENT_SCOPE)
-    return()
+    get_target_property(_slw_loc "CUDA::${component}" IMPORTED_LOCATION)
+    if(_slw_loc)
+      file(REAL_PATH "${_slw_loc}" _slw_real)
+      get_filename_component(_slw_name "${_slw_real}" NAME)
+      string(FIND "${_slw_name}" "${soname}" _slw_at)
+    endif()
+    if(NOT _slw_loc OR _slw_at EQUAL 0)
+      set(${out} "CUDA::${component}" PARENT_SCOPE)
+      return()
+    endif()
+    message(STATUS "slimwheel: CUDA::${component} is ${_slw_real}, not ${soname}: searching the compiler's toolkit")
   endif()
-  find_library(${var} NAMES "${component}" "${soname}"
-               HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR}
-               PATH_SUFFIXES lib64 lib)
+  # The compiler's own toolkit first (its lib64 beside bin/nvcc), then FindCUDAToolkit's folders.
+  get_filename_component(_slw_nvcc_root "${CMAKE_CUDA_COMPILER}" DIRECTORY)
+  get_filename_component(_slw_nvcc_root "${_slw_nvcc_root}" DIRECTORY)
+  find_library(${var} NAMES "${soname}" "${component}"
+               HINTS "${_slw_nvcc_root}" ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib64 lib NO_DEFAULT_PATH)
   if(NOT ${var})
     message(FATAL_ERROR "slimwheel: cannot find ${soname} (CUDA component ${component}) in SLIMWHEEL_CUDA_LIBDIRS "
                         "(${SLIMWHEEL_CUDA_LIBDIRS}) or the toolkit (${CUDAToolkit_LIBRARY_DIR}); install "
