@@ -378,7 +378,8 @@ def _download_debs(release: Cuda12Release, folder: Path) -> dict[str, Path]:
         if shutil.which(tool) is None:
             raise ToolError(
                 f"assembling CUDA {release.version} needs {tool} (a Debian or Ubuntu host)",
-                hint="in manylinux containers use scripts/manylinux-cuda12.sh (NVIDIA's rpm repository) instead",
+                hint="in manylinux containers use `slimwheel container` (its cuda12.sh installs from NVIDIA's rpm "
+                "repository)",
             )
     if not DEBIAN_KEYRING.is_file():
         raise ToolError(f"{DEBIAN_KEYRING} is missing: it verifies Debian's archive",
