@@ -48,6 +48,8 @@ def _follows_release(lib: cudalibs.RuntimeLib) -> bool:
 # The dynamic loader is part of the C library; some libraries name it in DT_NEEDED (for __tls_get_addr) and every
 # system has it, though auditwheel's whitelist does not list it.
 SYSTEM_LOADERS = ("ld-linux*.so.*", "ld64.so.*", "ld-musl-*.so.1")
+# The machines of Linux platform tags (manylinux_2_28_x86_64), as auditwheel's policies name them.
+_ARCHES = r"(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)"
 # Python versions a marker is evaluated for: from the oldest slimwheel supports to a few beyond today's newest.
 _PYTHONS = tuple(f"3.{m}" for m in range(8, 16))
 
@@ -255,7 +257,7 @@ class Installs:
             if len(parts) != 3:
                 continue
             interp, abi, plat = parts
-            m = re.search(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$", plat)
+            m = re.search(rf"_{_ARCHES}$", plat)
             machines.append(m.group(1) if m else "x86_64")
             for one in interp.split("."):
                 if mm := re.fullmatch(r"(?:cp|pp)(\d)(\d+)", one):
@@ -335,6 +337,13 @@ def _policies() -> tuple[dict[str, Any], ...]:
     return tuple(json.loads(text))
 
 
+def known_platform(plat: str) -> bool:
+    """Whether auditwheel's policies name this platform tag (`manylinux_2_28_x86_64`, an alias, `linux_x86_64`), so
+    that `auditwheel repair --plat` takes it."""
+    base = re.sub(rf"_{_ARCHES}$", "", plat)
+    return any(base == p["name"] or base in p.get("aliases", []) for p in _policies())
+
+
 @dataclass(frozen=True, kw_only=True)
 class SystemPolicy:
     name: str
@@ -353,7 +362,7 @@ def system_policy(platforms: Sequence[str]) -> SystemPolicy:
             by_name[alias] = p
     matched = []
     for plat in platforms:
-        m = re.fullmatch(r"(manylinux\w*?)_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)", plat)
+        m = re.fullmatch(rf"(manylinux\w*?)_{_ARCHES}", plat)
         if m and m.group(1) in by_name:
             matched.append(by_name[m.group(1)])
     if matched:

@@ -14,7 +14,6 @@ wheel provides get the same treatment as the CUDA ones, without the loader.
 from __future__ import annotations
 
 import logging
-import re
 import shutil
 import time
 from collections.abc import Mapping, Sequence
@@ -33,11 +32,9 @@ from slimwheel.external import ExternalLib, check_can_tie, resolve_external, use
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
 from slimwheel.rpath import norm_origin, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
-from slimwheel.tools import auditwheel_policies, run_auditwheel, set_rpath
+from slimwheel.tools import run_auditwheel, set_rpath
 
 log = logging.getLogger("slimwheel.repair")
-
-_ARCH_SUFFIX = r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +83,7 @@ def repair_wheel(
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
-    if plat is not None and re.sub(_ARCH_SUFFIX, "", plat) not in auditwheel_policies():
+    if plat is not None and not deps.known_platform(plat):
         raise BadInputError(f"--plat {plat}: not a platform tag auditwheel knows (e.g. manylinux_2_28_x86_64)")
     phases: dict[str, float] = {}
     t0 = time.monotonic()

@@ -119,17 +119,6 @@ def set_rpath(path: Path, entries: Sequence[str], *, use_rpath_tag: bool, name: 
     run_tool(cmd, what=f"patchelf on {name}", timeout=300)
 
 
-def auditwheel_policies() -> frozenset[str]:
-    """The platform tags `auditwheel repair --plat` accepts, from auditwheel's own policy data."""
-    from slimwheel.deps import _policies
-
-    out: set[str] = set()
-    for p in _policies():
-        for name in [p["name"], *p.get("aliases", [])]:
-            out.add(name)
-    return frozenset(out)
-
-
 def run_auditwheel(wheel: Path, out_dir: Path, *, excludes: Sequence[str], plat: str | None, cwd: Path,
                    shown_as: Path) -> Path:  # fmt: skip
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input."""
