@@ -57,10 +57,3 @@ def with_toolkit(cfg: Config, env: Mapping[str, str], tk: Toolkit | None) -> Bui
 
 def resolve(cfg: Config, env: Mapping[str, str], *, assemble: bool) -> BuildContext:
     return with_toolkit(cfg, env, toolkit_for(cfg, env, assemble=assemble))
-
-
-def for_release(cfg: Config, release: CudaVersion | None = None) -> BuildContext:
-    """The context for a toolkit on another machine (a container's): the release table decides the targets."""
-    r = release or cfg.fallback_release()
-    return BuildContext(config=cfg, release=r, toolkit=None, plan=make_plan_for_release(cfg, r),
-                        origin=f"targets from slimwheel's table for CUDA {r}")  # fmt: skip

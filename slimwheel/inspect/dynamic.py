@@ -110,11 +110,6 @@ def exported_symbols(path: Path) -> frozenset[str]:
     return _symbols(path, defined=True)
 
 
-def imported_symbols(path: Path) -> frozenset[str]:
-    """The names an ELF file needs from other libraries (undefined dynamic symbols)."""
-    return _symbols(path, defined=False)
-
-
 def imports_by_library(path: Path) -> dict[str, frozenset[str]]:
     """The undefined dynamic symbols of an ELF file by the library its symbol version names (GNU symbol versioning:
     a symbol of libcublas.so.13 is bound to version `libcublas.so.13` in `.gnu.version_r`). Symbols without a
