@@ -57,6 +57,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = 1
+# Carried for the build only: swig (the machine has none), and CMake and scikit-build-core in the versions the recipe
+# is tested with here (the image's own are whatever it holds; the carried ones come first on PYTHONPATH and PATH).
+BUILD_ONLY = ("swig-", "cmake-", "scikit_build_core-")
 
 
 # --------------------------------------------------------------------------------------------------- GPU memory
@@ -535,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--wait-carried", type=float, default=0,
                     help="seconds to wait for a carried profile's wheel to appear (fed by a later call)")
     ap.add_argument("--nvcc-threads", type=int, default=0, help="nvcc --threads for builds here (0: one per CPU)")
+    ap.add_argument("--derive", default="slim",
+                    help="comma list of built profiles whose wheel is also slimmed to 9.0 and split into variants, "
+                    "the 9.0 ones tested too (issue 16)")
     ap.add_argument("--bench-one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--k-max", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -544,6 +550,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     builds = [s for s in a.build.split(",") if s]
+    a.derive = [s for s in a.derive.split(",") if s]
     carried = [s for s in a.profiles.split(",") if s] or sorted(
         d.name for d in a.carry.iterdir()
         if d.is_dir() and d.name not in builds and d.name != "deps" and any(d.glob("*.whl"))
@@ -589,7 +596,8 @@ def main(argv: list[str] | None = None) -> int:
         save()
 
     sites: dict[str, Path] = {}
-    test_deps = [d for d in deps if not d.name.startswith("swig-")]
+    # Build-only wheels (the compilers' helpers) stay out of the test installs.
+    test_deps = [d for d in deps if not d.name.startswith(BUILD_ONLY)]
 
     def install_and_test(name: str, wheel: Path) -> None:
         t0 = time.perf_counter()
@@ -600,6 +608,21 @@ def main(argv: list[str] | None = None) -> int:
             if not a.no_tests:
                 report["profiles"][name]["tests"] = run_tests(name, site, srcroot, work, a.test_timeout, a.test_jobs)
         phase(f"tests {name}", t0)
+
+    def derive_and_test(name: str, wheel: Path) -> list[threading.Thread]:
+        """Issue 16's proof on the real wheel: the built wheel slimmed to 9.0 (`slimwheel slim --archs 9.0`) and its
+        9.0 variant (`slimwheel variants`), each tested like the wheel itself, side by side with it."""
+        t0 = time.perf_counter()
+        derived, info = derive(wheel, work / "derived" / name, a.out / "derived")
+        report["derived"] = info
+        phase(f"derive {name}", t0)
+        started = []
+        for label, w in derived.items():
+            report["profiles"][label] = {"derived_from": name}  # tested, not benchmarked (same kernels)
+            th = threading.Thread(target=install_and_test, args=(label, w))
+            th.start()
+            started.append(th)
+        return started
 
     def build_and_test(name: str) -> None:
         t0 = time.perf_counter()
@@ -612,7 +635,14 @@ def main(argv: list[str] | None = None) -> int:
         if wheel is None:
             report["profiles"][name]["error"] = report["profiles"][name]["build"].get("error", "build failed")
             return
-        install_and_test(name, wheel)
+        keep = a.out / "wheels"  # the wheel itself comes back with the next device call (evidence, local analysis)
+        keep.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(wheel, keep / wheel.name)
+        own = threading.Thread(target=install_and_test, args=(name, wheel))  # the wheel's own tests come first
+        own.start()
+        derived = derive_and_test(name, wheel) if name in a.derive else []
+        for th in [own, *derived]:
+            th.join()
 
     # Builds (CPU, niced) and the carried wheels' tests overlap; benchmarks wait for both, on a quiet machine.
     t_all = time.perf_counter()
@@ -650,6 +680,46 @@ def main(argv: list[str] | None = None) -> int:
     if bad:
         print(f"faiss_check: problems with {', '.join(bad)} (see {dest})", file=sys.stderr)
     return 1 if bad else 0
+
+
+def derive(wheel: Path, work: Path, keep: Path) -> tuple[dict[str, Path], dict[str, Any]]:
+    """`slimwheel slim --archs 9.0` and `slimwheel variants` of one wheel, through slimwheel's CLI as a user runs it
+    (this checkout on PYTHONPATH). Returns the wheels to test by label (slim-sm90, variant-sm9x: installed under the
+    filename without the variant label, which pip 26 rejects; a variant-aware installer installs the same files) and
+    what the commands reported."""
+    info: dict[str, Any] = {}
+    out: dict[str, Path] = {}
+    keep.mkdir(parents=True, exist_ok=True)
+    for label, args in (("slim-sm90", ["slim", "--archs", "9.0"]), ("variants", ["variants"])):
+        dest = work / label
+        shutil.rmtree(dest, ignore_errors=True)
+        dest.mkdir(parents=True)
+        cmd = [sys.executable, "-m", "slimwheel", *args, str(wheel), "-o", str(dest), "--format", "json"]
+        p, secs = _run(cmd, timeout=900)
+        entry: dict[str, Any] = {"cmd": " ".join(cmd[2:]), "rc": p.returncode, "seconds": secs}
+        try:
+            entry["report"] = json.loads(p.stdout)
+        except ValueError:
+            entry["output"] = (p.stdout + p.stderr)[-3000:]
+        info[label] = entry
+        if p.returncode != 0:
+            continue
+        if label == "slim-sm90":
+            made = sorted(dest.glob("*.whl"))
+            if len(made) == 1:
+                out[label] = made[0]
+        else:
+            sm9x = sorted(dest.glob("*-sm9x.whl"))
+            if len(sm9x) == 1:
+                base = sm9x[0].name.removesuffix(".whl").rsplit("-", 1)[0] + ".whl"
+                plain = work / "variant-sm9x" / base
+                plain.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(sm9x[0], plain)
+                out["variant-sm9x"] = plain
+            entry["wheels"] = {w.name: w.stat().st_size for w in sorted(dest.glob("*.whl"))}
+        for w in dest.glob("*.json"):
+            shutil.copy2(w, keep / w.name)
+    return out, info
 
 
 def _wait_for_wheel(folder: Path, wait_s: float) -> list[Path]:

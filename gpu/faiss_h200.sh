@@ -9,6 +9,7 @@
 #                                       wheel too big to travel with the first call joins the running check here
 #   bash gpu/faiss_h200.sh skip NAME... (no carry) no wheel will come for these profiles
 #   bash gpu/faiss_h200.sh wait         (no carry) wait for the check, up to WAIT_S (default 540) seconds
+# NVCC_THREADS (default 3): nvcc --threads per compile job (16 jobs x 3 keeps the compilers within the memory)
 #
 # Last, when .carry/jit/ptx.tar.gz came along, gpu/jit_cost.py times the driver's JIT of those PTX modules.
 # Each verb waits up to WAIT_S and prints progress; when all has finished, $OUT gets faiss_h200.json, jit_cost.json
@@ -48,10 +49,10 @@ case "$verb" in
       setsid nohup env PYTHONUNBUFFERED=1 PATH="$run/tools/bin:$PATH" \
         PYTHONPATH="$run/repo:$run/repo/scripts:$run/tools${PYTHONPATH:+:$PYTHONPATH}" \
         bash -c 'cd "$0/repo" && python3 gpu/faiss_check.py --carry "$0/carry" --profiles "$1" --build "$2" \
-          --blas-debs "$3" --wait-carried 1500 --out "$0/out" > "$0/log" 2>&1; rc=$?
+          --blas-debs "$3" --wait-carried 1500 --nvcc-threads "$4" --out "$0/out" > "$0/log" 2>&1; rc=$?
           if [[ -f "$0/jit/ptx.tar.gz" ]]; then python3 gpu/jit_cost.py "$0/jit/ptx.tar.gz" --out "$0/out" >> "$0/log" 2>&1 || rc=1; fi
           echo $rc > "$0/rc"; date +%s > "$0/finished"' \
-        "$run" "$profiles" "$build" "$run/debs" >/dev/null 2>&1 &
+        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-3}" >/dev/null 2>&1 &
       echo "started"
     fi
     ;;
@@ -82,10 +83,22 @@ for b in /tmp/faiss-check-*/build-*/; do
   [[ -f "$b/build.ninja" ]] && echo "  $(basename "$b"): $(find "$b" -name '*.o' | wc -l) objects, $(wc -l < "$b/.ninja_log" 2>/dev/null || echo 0) ninja log lines"
 done
 grep -E '^\[[0-9:]+\]' "$run/log" 2>/dev/null
+# What is there so far comes back with every call: the results written after each phase, the log, and once each,
+# the built wheels and derived reports (a session's device time may end before the check does).
+send_partial() {
+  mkdir -p "${OUT:-/tmp}/partial"
+  for f in "$run/out/faiss_h200.json" "$run/log"; do [[ -f "$f" ]] && cp "$f" "${OUT:-/tmp}/partial/"; done
+  for f in "$run"/out/wheels/*.whl "$run"/out/derived/*.json; do
+    [[ -f "$f" && ! -f "$f.sent" ]] || continue
+    cp "$f" "${OUT:-/tmp}/" && touch "$f.sent"
+  done
+}
 if [[ ! -f "$run/rc" ]]; then
   tail -3 "$run/log"
+  send_partial
   exit 3
 fi
+send_partial
 echo "finished with rc $(cat "$run/rc") after $(( $(cat "$run/finished") - $(cat "$run/started") )) s"
 tail -25 "$run/log"
 for f in "$run/out/faiss_h200.json" "$run/out/jit_cost.json" "$run/log"; do

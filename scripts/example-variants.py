@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""examples/knn's universal wheel beside its slimmed and per-family variant wheels: sizes side by side.
+"""A universal wheel beside its slimmed and per-family variant wheels: sizes side by side (examples/knn by default).
 
     nice -n 10 python scripts/example-variants.py [--wheel UNIVERSAL.whl] [--work DIR] [--out results/example-variants.json]
+    nice -n 10 python scripts/example-variants.py --wheel faiss_gpu-1.15.1-...whl --archs 8.0-9.0 --budget 200MiB \
+        --out results/faiss-gpu-1.15.1-variants.json       # PyPI's faiss-gpu (issue 16: sizes only)
 
 Without --wheel the example is built first (`slimwheel build examples/knn --cuda 13.0`, every GPU CUDA 13 targets:
-SASS 7.5, 8.0, 9.0, 10.0, 12.0 + PTX 12.0). Then `slimwheel slim --archs 9.0` and `slimwheel variants`, through the
+SASS 7.5, 8.0, 9.0, 10.0, 12.0 + PTX 12.0). Then `slimwheel slim --archs ARCHS` (default 9.0) and `slimwheel variants`, through the
 CLI as a user runs them. Wheels stay under --work; the JSON (schema 1) goes to --out, and a Markdown table is printed.
 Sizes are bytes; the table uses KiB = 2**10 bytes.
 """
@@ -57,6 +59,8 @@ def main() -> int:
     ap.add_argument("--wheel", type=Path, help="the universal wheel (default: build examples/knn)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/slimwheel-variants"))
     ap.add_argument("--out", type=Path, default=REPO / "results" / "example-variants.json")
+    ap.add_argument("--archs", default="9.0", help="what `slimwheel slim --archs` keeps (default 9.0)")
+    ap.add_argument("--budget", default=None, help="`--budget` for slim and variants (default: slimwheel's)")
     args = ap.parse_args()
     work = args.work.absolute()
     work.mkdir(parents=True, exist_ok=True)
@@ -71,14 +75,16 @@ def main() -> int:
         (universal_path,) = (work / "universal").glob("*.whl")
     else:
         universal_path = args.wheel.absolute()
-    slim = json.loads(run([*CLI, "slim", str(universal_path), "--archs", "9.0", "-o", str(work / "slim"),
+    budget = ["--budget", args.budget] if args.budget else []
+    slim = json.loads(run([*CLI, "slim", str(universal_path), "--archs", args.archs, *budget, "-o", str(work / "slim"),
                            "--format", "json"]))  # fmt: skip
-    variants = json.loads(run([*CLI, "variants", str(universal_path), "-o", str(work / "variants"),
+    variants = json.loads(run([*CLI, "variants", str(universal_path), *budget, "-o", str(work / "variants"),
                                "--format", "json"]))  # fmt: skip
     universal = inspect_wheel(universal_path)
     slimmed = inspect_wheel(Path(slim["wheel"]))
-    tables = [("universal", universal), ("slim --archs 9.0", slimmed)]
-    rows = [row("universal", "universal", universal, universal), row("slim", "slim --archs 9.0", slimmed, universal)]
+    slim_label = f"slim --archs {args.archs}"
+    tables = [("universal", universal), (slim_label, slimmed)]
+    rows = [row("universal", "universal", universal, universal), row("slim", slim_label, slimmed, universal)]
     for v in variants["variants"]:
         rep = inspect_wheel(Path(v["wheel"]))
         tables.append((v["label"], rep))
@@ -88,12 +94,14 @@ def main() -> int:
         rows.append(r)
     data = {
         "schema": 1,
-        "what": "examples/knn (CUDA 13.0, nvcc from PyPI wheels): universal wheel, slimmed to 9.0, one variant per "
-        "GPU family (PEP 825 draft labels)",
+        "what": (f"{universal_path.name}: " if args.wheel else "examples/knn (CUDA 13.0, nvcc from PyPI wheels): ")
+        + f"universal wheel, slimmed to {args.archs}, one variant per GPU family (PEP 825 draft labels)",
         "measured_on": f"the CPU build machine ({platform.machine()}, {os.cpu_count()} CPUs), Python "
         f"{platform.python_version()}",
         "command": "nice -n 10 python scripts/example-variants.py" + (f" --wheel {universal_path.name}" if args.wheel
-                                                                       else ""),  # fmt: skip
+                                                                       else "")  # fmt: skip
+        + (f" --archs {args.archs}" if args.archs != "9.0" else "") + (f" --budget {args.budget}" if args.budget else ""),
+        "budget": args.budget,
         "build_seconds": build_s,
         "checks_ok": bool(slim["check"]["ok"]) and all(v["check"]["ok"] for v in variants["variants"]),
         "wheels": rows,

