@@ -9,6 +9,7 @@
 #                                       wheel too big to travel with the first call joins the running check here
 #   bash gpu/faiss_h200.sh skip NAME... (no carry) no wheel will come for these profiles
 #   bash gpu/faiss_h200.sh wait         (no carry) wait for the check, up to WAIT_S (default 540) seconds
+# WAIT_CARRIED (default 1700): seconds the check waits for a PROFILES wheel fed by a later call.
 # NVCC_THREADS (default 3): nvcc --threads per compile job (16 jobs x 3 keeps the compilers within the memory)
 #
 # Last, when .carry/jit/ptx.tar.gz came along, gpu/jit_cost.py times the driver's JIT of those PTX modules.
@@ -49,10 +50,10 @@ case "$verb" in
       setsid nohup env PYTHONUNBUFFERED=1 PATH="$run/tools/bin:$PATH" \
         PYTHONPATH="$run/repo:$run/repo/scripts:$run/tools${PYTHONPATH:+:$PYTHONPATH}" \
         bash -c 'cd "$0/repo" && python3 gpu/faiss_check.py --carry "$0/carry" --profiles "$1" --build "$2" \
-          --blas-debs "$3" --wait-carried 1500 --nvcc-threads "$4" --out "$0/out" > "$0/log" 2>&1; rc=$?
+          --blas-debs "$3" --wait-carried "$5" --nvcc-threads "$4" --out "$0/out" > "$0/log" 2>&1; rc=$?
           if [[ -f "$0/jit/ptx.tar.gz" ]]; then python3 gpu/jit_cost.py "$0/jit/ptx.tar.gz" --out "$0/out" >> "$0/log" 2>&1 || rc=1; fi
           echo $rc > "$0/rc"; date +%s > "$0/finished"' \
-        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-3}" >/dev/null 2>&1 &
+        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-3}" "${WAIT_CARRIED:-1700}" >/dev/null 2>&1 &
       echo "started"
     fi
     ;;

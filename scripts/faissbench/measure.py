@@ -6,6 +6,7 @@ Reads files only (wheel, object files); no builds, no printing.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,16 @@ def _group(name: str) -> str:
     return "other"
 
 
+# The files that serve only k > 256: the same rule as faiss/CMakeLists.txt's FAISS_LARGE_K_ARCHITECTURES (k-selection
+# buckets 512, 1024, 2048 and the IVF-Flat scan files generated for warp queues 512, 1024 and 2048).
+_LARGE_K = re.compile(r"(Block|Warp)SelectFloat[FT](512|1024|2048)\.cu$|_(128_512_8|128_1024_8|64_2048_8)\.cu$")
+
+
+def serves_only_large_k(object_name: str) -> bool:
+    """Whether a CUDA object (`name.cu` or `name.cu.o`) holds kernels used only for k > 256."""
+    return _LARGE_K.search(object_name.removesuffix(".o")) is not None
+
+
 def _linked_objects(build_dir: Path) -> set[Path] | None:
     """The objects build.ninja archives into libfaiss.a or links into libfaiss.so (None when it cannot tell)."""
     ninja = build_dir / "build.ninja"
@@ -86,12 +97,23 @@ def object_fatbins(build_dir: Path, top: int = 25) -> dict[str, Any]:
     rows.sort(key=lambda x: -int(x["nv_fatbin"]))
     groups: dict[str, int] = {}
     by_target: dict[str, int] = {}
+    large_k = {"objects": 0, "nv_fatbin": 0, "stored": 0, "uncompressed": 0, "per_target": {}}
     for x in rows:
         groups[_group(x["object"])] = groups.get(_group(x["object"]), 0) + x["nv_fatbin"]
         for k, v in x["per_target"].items():
             by_target[k] = by_target.get(k, 0) + v
+        if serves_only_large_k(x["object"]):
+            large_k["objects"] += 1
+            for key in ("nv_fatbin", "stored", "uncompressed"):
+                large_k[key] += x[key]
+            for k, v in x["per_target"].items():
+                large_k["per_target"][k] = large_k["per_target"].get(k, 0) + v
     return {"objects": len(rows), "total_nv_fatbin": sum(x["nv_fatbin"] for x in rows),
-            "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])), "by_target": by_target, "top": rows[:top]}
+            "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])), "by_target": by_target,
+            "large_k_only": large_k, "top": rows[:top],
+            # every object, smallest fields only: where the bytes go per module (issue 11's 40 MiB analysis)
+            "all": [{"object": x["object"], "stored": x["stored"], "uncompressed": x["uncompressed"],
+                     "per_target": x["per_target"]} for x in rows]}
 
 
 def ninja_seconds(build_dir: Path) -> dict[str, Any]:
