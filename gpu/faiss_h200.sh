@@ -10,7 +10,8 @@
 #   bash gpu/faiss_h200.sh skip NAME... (no carry) no wheel will come for these profiles
 #   bash gpu/faiss_h200.sh wait         (no carry) wait for the check, up to WAIT_S (default 540) seconds
 # WAIT_CARRIED (default 1700): seconds the check waits for a PROFILES wheel fed by a later call.
-# NVCC_THREADS (default 3): nvcc --threads per compile job (16 jobs x 3 keeps the compilers within the memory)
+# NVCC_THREADS (default 6, one per planned target): nvcc --threads per compile job. With 3, the longest file
+# (BinaryDistance.cu) took 659 s of a 1036-s build on the H200; `free` read 13 of 125 GiB in use 8 min into it.
 #
 # Last, when .carry/jit/ptx.tar.gz came along, gpu/jit_cost.py times the driver's JIT of those PTX modules.
 # Each verb waits up to WAIT_S and prints progress; when all has finished, $OUT gets faiss_h200.json, jit_cost.json
@@ -53,7 +54,7 @@ case "$verb" in
           --blas-debs "$3" --wait-carried "$5" --nvcc-threads "$4" --out "$0/out" > "$0/log" 2>&1; rc=$?
           if [[ -f "$0/jit/ptx.tar.gz" ]]; then python3 gpu/jit_cost.py "$0/jit/ptx.tar.gz" --out "$0/out" >> "$0/log" 2>&1 || rc=1; fi
           echo $rc > "$0/rc"; date +%s > "$0/finished"' \
-        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-3}" "${WAIT_CARRIED:-1700}" >/dev/null 2>&1 &
+        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-6}" "${WAIT_CARRIED:-1700}" >/dev/null 2>&1 &
       echo "started"
     fi
     ;;
@@ -86,12 +87,22 @@ done
 grep -E '^\[[0-9:]+\]' "$run/log" 2>/dev/null
 # What is there so far comes back with every call: the results written after each phase, the log, and once each,
 # the built wheels and derived reports (a session's device time may end before the check does).
+# A call brings back 64 MiB at most: a wheel travels in 30 MB parts, one part a call (`cat NAME.part* > NAME` here).
 send_partial() {
   mkdir -p "${OUT:-/tmp}/partial"
   for f in "$run/out/faiss_h200.json" "$run/log"; do [[ -f "$f" ]] && cp "$f" "${OUT:-/tmp}/partial/"; done
-  for f in "$run"/out/wheels/*.whl "$run"/out/derived/*.json; do
+  for f in "$run"/out/derived/*.json; do
     [[ -f "$f" && ! -f "$f.sent" ]] || continue
     cp "$f" "${OUT:-/tmp}/" && touch "$f.sent"
+  done
+  for w in "$run"/out/wheels/*.whl; do
+    [[ -f "$w" && ! -f "$w.split" ]] || continue
+    mkdir -p "$run/out/parts" && split -b 30000000 -d "$w" "$run/out/parts/$(basename "$w").part" && touch "$w.split"
+  done
+  for f in "$run"/out/parts/*.part*; do
+    [[ -f "$f" && "$f" != *.sent && ! -f "$f.sent" ]] || continue
+    cp "$f" "${OUT:-/tmp}/" && touch "$f.sent"
+    break
   done
 }
 if [[ ! -f "$run/rc" ]]; then

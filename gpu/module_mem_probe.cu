@@ -8,7 +8,8 @@
 //   ./probe SCENARIO [small.cubin|big.cubin]
 //
 // Scenarios: ctx, registered_small, registered_big, module (one load + launch), modules20 (the same cubin 20 times),
-// library_driver (cuLibraryLoadData), library_runtime (cudaLibraryLoadData), registered_then_module.
+// library_driver (cuLibraryLoadData), library_runtime (cudaLibraryLoadData), registered_then_module, load_only (load
+// a cubin and make one function resident, no launch). -DPROBE_GLOBAL gives small_kernel 8 bytes of module data.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -20,7 +21,13 @@
 #include <string>
 #include <vector>
 
+#ifdef PROBE_GLOBAL
+// Module data of its own (8 bytes, as NVRTC emits for two namespace-scope constexpr ints): does it cost device memory?
+__device__ int probe_global[2];
+extern "C" __global__ void small_kernel(float* x) { x[threadIdx.x] += static_cast<float>(probe_global[threadIdx.x & 1]); }
+#else
 extern "C" __global__ void small_kernel(float* x) { x[threadIdx.x] += 1.0f; }
+#endif
 
 #ifndef PROBE_SMALL_ONLY
 // Code-heavy kernels: a fully unrolled chain of dependent operations, about 1 MiB of sm_90 code for the set.
@@ -120,6 +127,17 @@ int main(int argc, char** argv) {
     marks.emplace_back("after_registered_launch", used_mib());
   } else if (s == "module") {
     load_module(read_file(argv[2]), entry);
+  } else if (s == "load_only") {
+    // Load a cubin and take one function (argv[3]) without launching it: for cubins whose kernels take other
+    // arguments (the topk NVRTC cubins). cuFuncGetAttribute makes a lazily loaded function resident.
+    std::vector<char> image = read_file(argv[2]);
+    CUmodule m;
+    CHECK_DRV(cuModuleLoadData(&m, image.data()));
+    CUfunction fn;
+    CHECK_DRV(cuModuleGetFunction(&fn, m, entry));
+    int regs = 0;
+    CHECK_DRV(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
+    marks.emplace_back("after_load_and_function", used_mib());
   } else if (s == "modules20") {
     std::vector<char> image = read_file(argv[2]);
     for (int i = 0; i < 20; ++i) {

@@ -13,14 +13,22 @@ mkdir -p "$out"
 "$nvcc" -arch=sm_90 -o "$work/probe" "$here/module_mem_probe.cu" -L"$cudadir/lib64/stubs" -lcuda &
 "$nvcc" -arch=sm_90 -cubin -DPROBE_CUBIN -DPROBE_SMALL_ONLY -o "$work/small.cubin" "$here/module_mem_probe.cu" &
 "$nvcc" -arch=sm_90 -cubin -DPROBE_CUBIN -o "$work/big.cubin" "$here/module_mem_probe.cu" &
+"$nvcc" -arch=sm_90 -cubin -DPROBE_CUBIN -DPROBE_SMALL_ONLY -DPROBE_GLOBAL -o "$work/global.cubin" \
+  "$here/module_mem_probe.cu" &
 wait
+# NVRTC's cubins of topk::select<float, 256> (examples/topk-nvrtc), made on the build machine by
+# gpu/nvrtc_cubins.sh: with the header's constexpr ints (8 bytes of module data) and with enumerators (none).
+for c in "${NVRTC_CUBINS:-$here/../_dev/nvrtc-cubins}"/*.cubin; do [[ -f "$c" ]] && cp "$c" "$work/"; done
+topk=_ZN4topk6selectIfLi256EEEvPKT_iPS1_Pi
 {
   echo '{"runs": ['
   first=1
   for loading in LAZY EAGER; do
-    while read -r scenario image; do
+    while read -r scenario image entry; do
       [[ -n "$scenario" ]] || continue
-      line="$(CUDA_MODULE_LOADING=$loading "$work/probe" "$scenario" ${image:+"$work/$image"} 2>&1)" \
+      [[ "$entry" == topk ]] && entry=$topk
+      [[ -z "$image" || -f "$work/$image" ]] || continue
+      line="$(CUDA_MODULE_LOADING=$loading "$work/probe" "$scenario" ${image:+"$work/$image"} ${entry:+"$entry"} 2>&1)" \
         || line="{\"scenario\": \"$scenario\", \"error\": \"$(echo "$line" | tr '"\n' "' ")\"}"
       [[ $first -eq 1 ]] || echo ','
       first=0
@@ -35,6 +43,12 @@ modules20 small.cubin
 library_driver small.cubin
 library_runtime small.cubin
 registered_then_module small.cubin
+module global.cubin
+library_driver global.cubin
+load_only small.cubin small_kernel
+load_only global.cubin small_kernel
+load_only topk-constexpr.cubin topk
+load_only topk-enum.cubin topk
 LIST
   done
   echo '],'

@@ -9,8 +9,8 @@ profile adds only the recipe's own options (faiss/CMakeLists.txt: FAISS_*).
   PTX 90, faiss's own `-Xfatbin=-compress-all`, LTO, libfaiss.so beside the SWIG module, OpenBLAS from the system
   vendored by the repair step.
 - slim: the recipe's own `[tool.slimwheel]` (what `slimwheel build faiss` builds): every GPU from 7.5 to 12.x by SASS
-  (one cubin per major by binary compatibility) + PTX of the newest, `--compress-mode=size`, slimwheel's tuned
-  compile and link into one module, BLAS from the scipy-openblas32 wheel.
+  (one cubin per major by binary compatibility), no PTX (it cost 9.6 MB and the 60 MiB budget, measured on the H200),
+  `--compress-mode=size`, slimwheel's tuned compile and link into one module, BLAS from the scipy-openblas32 wheel.
 - slim-jit: slim, except the files that serve only k > 256, which ship as PTX for 7.5 only and are JIT-compiled by the
   driver at their first use.
 - probe90: one target (90-real) of the slim profile, to learn build time and per-object sizes quickly.

@@ -211,7 +211,7 @@ def test_configure_profile(name: str, configured: Callable[[str], Path], toolkit
 
 def test_slim_flags_compile_a_faiss_cuda_file(configured: Callable[[str], Path], toolkit13: Toolkit) -> None:
     """One small CUDA file of faiss (impl/IndexUtils.cu), compiled as the slim profile compiles all 182: the object
-    holds a cubin for each planned SASS target and the PTX, size-compressed (zstd)."""
+    holds a cubin for each planned SASS target (and PTX where the plan has it), size-compressed (zstd)."""
     build = configured("slim")
     out = re.search(r"^build (\S*faiss_gpu_objs\.dir/impl/IndexUtils\.cu\.o): ", (build / "build.ninja").read_text(),
                     flags=re.MULTILINE)

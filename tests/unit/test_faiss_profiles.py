@@ -39,7 +39,7 @@ def test_profiles_plan_what_the_issue_asks() -> None:
     slim = make_profile("slim", TABLE)
     targets = slim.plan().arch.targets
     assert {t.cc for t in targets if t.kind is Kind.SASS} == {CC(7, 5), CC(8, 0), CC(9, 0), CC(10, 0), CC(12, 0)}
-    assert {t.cc for t in targets if t.kind is Kind.PTX} == {CC(12, 0)}
+    assert not [t for t in targets if t.kind is Kind.PTX]  # the recipe's ptx = "none": PTX 12.0 broke the budget
     # Every discrete GPU CUDA 13.0 can target, 7.5 up, runs a cubin: nothing left to PTX JIT or unserved.
     discrete = [c for c in supported_archs(CudaVersion(13, 0)) if not ((g := generation(c)) and g.integrated)]
     assert all(served_by(c, targets)[0] == "sass" for c in discrete)

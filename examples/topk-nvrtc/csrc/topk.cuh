@@ -10,8 +10,11 @@
 
 namespace topk {
 
-constexpr int kThreads = 256;
-constexpr int kNoIndex = 0x7fffffff;
+// Enumerators, not `constexpr int` variables: NVRTC (13.0) emits a namespace-scope constexpr variable as module data
+// (.nv.global.init, 8 bytes for these two), and a module with data of its own takes device memory for it when loaded;
+// nvcc folds them away. `cuobjdump -res-usage` of the NVRTC cubin shows GLOBAL:8 with variables, GLOBAL:0 with these.
+enum : int { kThreads = 256 };
+enum : int { kNoIndex = 0x7fffffff };
 
 template <class T>
 __device__ __forceinline__ T infinity();
