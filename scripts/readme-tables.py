@@ -18,22 +18,25 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 VARIANTS = REPO / "results" / "example-variants.json"
+# PyPI's faiss-gpu 1.15.1 slimmed to 8.0-9.0 and split into variants (issue 16: sizes only; it needs CUDA 12).
+PYPI_FAISS_VARIANTS = REPO / "results" / "faiss-gpu-1.15.1-variants.json"
 
 
 def _kib(n: float) -> str:
-    return f"{n / 1024:.1f} KiB"
+    return f"{n / 1024:.1f} KiB" if n < 10 * 2**20 else f"{n / 2**20:.1f} MiB"
 
 
-def variants_table() -> str:
-    data: dict[str, Any] = json.loads(VARIANTS.read_text(encoding="utf-8"))
+def variants_table(path: Path = VARIANTS) -> str:
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    slim_gpus = data.get("command", "").partition("--archs ")[2].split(" ")[0] or "9.0"
     lines = [
-        f"{data['what']}; {data['measured_on']}; `{data['command']}` (`results/example-variants.json`).",
+        f"{data['what']}; {data['measured_on']}; `{data['command']}` (`{path.relative_to(REPO)}`).",
         "",
         "| wheel | GPUs it serves natively | targets | zip | installed | vs universal |",
         "| --- | --- | --- | ---: | ---: | ---: |",
     ]
     for w in data["wheels"]:
-        gpus = ", ".join(w.get("gpus", [])) or ("all" if w["kind"] == "universal" else "9.0")
+        gpus = ", ".join(w.get("gpus", [])) or ("every GPU it had" if w["kind"] == "universal" else slim_gpus)
         lines.append(f"| {w['label']} | {gpus} | {' '.join(w['targets'])} | {_kib(w['bytes'])} | "
                      f"{_kib(w['installed_bytes'])} | {w['vs_universal']:.2f}x |")  # fmt: skip
     lines.append("")
@@ -51,7 +54,11 @@ def nvrtc_table() -> str:
     return table
 
 
-BLOCKS: dict[str, Callable[[], str]] = {"variants": variants_table, "nvrtc": nvrtc_table}
+BLOCKS: dict[str, Callable[[], str]] = {
+    "variants": variants_table,
+    "faiss-pypi-variants": lambda: variants_table(PYPI_FAISS_VARIANTS),
+    "nvrtc": nvrtc_table,
+}
 
 
 def render(text: str) -> str:

@@ -178,6 +178,53 @@ def render_jit(jit: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n"
 
 
+def _target_order(t: str) -> tuple[bool, int]:
+    return _target_key(t)
+
+
+def render_bytes(h200: dict[str, Any], profile: str = "slim") -> str:
+    """Where a built wheel's device code goes (per CUDA object, as compressed in the wheel) and what the cuts measured
+    on it saved: issue 11's road to 40 MiB. Only what the H200 run measured; nothing estimated is shown as measured."""
+    build = h200.get("profiles", {}).get(profile, {}).get("build", {})
+    objs, repaired = build.get("objects"), build.get("repaired")
+    if not objs or not repaired or "all" not in objs:
+        return ""
+    stored = sum(x["stored"] for x in objs["all"])
+    raw = sum(x["uncompressed"] for x in objs["all"])
+    wheel = repaired["wheel_size"]
+    out = [f"Where the `{profile}` wheel's {wheel / MIB:.1f} MiB go (H200 build): the device code of its "
+           f"{objs['objects']} CUDA objects, {stored / MIB:.1f} MiB compressed ({raw / MIB:.1f} MiB uncompressed), "
+           "before the link into the module:", "",
+           "| part | MiB (objects, compressed) | share of device code |", "| --- | ---: | ---: |"]
+    for target, n in sorted(objs["by_target"].items(), key=lambda kv: _target_order(kv[0])):
+        out.append(f"| `{target}` | {n / MIB:.1f} | {n / stored:.0%} |")
+    for group, n in objs["groups"].items():
+        out.append(f"| {group} | {n / MIB:.1f} | {n / stored:.0%} |")
+    lk = objs.get("large_k_only", {})
+    if lk.get("objects"):
+        out.append(f"| the {lk['objects']} files that serve only k > 256 | {lk['stored'] / MIB:.1f} | "
+                   f"{lk['stored'] / stored:.0%} |")
+    top = sorted(objs["all"], key=lambda x: -x["stored"])[:4]
+    out.append("| largest: " + ", ".join(f"{x['object']}" for x in top) + " | "
+               + ", ".join(f"{x['stored'] / MIB:.1f}" for x in top) + " | |")
+    out.append("")
+    derived = h200.get("derived", {}).get("slim-sm90", {}).get("report", {})
+    kept = derived.get("sizes", {}).get("after_fatbin_bytes")
+    dropped = [d for f in derived.get("files", []) for d in f.get("dropped", [])]
+    ptx = sum(d["bytes"] for d in dropped if d["kind"] == "ptx")
+    if ptx:
+        after = wheel - ptx
+        out.append(f"Measured cut: the PTX 12.0 entries (`slimwheel slim` dropped them from the real wheel) hold "
+                   f"{ptx / MIB:.1f} MiB; without them the wheel is about {after / MIB:.1f} MiB (the wheel less those "
+                   f"stored bytes), under the 60 MiB budget and {after / MIB - 40:.1f} MiB from the 40 MiB target. "
+                   "The recipe now plans no PTX. Each SASS target costs "
+                   + ", ".join(f"{d['arch']} {d['bytes'] / MIB:.1f}" for d in sorted(
+                       (d for d in dropped if d["kind"] == "sass"), key=lambda d: int(d["arch"])))
+                   + (f", and 90 (what the 9.0 wheel kept) {kept / MIB:.1f}" if kept else "") + " MiB.")
+        out.append("")
+    return "\n".join(out)
+
+
 def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any],
            reruns: list[tuple[str, dict[str, Any]]] | None = None, jit: dict[str, Any] | None = None) -> str:
     h200, rerun_source = _with_reruns(h200, reruns or [])
@@ -241,6 +288,9 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
         ratios.append(f"`{name}` / `{base_name}`: " + ", ".join(parts) + ".")
     if ratios:
         out += [*ratios, ""]
+    bytes_table = render_bytes(h200)
+    if bytes_table:
+        out += [bytes_table]
     if jit and jit.get("modules"):
         out += [f"The driver's JIT of the `slim-jit` profile's PTX-only k > 256 modules ({jit.get('gpu', '?')}; "
                 "one fresh process per load):", "", render_jit(jit)]
