@@ -375,8 +375,14 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     except subprocess.TimeoutExpired:
         info["error"] = "build timed out"
         return None, info
-    (work / f"build-{name}.log").write_text(proc.stdout + proc.stderr)
+    log_text = proc.stdout + proc.stderr
+    (work / f"build-{name}.log").write_text(log_text)
     info.update({"rc": proc.returncode, "seconds": secs, "nvcc": nvcc})
+    # How the module was linked, and which libstdc++ the compiler driver finds: the fourth session's wheel carried a
+    # static libstdc++ (docs/faiss.md, "GCC 13 crash"), and the log that would say why stayed on the machine.
+    link = [ln for ln in log_text.splitlines() if "-o " in ln and "_swigfaiss" in ln and " -shared" in ln]
+    info["module_link_command"] = link[-1][-12000:] if link else None
+    info["libstdcxx"] = {f: _first_line(["c++", f"-print-file-name={f}"]) for f in ("libstdc++.so", "libstdc++.a")}
     wheels = sorted(out.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         info["error"] = (proc.stdout + proc.stderr)[-4000:]

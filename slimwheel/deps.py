@@ -426,6 +426,21 @@ def _cuda_library_problem(info: ElfInfo, needed: str, cands: list[cudalibs.Runti
     return f"{info.path} needs {needed}: not in the wheel and no Requires-Dist on {' or '.join(wanted)}"
 
 
+def cxx_runtime_problem(info: ElfInfo) -> str | None:
+    """A library that carries libstdc++ (linked statically) and exports its symbols. Python processes load
+    libstdc++.so.6 too (numpy, torch, the CUDA libraries); calls that go through the dynamic symbol table then bind to
+    the first copy the loader meets while the rest stay in the file's own copy, so the two copies' state mixes:
+    locales, exceptions, iostreams. The faiss wheel built on the GPU machine carried such a copy (no libstdc++.so.6 in
+    DT_NEEDED, libstdc++'s SystemTap notes, 5,400 dynamic symbols) and crashed in index_factory, whose std::regex
+    reads the locale: the suspected cause, docs/faiss.md."""
+    if not info.exports_cxx_runtime:
+        return None
+    return (f"{info.path} carries libstdc++ linked statically and exports it (std::locale::classic is in its dynamic "
+            "symbol table): in a process that also loads libstdc++.so.6, part of its C++ runtime calls go to the "
+            "other copy and the two copies' state mixes. Link libstdc++ dynamically (it is on the manylinux "
+            "allow-list), or hide the static copy (-Wl,--exclude-libs,ALL)")
+
+
 def dependency_problems(
     elfs: Sequence[ElfInfo],
     *,
@@ -453,6 +468,8 @@ def dependency_problems(
                             "pip can install no version of it, so it cannot install the wheel")  # fmt: skip
     inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
     for info in elfs:
+        if problem := cxx_runtime_problem(info):
+            problems.append(problem)
         for bad in unsafe_entries(info.search_path, info.path):
             problems.append(f"{info.path}: RPATH/RUNPATH entry {bad.entry!r} is unsafe: {bad.why}")
         for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required

@@ -44,6 +44,8 @@ class ElfInfo:
     # Libraries it opens at run time rather than through DT_NEEDED: the NVRTC of embedded kernel sources
     # (inspect.nvrtc). Required and preloaded like needed ones, never searched for by the dynamic loader.
     loads: tuple[str, ...] = ()
+    # It carries libstdc++ (linked statically) and exports it: see deps.cxx_runtime_problem.
+    exports_cxx_runtime: bool = False
 
     @property
     def search_path(self) -> tuple[str, ...]:
@@ -59,6 +61,7 @@ class ElfInfo:
             rpath=split_search_path(elf.rpath),
             runpath=split_search_path(elf.runpath),
             loads=tuple(dict.fromkeys(r.nvrtc_soname for r in elf.nvrtc)),
+            exports_cxx_runtime=elf.exports_cxx_runtime,
         )
 
 

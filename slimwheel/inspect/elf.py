@@ -111,6 +111,9 @@ class ElfReport:
     fatbins: tuple[Fatbin, ...]
     modules: int = 0  # .nvFatBinSegment wrappers: CUDA modules the runtime registers
     nvrtc: tuple[EmbeddedSources, ...] = ()  # kernel sources embedded for runtime compilation (inspect.nvrtc)
+    # A C++ runtime linked in statically whose symbols the file exports (CXX_RUNTIME_MARKER in its dynamic symbol
+    # table): the dynamic loader may bind some of its calls to another copy in the process (deps.cxx_runtime_problem).
+    exports_cxx_runtime: bool = False
 
     @property
     def fatbin_bytes(self) -> int:
@@ -123,6 +126,11 @@ class ElfReport:
         unless the file has nothing else."""
         code = [fb for fb in self.fatbins if any(e.target is not None for e in fb.entries)]
         return tuple([fb for fb in code if not fb.device_link] or code)
+
+
+# std::locale::classic(), defined by libstdc++ only (libc++ mangles it under std::__1): a file that defines it in its
+# dynamic symbol table carries libstdc++ itself and exports it.
+CXX_RUNTIME_MARKER = "_ZNSt6locale7classicEv"
 
 
 def is_elf(head: bytes) -> bool:
@@ -351,6 +359,8 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
                 if at is not None:
                     wrappers.append((at, version))
     soname, needed, rpath, runpath = elf.dynamic()
+    # libstdc++.so.6 itself (the one a process shares) defines it too; only another library carrying a copy counts.
+    exports_cxx = not (soname or "").startswith("libstdc++.so") and elf.defines(CXX_RUNTIME_MARKER)
     found.extend(_wrapped_fatbins(data, name, wrappers, in_sections, budget))
     linked = {at for at, version in wrappers if version == 2}
     if linked:
@@ -368,6 +378,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
         fatbins=tuple(found),
         modules=modules,
         nvrtc=tuple(embedded),
+        exports_cxx_runtime=exports_cxx,
     )
 
 

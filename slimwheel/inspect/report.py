@@ -484,6 +484,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "needed": list(elf.needed),
         "rpath": elf.rpath,
         "runpath": elf.runpath,
+        "exports_cxx_runtime": elf.exports_cxx_runtime,
         "cuda_modules": elf.modules,
         "fatbin_bytes": elf.fatbin_bytes,
         "fatbins": [
