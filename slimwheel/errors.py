@@ -18,7 +18,7 @@ class ExitCode(enum.IntEnum):
     TOOL_FAILED = 4  # an external program (nvcc, auditwheel, pip, cmake) failed
     OVER_BUDGET = 10  # a wheel is larger than the size budget
     MISSING_COVERAGE = 11  # a required GPU compute capability is served neither by SASS nor by PTX
-    INCONSISTENT_DEPENDENCIES = 12  # a needed library is neither bundled, required, nor allowed; or an exported static libstdc++
+    INCONSISTENT_DEPENDENCIES = 12  # a needed library neither bundled, required nor allowed; an exported static libstdc++
     CHECK_FAILED = 13  # several different checks failed at once
     BAD_RECORD = 14  # the wheel's RECORD does not match its files (changed after it was built)
     DOCTOR_PROBLEMS = 15  # doctor found a reason the wheel cannot run here (a library, a GPU, the driver)
