@@ -96,6 +96,47 @@ def _mem() -> dict[str, float | None]:
 
 
 # ---------------------------------------------------------------------------------------------- one benchmark run
+def _steady(index: Any, xq: Any, k: int, reps: int = 5) -> tuple[dict[str, float], Any, Any]:
+    """Steady state: the whole query batch `reps` times; median and best seconds, QPS at the median, and the last
+    result (distances, labels)."""
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        D, I = index.search(xq, k)
+        times.append(time.perf_counter() - t)
+    times.sort()
+    median = times[len(times) // 2]
+    return ({"median_s": round(median, 5), "best_s": round(times[0], 5), "qps_median": round(len(xq) / median, 1)},
+            D, I)
+
+
+def _first_second(index: Any, q: Any, k: int) -> tuple[Any, float, float]:
+    """The same search twice: the labels of the first, and each one's seconds (the first pays lazy loading and JIT)."""
+    t = time.perf_counter()
+    _, labels = index.search(q, k)
+    first = time.perf_counter() - t
+    t = time.perf_counter()
+    index.search(q, k)
+    return labels, round(first, 4), round(time.perf_counter() - t, 4)
+
+
+def _overlap(got: Any, want: Any, k: int, rows: int) -> float:
+    """Mean share of the reference's k labels found per row, over the first `rows` rows."""
+    return sum(len(set(got[i]) & set(want[i])) / k for i in range(rows)) / rows
+
+
+def _ivf_phase(index: Any, xb: Any, xq: Any, k: int, sample: int, out: dict[str, Any], key: str) -> None:
+    """Train on `sample` vectors, add them all, nprobe 32, then the first search of 16 queries (timed)."""
+    t = time.perf_counter()
+    index.train(xb[:sample])
+    out[f"{key}_train_s"] = round(time.perf_counter() - t, 3)
+    index.add(xb)
+    index.nprobe = 32
+    t = time.perf_counter()
+    index.search(xq[:16], k)
+    out[f"{key}_first_search_s"] = round(time.perf_counter() - t, 4)
+
+
 def bench_one(n: int, nq: int, k: int, k_max: int) -> dict[str, Any]:
     """Runs in a fresh process with the profile's folder first on sys.path."""
     out: dict[str, Any] = {"mem": {"before_import": _mem()}}
@@ -125,19 +166,13 @@ def bench_one(n: int, nq: int, k: int, k_max: int) -> dict[str, Any]:
     out["mem"]["after_add"] = _mem()
 
     t = time.perf_counter()
-    D, I = index.search(xq[:16], k)
+    index.search(xq[:16], k)
     out["first_search_s"] = round(time.perf_counter() - t, 4)
     out["mem"]["after_first_search"] = _mem()
 
     # Steady state: whole query batch, a few repetitions, best and median.
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        D, I = index.search(xq, k)
-        times.append(time.perf_counter() - t)
-    times.sort()
-    out["flat"] = {"n": n, "nq": nq, "k": k, "median_s": round(times[2], 5), "best_s": round(times[0], 5),
-                   "qps_median": round(nq / times[2], 1)}
+    steady, D, I = _steady(index, xq, k)
+    out["flat"] = {"n": n, "nq": nq, "k": k, **steady}
 
     # Correctness against the CPU on a subset (same data, same k).
     sub = min(nq, 200)
@@ -151,87 +186,41 @@ def bench_one(n: int, nq: int, k: int, k_max: int) -> dict[str, Any]:
     # Large k: faiss picks kernels by k bucket; k = 1024 uses the k > 256 files, which the slim-jit profile ships as
     # PTX only, so its first call here pays the driver's JIT (this process has an empty JIT cache: run_bench).
     kl = 1024
-    t = time.perf_counter()
-    Dl, Il = index.search(xq[:8], kl)
-    first_l = time.perf_counter() - t
-    t = time.perf_counter()
-    index.search(xq[:8], kl)
-    again_l = time.perf_counter() - t
+    Il, first, second = _first_second(index, xq[:8], kl)
     _, Icl = cpu.search(xq[:8], kl)
-    overlap = float(np.mean([len(set(Il[i]) & set(Icl[i])) / kl for i in range(8)]))
-    out["flat_k1024"] = {"first_s": round(first_l, 4), "second_s": round(again_l, 4), "overlap_with_cpu": round(overlap, 4)}
+    out["flat_k1024"] = {"first_s": first, "second_s": second, "overlap_with_cpu": round(_overlap(Il, Icl, kl, 8), 4)}
     # The largest k faiss's GPU k-selection allows (GPU_MAX_SELECTION_K of the tree the wheel was built from).
-    t = time.perf_counter()
-    _, Im = index.search(xq[:8], k_max)
-    first_m = time.perf_counter() - t
-    t = time.perf_counter()
-    index.search(xq[:8], k_max)
-    again_m = time.perf_counter() - t
+    Im, first, second = _first_second(index, xq[:8], k_max)
     _, Icm = cpu.search(xq[:8], k_max)
-    overlap = float(np.mean([len(set(Im[i]) & set(Icm[i])) / k_max for i in range(8)]))
     try:  # k_max is the limit only if one more is refused
         index.search(xq[:1], k_max + 1)
         refused = False
     except RuntimeError:
         refused = True
-    out["flat_kmax"] = {"k": k_max, "first_s": round(first_m, 4), "second_s": round(again_m, 4),
-                        "overlap_with_cpu": round(overlap, 4), "k_plus_1_refused": refused}
+    out["flat_kmax"] = {"k": k_max, "first_s": first, "second_s": second,
+                        "overlap_with_cpu": round(_overlap(Im, Icm, k_max, 8), 4), "k_plus_1_refused": refused}
     del cpu
 
     # IVF-Flat: nlist ~ 4 sqrt(n), trained on a sample.
     nlist = int(4 * np.sqrt(n))
+    sample = min(n, 64 * nlist)
     ivf = faiss.GpuIndexIVFFlat(res, d, nlist, faiss.METRIC_L2)
-    t = time.perf_counter()
-    ivf.train(xb[: min(n, 64 * nlist)])
-    out["ivf_train_s"] = round(time.perf_counter() - t, 3)
-    ivf.add(xb)
-    ivf.nprobe = 32
-    t = time.perf_counter()
-    ivf.search(xq[:16], k)
-    out["ivf_first_search_s"] = round(time.perf_counter() - t, 4)
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        _, Ii = ivf.search(xq, k)
-        times.append(time.perf_counter() - t)
-    times.sort()
-    recall = float(np.mean([len(set(Ii[i]) & set(I[i])) / k for i in range(sub)]))
-    out["ivf"] = {"nlist": nlist, "nprobe": 32, "median_s": round(times[2], 5), "best_s": round(times[0], 5),
-                  "qps_median": round(nq / times[2], 1), "recall_at_k_vs_flat": round(recall, 4)}
-    t = time.perf_counter()
-    ivf.search(xq[:8], kl)
-    first_l = time.perf_counter() - t
-    t = time.perf_counter()
-    ivf.search(xq[:8], kl)
-    out["ivf_k1024"] = {"first_s": round(first_l, 4), "second_s": round(time.perf_counter() - t, 4)}
-    t = time.perf_counter()
-    ivf.search(xq[:8], k_max)
-    first_m = time.perf_counter() - t
-    t = time.perf_counter()
-    ivf.search(xq[:8], k_max)
-    out["ivf_kmax"] = {"k": k_max, "first_s": round(first_m, 4), "second_s": round(time.perf_counter() - t, 4)}
+    _ivf_phase(ivf, xb, xq, k, sample, out, "ivf")
+    steady, _, Ii = _steady(ivf, xq, k)
+    out["ivf"] = {"nlist": nlist, "nprobe": 32, **steady,
+                  "recall_at_k_vs_flat": round(_overlap(Ii, I, k, sub), 4)}
+    _, first, second = _first_second(ivf, xq[:8], kl)
+    out["ivf_k1024"] = {"first_s": first, "second_s": second}
+    _, first, second = _first_second(ivf, xq[:8], k_max)
+    out["ivf_kmax"] = {"k": k_max, "first_s": first, "second_s": second}
     del ivf
 
     # IVF-PQ: the same lists, 16 sub-quantizers of 8 bits (d = 128: 8 dimensions each), trained on a sample.
     pq = faiss.GpuIndexIVFPQ(res, d, nlist, 16, 8, faiss.METRIC_L2)
-    t = time.perf_counter()
-    pq.train(xb[: min(n, 64 * nlist)])
-    out["ivfpq_train_s"] = round(time.perf_counter() - t, 3)
-    pq.add(xb)
-    pq.nprobe = 32
-    t = time.perf_counter()
-    pq.search(xq[:16], k)
-    out["ivfpq_first_search_s"] = round(time.perf_counter() - t, 4)
-    times = []
-    for _ in range(5):
-        t = time.perf_counter()
-        _, Ip = pq.search(xq, k)
-        times.append(time.perf_counter() - t)
-    times.sort()
-    recall = float(np.mean([len(set(Ip[i]) & set(I[i])) / k for i in range(sub)]))
-    out["ivfpq"] = {"nlist": nlist, "m": 16, "nbits": 8, "nprobe": 32, "median_s": round(times[2], 5),
-                    "best_s": round(times[0], 5), "qps_median": round(nq / times[2], 1),
-                    "recall_at_k_vs_flat": round(recall, 4)}
+    _ivf_phase(pq, xb, xq, k, sample, out, "ivfpq")
+    steady, _, Ip = _steady(pq, xq, k)
+    out["ivfpq"] = {"nlist": nlist, "m": 16, "nbits": 8, "nprobe": 32, **steady,
+                    "recall_at_k_vs_flat": round(_overlap(Ip, I, k, sub), 4)}
     out["mem"]["end"] = _mem()
     return out
 
