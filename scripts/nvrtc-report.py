@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from readme_blocks import replace_between
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
@@ -173,11 +175,10 @@ def break_even(h200: dict[str, Any]) -> str:
 
 
 def replace_block(text: str, table: str) -> str:
-    if START not in text or END not in text:
-        raise SystemExit(f"nvrtc-report: {DOC} has no {START} ... {END} block")
-    head, rest = text.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table}{END}{tail}"
+    try:
+        return replace_between(text, START, END, table)
+    except ValueError:
+        raise SystemExit(f"nvrtc-report: {DOC} has no {START} ... {END} block") from None
 
 
 def load(path: Path) -> dict[str, Any]:

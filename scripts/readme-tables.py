@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from readme_blocks import replace_between
+
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
 VARIANTS = REPO / "results" / "example-variants.json"
@@ -64,11 +66,9 @@ BLOCKS: dict[str, Callable[[], str]] = {
 def render(text: str) -> str:
     for name, make in BLOCKS.items():
         start, end = f"<!-- table:{name}:start -->", f"<!-- table:{name}:end -->"
-        if start not in text or end not in text:
+        if start not in text or end not in text:  # before make(): a missing block is not worth rendering
             raise SystemExit(f"readme-tables: README.md has no {start} ... {end} block")
-        head, rest = text.split(start, 1)
-        _, tail = rest.split(end, 1)
-        text = f"{head}{start}\n{make()}{end}{tail}"
+        text = replace_between(text, start, end, make())
     return text
 
 

@@ -18,6 +18,8 @@ import statistics
 from collections.abc import Iterable
 from typing import Any
 
+from readme_blocks import replace_between
+
 MIB = 1024 * 1024
 START = "<!-- faiss-table:start (scripts/faiss-report.py --write; do not edit by hand) -->"
 END = "<!-- faiss-table:end -->"
@@ -298,8 +300,7 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
 
 
 def replace_block(readme: str, table: str) -> str:
-    if START not in readme or END not in readme:
-        raise ValueError(f"the README has no {START!r} ... {END!r} block")
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table}{END}{tail}"
+    try:
+        return replace_between(readme, START, END, table)
+    except ValueError:
+        raise ValueError(f"the README has no {START!r} ... {END!r} block") from None
