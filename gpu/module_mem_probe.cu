@@ -101,13 +101,17 @@ int main(int argc, char** argv) {
     CHECK_DRV(cuLaunchKernel(fn, 1, 1, 1, 32, 1, 1, 0, nullptr, args, nullptr));
     CHECK_RT(cudaDeviceSynchronize());
   };
-  auto load_module = [&](const std::vector<char>& image, const char* name) {
+  // cuModuleLoadData, then one function of it; `mark` (if any) reads the memory in between.
+  auto module_function = [&](const std::vector<char>& image, const char* name, const char* mark) {
     CUmodule m;
     CHECK_DRV(cuModuleLoadData(&m, image.data()));
-    marks.emplace_back("after_load", used_mib());
+    if (mark) marks.emplace_back(mark, used_mib());
     CUfunction fn;
     CHECK_DRV(cuModuleGetFunction(&fn, m, name));
-    launch_drv(fn);
+    return fn;
+  };
+  auto load_module = [&](const std::vector<char>& image, const char* name) {
+    launch_drv(module_function(image, name, "after_load"));
     marks.emplace_back("after_launch", used_mib());
   };
   const char* entry = (argc > 3) ? argv[3] : "small_kernel";
@@ -130,22 +134,14 @@ int main(int argc, char** argv) {
   } else if (s == "load_only") {
     // Load a cubin and take one function (argv[3]) without launching it: for cubins whose kernels take other
     // arguments (the topk NVRTC cubins). cuFuncGetAttribute makes a lazily loaded function resident.
-    std::vector<char> image = read_file(argv[2]);
-    CUmodule m;
-    CHECK_DRV(cuModuleLoadData(&m, image.data()));
-    CUfunction fn;
-    CHECK_DRV(cuModuleGetFunction(&fn, m, entry));
+    CUfunction fn = module_function(read_file(argv[2]), entry, nullptr);
     int regs = 0;
     CHECK_DRV(cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn));
     marks.emplace_back("after_load_and_function", used_mib());
   } else if (s == "modules20") {
     std::vector<char> image = read_file(argv[2]);
     for (int i = 0; i < 20; ++i) {
-      CUmodule m;
-      CHECK_DRV(cuModuleLoadData(&m, image.data()));
-      CUfunction fn;
-      CHECK_DRV(cuModuleGetFunction(&fn, m, entry));
-      launch_drv(fn);
+      launch_drv(module_function(image, entry, nullptr));
       marks.emplace_back("after_module_" + std::to_string(i + 1), used_mib());
     }
   } else if (s == "library_driver") {
