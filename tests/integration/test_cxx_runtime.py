@@ -4,7 +4,6 @@ ELF reader, judged by the one dependency rule that check and repair share."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -17,8 +16,6 @@ from slimwheel.errors import ExitCode, SlimwheelError
 from slimwheel.inspect.dynamic import ElfInfo, read_dynamic
 from slimwheel.inspect.elf import read_elf_file
 from slimwheel.repair import repair_wheel
-
-pytestmark = pytest.mark.skipif(shutil.which("g++") is None, reason="needs g++")
 
 SOURCE = r"""
 #include <regex>
