@@ -111,6 +111,9 @@ function(_slimwheel_resolve)
     set(compress_flags "-Xfatbin=-compress-all")
   endif()
 
+  _slimwheel_cxx_runtime_dir(cxx_runtime_dir)
+
+  set_property(GLOBAL PROPERTY _SLIMWHEEL_CXX_RUNTIME_DIR "${cxx_runtime_dir}")
   set_property(GLOBAL PROPERTY _SLIMWHEEL_RELEASE "${release}")
   set_property(GLOBAL PROPERTY _SLIMWHEEL_MAJOR "${major}")
   set_property(GLOBAL PROPERTY _SLIMWHEEL_ARCHS "${archs}")
@@ -119,6 +122,83 @@ function(_slimwheel_resolve)
   set_property(GLOBAL PROPERTY _SLIMWHEEL_LINK "${link}")
   set_property(GLOBAL PROPERTY _SLIMWHEEL_RESOLVED TRUE)
   message(STATUS "slimwheel: CUDA ${CMAKE_CUDA_COMPILER_VERSION}, architectures ${archs}, compression ${mode}, link ${link}")
+endfunction()
+
+# A GCC whose link takes libstdc++.a (its folder has the archive but no usable libstdc++.so: the development package's
+# link missing, or dangling as in a GCC moved to /opt/gcc) links the archive into every module it builds, with its
+# symbols exported: a second C++ runtime beside the process's shared one, which `slimwheel check` refuses (the faiss
+# wheels built that way on a GPU machine crashed in std::regex code). Which file -lstdc++ resolves to is asked of the
+# linker itself (--trace on a one-function link): -print-file-name may name a libstdc++.so that the linker never
+# reaches, because a folder earlier on its search path holds the archive. When it is the archive, the shared library
+# (libstdc++.so.6, as the compiler finds it) is offered under the name -lstdc++ looks for, in a folder of the build
+# tree that slimwheel_cuda_target puts first on the link's search path, and the probe link checks that it is taken.
+# Sets <out> to that folder, or to "" when the compiler links the shared library already (or is not GCC).
+function(_slimwheel_cxx_runtime_dir out)
+  set(${out} "" PARENT_SCOPE)
+  get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
+  if(NOT "CXX" IN_LIST languages OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    return()
+  endif()
+  set(probe "${CMAKE_BINARY_DIR}/CMakeFiles/slimwheel-cxx-runtime")
+  file(MAKE_DIRECTORY "${probe}")
+  file(WRITE "${probe}/probe.cpp"
+    "#include <string>\nstd::string slimwheel_probe(const char* s) { return std::string(s) + \"!\"; }\n")
+  _slimwheel_linked_libstdcxx("${probe}" "" first)
+  if(NOT first MATCHES "libstdc\\+\\+\\.a$")
+    return()
+  endif()
+  execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -print-file-name=libstdc++.so.6
+    RESULT_VARIABLE rc OUTPUT_VARIABLE so6 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  # GCC prints the bare name when it finds no such file.
+  if(NOT rc EQUAL 0 OR NOT IS_ABSOLUTE "${so6}" OR NOT EXISTS "${so6}")
+    string(REGEX MATCH "^[0-9]+" gcc_major "${CMAKE_CXX_COMPILER_VERSION}")
+    message(FATAL_ERROR "slimwheel: ${CMAKE_CXX_COMPILER} links ${first} and finds no libstdc++.so.6: every module "
+      "would carry libstdc++ linked statically and export it (a second C++ runtime in the process; `slimwheel check` "
+      "refuses such a file). Install the compiler's libstdc++ development package (libstdc++-${gcc_major}-dev on "
+      "Debian and Ubuntu, gcc-c++ on RHEL) or repair its libstdc++.so link.")
+  endif()
+  set(dir "${CMAKE_BINARY_DIR}/slimwheel-cxx-runtime")
+  file(MAKE_DIRECTORY "${dir}")
+  file(CREATE_LINK "${so6}" "${dir}/libstdc++.so" SYMBOLIC)
+  _slimwheel_linked_libstdcxx("${probe}" "-L${dir}" second)
+  if(NOT second STREQUAL "${dir}/libstdc++.so")
+    message(FATAL_ERROR "slimwheel: ${CMAKE_CXX_COMPILER} links ${first} (a static libstdc++ that modules would export); "
+      "offered ${so6} through ${dir}, the link still took '${second}'. Install the compiler's libstdc++ development "
+      "package or repair its libstdc++.so link.")
+  endif()
+  message(WARNING "slimwheel: ${CMAKE_CXX_COMPILER} links ${first}, so its modules would carry libstdc++ statically "
+    "and export it; targets of slimwheel_cuda_target link the shared ${so6} instead (through ${dir}). Repairing the "
+    "compiler's libstdc++.so link (or installing its development package) makes this unnecessary.")
+  set(${out} "${dir}" PARENT_SCOPE)
+endfunction()
+
+# Where _slimwheel_cxx_runtime_dir found a compiler that links libstdc++.a: <target> links the shared one instead.
+# User -L folders come before the compiler's own on the link line, so -lstdc++ finds it there. Both public functions
+# call it, so a target that only slimwheel_link_cuda sees (a project keeping its own compile flags) gets it too.
+function(_slimwheel_link_cxx_runtime target)
+  get_property(dir GLOBAL PROPERTY _SLIMWHEEL_CXX_RUNTIME_DIR)
+  get_target_property(type "${target}" TYPE)
+  get_target_property(done "${target}" _SLIMWHEEL_CXX_RUNTIME_LINKED)
+  if(dir AND type MATCHES "^(SHARED_LIBRARY|MODULE_LIBRARY|EXECUTABLE)$" AND NOT done)
+    target_link_options("${target}" PRIVATE "-L${dir}")
+    set_target_properties("${target}" PROPERTIES _SLIMWHEEL_CXX_RUNTIME_LINKED TRUE)
+  endif()
+endfunction()
+
+# The file -lstdc++ resolved to when <probe>/probe.cpp is linked into a shared library with <extra> options (ld's
+# --trace names each input it opens), or "" when the link failed or took no libstdc++.
+function(_slimwheel_linked_libstdcxx probe extra out)
+  set(${out} "" PARENT_SCOPE)
+  execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -shared -fPIC ${extra} -o "${probe}/probe.so" "${probe}/probe.cpp"
+      -Wl,--trace
+    WORKING_DIRECTORY "${probe}" RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(STATUS "slimwheel: could not link a probe with ${CMAKE_CXX_COMPILER} (exit ${rc}); libstdc++ not checked")
+    return()
+  endif()
+  # ld prints a path per line: "/x/libstdc++.so", "(/x/libstdc++.a)member.o" or "-lstdc++ (/x/libstdc++.so)" by version.
+  string(REGEX MATCH "/[^\n ()]*libstdc\\+\\+\\.(so|a)" path "${text}\n${err}")
+  set(${out} "${path}" PARENT_SCOPE)
 endfunction()
 
 # Defaults for unset SLIMWHEEL_* variables. If the build's Python can run slimwheel, `slimwheel plan` answers (it
@@ -214,6 +294,7 @@ function(slimwheel_cuda_target target)
   if(type MATCHES "^(SHARED_LIBRARY|MODULE_LIBRARY|EXECUTABLE)$")
     # --gc-sections keeps .nv_fatbin: the registration constructor in .init_array references it.
     target_link_options("${target}" PRIVATE "LINKER:--gc-sections" "LINKER:--as-needed")
+    _slimwheel_link_cxx_runtime("${target}")
     if(SLIMWHEEL_STRIP)
       # -s drops .symtab and debug info only; .nv_fatbin and .dynsym (the module's entry point) stay.
       target_link_options("${target}" PRIVATE "$<$<OR:$<CONFIG:Release>,$<CONFIG:MinSizeRel>>:LINKER:-s>")
@@ -289,6 +370,7 @@ function(slimwheel_link_cuda target)
   include("${CMAKE_CURRENT_FUNCTION_LIST_DIR}/SlimWheelTables.cmake")
   get_property(major GLOBAL PROPERTY _SLIMWHEEL_MAJOR)
   get_property(link GLOBAL PROPERTY _SLIMWHEEL_LINK)
+  _slimwheel_link_cxx_runtime("${target}")
 
   # Canonical component names, cudart always: the kernels' launch code needs it.
   set(components cudart)

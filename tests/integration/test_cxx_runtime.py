@@ -1,10 +1,15 @@
 """A library that carries libstdc++ linked statically and exports it (the faiss wheels built on the GPU machine
 carried one and crashed in index_factory; docs/faiss.md): real libraries compiled with g++ here, read by slimwheel's
-ELF reader, judged by the one dependency rule that check and repair share."""
+ELF reader, judged by the one dependency rule that check and repair share. And the cause, as the GPU machine had it
+(results/h200/cxx_probe.txt): a GCC under /opt/gcc whose libstdc++.so link dangles, so that -lstdc++ takes
+libstdc++.a; slimwheel's CMake package makes its targets link the shared library all the same."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,3 +85,111 @@ def test_check_fails_and_repair_refuses_a_wheel_with_an_exported_copy(libs: dict
     with pytest.raises(SlimwheelError, match="libstdc\\+\\+ linked statically"):
         repair_wheel(bad, tmp_path / "out")
     assert not list((tmp_path / "out").glob("*.whl"))
+
+
+# --------------------------------------------------------------------------------------------- the compiler's side
+# The system g++ with -B <folder>: the driver puts that folder first on the link's search path, as a GCC installed
+# under /opt/gcc puts its own. The folder holds libstdc++.a and a libstdc++.so link that dangles (the GPU machine's
+# /opt/gcc/lib/gcc/x86_64-linux-gnu/13/libstdc++.so -> ../../../x86_64-linux-gnu/libstdc++.so.6), so ld takes the
+# archive, while `g++ -print-file-name=libstdc++.so` still names the system's shared one further down the path.
+REPO = Path(__file__).resolve().parents[2]
+CMAKE = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
+CMAKELISTS = """\
+cmake_minimum_required(VERSION 3.18...3.31)
+project(cxxrt LANGUAGES CXX CUDA)
+find_package(slimwheel CONFIG REQUIRED)
+add_library(demo MODULE demo.cpp)
+slimwheel_cuda_target(demo)
+add_library(linked MODULE demo.cpp)  # a project that keeps its own flags and only links CUDA through slimwheel
+slimwheel_link_cuda(linked LIBRARIES cudart)
+add_library(plain MODULE demo.cpp)  # not slimwheel's: links as the compiler does
+"""
+
+
+def _g_plus_plus(*args: str) -> str:
+    return subprocess.run(["g++", *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture(scope="module")
+def relocated_gcc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("gcc")
+    gccdir = d / "lib" / "gcc" / "x86_64-linux-gnu" / "13"
+    gccdir.mkdir(parents=True)
+    (gccdir / "libstdc++.a").symlink_to(_g_plus_plus("-print-file-name=libstdc++.a"))
+    (gccdir / "libstdc++.so").symlink_to("../../../x86_64-linux-gnu/libstdc++.so.6")  # dangles, as there
+    compilers = {}
+    for name, hide in (("g++", False), ("g++-no-so6", True)):
+        script = d / "bin" / name
+        script.parent.mkdir(exist_ok=True)
+        # The second also finds no libstdc++.so.6 at all: nothing shared to link.
+        hide_line = 'for a in "$@"; do [[ "$a" == -print-file-name=libstdc++.so.6 ]] && { echo libstdc++.so.6; exit 0; }; done\n'
+        script.write_text(f"#!/bin/bash\n{hide_line if hide else ''}exec g++ -B{gccdir}/ \"$@\"\n")
+        script.chmod(0o755)
+        compilers[name] = script
+    return compilers
+
+
+def _configure(toolkit, src: Path, build: Path, cxx: Path) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ)
+    env.update(toolkit.env)
+    cmd = [CMAKE, "-S", str(src), "-B", str(build), "-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release",
+           f"-DCMAKE_CXX_COMPILER={cxx}", f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}",
+           f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}", "-DSLIMWHEEL_CUDA_ARCHITECTURES=90-real",
+           "-DSLIMWHEEL_COMPRESSION=size"]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+
+
+def _project(root: Path) -> Path:
+    root.mkdir(parents=True)
+    (root / "demo.cpp").write_text(SOURCE)
+    (root / "CMakeLists.txt").write_text(CMAKELISTS)
+    return root
+
+
+def test_the_simulated_compiler_links_libstdcxx_statically(relocated_gcc: dict[str, Path], tmp_path: Path) -> None:
+    # The premise of the next tests: without slimwheel this compiler makes what the GPU machine's made.
+    (tmp_path / "demo.cpp").write_text(SOURCE)
+    so = tmp_path / "demo.so"
+    subprocess.run([str(relocated_gcc["g++"]), "-O1", "-fPIC", "-shared", "-fvisibility=hidden", "-o", str(so),
+                    str(tmp_path / "demo.cpp")], check=True)  # fmt: skip
+    report = read_elf_file(so, so.name)
+    assert report is not None and report.exports_cxx_runtime
+    assert "libstdc++.so.6" not in report.needed
+    # and the driver's own answer would not have told: it names a shared libstdc++ all the same
+    assert subprocess.run([str(relocated_gcc["g++"]), "-print-file-name=libstdc++.so"], capture_output=True,
+                          text=True, check=True).stdout.strip().startswith("/")  # fmt: skip
+
+
+def test_slimwheel_targets_link_the_shared_libstdcxx(toolkit13, relocated_gcc: dict[str, Path],
+                                                      tmp_path: Path) -> None:
+    src = _project(tmp_path / "src")
+    build = tmp_path / "build"
+    r = _configure(toolkit13, src, build, relocated_gcc["g++"])
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    warning = " ".join(r.stderr.split())
+    assert "links" in warning and "libstdc++.a, so its modules would carry libstdc++ statically" in warning, warning
+    r = subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    demo, linked, plain = (read_elf_file(build / f"lib{n}.so", f"lib{n}.so") for n in ("demo", "linked", "plain"))
+    assert demo is not None and linked is not None and plain is not None
+    assert "libstdc++.so.6" in demo.needed and not demo.exports_cxx_runtime
+    assert "libstdc++.so.6" in linked.needed and not linked.exports_cxx_runtime
+    assert plain.exports_cxx_runtime  # the same compiler, the same source, outside slimwheel_cuda_target
+    assert cxx_runtime_problem(read_dynamic(build / "libdemo.so", "pkg/_demo.so")) is None  # type: ignore[arg-type]
+
+
+def test_a_healthy_compiler_is_left_alone(toolkit13, tmp_path: Path) -> None:
+    src = _project(tmp_path / "src")
+    r = _configure(toolkit13, src, tmp_path / "build", Path(shutil.which("g++") or "g++"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "libstdc++" not in r.stderr
+    assert not (tmp_path / "build" / "slimwheel-cxx-runtime").exists()
+
+
+def test_no_shared_libstdcxx_at_all_fails_configure_clearly(toolkit13, relocated_gcc: dict[str, Path],
+                                                            tmp_path: Path) -> None:
+    src = _project(tmp_path / "src")
+    r = _configure(toolkit13, src, tmp_path / "build", relocated_gcc["g++-no-so6"])
+    assert r.returncode != 0
+    message = " ".join(r.stderr.split())
+    assert "finds no libstdc++.so.6" in message and "development package" in message, message
