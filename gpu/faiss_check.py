@@ -297,6 +297,24 @@ def _blas_lib_path(libdir: Path) -> str:
     return os.pathsep.join([str(libdir), str(libdir.parent)])
 
 
+def _module_link(build_dir: Path) -> str | None:
+    """The SWIG module's link rule from the build's build.ninja (its `build ...: ..._LINKER__swigfaiss...` line and the
+    variables under it: LINK_FLAGS, LINK_LIBRARIES): the build's own output does not print commands."""
+    ninja = build_dir / "build.ninja"
+    if not ninja.is_file():
+        return None
+    lines = ninja.read_text(errors="replace").splitlines()
+    for i, ln in enumerate(lines):
+        if ln.startswith("build ") and "_swigfaiss" in ln.split(":", 1)[0] and "LINKER" in ln:
+            block = [ln]
+            for nxt in lines[i + 1:]:
+                if not nxt.startswith("  "):
+                    break
+                block.append(nxt)
+            return "\n".join(block)[-12000:]
+    return None
+
+
 def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs: Path | None,
                nvcc_threads: int, jobs: int) -> tuple[Path | None, dict[str, Any]]:
     """Builds one profile with this machine's compilers (no network: every build requirement is present or carried),
@@ -312,7 +330,10 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     # The machine's own toolkit (/usr/local/cuda) and the nvidia-* wheels torch uses: paths only, the plan is the
     # profile's (slimwheel's release table for CUDA 13.0).
     machine_defines: dict[str, str] = {}
-    info: dict[str, Any] = {"profile": name, "cpus": os.cpu_count(), "cxx": _first_line(["c++", "--version"])}
+    # The compiler CMake takes: $CXX when set (the H200's is /opt/gcc/bin/g++, not /usr/bin/c++).
+    cxx = os.environ.get("CXX") or "c++"
+    info: dict[str, Any] = {"profile": name, "cpus": os.cpu_count(), "cxx_path": shutil.which(cxx) or cxx,
+                            "cxx": _first_line([cxx, "--version"])}
     # The carried build requirements go into a folder on PYTHONPATH (a venv made from this Python, itself a venv,
     # would not see its packages: numpy, scikit-build-core, the nvidia-* wheels).
     extra = work / "build-deps"
@@ -369,9 +390,9 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     info.update({"rc": proc.returncode, "seconds": secs, "nvcc": nvcc})
     # How the module was linked, and which libstdc++ the compiler driver finds: the fourth session's wheel carried a
     # static libstdc++ (docs/faiss.md, "GCC 13 crash"), and the log that would say why stayed on the machine.
-    link = [ln for ln in log_text.splitlines() if "-o " in ln and "_swigfaiss" in ln and " -shared" in ln]
-    info["module_link_command"] = link[-1][-12000:] if link else None
-    info["libstdcxx"] = {f: _first_line(["c++", f"-print-file-name={f}"]) for f in ("libstdc++.so", "libstdc++.a")}
+    info["module_link_command"] = _module_link(build_dir)
+    info["libstdcxx"] = {f: _first_line([cxx, f"-print-file-name={f}"]) for f in ("libstdc++.so", "libstdc++.a")}
+    info["libstdcxx_workaround"] = (build_dir / "slimwheel-cxx-runtime").is_dir()  # SlimWheel.cmake's, see docs
     wheels = sorted(out.glob("*.whl"))
     if proc.returncode != 0 or len(wheels) != 1:
         info["error"] = (proc.stdout + proc.stderr)[-4000:]

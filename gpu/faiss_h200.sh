@@ -10,8 +10,9 @@
 #   bash gpu/faiss_h200.sh skip NAME... (no carry) no wheel will come for these profiles
 #   bash gpu/faiss_h200.sh wait         (no carry) wait for the check, up to WAIT_S (default 540) seconds
 # WAIT_CARRIED (default 1700): seconds the check waits for a PROFILES wheel fed by a later call.
-# NVCC_THREADS (default 6, one per planned target): nvcc --threads per compile job. With 3, the longest file
-# (BinaryDistance.cu) took 659 s of a 1036-s build on the H200; `free` read 13 of 125 GiB in use 8 min into it.
+# NVCC_THREADS (default 3): nvcc --threads per compile job. With 3, the longest file (BinaryDistance.cu) took 659 s of
+# a 1036-s build on the H200 (`free` read 13 of 125 GiB in use 8 min into it); with 6, 1,032 s of a 1,313-s build
+# with one target less (16 jobs of 6 threads oversubscribe 16 cores).
 #
 # Last, when .carry/jit/ptx.tar.gz came along, gpu/jit_cost.py times the driver's JIT of those PTX modules.
 # Each verb waits up to WAIT_S and prints progress; when all has finished, $OUT gets faiss_h200.json, jit_cost.json
@@ -54,7 +55,7 @@ case "$verb" in
           --blas-debs "$3" --wait-carried "$5" --nvcc-threads "$4" --out "$0/out" > "$0/log" 2>&1; rc=$?
           if [[ -f "$0/jit/ptx.tar.gz" ]]; then python3 gpu/jit_cost.py "$0/jit/ptx.tar.gz" --out "$0/out" >> "$0/log" 2>&1 || rc=1; fi
           echo $rc > "$0/rc"; date +%s > "$0/finished"' \
-        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-6}" "${WAIT_CARRIED:-1700}" >/dev/null 2>&1 &
+        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-3}" "${WAIT_CARRIED:-1700}" >/dev/null 2>&1 &
       echo "started"
     fi
     ;;

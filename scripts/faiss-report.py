@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Print the faiss side-by-side tables (markdown) made from the results JSON files; --write puts them in README.md.
+"""Print the faiss tables (markdown) made from the results JSON files; --write puts them in README.md: the
+side-by-side (faiss-table block) and the slim wheel's slimmed and variant wheels (faiss-variants block).
 
     python3 scripts/faiss-report.py            # print
     python3 scripts/faiss-report.py --write    # replace the README's faiss-table block (atomically)
@@ -13,7 +14,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from faissbench.report import JIT, MAIN_H200, PROFILES_HERE, PYPI, TEST_RERUNS, render, replace_block
+from faissbench.report import (
+    JIT,
+    MAIN_H200,
+    PROFILES_HERE,
+    PTX_RUN,
+    PYPI,
+    TEST_RERUNS,
+    VARIANTS_END,
+    VARIANTS_START,
+    render,
+    render_variants,
+    replace_block,
+)
 
 from slimwheel.fsutil import write_text_atomic
 
@@ -34,12 +47,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args(argv)
     reruns = [(name, load(REPO / name)) for name in TEST_RERUNS]
-    table = render(load(REPO / PYPI), load(REPO / PROFILES_HERE), load(REPO / MAIN_H200), reruns, load(REPO / JIT))
+    h200 = load(REPO / MAIN_H200)
+    table = render(load(REPO / PYPI), load(REPO / PROFILES_HERE), h200, reruns, load(REPO / JIT), load(REPO / PTX_RUN))
+    variants = render_variants(h200)
     if not a.write:
-        print(table, end="")
+        print(table + "\n" + variants, end="")
         return 0
     try:
-        new = replace_block(a.readme.read_text(), table)
+        new = replace_block(replace_block(a.readme.read_text(), table), variants, VARIANTS_START, VARIANTS_END)
     except ValueError as e:
         sys.exit(f"faiss-report: {a.readme}: {e}")
     write_text_atomic(a.readme, new)

@@ -6,6 +6,8 @@
     results/h200/faiss_h200.json  profiles built on the GPU machine, faiss's GPU tests and the benchmark there
                                   (gpu/faiss_check.py via gpu/faiss_h200.sh)
     results/h200/faiss_jit_cost.json  the driver's JIT time of PTX-only modules (gpu/jit_cost.py), when measured
+    results/h200/faiss_h200_ptx120.json  the previous H200 run, whose slim build planned PTX 12.0: the PTX cut's
+                                  "before"
 
 Every wheel row is read from slimwheel's own JSON (the size report and the check verdict), whoever built the wheel.
 `python3 scripts/faiss-report.py --write` puts the tables between the README's faiss-table markers; a unit test
@@ -23,6 +25,8 @@ from readme_blocks import replace_between
 MIB = 1024 * 1024
 START = "<!-- faiss-table:start (scripts/faiss-report.py --write; do not edit by hand) -->"
 END = "<!-- faiss-table:end -->"
+VARIANTS_START = "<!-- faiss-variants:start (scripts/faiss-report.py --write; do not edit by hand) -->"
+VARIANTS_END = "<!-- faiss-variants:end -->"
 # Integrated aarch64 GPUs: never run an x86_64 wheel, so "not served" leaves them out.
 INTEGRATED = {"5.3", "6.2", "7.2", "8.7", "11.0", "12.1"}
 ORDER = ("upstream", "slim", "slim-jit", "upstream90", "probe90")
@@ -33,6 +37,8 @@ MAIN_H200 = "results/h200/faiss_h200.json"
 # cover, and the table says so. None yet for faiss 1.15.
 TEST_RERUNS: tuple[str, ...] = ()
 JIT = "results/h200/faiss_jit_cost.json"
+PTX_RUN = "results/h200/faiss_h200_ptx120.json"
+TARGET_MIB = 40
 # Each profile's runtime is compared with the upstream-style build of the same scope, else with the sm_90-only one
 # (on a Hopper GPU both run sm_90 cubins).
 RATIO_BASE = {"slim": ("upstream", "upstream90"), "slim-jit": ("upstream", "upstream90"), "probe90": ("upstream90",)}
@@ -210,25 +216,93 @@ def render_bytes(h200: dict[str, Any], profile: str = "slim") -> str:
     out.append("| largest: " + ", ".join(f"{x['object']}" for x in top) + " | "
                + ", ".join(f"{x['stored'] / MIB:.1f}" for x in top) + " | |")
     out.append("")
-    derived = h200.get("derived", {}).get("slim-sm90", {}).get("report", {})
-    kept = derived.get("sizes", {}).get("after_fatbin_bytes")
-    dropped = [d for f in derived.get("files", []) for d in f.get("dropped", [])]
-    ptx = sum(d["bytes"] for d in dropped if d["kind"] == "ptx")
-    if ptx:
-        after = wheel - ptx
-        out.append(f"Measured cut: the PTX 12.0 entries (`slimwheel slim` dropped them from the real wheel) hold "
-                   f"{ptx / MIB:.1f} MiB; without them the wheel is about {after / MIB:.1f} MiB (the wheel less those "
-                   f"stored bytes), under the 60 MiB budget and {after / MIB - 40:.1f} MiB from the 40 MiB target. "
-                   "The recipe now plans no PTX. Each SASS target costs "
-                   + ", ".join(f"{d['arch']} {d['bytes'] / MIB:.1f}" for d in sorted(
-                       (d for d in dropped if d["kind"] == "sass"), key=lambda d: int(d["arch"])))
-                   + (f", and 90 (what the 9.0 wheel kept) {kept / MIB:.1f}" if kept else "") + " MiB.")
-        out.append("")
     return "\n".join(out)
 
 
+def _stored(files: list[dict[str, Any]], prefixes: tuple[str, ...]) -> int:
+    return sum(f["compressed"] for f in files if f["name"].split("/")[-1].startswith(prefixes))
+
+
+def render_cuts(h200: dict[str, Any], ptx_run: dict[str, Any], here: dict[str, Any]) -> str:
+    """Issue 11's road to 40 MiB: each change measured (two builds, or the same part of two builds), what it saved,
+    and the parts not cut yet with their measured size. Rows whose data is missing are left out, never estimated."""
+    slim = _h200_build(h200, "slim")
+    wheel = (slim.get("repaired") or {}).get("wheel_size")
+    if not wheel:
+        return ""
+    rows: list[str] = []
+    before = (_h200_build(ptx_run, "slim").get("repaired") or {})
+    if before.get("wheel_size") and "compute_120" in before.get("targets", []):
+        rows.append(f"| PTX 12.0 out of the plan (`ptx = \"none\"`) | the `slim` wheel, built on the H200 with and "
+                    f"without it | {before['wheel_size'] / MIB:.1f} | {wheel / MIB:.1f} | "
+                    f"{(before['wheel_size'] - wheel) / MIB:.1f} |")
+    up = here.get("profiles", {}).get("upstream90", {})
+    up_sm90 = (up.get("objects") or {}).get("by_target", {}).get("sm_90")
+    slim_sm90 = (slim.get("objects") or {}).get("by_target", {}).get("sm_90")
+    if up_sm90 and slim_sm90:
+        rows.append(f"| `size` compression for upstream's `-Xfatbin=-compress-all` | the sm_90 device code of the "
+                    f"same 182 objects (`upstream90` here, `slim` on the H200), per SASS target | "
+                    f"{up_sm90 / MIB:.1f} | {slim_sm90 / MIB:.1f} | {(up_sm90 - slim_sm90) / MIB:.1f} |")
+    up_files = (up.get("repaired") or {}).get("files", [])
+    slim_files = (slim.get("repaired") or {}).get("files", [])
+    vendored = ("libopenblas", "libgfortran", "libquadmath", "libgomp")
+    if up_files and slim_files:
+        a, b = _stored(up_files, vendored), _stored(slim_files, vendored)
+        rows.append(f"| BLAS from the `scipy-openblas32` wheel, not vendored | the vendored OpenBLAS, gfortran, "
+                    f"quadmath and gomp (`upstream90`) vs gomp alone (`slim`), stored | {a / MIB:.1f} | "
+                    f"{b / MIB:.1f} | {(a - b) / MIB:.1f} |")
+    out = [f"What each measured change saved, and what is left: the `slim` wheel is {wheel / MIB:.1f} MiB, "
+           f"{wheel / MIB - TARGET_MIB:.1f} MiB from the {TARGET_MIB} MiB target.", "",
+           "| change | measured on | before MiB | after MiB | saved MiB |", "| --- | --- | ---: | ---: | ---: |", *rows]
+    derived = h200.get("derived", {}).get("slim-sm90", {}).get("report", {})
+    dropped = sorted((d for f in derived.get("files", []) for d in f.get("dropped", []) if d["kind"] == "sass"),
+                     key=lambda d: int(d["arch"]))
+    kept = derived.get("sizes", {}).get("after_fatbin_bytes")
+    if dropped:
+        costs = ", ".join(f"{d['arch']} {d['bytes'] / MIB:.1f}" for d in dropped)
+        out += ["", "Not cut, measured: each SASS target costs (stored bytes `slimwheel slim` dropped from the real "
+                f"wheel) {costs}" + (f", and 90 (what the 9.0 wheel kept) {kept / MIB:.1f}" if kept else "")
+                + " MiB."]
+    lk = (slim.get("objects") or {}).get("large_k_only", {})
+    if lk.get("objects"):
+        out += [f"The {lk['objects']} files that serve only k > 256 hold {lk['stored'] / MIB:.1f} MiB of the objects' "
+                "device code (table above): the cut that could reach the target (runtime compilation of those "
+                "kernels, `docs/nvrtc.md`), not built yet."]
+    return "\n".join(out) + "\n"
+
+
+def render_variants(h200: dict[str, Any], profile: str = "slim") -> str:
+    """The built wheel, slimmed to 9.0 and split per GPU family on the H200 (issue 16's proof), with the faiss GPU
+    tests of the ones that GPU can run."""
+    derived = h200.get("derived", {})
+    var = derived.get("variants", {}).get("report", {})
+    sm90 = derived.get("slim-sm90", {}).get("report", {})
+    if not var.get("universal"):
+        return ""
+    profiles = h200.get("profiles", {})
+    uni = var["universal"]
+    rows = ["| wheel | targets | zip MiB | vs universal | `check` (its GPUs required) | faiss GPU tests (H200) |",
+            "| --- | --- | ---: | ---: | --- | --- |",
+            f"| universal (`{profile}`) | {' '.join(uni['targets'])} | {uni['bytes'] / MIB:.1f} | 1.00x | "
+            f"{'passes' if (_h200_build(h200, profile).get('repaired') or {}).get('check', {}).get('ok') else 'fails'} | "
+            f"{_tests(profiles.get(profile, {}))} |"]
+    if sm90.get("sizes"):
+        rows.append(f"| slimmed to 9.0 (`slimwheel slim --archs 9.0`) | {' '.join(sm90['targets_after'])} | "
+                    f"{sm90['sizes']['after_bytes'] / MIB:.1f} | {sm90['sizes']['after_bytes'] / uni['bytes']:.2f}x | "
+                    f"{'passes' if sm90.get('check', {}).get('ok') else 'fails'} | "
+                    f"{_tests(profiles.get('slim-sm90', {}))} |")
+    for v in var.get("variants", []):
+        label = f"variant-{v['label']}"
+        rows.append(f"| variant `{v['label']}` ({', '.join(v['gpus'])}) | {' '.join(v['targets'])} | "
+                    f"{v['sizes']['after_bytes'] / MIB:.1f} | {v['sizes']['after_bytes'] / uni['bytes']:.2f}x | "
+                    f"{'passes' if v.get('check', {}).get('ok') else 'fails'} | "
+                    f"{_tests(profiles[label]) if label in profiles else 'not run (another GPU family)'} |")
+    return "\n".join(rows) + "\n"
+
+
 def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any],
-           reruns: list[tuple[str, dict[str, Any]]] | None = None, jit: dict[str, Any] | None = None) -> str:
+           reruns: list[tuple[str, dict[str, Any]]] | None = None, jit: dict[str, Any] | None = None,
+           ptx_run: dict[str, Any] | None = None) -> str:
     h200, rerun_source = _with_reruns(h200, reruns or [])
     rows = wheel_rows(pypi, built_here, h200)
     out: list[str] = []
@@ -293,14 +367,17 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
     bytes_table = render_bytes(h200)
     if bytes_table:
         out += [bytes_table]
+    cuts = render_cuts(h200, ptx_run or {}, built_here)
+    if cuts:
+        out += [cuts]
     if jit and jit.get("modules"):
         out += [f"The driver's JIT of the `slim-jit` profile's PTX-only k > 256 modules ({jit.get('gpu', '?')}; "
                 "one fresh process per load):", "", render_jit(jit)]
     return "\n".join(out).rstrip() + "\n"
 
 
-def replace_block(readme: str, table: str) -> str:
+def replace_block(readme: str, table: str, start: str = START, end: str = END) -> str:
     try:
-        return replace_between(readme, START, END, table)
+        return replace_between(readme, start, end, table)
     except ValueError:
-        raise ValueError(f"the README has no {START!r} ... {END!r} block") from None
+        raise ValueError(f"the README has no {start!r} ... {end!r} block") from None

@@ -117,13 +117,36 @@ def test_readme_matches_the_results_files() -> None:
         return data
 
     reruns = [(name, load(name)) for name in faiss_report.TEST_RERUNS]
-    table = faiss_report.render(load(faiss_report.PYPI), load(faiss_report.PROFILES_HERE),
-                                load(faiss_report.MAIN_H200), reruns, load(faiss_report.JIT))
+    h200 = load(faiss_report.MAIN_H200)
+    table = faiss_report.render(load(faiss_report.PYPI), load(faiss_report.PROFILES_HERE), h200, reruns,
+                                load(faiss_report.JIT), load(faiss_report.PTX_RUN))
     assert "PyPI `faiss-gpu` 1.15.1" in table, "the PyPI anchor's results file is missing"
     readme = (REPO / "README.md").read_text()
-    assert faiss_report.START in readme, "README.md lacks the faiss table block"
-    block = readme.split(faiss_report.START, 1)[1].split(faiss_report.END, 1)[0]
-    assert block.strip() == table.strip()
+    for start, end, text in ((faiss_report.START, faiss_report.END, table),
+                             (faiss_report.VARIANTS_START, faiss_report.VARIANTS_END,
+                              faiss_report.render_variants(h200))):
+        assert start in readme, f"README.md lacks the block {start}"
+        block = readme.split(start, 1)[1].split(end, 1)[0]
+        assert block.strip() == text.strip()
+
+
+def test_cuts_are_measured_pairs_and_leave_out_what_is_missing() -> None:
+    """Each cut row comes from two measurements; without the earlier run there is no PTX row, never an estimate."""
+    mib = faiss_report.MIB
+    slim = {"repaired": {"wheel_size": 57 * mib, "targets": ["sm_90"], "files": [
+                {"name": "x.libs/libgomp-1.so.1", "compressed": mib}]},
+            "objects": {"by_target": {"sm_90": 10 * mib}}}
+    h200 = {"profiles": {"slim": {"build": slim}}}
+    earlier = {"profiles": {"slim": {"build": {"repaired": {"wheel_size": 67 * mib, "targets": ["sm_90", "compute_120"]}}}}}
+    here = {"profiles": {"upstream90": {"objects": {"by_target": {"sm_90": 13 * mib}}, "repaired": {"files": [
+        {"name": "x.libs/libopenblasp-r0.so", "compressed": 11 * mib}, {"name": "faiss/libfaiss.so", "compressed": mib}]}}}}
+    text = faiss_report.render_cuts(h200, earlier, here)
+    assert "57.0 MiB, 17.0 MiB from the 40 MiB target" in text
+    assert "| 67.0 | 57.0 | 10.0 |" in text  # PTX
+    assert "| 13.0 | 10.0 | 3.0 |" in text  # compression, per target
+    assert "| 11.0 | 1.0 | 10.0 |" in text  # vendored BLAS (libgomp stays)
+    assert "PTX 12.0" not in faiss_report.render_cuts(h200, {}, here)
+    assert faiss_report.render_cuts({}, earlier, here) == ""
 
 
 def test_ninja_log_keeps_the_last_build_of_each_cuda_object(tmp_path: Path) -> None:
