@@ -88,7 +88,8 @@ done
 grep -E '^\[[0-9:]+\]' "$run/log" 2>/dev/null
 # What is there so far comes back with every call: the results written after each phase, the log, and once each,
 # the built wheels and derived reports (a session's device time may end before the check does).
-# A call brings back 64 MiB at most: a wheel travels in 30 MB parts, one part a call (`cat NAME.part* > NAME` here).
+# A call brings back 8 files of 16 MiB at most, 64 MiB together: a wheel travels in 15 MB parts, three a call
+# (`cat NAME.part* > NAME` here).
 send_partial() {
   mkdir -p "${OUT:-/tmp}/partial"
   for f in "$run/out/faiss_h200.json" "$run/log"; do [[ -f "$f" ]] && cp "$f" "${OUT:-/tmp}/partial/"; done
@@ -98,12 +99,14 @@ send_partial() {
   done
   for w in "$run"/out/wheels/*.whl; do
     [[ -f "$w" && ! -f "$w.split" ]] || continue
-    mkdir -p "$run/out/parts" && split -b 30000000 -d "$w" "$run/out/parts/$(basename "$w").part" && touch "$w.split"
+    mkdir -p "$run/out/parts" && split -b 15000000 -d "$w" "$run/out/parts/$(basename "$w").part" && touch "$w.split"
   done
+  local sent=0
   for f in "$run"/out/parts/*.part*; do
     [[ -f "$f" && "$f" != *.sent && ! -f "$f.sent" ]] || continue
     cp "$f" "${OUT:-/tmp}/" && touch "$f.sent"
-    break
+    sent=$((sent + 1))
+    [[ $sent -lt 3 ]] || break
   done
 }
 if [[ ! -f "$run/rc" ]]; then
