@@ -429,6 +429,25 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     return repaired, info
 
 
+def junit_summary(junit: Path, test_name: str) -> dict[str, Any]:
+    """Counts from pytest's JUnit XML, the failed tests by name, and why tests were skipped (message: count), so that
+    a skip is a recorded reason (cuVS not compiled in, one GPU only) rather than a number."""
+    root = ET.parse(junit).getroot()
+    suites = [root] if root.tag == "testsuite" else list(root)
+    out: dict[str, Any] = {key: sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors",
+                                                                                   "skipped")}
+    out["failed"] = [f"{test_name}::{case.get('classname')}.{case.get('name')}" for case in root.iter("testcase")
+                     if case.find("failure") is not None or case.find("error") is not None]
+    reasons: dict[str, int] = {}
+    for case in root.iter("testcase"):
+        skip = case.find("skipped")
+        if skip is not None:
+            why = skip.get("message") or "(no reason given)"
+            reasons[why] = reasons.get(why, 0) + 1
+    out["skip_reasons"] = reasons
+    return out
+
+
 def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, timeout: float) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}", str(test)]
     try:
@@ -437,12 +456,7 @@ def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, time
         return {"timed_out": True, "timeout_s": timeout}
     entry: dict[str, Any] = {"rc": p.returncode, "duration_s": secs}
     if junit.exists():
-        root = ET.parse(junit).getroot()
-        suites = [root] if root.tag == "testsuite" else list(root)
-        for key in ("tests", "failures", "errors", "skipped"):
-            entry[key] = sum(int(s.get(key, 0)) for s in suites)
-        entry["failed"] = [f"{test.name}::{case.get('classname')}.{case.get('name')}" for case in root.iter("testcase")
-                           if case.find("failure") is not None or case.find("error") is not None]
+        entry.update(junit_summary(junit, test.name))
     else:  # the process died (abort, segfault) before pytest wrote its report
         entry["crashed"] = True
     if p.returncode != 0:
