@@ -150,6 +150,12 @@ def _tests(entry: dict[str, Any]) -> str:
     failed = t["failures"] + t["errors"] - len(crashed) - len(timed_out)
     passed = t["tests"] - t["failures"] - (t["errors"] - len(crashed) - len(timed_out)) - t["skipped"]
     text = f"{passed} passed, {failed} failed, {t['skipped']} skipped"
+    reasons: dict[str, int] = {}
+    for x in files.values():  # recorded by gpu/faiss_check.py since the fifth session
+        for why, n in x.get("skip_reasons", {}).items():
+            reasons[why] = reasons.get(why, 0) + n
+    if reasons:
+        text += " (" + "; ".join(f"{n}: {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])) + ")"
     if crashed:
         text += "; crashed: " + ", ".join(f"`{f}`" for f in crashed)
     if timed_out:

@@ -191,3 +191,11 @@ def test_one_target_builds_are_compared_with_each_other() -> None:
     # no full-coverage upstream run: slim is compared with the sm_90-only upstream build
     assert "`slim` / `upstream90`: import 2.00x, first search 2.00x, Flat QPS 2.00x" in out
     assert "/ `upstream`:" not in out
+
+
+def test_skip_reasons_are_shown_when_recorded() -> None:
+    entry = {"tests": {"tests": 5, "failures": 0, "errors": 0, "skipped": 3, "files": {
+        "a.py": {"skip_reasons": {"only if CUVS is compiled in": 2}},
+        "b.py": {"skip_reasons": {"multiple GPU only test": 1}}}}}
+    assert faiss_report._tests(entry) == ("2 passed, 0 failed, 3 skipped (2: only if CUVS is compiled in; "
+                                          "1: multiple GPU only test)")
