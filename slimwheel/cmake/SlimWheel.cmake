@@ -132,27 +132,40 @@ endfunction()
 # reaches, because a folder earlier on its search path holds the archive. When it is the archive, the shared library
 # (libstdc++.so.6, as the compiler finds it) is offered under the name -lstdc++ looks for, in a folder of the build
 # tree that slimwheel_cuda_target puts first on the link's search path, and the probe link checks that it is taken.
-# Sets <out> to that folder, or to "" when the compiler links the shared library already (or is not GCC).
+# Sets <out> to that folder, or to "" when the compiler links the shared library already (or no libstdc++).
 function(_slimwheel_cxx_runtime_dir out)
   set(${out} "" PARENT_SCOPE)
+  if(NOT CMAKE_HOST_SYSTEM_NAME STREQUAL "Linux")
+    return()
+  endif()
+  # The driver that links: the C++ compiler, or in a CUDA-only project the host compiler nvcc links with.
   get_property(languages GLOBAL PROPERTY ENABLED_LANGUAGES)
-  if(NOT "CXX" IN_LIST languages OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+  if("CXX" IN_LIST languages)
+    set(cxx "${CMAKE_CXX_COMPILER}")
+  elseif(CMAKE_CUDA_HOST_COMPILER)
+    set(cxx "${CMAKE_CUDA_HOST_COMPILER}")
+  else()
+    find_program(_SLIMWHEEL_HOST_CXX NAMES g++ c++ DOC "the host compiler nvcc links with (slimwheel's libstdc++ probe)")
+    set(cxx "${_SLIMWHEEL_HOST_CXX}")
+  endif()
+  if(NOT cxx)
     return()
   endif()
   set(probe "${CMAKE_BINARY_DIR}/CMakeFiles/slimwheel-cxx-runtime")
   file(MAKE_DIRECTORY "${probe}")
   file(WRITE "${probe}/probe.cpp"
     "#include <string>\nstd::string slimwheel_probe(const char* s) { return std::string(s) + \"!\"; }\n")
-  _slimwheel_linked_libstdcxx("${probe}" "" first)
+  _slimwheel_linked_libstdcxx("${cxx}" "${probe}" "" first)
   if(NOT first MATCHES "libstdc\\+\\+\\.a$")
-    return()
+    return()  # the shared library, or no libstdc++ at all (libc++, a failed probe)
   endif()
-  execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -print-file-name=libstdc++.so.6
+  execute_process(COMMAND "${cxx}" -print-file-name=libstdc++.so.6
     RESULT_VARIABLE rc OUTPUT_VARIABLE so6 OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
   # GCC prints the bare name when it finds no such file.
   if(NOT rc EQUAL 0 OR NOT IS_ABSOLUTE "${so6}" OR NOT EXISTS "${so6}")
-    string(REGEX MATCH "^[0-9]+" gcc_major "${CMAKE_CXX_COMPILER_VERSION}")
-    message(FATAL_ERROR "slimwheel: ${CMAKE_CXX_COMPILER} links ${first} and finds no libstdc++.so.6: every module "
+    execute_process(COMMAND "${cxx}" -dumpversion OUTPUT_VARIABLE version OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+    string(REGEX MATCH "^[0-9]+" gcc_major "${version}")
+    message(FATAL_ERROR "slimwheel: ${cxx} links ${first} and finds no libstdc++.so.6: every module "
       "would carry libstdc++ linked statically and export it (a second C++ runtime in the process; `slimwheel check` "
       "refuses such a file). Install the compiler's libstdc++ development package (libstdc++-${gcc_major}-dev on "
       "Debian and Ubuntu, gcc-c++ on RHEL) or repair its libstdc++.so link.")
@@ -160,13 +173,13 @@ function(_slimwheel_cxx_runtime_dir out)
   set(dir "${CMAKE_BINARY_DIR}/slimwheel-cxx-runtime")
   file(MAKE_DIRECTORY "${dir}")
   file(CREATE_LINK "${so6}" "${dir}/libstdc++.so" SYMBOLIC)
-  _slimwheel_linked_libstdcxx("${probe}" "-L${dir}" second)
+  _slimwheel_linked_libstdcxx("${cxx}" "${probe}" "-L${dir}" second)
   if(NOT second STREQUAL "${dir}/libstdc++.so")
-    message(FATAL_ERROR "slimwheel: ${CMAKE_CXX_COMPILER} links ${first} (a static libstdc++ that modules would export); "
+    message(FATAL_ERROR "slimwheel: ${cxx} links ${first} (a static libstdc++ that modules would export); "
       "offered ${so6} through ${dir}, the link still took '${second}'. Install the compiler's libstdc++ development "
       "package or repair its libstdc++.so link.")
   endif()
-  message(WARNING "slimwheel: ${CMAKE_CXX_COMPILER} links ${first}, so its modules would carry libstdc++ statically "
+  message(WARNING "slimwheel: ${cxx} links ${first}, so its modules would carry libstdc++ statically "
     "and export it; targets of slimwheel_cuda_target link the shared ${so6} instead (through ${dir}). Repairing the "
     "compiler's libstdc++.so link (or installing its development package) makes this unnecessary.")
   set(${out} "${dir}" PARENT_SCOPE)
@@ -185,15 +198,14 @@ function(_slimwheel_link_cxx_runtime target)
   endif()
 endfunction()
 
-# The file -lstdc++ resolved to when <probe>/probe.cpp is linked into a shared library with <extra> options (ld's
+# The file -lstdc++ resolved to when <cxx> links <probe>/probe.cpp into a shared library with <extra> options (ld's
 # --trace names each input it opens), or "" when the link failed or took no libstdc++.
-function(_slimwheel_linked_libstdcxx probe extra out)
+function(_slimwheel_linked_libstdcxx cxx probe extra out)
   set(${out} "" PARENT_SCOPE)
-  execute_process(COMMAND "${CMAKE_CXX_COMPILER}" -shared -fPIC ${extra} -o "${probe}/probe.so" "${probe}/probe.cpp"
-      -Wl,--trace
+  execute_process(COMMAND "${cxx}" -shared -fPIC ${extra} -o "${probe}/probe.so" "${probe}/probe.cpp" -Wl,--trace
     WORKING_DIRECTORY "${probe}" RESULT_VARIABLE rc OUTPUT_VARIABLE text ERROR_VARIABLE err)
   if(NOT rc EQUAL 0)
-    message(STATUS "slimwheel: could not link a probe with ${CMAKE_CXX_COMPILER} (exit ${rc}); libstdc++ not checked")
+    message(STATUS "slimwheel: could not link a probe with ${cxx} (exit ${rc}); libstdc++ not checked")
     return()
   endif()
   # ld prints a path per line: "/x/libstdc++.so", "(/x/libstdc++.a)member.o" or "-lstdc++ (/x/libstdc++.so)" by version.

@@ -193,3 +193,43 @@ def test_no_shared_libstdcxx_at_all_fails_configure_clearly(toolkit13, relocated
     assert r.returncode != 0
     message = " ".join(r.stderr.split())
     assert "finds no libstdc++.so.6" in message and "development package" in message, message
+
+
+CUDA_ONLY = """\
+cmake_minimum_required(VERSION 3.18...3.31)
+project(cudaonly LANGUAGES CUDA)
+find_package(slimwheel CONFIG REQUIRED)
+add_library(demo MODULE demo.cu)
+slimwheel_cuda_target(demo)
+"""
+CUDA_SOURCE = r"""
+#include <sstream>
+#include <string>
+extern "C" __attribute__((visibility("default"))) int demo_len(const char* s) {
+    std::ostringstream out;
+    out << s << 42;
+    return static_cast<int>(out.str().size());
+}
+"""
+
+
+def test_a_cuda_only_project_is_probed_through_its_host_compiler(toolkit13, relocated_gcc: dict[str, Path],
+                                                                  tmp_path: Path) -> None:
+    # No CXX language: nvcc links with its host compiler (CMAKE_CUDA_HOST_COMPILER), which is what gets probed.
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "demo.cu").write_text(CUDA_SOURCE)
+    (src / "CMakeLists.txt").write_text(CUDA_ONLY)
+    build = tmp_path / "build"
+    env = dict(os.environ)
+    env.update(toolkit13.env)
+    cmd = [CMAKE, "-S", str(src), "-B", str(build), "-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release",
+           f"-DCMAKE_CUDA_COMPILER={toolkit13.nvcc}", f"-DCMAKE_CUDA_HOST_COMPILER={relocated_gcc['g++']}",
+           f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}", "-DSLIMWHEEL_CUDA_ARCHITECTURES=90-real"]  # fmt: skip
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "so its modules would carry libstdc++ statically" in " ".join(r.stderr.split()), r.stderr
+    r = subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    demo = read_elf_file(build / "libdemo.so", "libdemo.so")
+    assert demo is not None and "libstdc++.so.6" in demo.needed and not demo.exports_cxx_runtime
