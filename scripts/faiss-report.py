@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from faissbench.report import (
+    DLTO,
     JIT,
     MAIN_H200,
     PROFILES_HERE,
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     reruns = [(name, load(REPO / name)) for name in TEST_RERUNS]
     h200 = load(REPO / MAIN_H200)
-    table = render(load(REPO / PYPI), load(REPO / PROFILES_HERE), h200, reruns, load(REPO / JIT), load(REPO / PTX_RUN))
+    table = render(load(REPO / PYPI), load(REPO / PROFILES_HERE), h200, reruns, load(REPO / JIT), load(REPO / PTX_RUN),
+                   load(REPO / DLTO))
     variants = render_variants(h200)
     if not a.write:
         print(table + "\n" + variants, end="")

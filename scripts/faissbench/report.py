@@ -8,6 +8,7 @@
     results/h200/faiss_jit_cost.json  the driver's JIT time of PTX-only modules (gpu/jit_cost.py), when measured
     results/h200/faiss_h200_ptx120.json  the previous H200 run, whose slim build planned PTX 12.0: the PTX cut's
                                   "before"
+    results/faiss-dlto-probe.json device LTO on the k-selection files (scripts/faiss-dlto-probe.py, this machine)
 
 Every wheel row is read from slimwheel's own JSON (the size report and the check verdict), whoever built the wheel.
 `python3 scripts/faiss-report.py --write` puts the tables between the README's faiss-table markers; a unit test
@@ -38,6 +39,7 @@ MAIN_H200 = "results/h200/faiss_h200.json"
 TEST_RERUNS: tuple[str, ...] = ()
 JIT = "results/h200/faiss_jit_cost.json"
 PTX_RUN = "results/h200/faiss_h200_ptx120.json"
+DLTO = "results/faiss-dlto-probe.json"
 TARGET_MIB = 40
 # Each profile's runtime is compared with the upstream-style build of the same scope, else with the sm_90-only one
 # (on a Hopper GPU both run sm_90 cubins).
@@ -229,7 +231,8 @@ def _stored(files: list[dict[str, Any]], prefixes: tuple[str, ...]) -> int:
     return sum(f["compressed"] for f in files if f["name"].split("/")[-1].startswith(prefixes))
 
 
-def render_cuts(h200: dict[str, Any], ptx_run: dict[str, Any], here: dict[str, Any]) -> str:
+def render_cuts(h200: dict[str, Any], ptx_run: dict[str, Any], here: dict[str, Any],
+                dlto: dict[str, Any] | None = None) -> str:
     """Issue 11's road to 40 MiB: each change measured (two builds, or the same part of two builds), what it saved,
     and the parts not cut yet with their measured size. Rows whose data is missing are left out, never estimated."""
     slim = _h200_build(h200, "slim")
@@ -257,6 +260,11 @@ def render_cuts(h200: dict[str, Any], ptx_run: dict[str, Any], here: dict[str, A
         rows.append(f"| BLAS from the `scipy-openblas32` wheel, not vendored | the vendored OpenBLAS, gfortran, "
                     f"quadmath and gomp (`upstream90`) vs gomp alone (`slim`), stored | {a / MIB:.1f} | "
                     f"{b / MIB:.1f} | {(a - b) / MIB:.1f} |")
+    if dlto and dlto.get("per_object", {}).get("bytes") and dlto.get("dlto", {}).get("bytes"):
+        b, c = dlto["per_object"]["bytes"], dlto["dlto"]["bytes"]
+        rows.append(f"| device LTO (`-rdc=true -dlto`), did not pay | the {len(dlto['files'])} k-selection files, "
+                    f"{dlto['arch']} SASS before compression (`scripts/faiss-dlto-probe.py`) | {b / MIB:.1f} | "
+                    f"{c / MIB:.1f} | {(b - c) / MIB:.1f} ({(b - c) / b:.1%}) |")
     out = [f"What each measured change saved, and what is left: the `slim` wheel is {wheel / MIB:.1f} MiB, "
            f"{wheel / MIB - TARGET_MIB:.1f} MiB from the {TARGET_MIB} MiB target.", "",
            "| change | measured on | before MiB | after MiB | saved MiB |", "| --- | --- | ---: | ---: | ---: |", *rows]
@@ -308,7 +316,7 @@ def render_variants(h200: dict[str, Any], profile: str = "slim") -> str:
 
 def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any],
            reruns: list[tuple[str, dict[str, Any]]] | None = None, jit: dict[str, Any] | None = None,
-           ptx_run: dict[str, Any] | None = None) -> str:
+           ptx_run: dict[str, Any] | None = None, dlto: dict[str, Any] | None = None) -> str:
     h200, rerun_source = _with_reruns(h200, reruns or [])
     rows = wheel_rows(pypi, built_here, h200)
     out: list[str] = []
@@ -373,7 +381,7 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
     bytes_table = render_bytes(h200)
     if bytes_table:
         out += [bytes_table]
-    cuts = render_cuts(h200, ptx_run or {}, built_here)
+    cuts = render_cuts(h200, ptx_run or {}, built_here, dlto)
     if cuts:
         out += [cuts]
     if jit and jit.get("modules"):

@@ -4,8 +4,9 @@ The cu13 wheels install one tree, `site-packages/nvidia/cu13/{bin,include,lib,nv
 (shared/cuda-facts.md, section 1). Two things keep it from being a toolkit that CMake and nvcc accept as is: nvcc's
 profile looks for libraries in `lib64`, and the libraries carry only versioned names (`libcublas.so.13`), so
 `-lcublas` and CMake's `find_library(cublas)` find nothing. So the wheels go into `<prefix>/site` (pip --target) and the
-prefix gets its own `bin/` (relative symlinks to the tools plus an nvcc.profile whose TOP is the prefix), `include` and
-`nvvm` links, and `lib64/` with every library under its own name and the unversioned link name. nvcc takes `_HERE_` from
+prefix gets its own `bin/` (relative symlinks to the tools plus an nvcc.profile whose TOP is the prefix), an `include`
+link, an `nvvm/` folder laid out as the system toolkit's (nvlink loads `nvvm/lib64/libnvvm.so` for device LTO), and
+`lib64/` with every library under its own name and the unversioned link name. nvcc takes `_HERE_` from
 the path it was started by, not the symlink's target, so TOP is the prefix. All links are relative: the prefix is built
 in a temporary folder and renamed into place, under an fcntl lock, so concurrent runs never see half a toolkit.
 """
@@ -32,7 +33,7 @@ from slimwheel.toolkit.model import Toolkit
 log = logging.getLogger(__name__)
 
 MANIFEST = "slimwheel-toolkit.json"
-MANIFEST_SCHEMA = 1
+MANIFEST_SCHEMA = 2  # 2: nvvm/ is a folder with lib64/libnvvm.so (nvlink -dlto); a 1 prefix is re-assembled
 
 # What a build needs, and what `slimwheel toolkit` reports. Measured with `pip index versions` (2026-11-30):
 # nvcc/crt/nvvm/cccl/runtime/nvjitlink/culibos have 13.0.* releases; cuBLAS numbers its releases on its own
@@ -134,7 +135,18 @@ def _make_prefix(prefix: Path) -> None:
             _rel_symlink(tool, prefix / "bin" / tool.name)
     (prefix / "bin" / "nvcc.profile").write_text(_PROFILE, encoding="utf-8")
     _rel_symlink(cu13 / "include", prefix / "include")
-    _rel_symlink(cu13 / "nvvm", prefix / "nvvm")
+    # nvvm/ as the system toolkit lays it out: the wheel's bin (cicc) and libdevice, and lib64/libnvvm.so, which
+    # nvlink loads from <bin>/../nvvm/lib64 for device LTO (-dlto) and which the wheel puts in cu13/lib instead.
+    # Without it `nvcc -dlink -dlto` stops with "nvlink fatal: elfLink linker library load error".
+    (prefix / "nvvm").mkdir()
+    for entry in sorted((cu13 / "nvvm").iterdir()):
+        _rel_symlink(entry, prefix / "nvvm" / entry.name)
+    libnvvm = sorted((cu13 / "lib").glob("libnvvm.so.*"))
+    if libnvvm and not (prefix / "nvvm" / "lib64").exists():
+        (prefix / "nvvm" / "lib64").mkdir()
+        for lib in libnvvm:
+            _rel_symlink(lib, prefix / "nvvm" / "lib64" / lib.name)
+        _rel_symlink(libnvvm[0], prefix / "nvvm" / "lib64" / "libnvvm.so")
     lib64 = prefix / "lib64"
     lib64.mkdir()
     for lib in sorted((cu13 / "lib").iterdir()):

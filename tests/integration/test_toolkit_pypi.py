@@ -121,6 +121,27 @@ def test_cmake_accepts_the_assembled_prefix(toolkit13, tmp_path):
     assert "libcublas.so.13" in needed and "libcudart.so.13" in needed
 
 
+def test_device_lto_links_with_the_assembled_prefix(toolkit13, tmp_path):
+    """Device LTO (-dlto): two files compiled to LTO IR, device-linked into sm_90 code. nvlink loads
+    <bin>/../nvvm/lib64/libnvvm.so for it, which the cu13 wheels keep in lib/; without the prefix's nvvm/lib64 the
+    link stops with "nvlink fatal: elfLink linker library load error"."""
+    (tmp_path / "a.cu").write_text("__device__ float twice(float v) { return 2.0f * v; }\n")
+    (tmp_path / "b.cu").write_text(
+        "__device__ float twice(float v);\n"
+        "__global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n")
+    nvcc = str(toolkit13.nvcc)
+    for name in ("a", "b"):
+        r = subprocess.run([nvcc, "-rdc=true", "-gencode", "arch=compute_90,code=lto_90", "-c", f"{name}.cu",
+                            "-o", f"{name}.o"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+        assert r.returncode == 0, r.stdout + r.stderr
+    r = subprocess.run([nvcc, "-dlink", "-dlto", "-arch=sm_90", "a.o", "b.o", "-o", "dlink.o"], cwd=tmp_path,
+                       capture_output=True, text=True)  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    elves = subprocess.run([str(toolkit13.root / "bin" / "cuobjdump"), "-lelf", "dlink.o"], cwd=tmp_path,
+                           capture_output=True, text=True)  # fmt: skip
+    assert "sm_90" in elves.stdout, elves.stdout + elves.stderr
+
+
 def test_cli_reports_the_toolkit(toolkit13):
     out = subprocess.run(
         [*CLI, "toolkit", "--root", str(toolkit13.root), "--format", "json"], capture_output=True, text=True,

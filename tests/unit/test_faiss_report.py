@@ -119,7 +119,7 @@ def test_readme_matches_the_results_files() -> None:
     reruns = [(name, load(name)) for name in faiss_report.TEST_RERUNS]
     h200 = load(faiss_report.MAIN_H200)
     table = faiss_report.render(load(faiss_report.PYPI), load(faiss_report.PROFILES_HERE), h200, reruns,
-                                load(faiss_report.JIT), load(faiss_report.PTX_RUN))
+                                load(faiss_report.JIT), load(faiss_report.PTX_RUN), load(faiss_report.DLTO))
     assert "PyPI `faiss-gpu` 1.15.1" in table, "the PyPI anchor's results file is missing"
     readme = (REPO / "README.md").read_text()
     for start, end, text in ((faiss_report.START, faiss_report.END, table),
@@ -146,6 +146,10 @@ def test_cuts_are_measured_pairs_and_leave_out_what_is_missing() -> None:
     assert "| 13.0 | 10.0 | 3.0 |" in text  # compression, per target
     assert "| 11.0 | 1.0 | 10.0 |" in text  # vendored BLAS (libgomp stays)
     assert "PTX 12.0" not in faiss_report.render_cuts(h200, {}, here)
+    dlto = {"files": ["a.cu", "b.cu"], "arch": "sm_90", "per_object": {"bytes": 4 * mib}, "dlto": {"bytes": 3 * mib}}
+    assert "| the 2 k-selection files, sm_90 SASS before compression" in faiss_report.render_cuts(h200, earlier, here,
+                                                                                                dlto)
+    assert "| 4.0 | 3.0 | 1.0 (25.0%) |" in faiss_report.render_cuts(h200, earlier, here, dlto)
     assert faiss_report.render_cuts({}, earlier, here) == ""
 
 
