@@ -16,7 +16,7 @@ from slimwheel.errors import BadInputError, ExitCode, ToolError
 from slimwheel.toolkit import ensure_toolkit, find_toolkit, parse_request
 from slimwheel.toolkit.find import _flag_dirs, candidates, version_matches
 from slimwheel.fsutil import file_lock as locked
-from slimwheel.toolkit.pypi13 import MANIFEST, _make_prefix, read_manifest, requirements
+from slimwheel.toolkit.pypi13 import MANIFEST, MANIFEST_SCHEMA, _make_prefix, read_manifest, requirements
 
 
 @pytest.mark.parametrize(
@@ -81,7 +81,8 @@ def _fake_wheel_tree(prefix: Path) -> Path:
         (cu13 / "bin" / tool).write_text("#!/bin/sh\n")
         (cu13 / "bin" / tool).chmod(0o755)
     (cu13 / "bin" / "nvcc.profile").write_text("TOP = $(_HERE_)/..\n")
-    for lib in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnvJitLink.so.13", "libcudart_static.a"):
+    for lib in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnvJitLink.so.13", "libcudart_static.a",
+                "libnvvm.so.4"):
         (cu13 / "lib" / lib).write_bytes(b"\x7fELF")
     (cu13 / "include" / "cuda_runtime.h").write_text("")
     return cu13
@@ -102,7 +103,10 @@ def test_prefix_layout_is_relative_and_survives_a_rename(tmp_path):
     assert not (final / "bin" / "nvcc.profile").is_symlink()
     assert '"-L$(TOP)/lib64"' in profile and '"-I$(TOP)/include"' in profile
     assert (final / "include" / "cuda_runtime.h").is_file()
-    assert (final / "nvvm" / "libdevice").is_dir()
+    assert (final / "nvvm" / "libdevice").is_dir() and (final / "nvvm" / "bin").is_dir()
+    # nvlink loads <bin>/../nvvm/lib64/libnvvm.so for device LTO; the wheel keeps it in lib/
+    assert (final / "nvvm" / "lib64" / "libnvvm.so").resolve() == (cu13 / "lib" / "libnvvm.so.4").resolve()
+    assert not os.readlink(final / "nvvm" / "lib64" / "libnvvm.so").startswith("/")
     # every library under its own name and, for shared ones, the unversioned link name -l and find_library want
     for name in ("libcudart.so", "libcudart.so.13", "libcublas.so", "libcublasLt.so", "libnvJitLink.so.13",
                  "libcudart_static.a"):  # fmt: skip
@@ -122,10 +126,13 @@ def test_manifest_must_be_complete(tmp_path):
     assert read_manifest(tmp_path) is None
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvcc").write_text("")
-    (tmp_path / MANIFEST).write_text(json.dumps({"schema": 1, "check": {"ok": False}}))
+    (tmp_path / MANIFEST).write_text(json.dumps({"schema": MANIFEST_SCHEMA, "check": {"ok": False}}))
     assert read_manifest(tmp_path) is None
+    (tmp_path / MANIFEST).write_text(json.dumps({"schema": MANIFEST_SCHEMA, "check": {"ok": True}}))
+    assert read_manifest(tmp_path) == {"schema": MANIFEST_SCHEMA, "check": {"ok": True}}
+    # a prefix of the layout before nvvm/lib64 (schema 1) is not current: it is assembled again
     (tmp_path / MANIFEST).write_text(json.dumps({"schema": 1, "check": {"ok": True}}))
-    assert read_manifest(tmp_path) == {"schema": 1, "check": {"ok": True}}
+    assert read_manifest(tmp_path) is None
     (tmp_path / MANIFEST).write_text("{not json")
     assert read_manifest(tmp_path) is None
 
