@@ -52,6 +52,7 @@ import tempfile
 import threading
 import time
 import xml.etree.ElementTree as ET
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -438,13 +439,9 @@ def junit_summary(junit: Path, test_name: str) -> dict[str, Any]:
                                                                                    "skipped")}
     out["failed"] = [f"{test_name}::{case.get('classname')}.{case.get('name')}" for case in root.iter("testcase")
                      if case.find("failure") is not None or case.find("error") is not None]
-    reasons: dict[str, int] = {}
-    for case in root.iter("testcase"):
-        skip = case.find("skipped")
-        if skip is not None:
-            why = skip.get("message") or "(no reason given)"
-            reasons[why] = reasons.get(why, 0) + 1
-    out["skip_reasons"] = reasons
+    skips = (case.find("skipped") for case in root.iter("testcase"))
+    reasons = Counter(skip.get("message") or "(no reason given)" for skip in skips if skip is not None)
+    out["skip_reasons"] = dict(reasons)
     return out
 
 

@@ -18,6 +18,7 @@ fails when the README and the JSON files disagree.
 from __future__ import annotations
 
 import statistics
+from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
@@ -141,6 +142,11 @@ def bench_summary(entry: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _verdict(check: dict[str, Any] | None) -> str:
+    """A `slimwheel check` verdict (its JSON) in a table cell."""
+    return "passes" if (check or {}).get("ok") else "fails"
+
+
 def _tests(entry: dict[str, Any]) -> str:
     t = entry.get("tests")
     if not t:
@@ -152,12 +158,11 @@ def _tests(entry: dict[str, Any]) -> str:
     failed = t["failures"] + t["errors"] - len(crashed) - len(timed_out)
     passed = t["tests"] - t["failures"] - (t["errors"] - len(crashed) - len(timed_out)) - t["skipped"]
     text = f"{passed} passed, {failed} failed, {t['skipped']} skipped"
-    reasons: dict[str, int] = {}
+    reasons: Counter[str] = Counter()
     for x in files.values():  # recorded by gpu/faiss_check.py since the fifth session
-        for why, n in x.get("skip_reasons", {}).items():
-            reasons[why] = reasons.get(why, 0) + n
+        reasons.update(x.get("skip_reasons", {}))
     if reasons:
-        text += " (" + "; ".join(f"{n}: {why}" for why, n in sorted(reasons.items(), key=lambda kv: -kv[1])) + ")"
+        text += " (" + "; ".join(f"{n}: {why}" for why, n in reasons.most_common()) + ")"
     if crashed:
         text += "; crashed: " + ", ".join(f"`{f}`" for f in crashed)
     if timed_out:
@@ -295,22 +300,23 @@ def render_variants(h200: dict[str, Any], profile: str = "slim") -> str:
         return ""
     profiles = h200.get("profiles", {})
     uni = var["universal"]
+
+    def row(label: str, targets: list[str], size: int, check: dict[str, Any] | None, tests: str) -> str:
+        return (f"| {label} | {' '.join(targets)} | {size / MIB:.1f} | {size / uni['bytes']:.2f}x | "
+                f"{_verdict(check)} | {tests} |")
+
     rows = ["| wheel | targets | zip MiB | vs universal | `check` (its GPUs required) | faiss GPU tests (H200) |",
             "| --- | --- | ---: | ---: | --- | --- |",
-            f"| universal (`{profile}`) | {' '.join(uni['targets'])} | {uni['bytes'] / MIB:.1f} | 1.00x | "
-            f"{'passes' if (_h200_build(h200, profile).get('repaired') or {}).get('check', {}).get('ok') else 'fails'} | "
-            f"{_tests(profiles.get(profile, {}))} |"]
+            row(f"universal (`{profile}`)", uni["targets"], uni["bytes"],
+                (_h200_build(h200, profile).get("repaired") or {}).get("check"), _tests(profiles.get(profile, {})))]
     if sm90.get("sizes"):
-        rows.append(f"| slimmed to 9.0 (`slimwheel slim --archs 9.0`) | {' '.join(sm90['targets_after'])} | "
-                    f"{sm90['sizes']['after_bytes'] / MIB:.1f} | {sm90['sizes']['after_bytes'] / uni['bytes']:.2f}x | "
-                    f"{'passes' if sm90.get('check', {}).get('ok') else 'fails'} | "
-                    f"{_tests(profiles.get('slim-sm90', {}))} |")
+        rows.append(row("slimmed to 9.0 (`slimwheel slim --archs 9.0`)", sm90["targets_after"],
+                        sm90["sizes"]["after_bytes"], sm90.get("check"), _tests(profiles.get("slim-sm90", {}))))
     for v in var.get("variants", []):
         label = f"variant-{v['label']}"
-        rows.append(f"| variant `{v['label']}` ({', '.join(v['gpus'])}) | {' '.join(v['targets'])} | "
-                    f"{v['sizes']['after_bytes'] / MIB:.1f} | {v['sizes']['after_bytes'] / uni['bytes']:.2f}x | "
-                    f"{'passes' if v.get('check', {}).get('ok') else 'fails'} | "
-                    f"{_tests(profiles[label]) if label in profiles else 'not run (another GPU family)'} |")
+        tests = _tests(profiles[label]) if label in profiles else "not run (another GPU family)"
+        rows.append(row(f"variant `{v['label']}` ({', '.join(v['gpus'])})", v["targets"], v["sizes"]["after_bytes"],
+                        v.get("check"), tests))
     return "\n".join(rows) + "\n"
 
 
@@ -333,7 +339,7 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
                 f"{sr['wheel']['bytes'] / MIB:.1f} | {sr['wheel']['installed_bytes'] / MIB:.1f} | "
                 f"{pythons(sr['wheel']['tags'])} | {', '.join(cov['native']) or '-'} | "
                 f"{', '.join(cov['ptx_only']) or '-'} | {', '.join(none) or '-'} | "
-                f"{'passes' if r['check']['ok'] else 'fails'} | {r['built']} |")
+                f"{_verdict(r['check'])} | {r['built']} |")
         out.append("")
     gpu_rows: list[str] = []
     summaries: dict[str, dict[str, Any]] = {}
