@@ -9,9 +9,7 @@ through add_subdirectory() of this repository (then the compile and link lines a
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,6 +17,7 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from helpers.cmakerun import CMAKE, configure, tool_env
 
 from devtools import cmake_tables as tables
 from slimwheel.inspect.report import inspect_binary
@@ -26,8 +25,6 @@ from slimwheel.inspect.report import inspect_binary
 pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
-# The system's cmake, else the one pip's `cmake` package put next to this interpreter.
-CMAKE = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
 
 KERNEL_CU = """\
 #include <cublas_v2.h>
@@ -98,21 +95,6 @@ def write_project(root: Path, use_slimwheel: str) -> Path:
     (root / "CMakeLists.txt").write_text(CMAKELISTS.format(use_slimwheel=use_slimwheel))
     (root / "pyproject.toml").write_text(PYPROJECT)
     return root
-
-
-def tool_env(toolkit) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(toolkit.env)
-    env.pop("CMAKE_PREFIX_PATH", None)
-    return env
-
-
-def configure(toolkit, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
-    cmd = [
-        CMAKE, "-S", str(src), "-B", str(build), "-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release",
-        f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *defines,
-    ]  # fmt: skip
-    return subprocess.run(cmd, check=False, env=tool_env(toolkit), capture_output=True, text=True, timeout=300)
 
 
 def compile_command(build: Path, source: str) -> list[str]:

@@ -6,13 +6,12 @@ libstdc++.a; slimwheel's CMake package makes its targets link the shared library
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cmakerun import CMAKE, configure
 from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
@@ -93,7 +92,6 @@ def test_check_fails_and_repair_refuses_a_wheel_with_an_exported_copy(libs: dict
 # /opt/gcc/lib/gcc/x86_64-linux-gnu/13/libstdc++.so -> ../../../x86_64-linux-gnu/libstdc++.so.6), so ld takes the
 # archive, while `g++ -print-file-name=libstdc++.so` still names the system's shared one further down the path.
 REPO = Path(__file__).resolve().parents[2]
-CMAKE = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
 CMAKELISTS = """\
 cmake_minimum_required(VERSION 3.18...3.31)
 project(cxxrt LANGUAGES CXX CUDA)
@@ -129,14 +127,10 @@ def relocated_gcc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return compilers
 
 
-def _configure(toolkit, src: Path, build: Path, cxx: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ)
-    env.update(toolkit.env)
-    cmd = [CMAKE, "-S", str(src), "-B", str(build), "-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release",
-           f"-DCMAKE_CXX_COMPILER={cxx}", f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}",
-           f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}", "-DSLIMWHEEL_CUDA_ARCHITECTURES=90-real",
-           "-DSLIMWHEEL_COMPRESSION=size"]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+def _configure(toolkit, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
+    """slimwheel's package from this checkout, sm_90 only; `defines` name the compiler under test."""
+    return configure(toolkit, src, build, f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}",
+                     "-DSLIMWHEEL_CUDA_ARCHITECTURES=90-real", "-DSLIMWHEEL_COMPRESSION=size", *defines)
 
 
 def _project(root: Path) -> Path:
@@ -164,7 +158,7 @@ def test_slimwheel_targets_link_the_shared_libstdcxx(toolkit13, relocated_gcc: d
                                                       tmp_path: Path) -> None:
     src = _project(tmp_path / "src")
     build = tmp_path / "build"
-    r = _configure(toolkit13, src, build, relocated_gcc["g++"])
+    r = _configure(toolkit13, src, build, f"-DCMAKE_CXX_COMPILER={relocated_gcc['g++']}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     warning = " ".join(r.stderr.split())
     assert "links" in warning and "libstdc++.a, so its modules would carry libstdc++ statically" in warning, warning
@@ -180,7 +174,7 @@ def test_slimwheel_targets_link_the_shared_libstdcxx(toolkit13, relocated_gcc: d
 
 def test_a_healthy_compiler_is_left_alone(toolkit13, tmp_path: Path) -> None:
     src = _project(tmp_path / "src")
-    r = _configure(toolkit13, src, tmp_path / "build", Path(shutil.which("g++") or "g++"))
+    r = _configure(toolkit13, src, tmp_path / "build", f"-DCMAKE_CXX_COMPILER={shutil.which('g++') or 'g++'}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "libstdc++" not in r.stderr
     assert not (tmp_path / "build" / "slimwheel-cxx-runtime").exists()
@@ -189,7 +183,7 @@ def test_a_healthy_compiler_is_left_alone(toolkit13, tmp_path: Path) -> None:
 def test_no_shared_libstdcxx_at_all_fails_configure_clearly(toolkit13, relocated_gcc: dict[str, Path],
                                                             tmp_path: Path) -> None:
     src = _project(tmp_path / "src")
-    r = _configure(toolkit13, src, tmp_path / "build", relocated_gcc["g++-no-so6"])
+    r = _configure(toolkit13, src, tmp_path / "build", f"-DCMAKE_CXX_COMPILER={relocated_gcc['g++-no-so6']}")
     assert r.returncode != 0
     message = " ".join(r.stderr.split())
     assert "finds no libstdc++.so.6" in message and "development package" in message, message
@@ -221,12 +215,7 @@ def test_a_cuda_only_project_is_probed_through_its_host_compiler(toolkit13, relo
     (src / "demo.cu").write_text(CUDA_SOURCE)
     (src / "CMakeLists.txt").write_text(CUDA_ONLY)
     build = tmp_path / "build"
-    env = dict(os.environ)
-    env.update(toolkit13.env)
-    cmd = [CMAKE, "-S", str(src), "-B", str(build), "-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release",
-           f"-DCMAKE_CUDA_COMPILER={toolkit13.nvcc}", f"-DCMAKE_CUDA_HOST_COMPILER={relocated_gcc['g++']}",
-           f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}", "-DSLIMWHEEL_CUDA_ARCHITECTURES=90-real"]  # fmt: skip
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, check=False)
+    r = _configure(toolkit13, src, build, f"-DCMAKE_CUDA_HOST_COMPILER={relocated_gcc['g++']}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "so its modules would carry libstdc++ statically" in " ".join(r.stderr.split()), r.stderr
     r = subprocess.run([CMAKE, "--build", str(build)], capture_output=True, text=True, timeout=300, check=False)

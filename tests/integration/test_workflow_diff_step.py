@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from helpers.diffwheels import grown_wheel
 
 from slimwheel.errors import ExitCode
-from tests.unit.test_diff import _wheel
 
 pytestmark = pytest.mark.integration
 
@@ -163,8 +163,8 @@ def test_the_step_is_a_pull_request_step_with_a_token() -> None:
 
 def test_a_planted_regression_is_in_the_summary_and_fails_the_job(tmp_path: Path) -> None:
     # the wheels of the diff unit tests: three CUDA modules with SASS 80 and 90; module #1's sm_90 cubin grows
-    old = _wheel(tmp_path / "old", "1.0")
-    new = _wheel(tmp_path / "new", "1.1", grow=64 * 1024)
+    old = grown_wheel(tmp_path / "old", "1.0")
+    new = grown_wheel(tmp_path / "new", "1.1", grow=64 * 1024)
     proc, md, calls = run_step(tmp_path, old=old, new=new)
     out = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}\nsummary:\n{md}\ngh calls:\n{calls}"
     assert proc.returncode == ExitCode.OVER_BUDGET, f"the step should fail with slimwheel's exit 10\n{out}"
@@ -191,8 +191,8 @@ def test_a_planted_regression_is_in_the_summary_and_fails_the_job(tmp_path: Path
 
 @pytest.mark.parametrize("grow", [0, 512], ids=["same", "under-5pct"])
 def test_a_growth_within_5_percent_passes_with_the_block_in_the_summary(tmp_path: Path, grow: int) -> None:
-    old = _wheel(tmp_path / "old", "1.0")
-    new = _wheel(tmp_path / "new", "1.0", grow=grow)
+    old = grown_wheel(tmp_path / "old", "1.0")
+    new = grown_wheel(tmp_path / "new", "1.0", grow=grow)
     growth = new.stat().st_size - old.stat().st_size
     assert (growth > 0) == (grow > 0) and growth < 0.05 * old.stat().st_size, (growth, old.stat().st_size)
     proc, md, calls = run_step(tmp_path, old=old, new=new)
@@ -211,7 +211,7 @@ def test_a_growth_within_5_percent_passes_with_the_block_in_the_summary(tmp_path
 
 
 def test_no_successful_build_of_main_passes_and_says_so(tmp_path: Path) -> None:
-    new = _wheel(tmp_path / "new", "1.1", grow=64 * 1024)
+    new = grown_wheel(tmp_path / "new", "1.1", grow=64 * 1024)
     proc, md, calls = run_step(tmp_path, old=None, new=new)
     out = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}\nsummary:\n{md}\ngh calls:\n{calls}"
     assert proc.returncode == 0, out
@@ -222,8 +222,8 @@ def test_no_successful_build_of_main_passes_and_says_so(tmp_path: Path) -> None:
 
 def test_a_baseline_run_without_this_artifact_passes_and_says_so(tmp_path: Path) -> None:
     # main's last run has no artifact of this name (a new matrix entry, or expired): no table, no failure, a line why
-    old = _wheel(tmp_path / "old", "1.0")
-    new = _wheel(tmp_path / "new", "1.1", grow=64 * 1024)
+    old = grown_wheel(tmp_path / "old", "1.0")
+    new = grown_wheel(tmp_path / "new", "1.1", grow=64 * 1024)
     proc, md, calls = run_step(tmp_path, old=old, new=new, artifact_name="knn-cuda12.4-x86_64")
     out = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}\nsummary:\n{md}\ngh calls:\n{calls}"
     assert proc.returncode == 0, out

@@ -4,42 +4,19 @@ code of --fail-over say which file, section, architecture and module, and by how
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
+from helpers.diffwheels import grown_wheel
 
 from slimwheel.cli import main
 from slimwheel.diff import diff_reports, parse_threshold
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_wheel
 
-TAG = "cp312-abi3-manylinux_2_28_x86_64"
-
-
-def _random(seed: int, n: int) -> bytes:
-    rng = random.Random(seed)
-    return bytes(rng.randrange(256) for _ in range(n))
-
-
-def _wheel(out: Path, version: str, grow: int = 0) -> Path:
-    """Three modules with SASS 80 and 90; module #1's sm_90 cubin is `grow` bytes larger (random: it does not
-    deflate away)."""
-    mods = []
-    for i in range(3):
-        extra = grow if i == 1 else 0
-        mods.append(pad8(fatbin([fatbin_entry(sm=80, payload=_random(i, 4096)),
-                                 fatbin_entry(sm=90, payload=_random(100 + i, 4096 + extra))])))  # fmt: skip
-    lib = elf(sections={".text": _random(7, 2048), ".nv_fatbin": b"".join(mods)}, needed=("libcudart.so.13",))
-    return make_wheel(out, name="pkg", version=version, tag=TAG,
-                      files={"pkg/_ext.abi3.so": lib, "pkg/__init__.py": b"x = 1\n"})  # fmt: skip
-
-
 @pytest.fixture
 def pair(tmp_path: Path) -> tuple[Path, Path]:
-    return _wheel(tmp_path / "old", "1.0"), _wheel(tmp_path / "new", "1.1", grow=64 * 1024)
+    return grown_wheel(tmp_path / "old", "1.0"), grown_wheel(tmp_path / "new", "1.1", grow=64 * 1024)
 
 
 def test_markdown_block_names_the_grown_module_and_fails_over_the_limit(pair, capsys) -> None:  # type: ignore[no-untyped-def]
@@ -91,7 +68,7 @@ def test_shrinking_never_fails(pair, capsys) -> None:  # type: ignore[no-untyped
 
 
 def test_identical_wheels_show_no_change(tmp_path: Path) -> None:
-    a = _wheel(tmp_path / "a", "1.0")
+    a = grown_wheel(tmp_path / "a", "1.0")
     d = diff_reports(inspect_wheel(a), inspect_wheel(a))
     assert [c.level for c in d.changes] == ["wheel"] and d.growth == 0
 
@@ -108,6 +85,6 @@ def test_threshold_parsing(text: str, ok: bool) -> None:
 
 
 def test_missing_file_is_bad_input(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    a = _wheel(tmp_path / "a", "1.0")
+    a = grown_wheel(tmp_path / "a", "1.0")
     assert main(["diff", str(a), str(tmp_path / "nope.whl")]) == 3
     assert "nope.whl" in capsys.readouterr().err
