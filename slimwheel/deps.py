@@ -432,7 +432,7 @@ def cxx_runtime_problem(info: ElfInfo) -> str | None:
     the first copy the loader meets while the rest stay in the file's own copy, so the two copies' state mixes:
     locales, exceptions, iostreams. The faiss wheel built on the GPU machine carried such a copy (no libstdc++.so.6 in
     DT_NEEDED, libstdc++'s SystemTap notes, 5,400 dynamic symbols) and crashed in index_factory, whose std::regex
-    reads the locale: the suspected cause, docs/faiss.md."""
+    reads the locale; linked to the shared libstdc++ there, it passed faiss's GPU tests (docs/faiss.md)."""
     if not info.exports_cxx_runtime:
         return None
     return (f"{info.path} carries libstdc++ linked statically and exports it (std::locale::classic is in its dynamic "
