@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -202,6 +203,27 @@ int main(int argc, char** argv) {
            "a relative XDG_CACHE_HOME is ignored (XDG spec): ~/.cache");
     ::setenv("SLIMWHEEL_NVRTC_CACHE_MAX_MB", "7", 1);
     expect(Cache::settings_from_env().max_bytes == 7ull << 20, "SLIMWHEEL_NVRTC_CACHE_MAX_MB sets the cap");
+    const std::uint64_t default_cap = Cache::Settings{}.max_bytes;
+    for (const char* bad : {"7MB", "-7", " 7", "", "99999999999999999999", "17592186044416"}) {
+      ::setenv("SLIMWHEEL_NVRTC_CACHE_MAX_MB", bad, 1);
+      expect(Cache::settings_from_env().max_bytes == default_cap,
+             (std::string("SLIMWHEEL_NVRTC_CACHE_MAX_MB='") + bad + "' (not a whole number of MiB that fits) is ignored")
+                 .c_str());
+    }
+    ::unsetenv("SLIMWHEEL_NVRTC_CACHE_MAX_MB");
+  }
+  {
+    using slimwheel::nvrtc::unpack;
+    const std::string body = std::string("name") + '\0' + "image";
+    auto c = unpack("C90\n" + body);
+    expect(c && c->kind == slimwheel::nvrtc::ImageKind::cubin && c->arch == 90 && c->lowered_name == "name" &&
+               c->image == "image",
+           "a cached payload unpacks to kind, architecture, name and image");
+    auto ptx = unpack("P120\n" + body);
+    expect(ptx && ptx->kind == slimwheel::nvrtc::ImageKind::ptx && ptx->arch == 120, "a PTX payload unpacks");
+    for (const char* head : {"X90\n", "C\n", "C9x\n", "C-90\n", "C0\n", "C 90\n", "C99999999999\n"})
+      expect(!unpack(head + body).has_value(),
+             ("payload head '" + std::string(head, std::strlen(head) - 1) + "\\n' is refused").c_str());
   }
   std::printf("%d failure(s)\n", failures);
   return failures;

@@ -4,6 +4,7 @@ kernel sources, byte for byte, in its extension's slimwheel_nvrtc section, and n
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from elftools.elf.elffile import ELFFile
 
 from slimwheel.inspect.nvrtc import served_ccs, wheel_embedded_sources
 from slimwheel.inspect.report import inspect_wheel
@@ -51,3 +53,9 @@ def test_runtime_wheel_embeds_the_kernel_sources(toolkit13: Any, tmp_path: Path)
     assert not [cc for cc in report.coverage.none if cc.major >= 8 or str(cc) == "7.5"], report.coverage.none
     assert "9.0" in [str(cc) for cc in report.coverage.native] and report.driver_floor == "580.65.06"
     assert "all 9 required" in proc.stdout or "required compute capabilities are served" in proc.stdout
+    # The runtime header parses numbers with std::from_chars: C's strtol family becomes __isoc23_* (GLIBC_2.38) when
+    # compiled against glibc >= 2.38, which made the H200-built wheel manylinux_2_38 (gpu/build_here.sh).
+    with zipfile.ZipFile(wheel) as z:
+        dynsym = ELFFile(io.BytesIO(z.read(member))).get_section_by_name(".dynsym")
+    undefined = {sym.name for sym in dynsym.iter_symbols() if sym["st_shndx"] == "SHN_UNDEF"}
+    assert not [n for n in undefined if n.startswith(("__isoc23_", "strto", "atoi", "atol"))], sorted(undefined)

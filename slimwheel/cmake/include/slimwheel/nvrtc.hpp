@@ -30,6 +30,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,8 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -218,6 +221,18 @@ inline std::string env_or_empty(const char* name) {
   return v ? std::string(v) : std::string();
 }
 
+// All of `text` as a decimal number, else nothing (a sign, a space, trailing text or overflow). std::from_chars, not
+// strtol/strtoull/atoi: glibc >= 2.38 headers turn those into __isoc23_* symbols in C++, so a module built on a new
+// host would need glibc 2.38 and be tagged manylinux_2_38 (seen on the H200's Ubuntu 24.04 build).
+template <class T>
+std::optional<T> parse_decimal(std::string_view text) {
+  T value{};
+  const char* end = text.data() + text.size();
+  auto [stop, ec] = std::from_chars(text.data(), end, value);
+  if (text.empty() || ec != std::errc() || stop != end) return std::nullopt;
+  return value;
+}
+
 }  // namespace detail
 
 // ------------------------------------------------------------------------------------------------------ disk cache
@@ -245,11 +260,7 @@ class Cache {
     Settings s;
     std::string v = detail::env_or_empty("SLIMWHEEL_NVRTC_CACHE");
     std::string max = detail::env_or_empty("SLIMWHEEL_NVRTC_CACHE_MAX_MB");
-    if (!max.empty()) {
-      char* end = nullptr;
-      unsigned long long mb = std::strtoull(max.c_str(), &end, 10);
-      if (end && *end == '\0') s.max_bytes = mb * 1024ull * 1024ull;
-    }
+    if (auto mb = detail::parse_decimal<std::uint64_t>(max); mb && *mb <= (UINT64_MAX >> 20)) s.max_bytes = *mb << 20;
     if (v == "0" || v == "off" || v == "OFF" || v == "false" || v == "no") {
       s.disabled_reason = "disabled by SLIMWHEEL_NVRTC_CACHE=" + v;
       return s;
@@ -693,9 +704,12 @@ inline std::optional<Compiled> unpack(const std::string& payload) {
   auto nl = payload.find('\n');
   auto nul = payload.find('\0');
   if (payload.empty() || nl == std::string::npos || nul == std::string::npos || nul < nl) return std::nullopt;
+  if (payload[0] != 'C' && payload[0] != 'P') return std::nullopt;
+  auto arch = detail::parse_decimal<int>(std::string_view(payload).substr(1, nl - 1));
+  if (!arch || *arch <= 0) return std::nullopt;
   Compiled c;
   c.kind = payload[0] == 'C' ? ImageKind::cubin : ImageKind::ptx;
-  c.arch = std::atoi(payload.substr(1, nl - 1).c_str());
+  c.arch = *arch;
   c.lowered_name = payload.substr(nl + 1, nul - nl - 1);
   c.image = payload.substr(nul + 1);
   return c;
