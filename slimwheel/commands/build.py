@@ -16,6 +16,8 @@ from rich.console import Console
 from slimwheel import render
 from slimwheel.build import PhaseEvent, build_project, prepare
 from slimwheel.commands.plan import config_options, load_config, render_plan
+from slimwheel.cuda.arch import Kind
+from slimwheel.inspect.report import WheelReport, nvrtc_targets
 from slimwheel.plan import plan_to_json
 from slimwheel.units import human
 
@@ -119,7 +121,7 @@ def command(
         raise_for([v])
         return
     out.print(f"wheel:    {result.wheel} ({human(r.size)})", highlight=False, soft_wrap=True)
-    out.print(f"targets:  {' '.join(str(t) for t in r.targets) or 'none'}", highlight=False)
+    out.print(f"targets:  {targets_line(r)}", highlight=False, soft_wrap=True)
     out.print(f"requires: {', '.join(result.repair.requires) or 'nothing'}", highlight=False)
     out.print(f"report:   {result.report_json}", highlight=False, soft_wrap=True)
     times = ", ".join(f"{k} {s:.1f} s" for k, s in result.phases.items())
@@ -135,3 +137,17 @@ def command(
 
     sys.stdout.flush()
     raise_for([v])
+
+
+def targets_line(report: WheelReport) -> str:
+    """The wheel's precompiled targets, then what its embedded kernel sources serve (compiled at run time by NVRTC):
+    a runtime-compiled wheel's "none" alone would read as a wheel with no GPU code."""
+    fatbin = " ".join(str(t) for t in report.targets) or "none precompiled"
+    runtime = sorted({t for e in report.elfs for rec in e.nvrtc for t in nvrtc_targets(rec)},
+                     key=lambda t: (t.kind is Kind.PTX, t))  # fmt: skip
+    if not runtime:
+        return fatbin if report.targets else "none"
+    majors = sorted({rec.cuda_major for e in report.elfs for rec in e.nvrtc})
+    nvrtc = "NVRTC " + "/".join(str(m) for m in majors)
+    return f"{fatbin}; at run time by {nvrtc}: {' '.join(str(t) for t in runtime)}"
+

@@ -152,3 +152,19 @@ def test_wheel_members_with_records(tmp_path: Path) -> None:
     wheel = make_wheel(tmp_path, files={"pkg/_a.so": with_sources, "pkg/_b.so": without, "pkg/x.py": b"pass\n"})
     found = wheel_embedded_sources(wheel)
     assert list(found) == ["pkg/_a.so"] and found["pkg/_a.so"][0].files[0].name == "topk.cuh"
+
+
+def test_build_summary_names_what_embedded_sources_serve(tmp_path: Path) -> None:
+    from helpers.binsynth import fatbin, fatbin_entry
+
+    from slimwheel.commands.build import targets_line
+    from slimwheel.inspect.report import inspect_wheel
+
+    runtime = make_wheel(tmp_path / "rt", files={"pkg/_a.so": elf(sections={".text": b"\x90", SECTION: record(FILES)})})
+    line = targets_line(inspect_wheel(runtime))
+    served = " ".join(f"sm_{cc.sm}" for cc in served_ccs(parse_section(record(FILES), where="x")[0]))
+    assert line.startswith("none precompiled; at run time by NVRTC 13: ") and served in line and "compute_" in line
+    plain = make_wheel(tmp_path / "fb", files={"pkg/_b.so": elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90)])})})
+    assert targets_line(inspect_wheel(plain)) == "sm_90"
+    cpu = make_wheel(tmp_path / "cpu", files={"pkg/_c.so": elf(sections={".text": b"\x90"})})
+    assert targets_line(inspect_wheel(cpu)) == "none"
