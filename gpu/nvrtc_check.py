@@ -168,6 +168,11 @@ def run_probe(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     return res
 
 
+def driver_cache_of(cache: Path) -> Path:
+    """The driver's compute cache that goes with a slimwheel cache folder (a user's later process has both warm)."""
+    return Path(f"{cache}-driver")
+
+
 def child_env(loading: str, cache: Path | None, driver_cache: Path) -> dict[str, str]:
     """The child's environment: module loading, slimwheel's kernel cache (or none), and the driver's compute cache.
 
@@ -235,9 +240,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     def go(
         spec: dict[str, Any], loading: str = "LAZY", cache: Path | None = None, driver: Path | None = None
     ) -> dict[str, Any]:
-        # The driver's cache goes with slimwheel's (a user's second process has both warm), unless named.
-        if driver is None:
-            driver = Path(f"{cache}-driver") if cache else Path(tempfile.mkdtemp(dir=scratch, prefix="driver-"))
+        if driver is None:  # the one that goes with slimwheel's cache, else a new one
+            driver = driver_cache_of(cache) if cache else Path(tempfile.mkdtemp(dir=scratch, prefix="driver-"))
         driver_state = "warm" if driver.is_dir() and any(driver.iterdir()) else "empty"
         env = child_env(loading, cache, driver)
         if preload["on"]:
@@ -270,7 +274,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             go({"what": "first", "variant": "runtime"}, loading, cache)  # warm: a new process reads the disk cache
             # slimwheel's cache empty, the driver's warm from the first compile: what NVRTC costs then.
             go({"what": "first", "variant": "runtime"}, loading, scratch / f"cache-nvrtc-{loading}-{rep}",
-               Path(f"{cache}-driver"))  # fmt: skip
+               driver_cache_of(cache))  # fmt: skip
     # Every instantiation: precompiled, compiled (empty cache), from the cache.
     cache_all = scratch / "cache-all"
     go({"what": "all", "variant": "precompiled"}, "LAZY")

@@ -16,7 +16,7 @@ from rich.console import Console
 from slimwheel import render
 from slimwheel.build import PhaseEvent, build_project, prepare
 from slimwheel.commands.plan import config_options, load_config, render_plan
-from slimwheel.cuda.arch import Kind
+from slimwheel.cuda.arch import listing_order
 from slimwheel.inspect.report import WheelReport, nvrtc_targets
 from slimwheel.plan import plan_to_json
 from slimwheel.units import human
@@ -142,12 +142,10 @@ def command(
 def targets_line(report: WheelReport) -> str:
     """The wheel's precompiled targets, then what its embedded kernel sources serve (compiled at run time by NVRTC):
     a runtime-compiled wheel's "none" alone would read as a wheel with no GPU code."""
-    fatbin = " ".join(str(t) for t in report.targets) or "none precompiled"
-    runtime = sorted({t for e in report.elfs for rec in e.nvrtc for t in nvrtc_targets(rec)},
-                     key=lambda t: (t.kind is Kind.PTX, t))  # fmt: skip
-    if not runtime:
-        return fatbin if report.targets else "none"
-    majors = sorted({rec.cuda_major for e in report.elfs for rec in e.nvrtc})
-    nvrtc = "NVRTC " + "/".join(str(m) for m in majors)
-    return f"{fatbin}; at run time by {nvrtc}: {' '.join(str(t) for t in runtime)}"
-
+    precompiled = " ".join(str(t) for t in report.targets)
+    records = [rec for e in report.elfs for rec in e.nvrtc]
+    if not records:
+        return precompiled or "none"
+    runtime = sorted({t for rec in records for t in nvrtc_targets(rec)}, key=listing_order)
+    majors = "/".join(str(m) for m in sorted({rec.cuda_major for rec in records}))
+    return f"{precompiled or 'none precompiled'}; at run time by NVRTC {majors}: {' '.join(str(t) for t in runtime)}"

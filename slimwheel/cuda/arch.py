@@ -155,6 +155,11 @@ class Target:
         return cls(cc, kind or k, variant)
 
 
+def listing_order(t: Target) -> tuple[bool, CC, str]:
+    """How targets are listed to people and in plans: SASS before PTX, then by compute capability and variant."""
+    return (t.kind is Kind.PTX, t.cc, t.variant.value)
+
+
 def served_by(gpu: CC, targets: Iterable[Target]) -> tuple[str, Target | None]:
     """How a GPU runs a binary with these targets: ("sass", best cubin) | ("ptx", best PTX) | ("none", None).
 
@@ -340,7 +345,7 @@ def plan(
             if p not in targets:
                 targets.append(p)
                 steps.append(PlanStep(p, (), "requested PTX"))
-    targets.sort(key=lambda t: (t.kind is Kind.PTX, t.cc, t.variant.value))
+    targets.sort(key=listing_order)
     return ArchPlan(tuple(targets), tuple(want), tuple(steps), tuple(skipped), exclude_integrated=exclude_integrated)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from slimwheel.cuda.major import cuda_major
-from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, Variant, served_by
+from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, Variant, listing_order, served_by
 from slimwheel.cuda.versions import (
     MAJOR_DRIVER,
     PTX_ISA_RELEASE,
@@ -359,12 +359,7 @@ def _assemble(
     path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
 ) -> WheelReport:
     entries = [e for elf in elfs for fb in elf.fatbins for e in fb.entries]
-    targets = tuple(
-        sorted(
-            {e.target for e in entries if e.target is not None},
-            key=lambda t: (t.kind is Kind.PTX, t.cc, t.variant.value),
-        )
-    )
+    targets = tuple(sorted({e.target for e in entries if e.target is not None}, key=listing_order))
     coverage, gaps = module_coverage(elfs)
     isas = [e.ptx_isa for e in entries if e.ptx_isa]
     ptx_release = None

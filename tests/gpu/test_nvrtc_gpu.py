@@ -3,12 +3,11 @@ corrupted and truncated cache files are never loaded (gpu/nvrtc_cache_gpu.py's c
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 
+from helpers.cmakerun import CMAKE
 from helpers.scripts import load_script
 
 import pytest
@@ -28,11 +27,10 @@ def checks_module() -> ModuleType:
 
 
 def test_runtime_compiles_caches_and_refuses_tampered_files(tmp_path: Path) -> None:
-    cmake = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
     build = tmp_path / "build"
-    for cmd in ([cmake, "-S", str(REPO / "tests/packages/nvrtc-embed"), "-B", str(build),
+    for cmd in ([CMAKE, "-S", str(REPO / "tests/packages/nvrtc-embed"), "-B", str(build),
                  f"-Dslimwheel_DIR={REPO / 'slimwheel/cmake'}"],
-                [cmake, "--build", str(build), "--target", "gpu_check"]):  # fmt: skip
+                [CMAKE, "--build", str(build), "--target", "gpu_check"]):  # fmt: skip
         r = subprocess.run(cmd, check=False, capture_output=True, text=True)
         assert r.returncode == 0, f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     mod = checks_module()

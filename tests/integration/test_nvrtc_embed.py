@@ -16,10 +16,10 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.cmakerun import CMAKE
 
 from slimwheel.inspect.nvrtc import embedded_sources
 
@@ -27,7 +27,6 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "tests/packages/nvrtc-embed"
-CMAKE = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
 CXX = shutil.which("g++") or "c++"
 SLIMWHEEL_CMAKE = REPO / "slimwheel/cmake"
 
