@@ -370,7 +370,7 @@ class ProgressLine:
         self.phase, self.log = None, None
         tail = f"  {detail}" if detail else ""
         # printed above the live line (rich keeps the live line at the bottom); seconds as a plain number, because
-        # scripts read these lines from CI logs (scripts/compare-example.py)
+        # scripts read these lines from CI logs (lab/bench/compare-example.py)
         self.console.print(f"[{phase}] done in {seconds:.1f} s{tail}", highlight=False, markup=False, soft_wrap=True)
 
     def close(self) -> None:

@@ -6,7 +6,7 @@
 # Libraries come from SLIMWHEEL_STATIC_LIBDIR (the nvprune'd copies that `slimwheel prune` / `slimwheel build --link
 # static` make: only the plan's GPUs' code), else from the toolkit's own library folder, unpruned, with a warning.
 #
-# What the link does, and why (measured with CUDA 11.8, scripts/static-experiment.py, docs/static.md):
+# What the link does, and why (measured with CUDA 11.8, lab/bench/static-experiment.py, docs/static.md):
 # - Archives in dependency order, each before the archives it calls into: cuBLAS, cuBLASLt, culibos, cudart. The
 #   linker then takes from each archive only the members something already needs. No --start-group: in CUDA 11.8 no
 #   archive of this set calls back into an earlier one (a link with --no-undefined succeeds in this order, and nm finds

@@ -41,7 +41,7 @@ assert _ENTRY.size == 64
 # 0x80: Tile IR bytecode (CUDA 13.1+, cuTile), which the driver compiles for the GPU at load time. Measured: cuda-tile
 # 1.7.0 bytecode wrapped by CUDA 13.5's `fatbinary --image3=kind=tileir,sm=100` gives kind 0x80, an 80-byte header,
 # the bytecode version (13.3) in the version word; cuobjdump 13.5 lists it as "Fatbin tile ir code"
-# (scripts/tileir-fatbin.py, results/tileir-fatbin.json). Not counted as SASS or PTX for coverage.
+# (3c1c548:scripts/tileir-fatbin.py, tests/data/tileir-fatbin.json). Not counted as SASS or PTX for coverage.
 _KINDS = {1: "ptx", 2: "sass", 8: "lto-ir", 0x80: "tile-ir"}
 FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000

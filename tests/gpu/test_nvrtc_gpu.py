@@ -1,5 +1,5 @@
 """slimwheel/nvrtc.hpp on a GPU (skipped elsewhere: nothing to launch on): compile, disk cache, load, launch; planted,
-corrupted and truncated cache files are never loaded (gpu/nvrtc_cache_gpu.py's checks, built with CMake and g++)."""
+corrupted and truncated cache files are never loaded (tests/gpu/nvrtc_cache_check.py's checks, built with CMake and g++)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def checks_module() -> ModuleType:
-    return load_script("gpu/nvrtc_cache_gpu.py")
+    return load_script("tests/gpu/nvrtc_cache_check.py")
 
 
 def test_runtime_compiles_caches_and_refuses_tampered_files(tmp_path: Path) -> None:

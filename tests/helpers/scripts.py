@@ -1,4 +1,4 @@
-"""Import a script of the repository (scripts/, gpu/: files with dashes in their names, not packages) as a module."""
+"""Import a script of the repository (scripts/, lab/gpu/: files with dashes in their names, not packages) as a module."""
 
 from __future__ import annotations
 

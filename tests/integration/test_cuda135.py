@@ -63,7 +63,7 @@ def test_the_example_builds_with_13_5(built: Path) -> None:
     assert sorted(str(t) for t in r.targets) == ["compute_100", "sm_100", "sm_90"]
     assert r.cuda_major == 13
     ptx = [e for elf in r.elfs for fb in elf.fatbins for e in fb.entries if e.kind == "ptx"]
-    assert {e.ptx_isa for e in ptx} == {(9, 5)}  # what nvcc 13.5 writes (results/cuda13-archs.json)
+    assert {e.ptx_isa for e in ptx} == {(9, 5)}  # what nvcc 13.5 writes (tests/data/cuda13-archs.json)
     assert r.ptx_release == V135
     # SASS runs on the CUDA 13 driver branch; PTX 9.5 needs 13.5's driver, whose number the table does not hold
     assert r.driver_floor == "580.65.06" and r.ptx_driver_floor is None

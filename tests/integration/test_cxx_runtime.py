@@ -1,7 +1,7 @@
 """A library that carries libstdc++ linked statically and exports it (the faiss wheels built on the GPU machine
 carried one and crashed in index_factory; docs/faiss.md): real libraries compiled with g++ here, read by slimwheel's
 ELF reader, judged by the one dependency rule that check and repair share. And the cause, as the GPU machine had it
-(results/h200/cxx_probe.txt): a GCC under /opt/gcc whose libstdc++.so link dangles, so that -lstdc++ takes
+(lab/results/h200/cxx_probe.txt): a GCC under /opt/gcc whose libstdc++.so link dangles, so that -lstdc++ takes
 libstdc++.a; slimwheel's CMake package makes its targets link the shared library all the same."""
 
 from __future__ import annotations

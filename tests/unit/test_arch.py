@@ -202,13 +202,13 @@ def test_driver_for_a_release_newer_than_the_table_is_unknown_not_the_last_known
 
 
 def test_cuda13_tables_agree_with_the_measured_nvcc_lists() -> None:
-    """results/cuda13-archs.json is what scripts/cuda13-archs.py measured from each release's nvcc wheel."""
+    """tests/data/cuda13-archs.json is what lab/bench/cuda13-archs.py measured from each release's nvcc wheel."""
     import json
     from pathlib import Path
 
     from slimwheel.cuda.versions import CUDA13_RELEASES, PTX_ISA_RELEASE
 
-    measured = json.loads((Path(__file__).resolve().parents[2] / "results" / "cuda13-archs.json").read_text())
+    measured = json.loads((Path(__file__).resolve().parents[2] / "tests" / "data" / "cuda13-archs.json").read_text())
     rows = {r["release"]: r for r in measured["releases"]}
     assert set(rows) == {str(v) for v in CUDA13_RELEASES}
     for v in CUDA13_RELEASES:

@@ -166,7 +166,7 @@ def test_a_compressed_size_larger_than_its_payload_is_a_lie() -> None:
 
 
 def test_tile_ir_entries_are_named_and_count_as_no_loadable_target() -> None:
-    # the header CUDA 13.5's fatbinary writes for cuda-tile bytecode (results/tileir-fatbin.json): kind 0x80, an
+    # the header CUDA 13.5's fatbinary writes for cuda-tile bytecode (tests/data/tileir-fatbin.json): kind 0x80, an
     # 80-byte header, zstd-compressed payload, sm 100
     entry = fatbin_entry(kind=0x80, sm=100, header_size=80, flags=0x8011, compressed_size=64, uncompressed_size=647)
     (tile,) = parse_fatbin(fatbin([entry, fatbin_entry(kind="sass", sm=100)]), where="t").entries[:1]
@@ -175,11 +175,11 @@ def test_tile_ir_entries_are_named_and_count_as_no_loadable_target() -> None:
 
 
 def test_the_measured_tile_ir_fatbin_parses_as_measured() -> None:
-    """The bytes of the one real Tile IR fatbin (hex in results/tileir-fatbin.json) read back as cuobjdump saw them."""
+    """The bytes of the one real Tile IR fatbin (hex in tests/data/tileir-fatbin.json) read back as cuobjdump saw them."""
     import json
     from pathlib import Path
 
-    doc = json.loads((Path(__file__).resolve().parents[2] / "results" / "tileir-fatbin.json").read_text())
+    doc = json.loads((Path(__file__).resolve().parents[2] / "tests" / "data" / "tileir-fatbin.json").read_text())
     (fb,) = parse_fatbins(bytes.fromhex(doc["fatbin_hex"]), where="tileir")
     (e,) = fb.entries
     assert (e.kind, e.arch, e.compression) == ("tile-ir", doc["cuobjdump"]["arch"].removeprefix("sm_"), "zstd")

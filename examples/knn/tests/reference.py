@@ -1,4 +1,4 @@
-"""NumPy reference for knn.search and a ties-aware comparison (shared by tests/test_knn.py and gpu/knn_check.py)."""
+"""NumPy reference for knn.search and a ties-aware comparison (shared by tests/test_knn.py and lab/gpu/knn_check.py)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 // A small kernel for fatbin fixtures: one shared library with SASS and PTX for several targets.
-// slimwheel_probe() runs it end to end, so a GPU can confirm what size-report predicts (gpu/inspect_check.py).
+// slimwheel_probe() runs it end to end, so a GPU can confirm what size-report predicts (lab/gpu/inspect_check.py).
 #include <cuda_runtime.h>
 #include <stdlib.h>
 

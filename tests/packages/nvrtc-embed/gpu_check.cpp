@@ -1,4 +1,4 @@
-// One process of the GPU check of slimwheel/nvrtc.hpp (gpu/nvrtc_cache_gpu.py runs several): compiles or loads
+// One process of the GPU check of slimwheel/nvrtc.hpp (tests/gpu/nvrtc_cache_check.py runs several): compiles or loads
 // topk::select<float, K> through the runtime (disk cache as SLIMWHEEL_NVRTC_CACHE says), runs it on a small matrix with
 // ties, compares with a CPU sort, and prints one line of JSON. Usage: gpu_check <libnvrtc.so.13> <K>.
 // Only the driver API is used (through dlsym), as an extension without cudart would.
