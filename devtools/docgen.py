@@ -1,6 +1,8 @@
-"""The README's generated parts: the CLI reference and the configuration table.
+"""The generated parts of the docs: the CLI reference and the configuration table (docs/reference.md) and the exit
+codes (README.md), each from the code that defines it.
 
-`python -m devtools.docgen` (from the repository root) rewrites them in README.md between their markers; a unit test fails when they drift.
+`python -m devtools.docgen` (from the repository root) rewrites them between their markers; a unit test fails when
+they drift.
 """
 
 from __future__ import annotations
@@ -13,12 +15,17 @@ import click
 
 from slimwheel import config as cfgmod
 from slimwheel.cli import cli
+from slimwheel.errors import ExitCode
 from slimwheel.fsutil import write_text_atomic
 
+REPO = Path(__file__).resolve().parent.parent
 MARKERS = {
     "cli": ("<!-- cli-reference:start -->", "<!-- cli-reference:end -->"),
     "config": ("<!-- config-reference:start -->", "<!-- config-reference:end -->"),
+    "exit-codes": ("<!-- exit-codes:start -->", "<!-- exit-codes:end -->"),
 }
+# Which generated parts each page holds.
+PAGES = {"README.md": ("exit-codes",), "docs/reference.md": ("cli", "config")}
 
 
 def cli_reference() -> str:
@@ -55,23 +62,35 @@ def config_reference() -> str:
     return "\n".join(rows)
 
 
-def render(readme: str) -> str:
-    for kind, body in (("cli", cli_reference()), ("config", config_reference())):
+def exit_codes() -> str:
+    rows = ["| code | meaning |", "| --- | --- |"]
+    rows += [f"| {code.value} | {code.reason} |" for code in ExitCode]
+    return "\n".join(rows)
+
+
+GENERATORS = {"cli": cli_reference, "config": config_reference, "exit-codes": exit_codes}
+
+
+def render(page: str, text: str) -> str:
+    """`text` (the page named `page`, relative to the repository) with its generated parts made current."""
+    for kind in PAGES[page]:
         start, end = MARKERS[kind]
         pattern = re.compile(re.escape(start) + r".*?" + re.escape(end), re.S)
-        if not pattern.search(readme):
-            raise SystemExit(f"README.md: markers {start} ... {end} are missing")
-        readme = pattern.sub(lambda _m, s=start, e=end, b=body: f"{s}\n{b}\n{e}", readme)
-    return readme
+        if not pattern.search(text):
+            raise SystemExit(f"{page}: markers {start} ... {end} are missing")
+        body = GENERATORS[kind]()
+        text = pattern.sub(lambda _m, s=start, e=end, b=body: f"{s}\n{b}\n{e}", text)
+    return text
 
 
 def main() -> int:
-    path = Path(__file__).resolve().parent.parent / "README.md"
-    text = path.read_text(encoding="utf-8")
-    new = render(text)
-    if new != text:
-        write_text_atomic(path, new)
-        print(f"updated {path}")
+    for page in PAGES:
+        path = REPO / page
+        text = path.read_text(encoding="utf-8")
+        new = render(page, text)
+        if new != text:
+            write_text_atomic(path, new)
+            print(f"updated {path}")
     return 0
 
 

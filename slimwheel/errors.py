@@ -9,19 +9,44 @@ import enum
 
 
 class ExitCode(enum.IntEnum):
-    """Process exit statuses, documented in the README. Stable: CI scripts branch on them."""
+    """Process exit statuses. Stable: CI scripts branch on them. The README's table is generated from `reason`."""
 
     OK = 0
-    INTERNAL = 1  # a bug in slimwheel: the traceback is shown with -v
-    USAGE = 2  # click's own code for bad command-line usage
-    BAD_INPUT = 3  # a file or setting that cannot be read or is malformed
-    TOOL_FAILED = 4  # an external program (nvcc, auditwheel, pip, cmake) failed
-    OVER_BUDGET = 10  # a wheel is larger than the size budget
-    MISSING_COVERAGE = 11  # a required GPU compute capability is served neither by SASS nor by PTX
-    INCONSISTENT_DEPENDENCIES = 12  # a needed library neither bundled, required nor allowed; an exported static libstdc++
-    CHECK_FAILED = 13  # several different checks failed at once
-    BAD_RECORD = 14  # the wheel's RECORD does not match its files (changed after it was built)
-    DOCTOR_PROBLEMS = 15  # doctor found a reason the wheel cannot run here (a library, a GPU, the driver)
+    INTERNAL = 1
+    USAGE = 2
+    BAD_INPUT = 3
+    TOOL_FAILED = 4
+    OVER_BUDGET = 10
+    MISSING_COVERAGE = 11
+    INCONSISTENT_DEPENDENCIES = 12
+    CHECK_FAILED = 13
+    BAD_RECORD = 14
+    DOCTOR_PROBLEMS = 15
+
+    @property
+    def reason(self) -> str:
+        """One line for a person: when slimwheel exits with this code."""
+        return _REASONS[self]
+
+
+_REASONS: dict[ExitCode, str] = {
+    ExitCode.OK: "success",
+    ExitCode.INTERNAL: "internal error (a bug in slimwheel; `-vv` shows the traceback)",
+    ExitCode.USAGE: "command-line usage",
+    ExitCode.BAD_INPUT: "bad input: a file, flag or setting that cannot be read or is malformed (the message names it)",
+    ExitCode.TOOL_FAILED: "an external tool (nvcc, cmake, auditwheel, pip, nvprune) failed or is missing",
+    ExitCode.OVER_BUDGET: "a wheel is over the size budget",
+    ExitCode.MISSING_COVERAGE: "a required GPU compute capability is served neither by SASS nor by PTX",
+    ExitCode.INCONSISTENT_DEPENDENCIES: (
+        "a needed library is neither bundled, required nor allowed; or a file carries libstdc++ statically and exports it"
+    ),
+    ExitCode.CHECK_FAILED: "several kinds of check failed at once",
+    ExitCode.BAD_RECORD: "a wheel's RECORD does not match its files (changed after it was built; `--rewrite-record` accepts it)",
+    ExitCode.DOCTOR_PROBLEMS: (
+        "`slimwheel doctor` found a reason the wheel cannot run here (a CUDA library missing, a GPU its code cannot serve, "
+        "a driver too old)"
+    ),
+}
 
 
 class SlimwheelError(Exception):

@@ -1,5 +1,5 @@
-"""The CMake snippets of README.md and docs/cmake-example.md, each used verbatim as the CMakeLists.txt of a new
-project and built with `pip wheel --no-build-isolation` and no slimwheel flags: slimwheel's CMake package is found
+"""The README's complete project (its pyproject.toml and CMakeLists.txt) and docs/cmake-example.md's CMake snippet,
+each used verbatim as a new project and built with `pip wheel --no-build-isolation` and no slimwheel flags: slimwheel's CMake package is found
 through its `cmake.root` entry point and the plan comes from the project's [tool.slimwheel]. A snippet that lacks
 `find_package(nanobind ...)` fails the way a user saw it fail ("Unknown CMake command nanobind_add_module")."""
 
@@ -38,7 +38,7 @@ requires-python = ">=3.11"
 wheel.packages = [{packages}]
 
 [tool.slimwheel]
-archs = "8.0"  # one target keeps the compile short; the plan still comes from here, not from flags
+archs = "all"  # SLIMWHEEL_ARCHS=8.0 (pip_wheel) keeps the compile short
 """
 
 KERNELS_CU = """\
@@ -56,19 +56,23 @@ NB_MODULE(_ext, m) { m.def("noop", []() { launch_scale(nullptr, 1.f, 0); }); }
 """
 
 
-def cmake_snippet(doc: Path) -> str:
-    """The first ```cmake block of a Markdown file."""
-    m = re.search(r"^```cmake\n(.*?)^```", doc.read_text(), re.M | re.S)
-    assert m, f"no cmake block in {doc}"
+def snippet(doc: Path, lang: str) -> str:
+    """The first ```LANG block of a Markdown file."""
+    m = re.search(rf"^```{lang}\n(.*?)^```", doc.read_text(), re.M | re.S)
+    assert m, f"no {lang} block in {doc}"
     return m.group(1)
 
 
+def cmake_snippet(doc: Path) -> str:
+    return snippet(doc, "cmake")
+
+
 def readme_project(root: Path, cmakelists: str) -> Path:
-    """examples/knn's sources with the README's snippet as CMakeLists.txt."""
+    """examples/knn's sources with the README's pyproject.toml and `cmakelists` (its CMake block) as they stand."""
     shutil.copytree(KNN / "csrc", root / "csrc")
     shutil.copytree(KNN / "src", root / "src")
     (root / "CMakeLists.txt").write_text(cmakelists)
-    (root / "pyproject.toml").write_text(PYPROJECT.format(name="readme-snippet", packages='"src/knn"'))
+    (root / "pyproject.toml").write_text(snippet(REPO / "README.md", "toml"))
     return root
 
 
@@ -87,6 +91,9 @@ def pip_wheel(toolkit: Toolkit, project: Path, out: Path, build_dir: Path) -> su
     env = {**os.environ, **toolkit.env}  # CUDACXX / CUDA_HOME: what any CUDA build needs, nothing of slimwheel's
     for name in ("slimwheel_DIR", "CMAKE_PREFIX_PATH", "SLIMWHEEL_CUDA_ARCHITECTURES"):
         env.pop(name, None)
+    # One target keeps the compile short; the README's file says "all". The variable overrides the file as it would
+    # for a user, so the plan still goes through [tool.slimwheel] and slimwheel's configuration, not a CMake flag.
+    env["SLIMWHEEL_ARCHS"] = "8.0"
     cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), str(project),
            f"-Cbuild-dir={build_dir}"]  # fmt: skip
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
@@ -111,7 +118,7 @@ def test_the_snippet_builds_as_a_new_project(toolkit13, tmp_path: Path, doc: Pat
         z.extractall(tmp_path / "unpacked")
     (ext,) = (tmp_path / "unpacked" / package).glob(f"{module}*.so")
     report = inspect_binary(ext)
-    # the plan of [tool.slimwheel] archs = "8.0": SASS 80 and its PTX, and the RPATH to the nvidia wheels
+    # the plan for archs 8.0 (SLIMWHEEL_ARCHS over the file): SASS 80 and its PTX, and the RPATH to the nvidia wheels
     assert {(e.kind, e.arch) for fb in report.fatbins for e in fb.entries} == {("sass", "80"), ("ptx", "80")}
     assert report.runpath == "$ORIGIN/../nvidia/cu13/lib"
 

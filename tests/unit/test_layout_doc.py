@@ -1,5 +1,5 @@
-"""The README's Layout section and docs/architecture.md name every module of the package (issue 13: the layout the
-docs describe is the tree)."""
+"""docs/architecture.md's Layout section names every module of the package and every top-level folder of the
+repository, and has a line for every module (the layout the docs describe is the tree)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,22 @@ def _modules(repo: Path) -> set[str]:
     return names
 
 
-def test_readme_layout_names_every_module(repo_root: Path) -> None:
-    text = (repo_root / "README.md").read_text(encoding="utf-8")
+def test_layout_names_every_module_and_folder(repo_root: Path) -> None:
+    text = (repo_root / "docs" / "architecture.md").read_text(encoding="utf-8")
     layout = text[text.index("## Layout") :]
     block = layout[layout.index("```") : layout.index("```", layout.index("```") + 3)]
     words = set(re.findall(r"[a-z0-9_]+", block))
     missing = sorted(m for m in _modules(repo_root) if m not in words)
-    assert not missing, f"README's Layout section does not name {missing}"
+    assert not missing, f"docs/architecture.md's Layout section does not name {missing}"
+    folders = {p.name for p in repo_root.iterdir() if p.is_dir() and not p.name.startswith((".", "_"))}
+    folders -= {"build", "dist", "wheelhouse"}  # outputs (.gitignore)
+    unnamed = sorted(d for d in folders if not re.search(rf"^{re.escape(d)}/ ", block, re.M))
+    assert not unnamed, f"docs/architecture.md's Layout section does not name the folders {unnamed}"
+
+
+def test_readme_is_a_short_page_for_users(repo_root: Path) -> None:
+    lines = (repo_root / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines; reference and records belong in docs/"
 
 
 def test_architecture_doc_has_a_line_for_every_module(repo_root: Path) -> None:
