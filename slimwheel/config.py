@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal, get_args
 
-from slimwheel.cuda.versions import CudaVersion
+from slimwheel.cuda.versions import DEFAULT_CUDA, STATIC_CUDA, CudaVersion, parse_request
 from slimwheel.errors import BadInputError, ConfigError
 from slimwheel.units import parse_size
 
@@ -29,13 +29,6 @@ log = logging.getLogger("slimwheel.config")
 
 ENV_PREFIX = "SLIMWHEEL_"
 
-# The release a run assembles when `cuda = "auto"` finds no toolkit. CUDA 13.0: the newest CUDA on PyPI is 13.5, but
-# code built by 13.N needs the 13.N driver for PTX, and 580 (13.0) is the driver of the GPU machines this project
-# targets: 13.0 runs everywhere CUDA 13 runs.
-DEFAULT_CUDA = CudaVersion(13, 0)
-# A static link needs static cuBLAS and nvprune, which no PyPI wheel ships; of the toolkits slimwheel sets up, only
-# Debian's CUDA 11.8 has them.
-STATIC_CUDA = CudaVersion(11, 8)
 
 Compression = Literal["auto", "none", "default", "size", "speed", "balance"]
 LinkMode = Literal["dynamic", "static"]
@@ -219,8 +212,6 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     if kind == "table":
         return _coerce_externals(value, where, from_env=origin.startswith("environment"), problems=problems)
     if kind == "cuda":
-        from slimwheel.toolkit import parse_request  # the toolkit area decides which releases it can serve
-
         try:
             return ("auto", parse_request(str(value)))  # a pair: None is a value here ("auto"), not "no value"
         except BadInputError as e:

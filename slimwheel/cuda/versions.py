@@ -4,7 +4,7 @@
 a wheel is at hand (size-report, check) and for plans made before a toolkit exists.
 Sources: the CUDA toolkit release notes' driver table ("CUDA Toolkit and Corresponding Driver Versions"); the PTX ISA
 release history; `nvcc --list-gpu-arch` of each CUDA 13 release measured from its nvidia-cuda-nvcc wheel
-(scripts/cuda13-archs.py, results/cuda13-archs.json; 13.0 also in shared/cuda-facts.md, section 3).
+(lab/bench/cuda13-archs.py, tests/data/cuda13-archs.json; 13.0 also in shared/cuda-facts.md, section 3).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from slimwheel.cuda.arch import CC
+from slimwheel.errors import BadInputError
 
 
 @dataclass(frozen=True, order=True)
@@ -24,13 +25,36 @@ class CudaVersion:
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
-        from slimwheel.errors import BadInputError
-
         parts = str(text).strip().split(".")
         try:
             return cls(int(parts[0]), int(parts[1]) if len(parts) > 1 else 0)
         except (ValueError, IndexError):
             raise BadInputError(f"{text!r} is not a CUDA version", hint="write e.g. 13.0 or 12.4") from None
+
+
+# The release a run assembles when `cuda = "auto"` finds no toolkit. CUDA 13.0: the newest CUDA on PyPI is 13.5, but
+# code built by 13.N needs the 13.N driver for PTX, and 580 (13.0) is the driver of the GPU machines this project
+# targets: 13.0 runs everywhere CUDA 13 runs.
+DEFAULT_CUDA = CudaVersion(13, 0)
+# A static link needs static cuBLAS and nvprune, which no PyPI wheel ships; of the toolkits slimwheel sets up, only
+# Debian's CUDA 11.8 has them.
+STATIC_CUDA = CudaVersion(11, 8)
+
+
+def parse_request(cuda: str | CudaVersion | None) -> CudaVersion | None:
+    """A request -> a release: "13.0" and "13" -> 13.0; "auto", "" or None -> None (any release found). The one
+    rule for which releases slimwheel can serve (config validates with it, toolkit finds and assembles by it)."""
+    if cuda is None or isinstance(cuda, CudaVersion):
+        return cuda
+    text = str(cuda).strip().lower()
+    if text in ("", "auto"):
+        return None
+    v = CudaVersion.parse(text)
+    if v.major not in (11, 12, 13):
+        raise BadInputError(f"CUDA {text!r}: slimwheel builds with CUDA 11.8, 12.x or 13.x")
+    if v.major == 11 and v.minor != 8:
+        raise BadInputError(f"CUDA {text!r}: of CUDA 11, slimwheel supports 11.8 only (Debian's nvidia-cuda-toolkit)")
+    return v
 
 
 def _ccs(*nums: int) -> tuple[CC, ...]:
@@ -45,7 +69,7 @@ SUPPORTED_ARCHS: dict[tuple[int, int], tuple[CC, ...]] = {
     (12, 8): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 120),
     (12, 9): _ccs(50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103, 120, 121),
     (13, 0): _ccs(75, 80, 86, 87, 88, 89, 90, 100, 103, 110, 120, 121),
-    # 13.1-13.3 list exactly 13.0's; 13.4 and 13.5 add compute_107 (results/cuda13-archs.json).
+    # 13.1-13.3 list exactly 13.0's; 13.4 and 13.5 add compute_107 (tests/data/cuda13-archs.json).
     (13, 4): _ccs(75, 80, 86, 87, 88, 89, 90, 100, 103, 107, 110, 120, 121),
 }
 

@@ -431,3 +431,11 @@ def read_elf_file(path: Path, name: str, *, fatbins: bool = True) -> ElfReport |
 def file_defines_symbol(path: Path, symbol: str, name: str) -> bool:
     with mapped_file(path, name) as buf:
         return defines_symbol(buf, symbol, name)
+
+
+def embedded_sources(data: bytes | memoryview, name: str) -> tuple[EmbeddedSources, ...]:
+    """The records of an ELF file's `slimwheel_nvrtc` section; () for an ELF without one (or not an ELF). Read by
+    this module, the one ELF reader (it fills `ElfReport.nvrtc`)."""
+    if bytes(memoryview(data)[:4]) != ELF_MAGIC:
+        return ()
+    return read_elf(data if isinstance(data, bytes) else bytes(data), name, fatbins=False).nvrtc

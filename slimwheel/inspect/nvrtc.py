@@ -151,23 +151,6 @@ class _Manifest:
         return value
 
 
-def embedded_sources(data: bytes | memoryview, name: str) -> tuple[EmbeddedSources, ...]:
-    """The records of an ELF file's `slimwheel_nvrtc` section; () for an ELF without one (or not an ELF). Read by
-    `inspect.elf`, the one ELF reader (it fills `ElfReport.nvrtc`)."""
-    from slimwheel.inspect.elf import ELF_MAGIC, read_elf
-
-    if bytes(memoryview(data)[:4]) != ELF_MAGIC:
-        return ()
-    return read_elf(data if isinstance(data, bytes) else bytes(data), name, fatbins=False).nvrtc
-
-
-def wheel_embedded_sources(path: Path) -> dict[str, tuple[EmbeddedSources, ...]]:
-    """The records of every ELF member of a wheel that has some, by member name."""
-    from slimwheel.inspect.report import inspect_wheel
-
-    return {elf.name: elf.nvrtc for elf in inspect_wheel(Path(path)).elfs if elf.nvrtc}
-
-
 def served_ccs(sources: EmbeddedSources, *, nvrtc: CudaVersion | None = None) -> tuple[CC, ...]:
     """Compute capabilities the embedded sources are compiled for natively (a cubin), by the given NVRTC release or,
     by default, the oldest NVRTC the wheel can meet: the first release of its CUDA major (requirement floor

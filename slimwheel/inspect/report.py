@@ -594,3 +594,8 @@ def report_to_json(report: WheelReport) -> dict[str, Any]:
         ],
         "elfs": [elf_to_json(e) for e in report.elfs],
     }
+
+
+def wheel_embedded_sources(path: Path) -> dict[str, tuple[EmbeddedSources, ...]]:
+    """The records of every ELF member of a wheel that has some, by member name."""
+    return {elf.name: elf.nvrtc for elf in inspect_wheel(Path(path)).elfs if elf.nvrtc}

@@ -14,8 +14,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from slimwheel.config import DEFAULT_CUDA
-from slimwheel.cuda.versions import CudaVersion
+from slimwheel.cuda.versions import DEFAULT_CUDA, CudaVersion, parse_request
 from slimwheel.errors import BadInputError, SlimwheelError, ToolError
 from slimwheel.fsutil import cache_dir
 from slimwheel.toolkit.find import candidates, check_record, checked, describe, version_matches
@@ -25,21 +24,6 @@ __all__ = ["DEFAULT_CUDA", "Toolkit", "ensure_toolkit", "find_toolkit", "parse_r
 
 log = logging.getLogger(__name__)
 
-
-
-def parse_request(cuda: str | CudaVersion | None) -> CudaVersion | None:
-    """A request -> a release: "13.0" and "13" -> 13.0; "auto", "" or None -> None (any release found)."""
-    if cuda is None or isinstance(cuda, CudaVersion):
-        return cuda
-    text = str(cuda).strip().lower()
-    if text in ("", "auto"):
-        return None
-    v = CudaVersion.parse(text)
-    if v.major not in (11, 12, 13):
-        raise BadInputError(f"CUDA {text!r}: slimwheel builds with CUDA 11.8, 12.x or 13.x")
-    if v.major == 11 and v.minor != 8:
-        raise BadInputError(f"CUDA {text!r}: of CUDA 11, slimwheel supports 11.8 only (Debian's nvidia-cuda-toolkit)")
-    return v
 
 
 def _source_of(root: Path) -> str:

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from slimwheel.inspect.dynamic import imports_by_library
-from slimwheel.inspect.nvrtc import served_ccs, wheel_embedded_sources
+from slimwheel.inspect.nvrtc import served_ccs
+from slimwheel.inspect.report import wheel_embedded_sources
 from slimwheel.inspect.report import inspect_wheel
 
 pytestmark = pytest.mark.integration
@@ -53,7 +54,7 @@ def test_runtime_wheel_embeds_the_kernel_sources(toolkit13: Any, tmp_path: Path)
     assert "9.0" in [str(cc) for cc in report.coverage.native] and report.driver_floor == "580.65.06"
     assert "all 9 required" in proc.stdout or "required compute capabilities are served" in proc.stdout
     # The runtime header parses numbers with std::from_chars: C's strtol family becomes __isoc23_* (GLIBC_2.38) when
-    # compiled against glibc >= 2.38, which made the H200-built wheel manylinux_2_38 (gpu/build_here.sh).
+    # compiled against glibc >= 2.38, which made the H200-built wheel manylinux_2_38 (lab/gpu/build_here.sh).
     module = tmp_path / "module.so"
     with zipfile.ZipFile(wheel) as z:
         module.write_bytes(z.read(member))

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from helpers.cmakerun import CMAKE
 
-from slimwheel.inspect.nvrtc import embedded_sources
+from slimwheel.inspect.elf import embedded_sources
 
 pytestmark = pytest.mark.integration
 

@@ -17,15 +17,9 @@ from hypothesis import strategies as st
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.nvrtc import (
-    MAGIC,
-    SECTION,
-    describe,
-    embedded_sources,
-    parse_section,
-    served_ccs,
-    wheel_embedded_sources,
-)
+from slimwheel.inspect.elf import embedded_sources
+from slimwheel.inspect.nvrtc import MAGIC, SECTION, describe, parse_section, served_ccs
+from slimwheel.inspect.report import wheel_embedded_sources
 
 
 def record(files: dict[str, bytes], *, major: int = 13, sources: int = 1, manifest: object = None) -> bytes:

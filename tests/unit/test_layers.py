@@ -1,0 +1,181 @@
+"""The import structure docs/architecture.md describes, enforced: no import cycle in the package, each layer imports
+only the layers below it, only the CLI and the renderers print, and neither the package nor its tests import the lab
+(lab/) or the generators (devtools/)."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+PKG = REPO / "slimwheel"
+
+# Layer of each top-level part of the package, lowest first. A module may import its own part and any part of a
+# lower layer, never one of a higher layer (docs/architecture.md, "Layers").
+LAYERS: tuple[frozenset[str], ...] = (
+    frozenset({"errors"}),
+    frozenset({"units", "envvars", "fsutil", "rpath", "cuda", "resources"}),
+    frozenset({"inspect"}),
+    frozenset({"wheelfile", "deps", "external", "tools"}),
+    frozenset({"config", "toolkit", "plan", "check", "render", "runtime", "treemap", "distcheck", "fatbin_edit"}),
+    frozenset({"context", "prune", "repair", "slim", "variants", "diff", "doctor", "footprint", "container"}),
+    frozenset({"build"}),
+    frozenset({"commands", "cli", "__main__", "cmake"}),
+)
+# Modules that write to the terminal: the CLI, and the renderers it hands a console to.
+PRINTERS = {"cli", "commands", "render", "diff"}
+
+
+def _part(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+def _layer(part: str) -> int:
+    for i, names in enumerate(LAYERS):
+        if part in names:
+            return i
+    raise AssertionError(f"slimwheel.{part} has no layer in tests/unit/test_layers.py (and docs/architecture.md)")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in PKG.rglob("*.py"):
+        parts = list(p.relative_to(REPO).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(module: str, path: Path) -> Iterator[tuple[str, int]]:
+    """Every module `module` imports (at any depth of its code), with the line."""
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield alias.name, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                name = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            for alias in node.names:  # `from slimwheel.inspect import elf` imports the module slimwheel.inspect.elf
+                full = f"{name}.{alias.name}"
+                yield (full if full in MODULES else name), node.lineno
+
+
+def _internal_graph() -> dict[str, set[str]]:
+    return {m: {n for n, _ in _imports(m, p) if n in MODULES and n != m} for m, p in MODULES.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+    counter = 0
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter
+                    counter += 1
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(graph[w]))))
+                    break
+                if w in on:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on.discard(w)
+                        comp.append(w)
+                        if w == v:
+                            break
+                    if len(comp) > 1:
+                        found.append(sorted(comp))
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    assert _cycles(_internal_graph()) == []
+
+
+def test_no_layer_imports_a_higher_one() -> None:
+    wrong = []
+    for module, path in MODULES.items():
+        mine = _part(module)
+        if mine == "__init__":
+            continue
+        for name, line in _imports(module, path):
+            if name in MODULES and _part(name) not in (mine, "__init__") and _layer(_part(name)) > _layer(mine):
+                wrong.append(f"{path.relative_to(REPO)}:{line}: {module} (layer {_layer(mine)}) imports {name} "
+                             f"(layer {_layer(_part(name))})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_every_part_of_the_package_has_a_layer() -> None:
+    for module in MODULES:
+        if _part(module) != "__init__":
+            _layer(_part(module))
+
+
+def _printing_calls(path: Path) -> Iterator[int]:
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if (isinstance(f, ast.Name) and f.id == "print") or (
+                isinstance(f, ast.Attribute) and f.attr in ("echo", "secho") and isinstance(f.value, ast.Name)
+                and f.value.id == "click"
+            ):
+                yield node.lineno
+
+
+def test_only_the_cli_and_the_renderers_print() -> None:
+    # Code that runs in a child interpreter (doctor's and footprint's probes) is a string here, not a call.
+    wrong = [f"{p.relative_to(REPO)}:{line}" for m, p in MODULES.items() if _part(m) not in PRINTERS
+             for line in _printing_calls(p)]
+    assert not wrong, f"print/click.echo outside the CLI: {wrong}"
+
+
+@pytest.mark.parametrize("tree", ["slimwheel", "tests"])
+def test_the_product_never_imports_the_lab_or_the_generators(tree: str) -> None:
+    forbidden = ("lab", "devtools") if tree == "slimwheel" else ("lab",)
+    wrong = []
+    for p in sorted((REPO / tree).rglob("*.py")):
+        if "packages" in p.relative_to(REPO).parts:  # test projects: their own code, built by the tests
+            continue
+        module = ".".join(p.relative_to(REPO).with_suffix("").parts)
+        for name, line in _imports(module, p):
+            if name.split(".")[0] in forbidden or name.split(".")[0] == "faissbench":
+                wrong.append(f"{p.relative_to(REPO)}:{line}: imports {name}")
+    assert not wrong, "\n".join(wrong)
