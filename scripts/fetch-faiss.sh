@@ -39,8 +39,10 @@ if [ "$want_deps" = 1 ] && ! dpkg -s libopenblas-dev >/dev/null 2>&1; then
   sudo=""
   [ "$(id -u)" -ne 0 ] && sudo=sudo
   log "installing libopenblas-dev (the upstream profile's BLAS, vendored by repair)"
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends libopenblas-dev >&2
+  # wait up to 10 minutes for another apt holding the dpkg and list locks, instead of failing at once
+  $sudo apt-get -o DPkg::Lock::Timeout=600 update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends \
+    libopenblas-dev >&2
 fi
 
 if [ -f "$dest/faiss/gpu/GpuIndex.h" ]; then

@@ -57,8 +57,11 @@ SOURCES
 fi
 
 export DEBIAN_FRONTEND=noninteractive
+# Another apt (unattended-upgrades, a second set-up) may hold the dpkg and list locks: wait for it up to 10 minutes
+# instead of failing at once.
+apt=(apt-get -o DPkg::Lock::Timeout=600)
 start=$(date +%s)
-apt-get update -qq
+"${apt[@]}" update -qq
 # The NVIDIA licence prompt is a debconf question; pre-accept it so the install is non-interactive.
 echo "nvidia-cuda-toolkit nvidia-cuda-toolkit/license-accepted boolean true" | debconf-set-selections || true
 # nvidia-cuda-dev, libcuinj64 and libnvidia-ml-dev depend on the driver's user-space libraries (libcuda1 >= 520 ...,
@@ -79,10 +82,10 @@ Description: placeholder for the NVIDIA driver on a GPU-less build machine
  loaded at run time from the real driver on GPU machines; it is never linked.
 CONTROL
   dpkg-deb --build "$stub/pkg" "$stub/slimwheel-no-gpu-driver.deb" >/dev/null
-  dpkg -i "$stub/slimwheel-no-gpu-driver.deb" >/dev/null
+  "${apt[@]}" install -y -qq "$stub/slimwheel-no-gpu-driver.deb" >/dev/null  # apt, not dpkg -i: it waits for the lock
   rm -rf "$stub"
 fi
-apt-get install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
+"${apt[@]}" install -y -qq --no-install-recommends "${PACKAGES[@]}" >/dev/null
 echo "setup-cuda11: apt install took $(( $(date +%s) - start )) s"
 
 if ! all_present; then

