@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from packaging.version import Version
 
-from slimwheel.config import Config
+from slimwheel.config import Compression, Config, LinkMode
 from slimwheel.cuda.arch import CC, ArchPlan, Kind, Target, explicit_plan, parse_cc_set, plan
 from slimwheel.cuda.libs import RuntimeLib, load_order, lookup
 from slimwheel.cuda.versions import (
@@ -28,7 +28,11 @@ from slimwheel.toolkit.model import Toolkit
 
 # --compress-mode exists from CUDA 12.8 on; before it, fatbinary's -compress-all is the only switch.
 COMPRESS_MODE_SINCE = CudaVersion(12, 8)
-COMPRESSION_FLAGS = {
+# The compression a plan settles on: a configured mode with "auto" decided, or `legacy` (-Xfatbin=-compress-all, the
+# only switch before CUDA 12.8).
+PlannedCompression = Literal["none", "default", "size", "speed", "balance", "legacy"]
+
+COMPRESSION_FLAGS: dict[PlannedCompression, str] = {
     "none": "--compress-mode=none",
     "default": "--compress-mode=default",
     "size": "--compress-mode=size",
@@ -52,9 +56,9 @@ class BuildPlan:
 
     cuda: CudaVersion
     arch: ArchPlan
-    compression: str  # none | default | size | speed | balance | legacy
+    compression: PlannedCompression
     driver_floor: str  # the oldest Linux driver that runs every target of this plan
-    link: str  # dynamic | static
+    link: LinkMode
     libraries: tuple[RuntimeLib, ...]  # dynamic: the nvidia-* runtime libraries linked, in load order
     plan_defines: dict[str, str]  # the SLIMWHEEL_* variables of the plan itself; `cmake_defines` adds the toolkit's
     include_dirs: tuple[str, ...] = ()  # the toolkit's own folders, system folders left out (see _plan)
@@ -71,12 +75,12 @@ class BuildPlan:
         return COMPRESSION_FLAGS[self.compression]
 
 
-def choose_compression(requested: str, version: CudaVersion) -> tuple[str, str | None]:
+def choose_compression(requested: Compression, version: CudaVersion) -> tuple[PlannedCompression, str | None]:
     """(mode, note): "auto" is `size` on CUDA >= 12.8 (PyTorch's choice on 13.0) and the legacy switch before."""
     new = version >= COMPRESS_MODE_SINCE
     if requested == "auto":
         return ("size", None) if new else ("legacy", None)
-    if requested in ("none", "legacy"):
+    if requested == "none":
         return requested, None
     if not new:
         if requested == "default":
@@ -88,7 +92,9 @@ def choose_compression(requested: str, version: CudaVersion) -> tuple[str, str |
     return requested, None
 
 
-def driver_floor(version: CudaVersion, targets: tuple[Target, ...], compression: str) -> tuple[str, tuple[str, ...]]:
+def driver_floor(
+    version: CudaVersion, targets: tuple[Target, ...], compression: PlannedCompression
+) -> tuple[str, tuple[str, ...]]:
     """The oldest driver that loads every target: the major's first driver for SASS (minor version compatibility),
     the release's own driver for PTX JIT, and the compressed-fatbin driver for size/balance modes on CUDA 12."""
     reasons: list[tuple[str, str]] = []
