@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slimwheel.config import Config
-from slimwheel.cuda.versions import CudaVersion
+from slimwheel.cuda.versions import STATIC_CUDA, CudaVersion
 from slimwheel.fsutil import cache_dir
 from slimwheel.plan import BuildPlan, make_plan, make_plan_for_release
 from slimwheel.toolkit import ensure_toolkit, find_toolkit
@@ -35,6 +35,13 @@ def toolkit_for(cfg: Config, env: Mapping[str, str], *, assemble: bool) -> Toolk
     if assemble:
         return ensure_toolkit(cfg.cuda, root=root, env=env, fallback=cfg.fallback_release())
     return find_toolkit(cfg.cuda, root=root, env=env)
+
+
+def static_toolkit_for(cfg: Config, env: Mapping[str, str]) -> Toolkit:
+    """The toolkit whose static libraries and nvprune a prune uses: the configured release, else the static link's
+    (only a full toolkit has them, whatever the link setting says; a PyPI CUDA 13 has neither)."""
+    root = Path(cfg.toolkit) if cfg.toolkit else None
+    return ensure_toolkit(cfg.cuda or STATIC_CUDA, root=root, env=env)
 
 
 def with_toolkit(cfg: Config, env: Mapping[str, str], tk: Toolkit | None) -> BuildContext:

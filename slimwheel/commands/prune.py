@@ -11,9 +11,9 @@ from rich.console import Console
 from rich.table import Table
 
 from slimwheel import config as cfgmod
+from slimwheel import context
 from slimwheel.plan import arch_plan
 from slimwheel.prune import PruneResult, prune_libraries, result_to_json
-from slimwheel.toolkit import ensure_toolkit
 from slimwheel.units import human
 
 
@@ -58,8 +58,7 @@ def command(
         raise click.UsageError("give --archs or --targets, not both")
     cli = {"archs": archs, "targets": targets, "libraries": libraries, "cuda": cuda}
     cfg = cfgmod.load(project_dir or Path.cwd(), dict(os.environ), cli)
-    # Only a full toolkit has static cuBLAS and nvprune: the static link's release, whatever the link setting.
-    tk = ensure_toolkit(cfg.cuda or cfgmod.STATIC_CUDA, root=Path(cfg.toolkit) if cfg.toolkit else None)
+    tk = context.static_toolkit_for(cfg, dict(os.environ))
     plan = arch_plan(cfg, tk.supported)
     result = prune_libraries(tk, plan.targets, tuple(cfg.libraries))
     if fmt == "json":
