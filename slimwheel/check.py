@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from slimwheel import deps, distcheck
+from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CC, counted, generation, parse_cc_set
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
@@ -17,13 +18,12 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import WheelReport, gap_text, module_coverage, nvrtc_targets
 from slimwheel.units import mb, mib, parse_size
 
-DEFAULT_BUDGET = "60MiB"
 FailureKind = Literal["budget", "coverage", "dependencies", "record"] | distcheck.FindingKind
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckPolicy:
-    budget_bytes: int = 60 * 2**20
+    budget_bytes: int = field(default_factory=lambda: parse_size(DEFAULT_BUDGET, what="budget"))
     require: tuple[CC, ...] = ()
     require_spec: str = ""  # as the user wrote it ("7.5-12.0", "toolkit"), for messages
     left_out: tuple[CC, ...] = ()  # integrated aarch64 GPUs dropped from the request for an x86_64 wheel

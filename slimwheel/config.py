@@ -30,6 +30,10 @@ log = logging.getLogger("slimwheel.config")
 ENV_PREFIX = "SLIMWHEEL_"
 
 
+# The size budget of a wheel when none is configured: the historical PyPI limit (its default is 100 MiB since 2020).
+# `check` on a wheel alone uses it too.
+DEFAULT_BUDGET = "60MiB"
+
 Compression = Literal["auto", "none", "default", "size", "speed", "balance"]
 LinkMode = Literal["dynamic", "static"]
 COMPRESSION_MODES: tuple[Compression, ...] = get_args(Compression)
@@ -113,7 +117,7 @@ class Config:
         metadata=_doc('CUDA components the extension links: ["cudart", "cublas"].', kind="list"),
     )
     budget: str = field(
-        default="60MiB",
+        default=DEFAULT_BUDGET,
         metadata=_doc(
             'Largest wheel allowed, e.g. "60MiB" (2**20-byte units; the historical PyPI limit), "100MB" (10**6).'
         ),

@@ -28,6 +28,7 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
+from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CC, parse_cc_set
 from slimwheel.errors import BadInputError
 from slimwheel.fatbin_edit import Dropped, PtxMode, SlimRequest, slim_elf
@@ -207,7 +208,7 @@ def slim(
     *,
     archs: str,
     ptx: str = "needed",
-    budget: str | int = checkmod.DEFAULT_BUDGET,
+    budget: str | int = DEFAULT_BUDGET,
 ) -> SlimResult:
     """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request: "9.0", "8.0-9.0", "8.0+")."""
     wheel = Path(wheel)

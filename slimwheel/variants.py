@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from slimwheel import check as checkmod
+from slimwheel.config import DEFAULT_BUDGET
 from slimwheel import fsutil
 from slimwheel.cuda.arch import Kind, Target, Variant
 from slimwheel.errors import BadInputError
@@ -103,7 +104,7 @@ def variant_json(label: str, properties: dict[str, dict[str, list[str]]]) -> dic
 
 
 def make_variants(
-    wheel: Path, out_dir: Path, *, budget: str | int = checkmod.DEFAULT_BUDGET
+    wheel: Path, out_dir: Path, *, budget: str | int = DEFAULT_BUDGET
 ) -> VariantsResult:
     wheel = Path(wheel)
     before = inspect_wheel(wheel)

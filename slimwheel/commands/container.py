@@ -11,7 +11,7 @@ import click
 
 from slimwheel import config as cfgmod
 from slimwheel import container
-from slimwheel.config import DEFAULT_CUDA
+from slimwheel.cuda.versions import DEFAULT_CUDA
 from slimwheel.cuda.versions import CUDA13_RELEASES
 from slimwheel.errors import ToolError
 
