@@ -68,3 +68,10 @@ class CheckFailed(SlimwheelError):
     def __init__(self, message: str, exit_code: ExitCode) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class BadRecordError(BadInputError):
+    """A wheel's RECORD does not match its files: refused by every command that rewrites a wheel (repair, slim,
+    variants) unless told to rewrite it; check fails such a wheel with the same exit code."""
+
+    exit_code = ExitCode.BAD_RECORD

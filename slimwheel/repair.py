@@ -206,16 +206,11 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
         record = (dest / dist_info / "RECORD").read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise BadInputError(f"{wheel}: {dist_info}/METADATA or RECORD is not UTF-8 text") from None
-    problems = tuple(wheelfile.record_problems(record, wheelfile.digest_tree(dest), record_name=f"{dist_info}/RECORD"))
-    if problems and not rewrite_record:
-        raise BadInputError(
-            f"{wheel}: RECORD does not match the wheel's files ({len(problems)} problem(s)): "
-            + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
-            hint="a wheel whose files changed after it was built; if you changed them on purpose, pass "
-            "--rewrite-record",
-        )
-    for p in problems:
-        log.warning("%s: %s (RECORD rewritten, --rewrite-record)", wheel.name, p)
+    problems = wheelfile.judge_record(
+        wheel,
+        wheelfile.record_problems(record, wheelfile.digest_tree(dest), record_name=f"{dist_info}/RECORD"),
+        rewrite_record=rewrite_record,
+    )
     elfs = _scan(dest, wheel)
     if not elfs:
         raise BadInputError(f"{wheel}: no ELF files in the wheel; a pure Python wheel has nothing to repair")

@@ -30,7 +30,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from slimwheel import fsutil
-from slimwheel.errors import BadInputError
+from slimwheel.errors import BadInputError, BadRecordError
 from slimwheel.inspect.zipread import ZipReader, extract
 
 log = logging.getLogger("slimwheel.wheelfile")
@@ -168,6 +168,27 @@ def archive_record_problems(wheel: Path) -> list[str]:
         except UnicodeDecodeError:
             return [f"{record_name} is not UTF-8 text"]
     return record_problems(record, digests, record_name=record_name)
+
+
+def judge_record(wheel: Path, problems: Sequence[str], *, rewrite_record: bool) -> tuple[str, ...]:
+    """THE rule of the commands that write a wheel from another (repair, slim, variants): an input whose RECORD does
+    not match its files was changed after it was built and is refused with exit 14 (what check fails it with), unless
+    `rewrite_record` (--rewrite-record): then each problem is a warning and the output gets a correct RECORD."""
+    if problems and not rewrite_record:
+        raise BadRecordError(
+            f"{wheel}: RECORD does not match the wheel's files ({len(problems)} problem(s)): "
+            + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
+            hint="a wheel whose files changed after it was built; if you changed them on purpose, pass "
+            "--rewrite-record",
+        )
+    for p in problems:
+        log.warning("%s: %s (RECORD rewritten, --rewrite-record)", wheel.name, p)
+    return tuple(problems)
+
+
+def verify_record(wheel: Path, *, rewrite_record: bool) -> tuple[str, ...]:
+    """`judge_record` of a wheel file, its members hashed as they stream (`archive_record_problems`)."""
+    return judge_record(wheel, archive_record_problems(wheel), rewrite_record=rewrite_record)
 
 
 def digest_tree(root: Path) -> dict[str, MemberDigest]:

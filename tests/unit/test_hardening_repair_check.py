@@ -14,7 +14,7 @@ from helpers.wheelmaker import make_wheel
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.deps import dependency_problems, satisfiable
-from slimwheel.errors import BadInputError, ExitCode
+from slimwheel.errors import BadInputError, BadRecordError, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
@@ -150,9 +150,13 @@ def test_record_is_verified(tmp_path: Path, edit, problem: str) -> None:  # type
     v = verdict_of(w)
     assert [f.exit_code for f in v.failures] == [ExitCode.BAD_RECORD] and problem in v.failures[0].message
     assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.BAD_RECORD
-    with pytest.raises(BadInputError, match="RECORD does not match") as e:
+    with pytest.raises(BadRecordError, match="RECORD does not match") as e:
         repair_wheel(w, tmp_path / "out")
-    assert "--rewrite-record" in str(e.value)
+    assert "--rewrite-record" in str(e.value) and e.value.exit_code == ExitCode.BAD_RECORD
+    # slim and variants apply repair's rule (wheelfile.judge_record), before they write anything
+    for argv in (["repair", "-w"], ["slim", "--archs", "9.0", "-o"], ["variants", "-o"]):
+        assert main([*argv, str(tmp_path / "out"), str(w)]) == ExitCode.BAD_RECORD, argv
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), argv
 
 
 # --------------------------------------------------------------------------- 7 and 8: one rule for check and repair
