@@ -30,6 +30,7 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
+from slimwheel.inspect.report import inspect_wheel
 from slimwheel.rpath import norm_origin, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
 from slimwheel.tools import run_auditwheel, set_rpath
@@ -155,7 +156,7 @@ def repair_wheel(
         target = Path(out_dir).absolute() / repaired.name
         if target.resolve() == wheel.resolve():
             raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
-        wheelfile.pack(work, dist_info, target)
+        wheelfile.pack(work, dist_info, target, verify=lambda written: _readable_by_check(written, wheel))
         phases["rewrite"] = time.monotonic() - t2
     requires = (*reqs.values(), *external_reqs)
     log.info("repaired %s -> %s (excluded %d SONAMEs, requires %s)",
@@ -211,6 +212,7 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
         wheelfile.record_problems(record, wheelfile.digest_tree(dest), record_name=f"{dist_info}/RECORD"),
         rewrite_record=rewrite_record,
     )
+    inspect_wheel(wheel)  # check's reader and its limits (MAX_RECORDS, MAX_WRAPPERS, ZipLimits): what it refuses, we do
     elfs = _scan(dest, wheel)
     if not elfs:
         raise BadInputError(f"{wheel}: no ELF files in the wheel; a pure Python wheel has nothing to repair")
@@ -220,6 +222,18 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
             imports.setdefault(lib, set()).update(names_used)
     return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=_requires_of(meta), record_problems=problems,
                   imports={k: frozenset(v) for k, v in imports.items()})  # fmt: skip
+
+
+def _readable_by_check(written: Path, wheel: Path) -> None:
+    """The packed output read as `check` reads it (its limits: a bundled library may carry fatbins past them): a wheel
+    check refuses (exit 3) is never written."""
+    try:
+        inspect_wheel(written)
+    except BadInputError as e:
+        raise BadInputError(
+            f"{wheel.name}: the repaired wheel would be refused by `slimwheel check`, so none was written: "
+            + e.message.replace(str(written), "the repaired wheel")
+        ) from None
 
 
 def _requires_of(metadata: str) -> tuple[str, ...]:
@@ -306,7 +320,5 @@ def _fix_search_paths(
 
 def _driver(repaired: Path, major: int) -> DriverFloor:
     """The loader's driver floor, from the wheel report (it knows PTX and fatbin compression)."""
-    from slimwheel.inspect.report import inspect_wheel  # the report area loads only when a loader is placed
-
     report = inspect_wheel(repaired)
     return driver_floor(major, report.driver_floor, "; ".join(report.driver_why) or None)

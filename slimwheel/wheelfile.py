@@ -21,7 +21,7 @@ import os
 import stat
 import time
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,18 +74,26 @@ def compression_level() -> int | None:
     return int(value)
 
 
-def pack(root: Path, dist_info: str, target: Path) -> None:
+def pack(root: Path, dist_info: str, target: Path, *, verify: Callable[[Path], None] | None = None) -> None:
     """Write root as a wheel: RECORD rewritten with hashes, entries sorted, dist-info last, fixed timestamps;
-    atomically (a temp file beside target, renamed)."""
+    atomically (a temp file beside target, renamed). `verify(written)` judges the complete temporary file before it
+    takes target's name; if it raises, nothing is left under either name."""
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     record_name = f"{dist_info}/RECORD"
     files = [f for f in files if f != record_name]
     files.sort(key=lambda f: (f.startswith(dist_info + "/"), f))
+    with fsutil.atomic_path(target) as tmp:
+        _write_zip(root, files, record_name, tmp)
+        if verify is not None:
+            verify(tmp)
+
+
+def _write_zip(root: Path, files: Sequence[str], record_name: str, tmp: Path) -> None:
     date = zip_time()
     level = compression_level()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    with fsutil.atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
         for name in files:
             data = (root / name).read_bytes()
             writer.writerow(record_line(name, data))

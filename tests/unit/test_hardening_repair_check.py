@@ -8,7 +8,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
+from helpers.binsynth import elf, fatbin, fatbin_entry
 from helpers.wheelmaker import make_wheel
 
 from slimwheel.check import check_wheel, make_policy
@@ -277,3 +277,52 @@ def test_a_coverage_gap_names_the_code_of_the_modules_that_fail(tmp_path: Path) 
     (f,) = [f for f in v.failures if f.kind == "coverage"]
     assert "1 of 2 fatbins run not at all" in f.message
     assert "their code: sm_50 sm_60 sm_61" in f.message and "SASS for older GPUs only and no PTX" in f.message
+
+
+# ------------------------------------------------------------------- issue 24 item 6: repair uses check's limits
+
+
+def _fake_auditwheel(monkeypatch: pytest.MonkeyPatch, bundled: dict[str, bytes]) -> list[Path]:
+    """auditwheel as far as these tests need it: the input, with `bundled` libraries added, under a manylinux tag."""
+    calls: list[Path] = []
+
+    def run(wheel: Path, out_dir: Path, **_: object) -> Path:
+        calls.append(wheel)
+        with zipfile.ZipFile(wheel) as z:
+            files = {n: z.read(n) for n in z.namelist() if ".dist-info/" not in n}
+        return make_wheel(out_dir, files={**files, **bundled}, tag="cp311-cp311-manylinux_2_28_x86_64")
+
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", run)
+    return calls
+
+
+def _fat(records: int) -> bytes:
+    """An ELF file whose one fatbin holds `records` containers and entries (one container, records - 1 entries)."""
+    return elf(needed=("libc.so.6",), sections={".nv_fatbin": fatbin([fatbin_entry()] * (records - 1))})
+
+
+def test_repair_refuses_an_input_check_refuses_before_auditwheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)  # check's bound (262,144), lowered
+    calls = _fake_auditwheel(monkeypatch, {})
+    w = make_wheel(tmp_path, files={"demo/a.so": _fat(6), "demo/b.so": _fat(6)}, tag="cp311-cp311-linux_x86_64")
+    assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.BAD_INPUT
+    with pytest.raises(BadInputError, match="more than 10 fatbin containers and entries in the wheel"):
+        repair_wheel(w, tmp_path / "out")
+    assert calls == [] and not (tmp_path / "out").exists()
+
+
+def test_repair_never_writes_a_wheel_check_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bundled library takes the wheel past check's bound: nothing is written, under any name."""
+    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)
+    calls = _fake_auditwheel(monkeypatch, {"demo.libs/libfat.so": _fat(6)})
+    w = make_wheel(tmp_path, files={"demo/a.so": _fat(6)}, tag="cp311-cp311-linux_x86_64")
+    assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.OK
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(BadInputError, match=r"^demo-1\.0-cp311-cp311-linux_x86_64\.whl: the repaired wheel would be "
+                       r"refused by `slimwheel check`, so none was written: the repaired wheel: more than 10") as e:
+        repair_wheel(w, out)
+    assert calls and list(out.iterdir()) == [] and ".tmp" not in str(e.value)
+    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 12)  # at the bound: written, and check reads it
+    r = repair_wheel(w, out)
+    assert main(["check", "--require-arch", "none", str(r.wheel)]) == ExitCode.OK
