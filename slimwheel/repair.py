@@ -13,10 +13,11 @@ wheel provides get the same treatment as the CUDA ones, without the loader.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
@@ -27,7 +28,7 @@ from slimwheel import deps, fsutil, wheelfile
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.versions import CudaVersion
-from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
 from slimwheel.inspect.report import inspect_wheel
@@ -89,7 +90,7 @@ def repair_wheel(
     phases: dict[str, float] = {}
     t0 = time.monotonic()
     # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
-    with fsutil.temp_sibling(fsutil.cache_dir() / "work" / "repair", directory=True) as tmp:
+    with fsutil.temp_sibling(fsutil.cache_dir() / "work" / "repair", directory=True) as tmp, _named_for_user(tmp, wheel):
         src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))
@@ -175,6 +176,26 @@ def repair_wheel(
         floors=floors,
         phases=phases,
     )
+
+
+@contextlib.contextmanager
+def _named_for_user(tmp: Path, wheel: Path) -> Iterator[None]:
+    """Messages of the steps inside repair's work folder name the input, never the work folder: its unpacked copies
+    (`in/`, `out/`) by member name, its copy of the wheel as the wheel, anything else there as "repair's work folder";
+    a message that names no wheel gets the input's name first."""
+    try:
+        yield
+    except (BadInputError, ToolError) as e:
+        text = e.message
+        for inside in ("in", "out", "auditwheel"):
+            text = text.replace(f"{tmp / inside}/", "")
+        text = text.replace(str(tmp / wheel.name), str(wheel))
+        text = text.replace(str(tmp), "repair's work folder")
+        if isinstance(e, BadInputError) and wheel.name not in text:
+            text = f"{wheel}: {text}"
+        if text == e.message:
+            raise
+        raise (BadInputError if isinstance(e, ConfigError) else type(e))(text, hint=e.hint) from None
 
 
 def _unpack(archive: Path, dest: Path, *, shown_as: Path) -> list[str]:

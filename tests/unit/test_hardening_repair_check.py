@@ -4,6 +4,7 @@ in docs/security.md (items 5, 6, 7, 8, 10, and RECORD verification)."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 from pathlib import Path
 
@@ -11,10 +12,11 @@ import pytest
 from helpers.binsynth import elf, fatbin, fatbin_entry
 from helpers.wheelmaker import make_wheel
 
+from slimwheel import fsutil
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.deps import dependency_problems, satisfiable
-from slimwheel.errors import BadInputError, BadRecordError, ExitCode
+from slimwheel.errors import BadInputError, BadRecordError, ExitCode, ToolError
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
@@ -189,7 +191,8 @@ def _assert_refused(wheel: Path, out: Path, match: str, **kw: object) -> None:
     with pytest.raises(BadInputError, match=match) as e:
         repair_wheel(wheel, out, **kw)  # type: ignore[arg-type]
     assert str(wheel.name) in str(e.value) or kw.get("plat") in str(e.value)
-    assert "slimwheel-repair-" not in str(e.value)  # never a temporary file's name
+    assert "slimwheel-repair-" not in str(e.value) and ".repair." not in str(e.value)  # never a temporary file's name
+    assert str(fsutil.cache_dir()) not in str(e.value)
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -326,3 +329,56 @@ def test_repair_never_writes_a_wheel_check_refuses(tmp_path: Path, monkeypatch: 
     monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 12)  # at the bound: written, and check reads it
     r = repair_wheel(w, out)
     assert main(["check", "--require-arch", "none", str(r.wheel)]) == ExitCode.OK
+
+
+# -------------------------------------------------------------- issue 24 item 8: the input's name, a relative cache
+
+
+def _with_dynsym(field: int, value: int) -> bytes:
+    """An ELF file whose .dynsym section header has `value` at byte `field` (40: sh_link, 56: sh_entsize)."""
+    data = bytearray(elf(needed=("libc.so.6",), symbols=("f",)))
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    (shnum,) = struct.unpack_from("<H", data, 0x3C)
+    (dynsym,) = [shoff + 64 * i for i in range(1, shnum) if struct.unpack_from("<I", data, shoff + 64 * i + 4)[0] == 11]
+    struct.pack_into("<I" if field == 40 else "<Q", data, dynsym + field, value)
+    return bytes(data)
+
+
+def test_repair_names_the_input_for_a_corrupt_symbol_table(tmp_path: Path) -> None:
+    """pyelftools' symbol-version walk (deps' imports) named `.repair.XXXX.tmp/in/...`."""
+    w = make_wheel(tmp_path, files={"demo/a.so": _with_dynsym(56, 0)}, tag="cp311-cp311-linux_x86_64")
+    _assert_refused(w, tmp_path / "out", r"demo-1\.0-cp311-cp311-linux_x86_64\.whl: demo/a\.so: cannot read ELF symbol")
+
+
+def test_repair_names_the_input_for_whatever_fails_in_its_work_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(wheel: Path, out_dir: Path, **_: object) -> Path:  # a tool whose message names repair's own files
+        raise ToolError(f"auditwheel failed on {wheel}: see {out_dir}/log")
+
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", failing)
+    w = make_wheel(tmp_path, files={"demo/a.so": elf(needed=("libc.so.6",))}, tag="cp311-cp311-linux_x86_64")
+    with pytest.raises(ToolError) as e:
+        repair_wheel(w, tmp_path / "out")
+    assert str(e.value) == f"auditwheel failed on {w}: see log"
+    _fake_auditwheel(monkeypatch, {"demo.libs/libbad.so": _with_dynsym(40, 77)})  # a bundled library that breaks
+    _assert_refused(w, tmp_path / "out", r"demo\.libs/libbad\.so")
+
+
+def test_a_relative_cache_folder_is_taken_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert fsutil.cache_dir({"SLIMWHEEL_CACHE": "rel/cache"}) == tmp_path / "rel" / "cache"
+    assert fsutil.cache_dir({"XDG_CACHE_HOME": "rel"}) == Path.home() / ".cache" / "slimwheel"  # XDG: ignore relative
+    monkeypatch.setenv("SLIMWHEEL_CACHE", "rel/cache")
+    seen: list[Path] = []
+
+    def run(wheel: Path, out_dir: Path, *, cwd: Path, **_: object) -> Path:  # auditwheel runs in another folder
+        assert wheel.is_absolute() and out_dir.is_absolute() and cwd.is_absolute()
+        seen.append(cwd)
+        with zipfile.ZipFile(wheel) as z:
+            files = {n: z.read(n) for n in z.namelist() if ".dist-info/" not in n}
+        return make_wheel(out_dir, files=files, tag="cp311-cp311-manylinux_2_28_x86_64")
+
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", run)
+    w = make_wheel(tmp_path / "in", files={"demo/a.so": elf(needed=("libc.so.6",))}, tag="cp311-cp311-linux_x86_64")
+    r = repair_wheel(Path("in") / w.name, Path("out"))
+    assert r.wheel == tmp_path / "out" / r.wheel.name and r.wheel.is_file()
+    assert seen and seen[0].is_relative_to(tmp_path / "rel" / "cache" / "work")
