@@ -90,7 +90,8 @@ def repair_wheel(
     phases: dict[str, float] = {}
     t0 = time.monotonic()
     # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
-    with fsutil.temp_sibling(fsutil.cache_dir() / "work" / "repair", directory=True) as tmp, _named_for_user(tmp, wheel):
+    work_root = fsutil.cache_dir() / "work" / "repair"
+    with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))

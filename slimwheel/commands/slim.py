@@ -9,12 +9,11 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import render
+from slimwheel import render, shown
 from slimwheel.commands.size_report import emit, table_text
 from slimwheel.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
@@ -22,7 +21,7 @@ from slimwheel.units import human
 
 def _draw(r: SlimResult, console: Console) -> None:
     b, a = r.before, r.after
-    console.print(f"slimmed: {escape(str(r.rewritten.wheel))}")
+    console.print(f"slimmed: {shown.markup(str(r.rewritten.wheel))}")
     console.print(f"  kept for: {', '.join(str(cc) for cc in r.request.ccs)}; PTX: {r.request.ptx}"
                   + (f" + {', '.join(str(c) for c in r.request.ptx_ccs)}" if r.request.ptx_ccs else ""))  # fmt: skip
     if r.left_out:
@@ -42,7 +41,7 @@ def _draw(r: SlimResult, console: Console) -> None:
         dropped.add_column(col, justify="right" if col in ("entries", "bytes") else "left")
     for f in r.rewritten.files:
         for (kind, arch), (n, nbytes) in sorted(f.by_arch().items(), key=lambda kv: -kv[1][1]):
-            dropped.add_row(escape(f.name), kind, arch, str(n), human(nbytes))
+            dropped.add_row(shown.markup(f.name), kind, arch, str(n), human(nbytes))
     if any(f.dropped for f in r.rewritten.files):
         console.print(dropped)
     else:

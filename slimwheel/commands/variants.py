@@ -9,12 +9,11 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import render
+from slimwheel import render, shown
 from slimwheel.commands.size_report import emit, table_text
 from slimwheel.units import human
 from slimwheel.variants import VariantsResult, make_variants, result_to_json
@@ -34,10 +33,10 @@ def _draw(r: VariantsResult, console: Console) -> None:
             human(v.report.size), human(v.report.installed_size),
         )  # fmt: skip
     console.print(table)
-    console.print(f"universal: {escape(str(r.universal))}")
+    console.print(f"universal: {shown.markup(str(r.universal))}")
     for v in r.variants:
-        console.print(f"{v.family.label}: {escape(str(v.rewritten.wheel))}")
-    console.print(f"index metadata: {escape(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
+        console.print(f"{v.family.label}: {shown.markup(str(v.rewritten.wheel))}")
+    console.print(f"index metadata: {shown.markup(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
     console.print("sizes: KiB/MiB = 2**10/2**20 bytes")
     render.render_verdicts([v.verdict for v in r.variants], console)
 
