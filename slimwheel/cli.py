@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import os
 import pkgutil
 import signal
 import sys
@@ -20,14 +21,33 @@ import click
 
 import slimwheel
 import slimwheel.commands
+from slimwheel import shown
 from slimwheel.errors import ExitCode, SlimwheelError
 
 log = logging.getLogger("slimwheel")
 
 
+class _Shown(logging.Formatter):
+    """Log records name members and paths from wheels in their arguments (`log.warning("%s: %s", wheel, problem)`):
+    each argument is escaped whole for the terminal (a newline in a name is shown, not obeyed); the format string is
+    ours. What a message holds already formatted is escaped line by line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if isinstance(record.args, tuple):
+            record.args = tuple(shown.terminal(str(a)) if isinstance(a, (str, os.PathLike)) else a for a in record.args)
+        return _lines(super().format(record))
+
+
+def _lines(text: str) -> str:
+    """Our own line breaks kept, everything else in each line escaped for the terminal."""
+    return "\n".join(shown.terminal(line) for line in text.split("\n"))
+
+
 def _configure_logging(obj: dict[str, Any]) -> None:
     level = logging.ERROR if obj["quiet"] else {0: logging.WARNING, 1: logging.INFO}.get(obj["verbose"], logging.DEBUG)
-    logging.basicConfig(level=level, format="%(message)s", stream=sys.stderr, force=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Shown("%(message)s"))
+    logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
 def _root_obj(ctx: click.Context) -> dict[str, Any]:
@@ -133,7 +153,7 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         rv = cli.main(args=list(argv) if argv is not None else None, prog_name="slimwheel", standalone_mode=False)
     except SlimwheelError as e:
-        click.echo(f"slimwheel: error: {e}", err=True)
+        click.echo(f"slimwheel: error: {_lines(str(e))}", err=True)
         return int(e.exit_code)
     except click.exceptions.Abort:
         click.echo("slimwheel: aborted", err=True)
@@ -149,7 +169,8 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as e:  # the one place a bug is turned into a message
         if logging.getLogger("slimwheel").isEnabledFor(logging.DEBUG):
             traceback.print_exc()
-        click.echo(f"slimwheel: internal error: {type(e).__name__}: {e} (run with -vv for the traceback)", err=True)
+        click.echo(f"slimwheel: internal error: {type(e).__name__}: {_lines(str(e))} (run with -vv for the traceback)",
+                   err=True)
         return int(ExitCode.INTERNAL)
     return rv if isinstance(rv, int) else 0
 

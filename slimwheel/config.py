@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import logging
+import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -200,6 +201,10 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     f = FIELDS[key]
     kind = f.metadata["kind"]
     where = f"{origin}: {key}"
+    if n := _too_long(value):
+        problems.append(f"{where}: a string of {n:,} characters, longer than any setting ({MAX_STRING:,} at most): "
+                        + _REPR.repr(value))  # fmt: skip
+        return None
     if kind == "bool":
         if isinstance(value, bool):
             return value
@@ -209,9 +214,9 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
             try:
                 return parse_bool(value, name=where)  # None for a blank value: "not given"
             except BadInputError:
-                problems.append(f"{where}: expected true or false (1/0, yes/no, on/off), got {value!r}")
+                problems.append(f"{where}: expected true or false (1/0, yes/no, on/off), got {_shown(value)}")
                 return None
-        problems.append(f"{where}: expected true or false, got {value!r}")
+        problems.append(f"{where}: expected true or false, got {_shown(value)}")
         return None
     if kind == "table":
         return _coerce_externals(value, where, from_env=origin.startswith("environment"), problems=problems)
@@ -225,24 +230,30 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
         if isinstance(value, str):
             value = [v for v in value.replace(";", ",").split(",") if v.strip()]
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            return tuple(v.strip() for v in value)
-        problems.append(f"{where}: expected a list of strings, got {value!r}")
+            items = tuple(v.strip() for v in value)
+            if check_item := _ITEM_VALIDATORS.get(key):
+                bad = [m for m in (_item_problem(check_item, v) for v in items) if m]
+                if bad:
+                    problems.extend(f"{where} = {_shown(list(items))}: {m}" for m in bad)
+                    return None
+            return items
+        problems.append(f"{where}: expected a list of strings, got {_shown(value)}")
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
-        problems.append(f"{where}: expected a string, got {value!r}")
+        problems.append(f"{where}: expected a string, got {_shown(value)}")
         return None
     choices = f.metadata["choices"]
     if choices and value not in choices:
-        problems.append(f"{where}: {value!r} is not one of {', '.join(choices)}")
+        problems.append(f"{where}: {_shown(value)} is not one of {', '.join(choices)}")
         return None
     if check := _VALIDATORS.get(key):
         try:
             check(value)
         except BadInputError as e:
             # A message that quotes the value already (a size's) needs it only once.
-            setting = key if repr(value) in e.message else f"{key} = {value!r}"
+            setting = key if repr(value) in e.message else f"{key} = {_shown(value)}"
             problems.append(f"{origin}: {setting}: {e.message.removeprefix(key + ': ')}")
             return None
     return value
@@ -287,6 +298,33 @@ _VALIDATORS: dict[str, Callable[[str], object]] = {
 }
 
 
+def _check_extra_sass(value: str) -> None:
+    from slimwheel.cuda.arch import extra_sass_target
+
+    extra_sass_target(value)
+
+
+def _check_library(value: str) -> None:
+    from slimwheel.cuda.libs import check_component
+
+    check_component(value)
+
+
+# Each item of a list setting, checked with the parser the plan uses for it.
+_ITEM_VALIDATORS: dict[str, Callable[[str], object]] = {
+    "extra-sass": _check_extra_sass,
+    "libraries": _check_library,
+}
+
+
+def _item_problem(check: Callable[[str], object], item: str) -> str | None:
+    try:
+        check(item)
+    except BadInputError as e:
+        return str(e).replace("\n  hint:", ";")
+    return None
+
+
 def _coerce_externals(value: Any, where: str, *, from_env: bool, problems: list[str]) -> tuple[str, ...] | None:
     """external-libs as `SONAME=REQUIREMENT[@FOLDER]` strings, each validated; every bad entry is a problem."""
     from slimwheel.external import external_lib, parse_external  # loads only when this key is used
@@ -305,22 +343,51 @@ def _coerce_externals(value: Any, where: str, *, from_env: bool, problems: list[
             if isinstance(v, Mapping) and set(v) <= {"requirement", "folder"} and isinstance(v.get("requirement"), str):
                 requirement, folder = v["requirement"], v.get("folder")
                 if folder is not None and not isinstance(folder, str):
-                    problems.append(f"{at}: folder must be a string, got {folder!r}")
+                    problems.append(f"{at}: folder must be a string, got {_shown(folder)}")
                     continue
             elif isinstance(v, str):
                 requirement, sep, folder = v.rpartition("@")
                 requirement, folder = (requirement, folder) if sep else (v, None)
             else:
                 problems.append(f'{at}: expected a requirement string or {{requirement = "...", folder = "..."}}, '
-                                f"got {v!r}")  # fmt: skip
+                                f"got {_shown(v)}")  # fmt: skip
                 continue
             try:
                 out.append(external_lib(str(soname), requirement, folder, where=at).spec())
             except BadInputError as e:
                 problems.append(str(e))
     else:
-        problems.append(f"{where}: expected a table SONAME -> requirement, got {value!r}")
+        problems.append(f"{where}: expected a table SONAME -> requirement, got {_shown(value)}")
     return tuple(out) if len(problems) == bad else None
+
+
+# Values quoted in messages: a 20 MB string or a list nested 900 deep is shown by its head and its size, never whole.
+_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 120, 120
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
+MAX_STRING = 4096  # no setting needs more; a longer string is refused before any parser sees it
+
+
+def _shown(value: Any) -> str:
+    """A value as messages quote it: repr, shortened (reprlib) with the full length said when anything was cut."""
+    text = _REPR.repr(value)
+    if isinstance(value, str) and len(value) > _REPR.maxstring:
+        text += f" ({len(value):,} characters)"
+    return text
+
+
+def _too_long(value: Any, depth: int = 3) -> int:
+    """The length of the longest string over MAX_STRING in a value (its lists and tables, 3 levels down), else 0."""
+    if isinstance(value, str):
+        return len(value) if len(value) > MAX_STRING else 0
+    if depth == 0:
+        return 0
+    items: list[Any] = []
+    if isinstance(value, (list, tuple)):
+        items = list(value)
+    elif isinstance(value, Mapping):
+        items = [*value.keys(), *value.values()]
+    return max((_too_long(v, depth - 1) for v in items), default=0)
 
 
 def _did_you_mean(key: str) -> str:
@@ -406,6 +473,8 @@ def read_pyproject(project_dir: Path) -> tuple[dict[str, Any], dict[str, Any]]:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise BadInputError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:  # tomllib descends once per nesting level of arrays and inline tables
+        raise BadInputError(f"{path}: not valid TOML: arrays or inline tables nested too deeply") from None
     tool = data.get("tool", {})
     if not isinstance(tool, dict):
         raise BadInputError(f"{path}: [tool] must be a table")

@@ -211,6 +211,13 @@ def cibw_config(
         if '"' in v or "\\" in v:
             # cibuildwheel writes each value inside double quotes (in both forms) without escaping
             raise BadInputError(f"--env {k}={v}: double quotes and backslashes cannot be passed to cibuildwheel")
+        if "$(" in v or "`" in v:
+            # cibuildwheel evaluates its environment option as bash does inside double quotes: $VAR and ${VAR} expand
+            # (documented), but a command substitution would run a command in every build: refused, not quoted.
+            raise BadInputError(
+                f"--env {k}={v}: command substitution ($(...) or `...`) would run a command where cibuildwheel reads "
+                "its environment; pass the value itself ($VAR and ${VAR} still expand in the container)"
+            )
         env[k] = v
     mounts = ["--volume", f"{origin.scripts}:{SCRIPTS_MOUNT}:ro"]
     if origin.source is not None:

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from slimwheel import shown
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.report import ElfReport, WheelReport, target_totals
 from slimwheel.units import human, parse_size
@@ -230,16 +230,12 @@ def render_json(d: WheelDiff, threshold: Threshold | None = None) -> str:
     return json.dumps(diff_to_json(d, threshold), indent=2) + "\n"
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def render_markdown(d: WheelDiff, threshold: Threshold | None = None, *, rows: int = 40) -> str:
     """A block for $GITHUB_STEP_SUMMARY: the verdict, then the largest changes."""
     why = over_threshold(d, threshold) if threshold else None
     mark = "❌" if why else ("📈" if d.growth > 0 else "📉" if d.growth < 0 else "✅")
     lines = [
-        f"### {mark} slimwheel diff: `{_md(d.old.path.name)}` → `{_md(d.new.path.name)}`",
+        f"### {mark} slimwheel diff: {shown.md_code(d.old.path.name)} → {shown.md_code(d.new.path.name)}",
         "",
         f"Wheel: {human(d.old.size)} → {human(d.new.size)} (**{_signed(d.growth)}**, {d.growth_percent:+.2f}%); "
         f"installed: {human(d.old.installed_size)} → {human(d.new.installed_size)} "
@@ -247,7 +243,9 @@ def render_markdown(d: WheelDiff, threshold: Threshold | None = None, *, rows: i
     ]
     if threshold is not None:
         lines.append("")
-        lines.append(f"**Over the limit:** {_md(why)}" if why else f"Within --fail-over {_md(threshold.text)}.")
+        lines.append(
+            f"**Over the limit:** {shown.md_text(why)}" if why else f"Within --fail-over {shown.md_text(threshold.text)}."
+        )
     if set(d.old.targets) != set(d.new.targets):
         gone = sorted(str(t) for t in set(d.old.targets) - set(d.new.targets))
         added = sorted(str(t) for t in set(d.new.targets) - set(d.old.targets))
@@ -255,22 +253,24 @@ def render_markdown(d: WheelDiff, threshold: Threshold | None = None, *, rows: i
     body = [c for c in d.changes if c.level != "wheel"]
     lines += ["", "| level | file | what | old | new | change | % |", "| --- | --- | --- | ---: | ---: | ---: | ---: |"]
     for c in body[:rows]:
-        what = "" if c.level == "file" else _md(c.what)
+        # a section's name is the file's; module and architecture labels are ours, from parsed numbers
+        what = "" if c.level == "file" else shown.md_code(c.what, table=True) if c.level == "section" else c.what
         change = _signed(c.delta) + (f" (zip {_signed(c.zip_delta)})" if c.zip_delta is not None else "")
         lines.append(
-            f"| {c.level} | `{_md(c.file)}` | {what} | {_size(c.old)} | {_size(c.new)} | {change} | {_pct(c)} |"
+            f"| {c.level} | {shown.md_code(c.file, table=True)} | {what} | {_size(c.old)} | {_size(c.new)} | {change} | "
+            f"{_pct(c)} |"
         )
     if not body:
         lines.append("| - | - | no change | | | | |")
     if len(body) > rows:
         lines.append(f"\n{len(body) - rows} smaller changes not shown (`--format json` lists all).")
-    lines += ["", "_Sizes: KiB/MiB = 2**10/2**20 bytes; files: installed bytes, zip bytes in brackets._", ""]
+    lines += ["", "_Sizes: KiB/MiB = 2\\*\\*10/2\\*\\*20 bytes; files: installed bytes, zip bytes in brackets._", ""]
     return "\n".join(lines)
 
 
 def render_table(d: WheelDiff, console: Console, threshold: Threshold | None = None, *, rows: int = 40) -> None:
     console.print(
-        f"{escape(d.old.path.name)} -> {escape(d.new.path.name)}: wheel {human(d.old.size)} -> {human(d.new.size)} "
+        f"{shown.markup(d.old.path.name)} -> {shown.markup(d.new.path.name)}: wheel {human(d.old.size)} -> {human(d.new.size)} "
         f"({_signed(d.growth)}, {d.growth_percent:+.2f}%), installed {human(d.old.installed_size)} -> "
         f"{human(d.new.installed_size)}"
     )
@@ -281,12 +281,12 @@ def render_table(d: WheelDiff, console: Console, threshold: Threshold | None = N
     body = [c for c in d.changes if c.level != "wheel"]
     for c in body[:rows]:
         change = _signed(c.delta) + (f" (zip {_signed(c.zip_delta)})" if c.zip_delta is not None else "")
-        table.add_row(c.level, escape(c.file), "" if c.level == "file" else escape(c.what), _size(c.old),
+        table.add_row(c.level, shown.markup(c.file), "" if c.level == "file" else shown.markup(c.what), _size(c.old),
                       _size(c.new), change, _pct(c))  # fmt: skip
     console.print(table)
     if len(body) > rows:
         console.print(f"{len(body) - rows} smaller changes not shown (--format json lists all)")
     if threshold is not None:
         why = over_threshold(d, threshold)
-        console.print(f"over the limit: {escape(why)}" if why else f"within --fail-over {escape(threshold.text)}")
+        console.print(f"over the limit: {shown.markup(why)}" if why else f"within --fail-over {shown.markup(threshold.text)}")
     console.print("sizes: KiB/MiB = 2**10/2**20 bytes; files: installed bytes, zip bytes in brackets")

@@ -41,7 +41,10 @@ _REASONS: dict[ExitCode, str] = {
         "a needed library is neither bundled, required nor allowed; or a file carries libstdc++ statically and exports it"
     ),
     ExitCode.CHECK_FAILED: "several kinds of check failed at once",
-    ExitCode.BAD_RECORD: "a wheel's RECORD does not match its files (changed after it was built; `--rewrite-record` accepts it)",
+    ExitCode.BAD_RECORD: (
+        "a wheel's RECORD does not match its files (changed after it was built): check fails it; repair, slim and "
+        "variants refuse it unless `--rewrite-record`"
+    ),
     ExitCode.DOCTOR_PROBLEMS: (
         "`slimwheel doctor` found a reason the wheel cannot run here (a CUDA library missing, a GPU its code cannot serve, "
         "a driver too old)"
@@ -93,3 +96,10 @@ class CheckFailed(SlimwheelError):
     def __init__(self, message: str, exit_code: ExitCode) -> None:
         super().__init__(message)
         self.exit_code = exit_code
+
+
+class BadRecordError(BadInputError):
+    """A wheel's RECORD does not match its files: refused by every command that rewrites a wheel (repair, slim,
+    variants) unless told to rewrite it; check fails such a wheel with the same exit code."""
+
+    exit_code = ExitCode.BAD_RECORD

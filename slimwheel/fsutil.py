@@ -130,12 +130,15 @@ def write_text_atomic(target: Path, text: str) -> None:
 
 
 def cache_dir(env: dict[str, str] | None = None) -> Path:
-    """SLIMWHEEL_CACHE, else $XDG_CACHE_HOME/slimwheel, else ~/.cache/slimwheel."""
+    """SLIMWHEEL_CACHE, else $XDG_CACHE_HOME/slimwheel, else ~/.cache/slimwheel; always absolute. A relative
+    SLIMWHEEL_CACHE is taken from the current directory now (tools that run in other folders, auditwheel in repair's
+    work folder, then get a path that still means it); a relative XDG_CACHE_HOME is ignored, as the XDG spec says."""
     e = os.environ if env is None else env
     if e.get("SLIMWHEEL_CACHE"):
-        return Path(e["SLIMWHEEL_CACHE"])
-    base = e.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "slimwheel"
+        return Path(e["SLIMWHEEL_CACHE"]).absolute()
+    xdg = e.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base.absolute() / "slimwheel"
 
 
 @contextlib.contextmanager

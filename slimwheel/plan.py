@@ -14,7 +14,7 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from slimwheel.config import Compression, Config, LinkMode
-from slimwheel.cuda.arch import CC, ArchPlan, Kind, Target, explicit_plan, parse_cc_set, plan
+from slimwheel.cuda.arch import CC, ArchPlan, Kind, Target, explicit_plan, extra_sass_target, parse_cc_set, plan
 from slimwheel.cuda.libs import RuntimeLib, load_order, lookup
 from slimwheel.cuda.versions import (
     MAJOR_DRIVER,
@@ -127,7 +127,7 @@ def arch_plan(cfg: Config, supported: tuple[CC, ...]) -> ArchPlan:
         if cfg.targets:
             return explicit_plan(cfg.targets, supported=supported, exclude_integrated=cfg.exclude_integrated)
         wanted = parse_cc_set(cfg.archs, supported=supported)
-        extra = tuple(Target.parse(s) for s in cfg.extra_sass)  # "compute_90" is PTX: plan() refuses it
+        extra = tuple(extra_sass_target(s) for s in cfg.extra_sass)
         return plan(
             wanted, supported=supported, extra_sass=extra, ptx=cfg.ptx, exclude_integrated=cfg.exclude_integrated
         )

@@ -15,10 +15,10 @@ from typing import Any
 
 from rich.console import Console
 from rich.live import Live
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from slimwheel import shown
 from slimwheel.check import Verdict, verdict_to_json
 from slimwheel.inspect.report import (
     SCHEMA,
@@ -84,8 +84,11 @@ def _driver_lines(report: WheelReport) -> list[str]:
 
 def render_table(report: WheelReport, console: Console, *, entries: bool = False) -> None:
     """The readable terminal report of one wheel."""
-    # Names, requirements and messages come from the wheel: printed as text, never parsed as rich markup.
-    console.print(f"[bold]{escape(report.path.name)}[/bold]  {escape(report.name)} {escape(report.version)}")
+    # Names, requirements and messages come from the wheel: escaped for the terminal (slimwheel.shown), never parsed
+    # as rich markup.
+    console.print(
+        f"[bold]{shown.markup(report.path.name)}[/bold]  {shown.markup(report.name)} {shown.markup(report.version)}"
+    )
     console.print(
         f"  {mb(report.size)} ({mib(report.size)}) on disk, {mib(report.installed_size)} installed, "
         f"{len(report.files)} files, {len(report.elfs)} ELF; sizes: {UNITS_NOTE}"
@@ -95,7 +98,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         files.add_column(col, justify=just)  # type: ignore[arg-type]
     ordered = sorted(report.files, key=lambda f: -f.compressed)
     for f in ordered[:TOP_FILES]:
-        files.add_row(escape(f.name), human(f.compressed), human(f.uncompressed), _pct(f.share))
+        files.add_row(shown.markup(f.name), human(f.compressed), human(f.uncompressed), _pct(f.share))
     if len(ordered) > TOP_FILES:
         rest = ordered[TOP_FILES:]
         files.add_row(
@@ -109,17 +112,17 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         elfs = Table(title="ELF files: section sizes (installed)", title_justify="left")
         elfs.add_column("file", overflow="fold")
         elfs.add_column("size", justify="right")
-        shown = [s for s in _MAIN_SECTIONS if any(s in e.sections for e in report.elfs)]
-        for s in shown:
+        main_secs = [s for s in _MAIN_SECTIONS if any(s in e.sections for e in report.elfs)]
+        for s in main_secs:
             elfs.add_column(s, justify="right")
         elfs.add_column("other", justify="right")
         elfs.add_column("fatbins", justify="right")
         for e in report.elfs:
-            other = sum(v for k, v in e.sections.items() if k not in shown)
+            other = sum(v for k, v in e.sections.items() if k not in main_secs)
             elfs.add_row(
-                escape(e.name),
+                shown.markup(e.name),
                 human(e.size),
-                *[human(e.sections[s]) if s in e.sections else "" for s in shown],
+                *[human(e.sections[s]) if s in e.sections else "" for s in main_secs],
                 human(other),
                 str(len(e.fatbins)),
             )
@@ -131,7 +134,9 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
             paths = "\n".join(
                 p for p in (f"RPATH {e.rpath}" if e.rpath else "", f"RUNPATH {e.runpath}" if e.runpath else "") if p
             )
-            dyn.add_row(escape(e.name), escape(e.soname or ""), escape(paths), escape(", ".join(e.needed)))
+            dyn.add_row(
+                shown.markup(e.name), shown.markup(e.soname or ""), shown.markup(paths), shown.markup(", ".join(e.needed))
+            )
         console.print(dyn)
     totals = target_totals(report.fatbin_entries)
     if totals:
@@ -159,7 +164,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
     if entries:
         for e in report.elfs:
             for i, fb in enumerate(e.fatbins):
-                title = f"{escape(e.name)}: fatbin {i + 1} at {fb.offset:#x}, {human(fb.size)}"
+                title = f"{shown.markup(e.name)}: fatbin {i + 1} at {fb.offset:#x}, {human(fb.size)}"
                 et = Table(title=title, title_justify="left")
                 for col in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA"):
                     et.add_column(col)
@@ -178,11 +183,11 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
         cov.add_column(col)
     style = {"sass": "green", "ptx": "yellow", "none": "red", "n/a": "dim"}
     for cc, gpu, how, via in _coverage(report):
-        cov.add_row(cc, gpu, f"[{style[how]}]{_HOW[how]}[/{style[how]}]", escape(via))
+        cov.add_row(cc, gpu, f"[{style[how]}]{_HOW[how]}[/{style[how]}]", shown.markup(via))
     console.print(cov)
     console.print(f"  {_coverage_summary(report)}")
     for line in _driver_lines(report):
-        console.print(f"  {line}", highlight=False, markup=False)
+        console.print(f"  {shown.terminal(line)}", highlight=False, markup=False)
 
 
 def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] = (), *, entries: bool = False) -> str:
@@ -190,20 +195,24 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
     out: list[str] = []
     by_wheel = {v.wheel: v for v in verdicts}
     for r in reports:
-        out.append(f"### `{r.path.name}`\n")
+        out.append(f"### {shown.md_code(r.path.name)}\n")
         v = by_wheel.get(str(r.path))
         if v is not None:
             out.append(("**check: passed**" if v.ok else "**check: FAILED**") + "\n")
-            out.extend(f"- :x: {f.kind}: {f.message}" for f in v.failures)
-            out.extend(f"- {n}" for n in v.notes)
+            out.extend(f"- :x: {f.kind}: {shown.md_text(f.message)}" for f in v.failures)
+            out.extend(f"- {shown.md_text(n, line_start=True)}" for n in v.notes)
             out.append("")
         out.append(
-            f"{r.name} {r.version}: **{mb(r.size)} ({mib(r.size)})** on disk, {mib(r.installed_size)} "
-            f"installed, {len(r.files)} files ({UNITS_NOTE}).\n"
+            f"{shown.md_text(r.name, line_start=True)} {shown.md_text(r.version)}: **{mb(r.size)} ({mib(r.size)})** on "
+            f"disk, {mib(r.installed_size)} "
+            f"installed, {len(r.files)} files ({shown.md_text(UNITS_NOTE)}).\n"
         )
         out.append("| file | in wheel | installed | share |\n| --- | ---: | ---: | ---: |")
         for f in sorted(r.files, key=lambda f: -f.compressed)[:TOP_FILES]:
-            out.append(f"| `{f.name}` | {human(f.compressed)} | {human(f.uncompressed)} | {_pct(f.share)} |")
+            out.append(
+                f"| {shown.md_code(f.name, table=True)} | {human(f.compressed)} | {human(f.uncompressed)} | "
+                f"{_pct(f.share)} |"
+            )
         out.append("")
         if r.elfs:
             out.append("| ELF | size | .text | .nv_fatbin | .rodata | fatbins | SONAME | RPATH / RUNPATH | NEEDED |")
@@ -212,8 +221,9 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
                 sec = [human(e.sections[s]) if s in e.sections else "" for s in (".text", ".nv_fatbin", ".rodata")]
                 paths = " / ".join(p for p in (e.rpath, e.runpath) if p)
                 out.append(
-                    f"| `{e.name}` | {human(e.size)} | {' | '.join(sec)} | {len(e.fatbins)} | "
-                    f"{e.soname or ''} | {paths} | {', '.join(e.needed)} |"
+                    f"| {shown.md_code(e.name, table=True)} | {human(e.size)} | {' | '.join(sec)} | {len(e.fatbins)} | "
+                    f"{shown.md_code(e.soname or '', table=True)} | {shown.md_code(paths, table=True)} | "
+                    f"{', '.join(shown.md_code(n, table=True) for n in e.needed)} |"
                 )
             out.append("")
         totals = target_totals(r.fatbin_entries)
@@ -226,7 +236,7 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
             for e in r.elfs:
                 for i, fb in enumerate(e.fatbins):
                     out.append(
-                        f"`{e.name}` fatbin {i + 1}: "
+                        f"{shown.md_code(e.name)} fatbin {i + 1}: "
                         + ", ".join(
                             f"{en.kind} {en.arch} ({en.compression}, {human(en.stored_size)} stored, "
                             f"{human(en.uncompressed_size)})"
@@ -236,10 +246,10 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
             out.append("")
         out.append("| CC | GPU | runs by | target |\n| --- | --- | --- | --- |")
         for cc, gpu, how, via in _coverage(r):
-            out.append(f"| {cc} | {gpu} | {_HOW[how]} | {via} |")
+            out.append(f"| {cc} | {gpu} | {_HOW[how]} | {via} |")  # targets and GPU names: ours, from numbers
         out.append("")
         out.append(_coverage_summary(r) + "\n")
-        out.extend(f"- {line.strip().removeprefix('- ')}" for line in _driver_lines(r))
+        out.extend(f"- {shown.md_text(line.strip().removeprefix('- '), line_start=True)}" for line in _driver_lines(r))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -261,15 +271,16 @@ def render_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
     for v in verdicts:
         name = v.wheel.rsplit("/", 1)[-1]
         if v.ok:
-            console.print(f"[green]PASS[/green] {escape(name)}", highlight=False)
+            console.print(f"[green]PASS[/green] {shown.markup(name)}", highlight=False)
         else:
-            console.print(f"[red]FAIL[/red] {escape(name)}", highlight=False)
+            console.print(f"[red]FAIL[/red] {shown.markup(name)}", highlight=False)
         for f in v.failures:
             console.print(
-                f"  - {f.kind} (exit {int(f.exit_code)}): {f.message}", highlight=False, markup=False, soft_wrap=True
+                f"  - {f.kind} (exit {int(f.exit_code)}): {shown.terminal(f.message)}", highlight=False, markup=False,
+                soft_wrap=True,
             )
         for n in v.notes:
-            console.print(f"  - {n}", highlight=False, markup=False, soft_wrap=True)
+            console.print(f"  - {shown.terminal(n)}", highlight=False, markup=False, soft_wrap=True)
 
 
 def color_wanted(env: Mapping[str, str], *, tty: bool) -> bool:

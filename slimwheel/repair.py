@@ -13,10 +13,11 @@ wheel provides get the same treatment as the CUDA ones, without the loader.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
 from pathlib import Path
@@ -27,9 +28,10 @@ from slimwheel import deps, fsutil, wheelfile
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.versions import CudaVersion
-from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
+from slimwheel.inspect.report import inspect_wheel
 from slimwheel.rpath import norm_origin, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
 from slimwheel.tools import run_auditwheel, set_rpath
@@ -88,7 +90,8 @@ def repair_wheel(
     phases: dict[str, float] = {}
     t0 = time.monotonic()
     # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
-    with fsutil.temp_sibling(fsutil.cache_dir() / "work" / "repair", directory=True) as tmp:
+    work_root = fsutil.cache_dir() / "work" / "repair"
+    with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))
@@ -155,7 +158,7 @@ def repair_wheel(
         target = Path(out_dir).absolute() / repaired.name
         if target.resolve() == wheel.resolve():
             raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
-        wheelfile.pack(work, dist_info, target)
+        wheelfile.pack(work, dist_info, target, verify=lambda written: _readable_by_check(written, wheel))
         phases["rewrite"] = time.monotonic() - t2
     requires = (*reqs.values(), *external_reqs)
     log.info("repaired %s -> %s (excluded %d SONAMEs, requires %s)",
@@ -174,6 +177,26 @@ def repair_wheel(
         floors=floors,
         phases=phases,
     )
+
+
+@contextlib.contextmanager
+def _named_for_user(tmp: Path, wheel: Path) -> Iterator[None]:
+    """Messages of the steps inside repair's work folder name the input, never the work folder: its unpacked copies
+    (`in/`, `out/`) by member name, its copy of the wheel as the wheel, anything else there as "repair's work folder";
+    a message that names no wheel gets the input's name first."""
+    try:
+        yield
+    except (BadInputError, ToolError) as e:
+        text = e.message
+        for inside in ("in", "out", "auditwheel"):
+            text = text.replace(f"{tmp / inside}/", "")
+        text = text.replace(str(tmp / wheel.name), str(wheel))
+        text = text.replace(str(tmp), "repair's work folder")
+        if isinstance(e, BadInputError) and wheel.name not in text:
+            text = f"{wheel}: {text}"
+        if text == e.message:
+            raise
+        raise (BadInputError if isinstance(e, ConfigError) else type(e))(text, hint=e.hint) from None
 
 
 def _unpack(archive: Path, dest: Path, *, shown_as: Path) -> list[str]:
@@ -206,16 +229,12 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
         record = (dest / dist_info / "RECORD").read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise BadInputError(f"{wheel}: {dist_info}/METADATA or RECORD is not UTF-8 text") from None
-    problems = tuple(wheelfile.record_problems(record, wheelfile.digest_tree(dest), record_name=f"{dist_info}/RECORD"))
-    if problems and not rewrite_record:
-        raise BadInputError(
-            f"{wheel}: RECORD does not match the wheel's files ({len(problems)} problem(s)): "
-            + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
-            hint="a wheel whose files changed after it was built; if you changed them on purpose, pass "
-            "--rewrite-record",
-        )
-    for p in problems:
-        log.warning("%s: %s (RECORD rewritten, --rewrite-record)", wheel.name, p)
+    problems = wheelfile.judge_record(
+        wheel,
+        wheelfile.record_problems(record, wheelfile.digest_tree(dest), record_name=f"{dist_info}/RECORD"),
+        rewrite_record=rewrite_record,
+    )
+    inspect_wheel(wheel)  # check's reader and its limits (MAX_RECORDS, MAX_WRAPPERS, ZipLimits): what it refuses, we do
     elfs = _scan(dest, wheel)
     if not elfs:
         raise BadInputError(f"{wheel}: no ELF files in the wheel; a pure Python wheel has nothing to repair")
@@ -225,6 +244,18 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
             imports.setdefault(lib, set()).update(names_used)
     return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=_requires_of(meta), record_problems=problems,
                   imports={k: frozenset(v) for k, v in imports.items()})  # fmt: skip
+
+
+def _readable_by_check(written: Path, wheel: Path) -> None:
+    """The packed output read as `check` reads it (its limits: a bundled library may carry fatbins past them): a wheel
+    check refuses (exit 3) is never written."""
+    try:
+        inspect_wheel(written)
+    except BadInputError as e:
+        raise BadInputError(
+            f"{wheel.name}: the repaired wheel would be refused by `slimwheel check`, so none was written: "
+            + e.message.replace(str(written), "the repaired wheel")
+        ) from None
 
 
 def _requires_of(metadata: str) -> tuple[str, ...]:
@@ -311,7 +342,5 @@ def _fix_search_paths(
 
 def _driver(repaired: Path, major: int) -> DriverFloor:
     """The loader's driver floor, from the wheel report (it knows PTX and fatbin compression)."""
-    from slimwheel.inspect.report import inspect_wheel  # the report area loads only when a loader is placed
-
     report = inspect_wheel(repaired)
     return driver_floor(major, report.driver_floor, "; ".join(report.driver_why) or None)

@@ -36,7 +36,7 @@ from slimwheel.inspect.elf import is_elf
 from slimwheel.inspect.fatbin import MAGIC_BYTES
 from slimwheel.inspect.report import WheelReport, inspect_wheel
 from slimwheel.inspect.wheel import WheelArchive
-from slimwheel.wheelfile import pack, unpack
+from slimwheel.wheelfile import pack, unpack, verify_record
 
 log = logging.getLogger(__name__)
 SCHEMA = 1
@@ -209,9 +209,12 @@ def slim(
     archs: str,
     ptx: str = "needed",
     budget: str | int = DEFAULT_BUDGET,
+    rewrite_record: bool = False,
 ) -> SlimResult:
-    """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request: "9.0", "8.0-9.0", "8.0+")."""
+    """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request: "9.0", "8.0-9.0", "8.0+"). An input whose
+    RECORD does not match its files is refused as repair refuses it (`wheelfile.judge_record`)."""
     wheel = Path(wheel)
+    verify_record(wheel, rewrite_record=rewrite_record)
     before = inspect_wheel(wheel)
     ccs, left_out = checkmod.required_ccs(archs, before)
     if not ccs:

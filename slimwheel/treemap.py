@@ -9,11 +9,11 @@ Inline SVG and CSS only: no script, no font, no link to anything outside the pag
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from slimwheel import shown
 from slimwheel.inspect.elf import FATBIN_SECTIONS
 from slimwheel.inspect.report import ElfReport, WheelReport, target_totals
 from slimwheel.units import human, mb, mib
@@ -152,7 +152,7 @@ def _svg(node: Node, box: Rect, path: list[str], depth: int, out: list[str]) -> 
     out.append(
         f'<rect class="{_css_class(node, depth)}" x="{box.x:.3f}" y="{box.y:.3f}" width="{box.w:.3f}" '
         f'height="{box.h:.3f}" data-bytes="{node.size}" data-level="{node.kind}" data-depth="{depth}">'
-        f"<title>{html.escape(title)}</title></rect>"
+        f"<title>{shown.html(title)}</title></rect>"
     )
     if node.children:
         kids = sorted(node.children, key=lambda c: -c.size)
@@ -163,7 +163,7 @@ def _svg(node: Node, box: Rect, path: list[str], depth: int, out: list[str]) -> 
         chars = int(box.w / 6.5)
         label = node.name if len(node.name) <= chars else node.name[: max(chars - 1, 1)] + "…"
         out.append(
-            f'<text x="{box.x + 3:.3f}" y="{box.y + 12:.3f}">{html.escape(label)}</text>'
+            f'<text x="{box.x + 3:.3f}" y="{box.y + 12:.3f}">{shown.html(label)}</text>'
         )
 
 
@@ -203,15 +203,15 @@ def render_html(reports: Sequence[WheelReport], *, width: float = WIDTH, height:
         "<p>Area is proportional to installed bytes: files, their ELF sections, the fatbin section's architectures, "
         "and the CUDA modules holding each architecture. Hover for names and exact sizes. "
         "MiB = 2**20 bytes, MB = 10**6 bytes.</p>",
-        "<p>" + " ".join(f'<span class="sw" style="background:{c}"></span>{html.escape(t)}&nbsp;&nbsp;'
+        "<p>" + " ".join(f'<span class="sw" style="background:{c}"></span>{shown.html(t)}&nbsp;&nbsp;'
                          for c, t in _LEGEND) + "</p>",  # fmt: skip
     ]
     for report in reports:
         tree = build_tree(report)
-        parts.append(f"<h2>{html.escape(report.path.name)}</h2>")
+        parts.append(f"<h2>{shown.html(report.path.name)}</h2>")
         parts.append(
             f"<p>wheel {mib(report.size)} ({mb(report.size)}) on disk, {mib(report.installed_size)} "
-            f"({mb(report.installed_size)}) installed; targets: {html.escape(' '.join(map(str, report.targets)) or '-')}"
+            f"({mb(report.installed_size)}) installed; targets: {shown.html(' '.join(map(str, report.targets)) or '-')}"
             "</p>"
         )
         svg: list[str] = []
@@ -224,7 +224,7 @@ def render_html(reports: Sequence[WheelReport], *, width: float = WIDTH, height:
         total = report.installed_size or 1
         for f in sorted(report.files, key=lambda f: -f.uncompressed)[:15]:
             parts.append(
-                f"<tr><td>{html.escape(f.name)}</td><td class=r>{human(f.uncompressed)}</td>"
+                f"<tr><td>{shown.html(f.name)}</td><td class=r>{human(f.uncompressed)}</td>"
                 f"<td class=r>{100 * f.uncompressed / total:.1f}%</td><td class=r>{human(f.compressed)}</td></tr>"
             )
         parts.append("</table>")

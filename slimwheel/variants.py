@@ -31,6 +31,7 @@ from slimwheel.errors import BadInputError
 from slimwheel.fatbin_edit import SlimRequest, keep_mask
 from slimwheel.inspect.report import WheelReport, inspect_wheel
 from slimwheel.slim import Rewritten, copy_unchanged, files_json, rewrite_wheel, sizes_json
+from slimwheel.wheelfile import verify_record
 
 SCHEMA = 1
 VARIANT_SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.0.json"
@@ -104,9 +105,12 @@ def variant_json(label: str, properties: dict[str, dict[str, list[str]]]) -> dic
 
 
 def make_variants(
-    wheel: Path, out_dir: Path, *, budget: str | int = DEFAULT_BUDGET
+    wheel: Path, out_dir: Path, *, budget: str | int = DEFAULT_BUDGET, rewrite_record: bool = False
 ) -> VariantsResult:
+    """One wheel per GPU family of `wheel` in out_dir, and the universal copy. An input whose RECORD does not match
+    its files is refused as repair refuses it (`wheelfile.judge_record`)."""
     wheel = Path(wheel)
+    verify_record(wheel, rewrite_record=rewrite_record)
     before = inspect_wheel(wheel)
     out_dir = Path(out_dir)
     made: list[VariantWheel] = []

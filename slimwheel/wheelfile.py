@@ -21,7 +21,7 @@ import os
 import stat
 import time
 import zipfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,7 +30,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 
 from slimwheel import fsutil
-from slimwheel.errors import BadInputError
+from slimwheel.errors import BadInputError, BadRecordError
 from slimwheel.inspect.zipread import ZipReader, extract
 
 log = logging.getLogger("slimwheel.wheelfile")
@@ -74,18 +74,26 @@ def compression_level() -> int | None:
     return int(value)
 
 
-def pack(root: Path, dist_info: str, target: Path) -> None:
+def pack(root: Path, dist_info: str, target: Path, *, verify: Callable[[Path], None] | None = None) -> None:
     """Write root as a wheel: RECORD rewritten with hashes, entries sorted, dist-info last, fixed timestamps;
-    atomically (a temp file beside target, renamed)."""
+    atomically (a temp file beside target, renamed). `verify(written)` judges the complete temporary file before it
+    takes target's name; if it raises, nothing is left under either name."""
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
     record_name = f"{dist_info}/RECORD"
     files = [f for f in files if f != record_name]
     files.sort(key=lambda f: (f.startswith(dist_info + "/"), f))
+    with fsutil.atomic_path(target) as tmp:
+        _write_zip(root, files, record_name, tmp)
+        if verify is not None:
+            verify(tmp)
+
+
+def _write_zip(root: Path, files: Sequence[str], record_name: str, tmp: Path) -> None:
     date = zip_time()
     level = compression_level()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    with fsutil.atomic_path(target) as tmp, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
+    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
         for name in files:
             data = (root / name).read_bytes()
             writer.writerow(record_line(name, data))
@@ -168,6 +176,27 @@ def archive_record_problems(wheel: Path) -> list[str]:
         except UnicodeDecodeError:
             return [f"{record_name} is not UTF-8 text"]
     return record_problems(record, digests, record_name=record_name)
+
+
+def judge_record(wheel: Path, problems: Sequence[str], *, rewrite_record: bool) -> tuple[str, ...]:
+    """THE rule of the commands that write a wheel from another (repair, slim, variants): an input whose RECORD does
+    not match its files was changed after it was built and is refused with exit 14 (what check fails it with), unless
+    `rewrite_record` (--rewrite-record): then each problem is a warning and the output gets a correct RECORD."""
+    if problems and not rewrite_record:
+        raise BadRecordError(
+            f"{wheel}: RECORD does not match the wheel's files ({len(problems)} problem(s)): "
+            + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
+            hint="a wheel whose files changed after it was built; if you changed them on purpose, pass "
+            "--rewrite-record",
+        )
+    for p in problems:
+        log.warning("%s: %s (RECORD rewritten, --rewrite-record)", wheel.name, p)
+    return tuple(problems)
+
+
+def verify_record(wheel: Path, *, rewrite_record: bool) -> tuple[str, ...]:
+    """`judge_record` of a wheel file, its members hashed as they stream (`archive_record_problems`)."""
+    return judge_record(wheel, archive_record_problems(wheel), rewrite_record=rewrite_record)
 
 
 def digest_tree(root: Path) -> dict[str, MemberDigest]:

@@ -13,6 +13,7 @@ from typing import Any
 import click
 from rich.console import Console
 
+from slimwheel import shown
 from slimwheel import render
 from slimwheel.build import PhaseEvent, build_project, prepare
 from slimwheel.commands.plan import config_options, load_config, render_plan
@@ -120,9 +121,9 @@ def command(
 
         raise_for([v])
         return
-    out.print(f"wheel:    {result.wheel} ({human(r.size)})", highlight=False, soft_wrap=True)
+    out.print(f"wheel:    {shown.markup(str(result.wheel))} ({human(r.size)})", highlight=False, soft_wrap=True)
     out.print(f"targets:  {targets_line(r)}", highlight=False, soft_wrap=True)
-    out.print(f"requires: {', '.join(result.repair.requires) or 'nothing'}", highlight=False)
+    out.print(f"requires: {shown.markup(', '.join(result.repair.requires)) or 'nothing'}", highlight=False)
     out.print(f"report:   {result.report_json}", highlight=False, soft_wrap=True)
     times = ", ".join(f"{k} {s:.1f} s" for k, s in result.phases.items())
     out.print(f"time:     {times}", highlight=False, soft_wrap=True)
@@ -130,9 +131,10 @@ def command(
         out.print("check:    ok", highlight=False)
     else:
         for f in v.failures:
-            out.print(f"check:    FAILED ({f.kind}): {f.message}", highlight=False, markup=False, soft_wrap=True)
+            out.print(f"check:    FAILED ({f.kind}): {shown.terminal(f.message)}", highlight=False, markup=False,
+                      soft_wrap=True)  # fmt: skip
     for note in getattr(v, "notes", ()):
-        out.print(f"note:     {note}", highlight=False, markup=False, soft_wrap=True)
+        out.print(f"note:     {shown.terminal(note)}", highlight=False, markup=False, soft_wrap=True)
     from slimwheel.check import raise_for
 
     sys.stdout.flush()

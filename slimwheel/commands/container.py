@@ -39,7 +39,8 @@ from slimwheel.errors import ToolError
               help="Build one identifier only, e.g. cp312-manylinux_x86_64 (cibuildwheel's --only).")
 @click.option("--import-name", default=None, help="Module the test command imports (default: from pyproject.toml).")
 @click.option("--env", "extra_env", multiple=True, metavar="NAME=VALUE",
-              help="Add a variable to the container's build environment (repeatable).")
+              help="Add a variable to the container's build environment (repeatable). $VAR and ${VAR} expand in the "
+              "container; command substitution ($(...), `...`), double quotes and backslashes are refused.")
 @click.option("--slimwheel-spec", default=None, metavar="PIP-SPEC",
               help="What pip installs as slimwheel in the container and for the audit step (default: this "
                    "checkout when slimwheel runs from one, else slimwheel==<this version> from the index).")  # fmt: skip

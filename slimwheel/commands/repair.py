@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from slimwheel import shown
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.external import parse_externals
 from slimwheel.repair import repair_wheel
@@ -67,15 +68,20 @@ def command(
             )
         )
         return
-    click.echo(f"repaired: {result.wheel}")
-    click.echo(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
-    click.echo(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
+    # member names, SONAMEs and search paths come from the wheel: escaped for the terminal
+    _say(f"repaired: {result.wheel}")
+    _say(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
+    _say(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
     for f in result.floors:
-        click.echo(f"  floor:      {f.package}>={f.version}: {f.why}")
-    click.echo(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
+        _say(f"  floor:      {f.package}>={f.version}: {f.why}")
+    _say(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
     for e in result.external:
-        click.echo(f"  external:   {e.pattern} from {e.requirement} (in {e.folder})")
+        _say(f"  external:   {e.pattern} from {e.requirement} (in {e.folder})")
     for d in result.rpath_dropped:
-        click.echo(f"  dropped:    unsafe RPATH entry {d}")
+        _say(f"  dropped:    unsafe RPATH entry {d}")
     if result.loader:
-        click.echo(f"  loader:     {', '.join(result.loader)}")
+        _say(f"  loader:     {', '.join(result.loader)}")
+
+
+def _say(text: str) -> None:
+    click.echo(shown.terminal(text))

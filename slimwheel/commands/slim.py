@@ -9,12 +9,11 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import render
+from slimwheel import render, shown
 from slimwheel.commands.size_report import emit, table_text
 from slimwheel.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
@@ -22,7 +21,7 @@ from slimwheel.units import human
 
 def _draw(r: SlimResult, console: Console) -> None:
     b, a = r.before, r.after
-    console.print(f"slimmed: {escape(str(r.rewritten.wheel))}")
+    console.print(f"slimmed: {shown.markup(str(r.rewritten.wheel))}")
     console.print(f"  kept for: {', '.join(str(cc) for cc in r.request.ccs)}; PTX: {r.request.ptx}"
                   + (f" + {', '.join(str(c) for c in r.request.ptx_ccs)}" if r.request.ptx_ccs else ""))  # fmt: skip
     if r.left_out:
@@ -42,7 +41,7 @@ def _draw(r: SlimResult, console: Console) -> None:
         dropped.add_column(col, justify="right" if col in ("entries", "bytes") else "left")
     for f in r.rewritten.files:
         for (kind, arch), (n, nbytes) in sorted(f.by_arch().items(), key=lambda kv: -kv[1][1]):
-            dropped.add_row(escape(f.name), kind, arch, str(n), human(nbytes))
+            dropped.add_row(shown.markup(f.name), kind, arch, str(n), human(nbytes))
     if any(f.dropped for f in r.rewritten.files):
         console.print(dropped)
     else:
@@ -65,15 +64,17 @@ def _draw(r: SlimResult, console: Console) -> None:
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
 @click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write the JSON report to FILE (atomically).")  # fmt: skip
+@click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
+              "with exit 14 by default, as by repair); the output gets a correct RECORD.")  # fmt: skip
 def command(wheel: Path, archs: str, ptx: str, out_dir: Path, budget: str | None, fmt: str,
-            report: Path | None) -> None:  # fmt: skip
+            report: Path | None, rewrite_record: bool) -> None:  # fmt: skip
     """Rewrite WHEEL's fatbins to keep only the code that serves the --archs GPUs, in place (no rebuild, no relink).
 
     The new wheel gets a local version label (1.0+slim.sm90), keeps its tags, and is checked with the requested
     GPUs required: exit 11 if one of them lost its code, 10 if it is over the budget. WHEEL is never changed.
     """
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
-    result = slim(wheel, out_dir, archs=archs, ptx=ptx, budget=cfg.budget)
+    result = slim(wheel, out_dir, archs=archs, ptx=ptx, budget=cfg.budget, rewrite_record=rewrite_record)
     data = json.dumps(result_to_json(result), indent=2) + "\n"
     if report is not None:
         emit(data, report)

@@ -9,12 +9,11 @@ from pathlib import Path
 
 import click
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import render
+from slimwheel import render, shown
 from slimwheel.commands.size_report import emit, table_text
 from slimwheel.units import human
 from slimwheel.variants import VariantsResult, make_variants, result_to_json
@@ -34,10 +33,10 @@ def _draw(r: VariantsResult, console: Console) -> None:
             human(v.report.size), human(v.report.installed_size),
         )  # fmt: skip
     console.print(table)
-    console.print(f"universal: {escape(str(r.universal))}")
+    console.print(f"universal: {shown.markup(str(r.universal))}")
     for v in r.variants:
-        console.print(f"{v.family.label}: {escape(str(v.rewritten.wheel))}")
-    console.print(f"index metadata: {escape(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
+        console.print(f"{v.family.label}: {shown.markup(str(v.rewritten.wheel))}")
+    console.print(f"index metadata: {shown.markup(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
     console.print("sizes: KiB/MiB = 2**10/2**20 bytes")
     render.render_verdicts([v.verdict for v in r.variants], console)
 
@@ -48,12 +47,14 @@ def _draw(r: VariantsResult, console: Console) -> None:
               show_default=True, help="Folder for the variant wheels, the universal wheel and the index JSON.")
 @click.option("--budget", default=None, help="Size budget each variant is checked against (as `check --budget`).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
-def command(wheel: Path, out_dir: Path, budget: str | None, fmt: str) -> None:
+@click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
+              "with exit 14 by default, as by repair); the output gets a correct RECORD.")  # fmt: skip
+def command(wheel: Path, out_dir: Path, budget: str | None, fmt: str, rewrite_record: bool) -> None:
     """Split WHEEL into one variant wheel per GPU family of its SASS (7.5, 8.x, 9.0, 10.x, 12.x ...), each with only
     that family's code (the newest family keeps the newest PTX), labelled `-sm<major>x` with a variant.json under the
     `nvidia :: sm_arch` property; WHEEL itself is copied beside them as the universal fallback."""
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
-    result = make_variants(wheel, out_dir, budget=cfg.budget)
+    result = make_variants(wheel, out_dir, budget=cfg.budget, rewrite_record=rewrite_record)
     if fmt == "json":
         emit(json.dumps(result_to_json(result), indent=2) + "\n", None)
     else:

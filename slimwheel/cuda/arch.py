@@ -155,6 +155,18 @@ class Target:
         return cls(cc, kind or k, variant)
 
 
+def _require_sass(t: Target) -> Target:
+    if t.kind is not Kind.SASS:
+        raise BadInputError(f"extra SASS target {t} is PTX")
+    return t
+
+
+def extra_sass_target(text: str) -> Target:
+    """One `extra-sass` entry (sm_86, 90a, 8.6): a SASS target; PTX (compute_90) is refused. The config checks each
+    entry with it when read, the plan parses them with it."""
+    return _require_sass(Target.parse(text))
+
+
 def listing_order(t: Target) -> tuple[bool, CC, str]:
     """How targets are listed to people and in plans: SASS before PTX, then by compute capability and variant."""
     return (t.kind is Kind.PTX, t.cc, t.variant.value)
@@ -318,8 +330,7 @@ def plan(
         why = f"lowest wanted {major}.x" + (f"; binary-compatible with {', '.join(map(str, others))}" if others else "")
         steps.append(PlanStep(t, tuple(in_major), why))
     for extra in extra_sass:
-        if extra.kind is not Kind.SASS:
-            raise BadInputError(f"extra SASS target {extra} is PTX")
+        _require_sass(extra)
         if extra.cc not in supported_set:
             raise BadInputError(
                 f"extra SASS target {extra} is beyond this toolkit",

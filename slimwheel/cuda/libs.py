@@ -82,6 +82,23 @@ def lookup(component: str, major: int) -> RuntimeLib:
     raise BadInputError(f"no CUDA {major} runtime library named {component!r}", hint=f"known: {known}")
 
 
+def check_component(component: str) -> None:
+    """A `libraries` entry, judged before the CUDA release is known: a runtime library of some CUDA major (what
+    `lookup` finds for the release the build then uses) or a static library slimwheel links (STATIC_LIBS)."""
+    from slimwheel.errors import BadInputError
+
+    for major in sorted({lib.cuda_major for lib in RUNTIME_LIBS}):
+        try:
+            lookup(component, major)
+            return
+        except BadInputError:
+            pass
+    if any(s.component.lower() == component.strip().lower() for s in STATIC_LIBS):  # prune.resolve_components' match
+        return
+    known = sorted({lib.component for lib in RUNTIME_LIBS} | {s.component for s in STATIC_LIBS}, key=str.lower)
+    raise BadInputError(f"no CUDA library named {component!r}", hint=f"known: {', '.join(known)}")
+
+
 def by_soname(soname: str) -> RuntimeLib | None:
     for lib in RUNTIME_LIBS:
         if fnmatch.fnmatchcase(soname, lib.soname):

@@ -47,15 +47,16 @@ class _LinkMap(ctypes.Structure):
 
 
 def _libdl() -> ctypes.CDLL | None:
-    for name in ("libdl.so.2", None):
-        try:
-            lib = ctypes.CDLL(name)
-            lib.dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-            lib.dlinfo.restype = ctypes.c_int
-            return lib
-        except (OSError, AttributeError):
-            continue
-    return None
+    """dlinfo from the handle of the program itself (dlopen(NULL): searches no folder). glibc >= 2.34 keeps it in
+    libc; older ones in libdl, which the Python binary or libpython links. Never `CDLL("libdl.so.2")`: with an empty
+    element in LD_LIBRARY_PATH that name is looked up in the current directory, and a file planted there would run."""
+    try:
+        lib = ctypes.CDLL(None)
+        lib.dlinfo.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+        lib.dlinfo.restype = ctypes.c_int
+        return lib
+    except (OSError, AttributeError):
+        return None
 
 
 def handle_path(handle: ctypes.CDLL) -> str | None:
@@ -70,13 +71,28 @@ def handle_path(handle: ctypes.CDLL) -> str | None:
     return os.path.realpath(os.fsdecode(name)) if name else None
 
 
+def loaded_path(soname: str, maps: list[str] | None = None) -> str | None:
+    """The file of a library with this SONAME that is mapped into the process (libcudart.so.13, or a versioned file
+    name under it such as libcudart.so.13.0.96), or None. Read from /proc/self/maps: no dynamic-loader search."""
+    for path in mapped_libraries() if maps is None else maps:
+        base = os.path.basename(path)
+        if base == soname or base.startswith(soname + "."):
+            return path
+    return None
+
+
 def already_loaded(soname: str) -> tuple[ctypes.CDLL, str | None] | None:
-    """(ctypes handle, absolute path) of a library with this SONAME already in the process, or None."""
+    """(ctypes handle, absolute path) of a library with this SONAME already in the process, or None. The handle comes
+    from the mapped file's absolute path with RTLD_NOLOAD: a bare SONAME would make the dynamic loader open (and, for
+    a FIFO, block on) whatever an empty LD_LIBRARY_PATH element finds in the current directory."""
+    path = loaded_path(soname)
+    if path is None:
+        return None
     try:
-        handle = ctypes.CDLL(soname, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
+        handle = ctypes.CDLL(path, mode=os.RTLD_NOLOAD | os.RTLD_GLOBAL)
     except OSError:
         return None
-    return handle, handle_path(handle)
+    return handle, handle_path(handle) or path
 
 
 def mapped_libraries(maps_text: str | None = None) -> list[str]:
@@ -356,11 +372,72 @@ def _check_runtime_version(lib: Mapping[str, Any], handle: ctypes.CDLL, path: st
     return None
 
 
-def driver_version() -> int | None:
-    """cuDriverGetVersion of libcuda.so.1 (e.g. 13000), or None without a driver."""
+DRIVER_SONAME = "libcuda.so.1"
+# Where glibc's loader looks after LD_LIBRARY_PATH and /etc/ld.so.conf (its built-in trusted folders, x86_64 and
+# aarch64 multiarch and lib64 layouts), and where WSL puts the driver.
+_DEFAULT_LIB_DIRS = (
+    "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+    "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/lib/wsl/lib",
+)  # fmt: skip
+
+
+def _ld_so_conf(path: str = "/etc/ld.so.conf", depth: int = 0) -> list[str]:
+    """The folders /etc/ld.so.conf lists, its `include` globs followed (4 levels at most)."""
+    import glob
+
+    out: list[str] = []
     try:
-        cuda = ctypes.CDLL("libcuda.so.1")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
     except OSError:
+        return out
+    for line in lines:
+        line = line.split("#", 1)[0].strip()
+        if line.startswith("include") and depth < 4:
+            for pattern in line.split()[1:]:
+                pattern = pattern if pattern.startswith("/") else os.path.join(os.path.dirname(path), pattern)
+                for conf in sorted(glob.glob(pattern)):
+                    out += _ld_so_conf(conf, depth + 1)
+        elif line.startswith("/"):
+            out.append(line)
+    return out
+
+
+def driver_candidates(env: Mapping[str, str] | None = None, conf: Sequence[str] | None = None) -> list[str]:
+    """Absolute paths the driver library may have, in the dynamic loader's order of folders: the absolute entries
+    of LD_LIBRARY_PATH (an empty or relative entry means the current directory: left out), /etc/ld.so.conf's
+    folders, glibc's default folders."""
+    env = os.environ if env is None else env
+    folders = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d.startswith("/")]
+    folders += _ld_so_conf() if conf is None else list(conf)
+    folders += _DEFAULT_LIB_DIRS
+    return [os.path.join(d, DRIVER_SONAME) for d in dict.fromkeys(os.path.normpath(d) for d in folders)]
+
+
+def driver_handle(env: Mapping[str, str] | None = None, *, uid: int | None = None) -> ctypes.CDLL | None:
+    """The driver library: the copy already in the process (torch loads it), else the first of `driver_candidates`
+    that exists and passes `trust_problem`, opened by its absolute path. None without one. Never dlopen by name."""
+    hit = already_loaded(DRIVER_SONAME)
+    if hit is not None:
+        return hit[0]
+    for path in driver_candidates(env):
+        if not os.path.isfile(path):
+            continue
+        why = trust_problem(path, uid=uid)
+        if why is not None:
+            log.debug("slimwheel loader: driver %s refused: %s", path, why)
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as e:
+            log.debug("slimwheel loader: driver %s: %s", path, e)
+    return None
+
+
+def driver_version(env: Mapping[str, str] | None = None) -> int | None:
+    """cuDriverGetVersion of the driver library (e.g. 13000), or None without a driver (see `driver_handle`)."""
+    cuda = driver_handle(env)
+    if cuda is None:
         return None
     v = ctypes.c_int(0)
     try:
@@ -408,7 +485,7 @@ def ensure_loaded(
     env = os.environ if env is None else env
     system = env_flag(env, USE_SYSTEM_ENV)
     records = []
-    driver = driver_version()
+    driver = driver_version(env)
     floor = config.get("driver")
     if driver is not None and floor and driver < floor["min_cuda"]:
         raise LoadError(

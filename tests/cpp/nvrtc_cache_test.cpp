@@ -3,6 +3,8 @@
 // ("ok <name>" or "FAIL <name>: <detail>") and exits with the number of failures.
 #include <slimwheel/nvrtc.hpp>
 
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -161,6 +163,71 @@ int main(int argc, char** argv) {
     expect(::symlink(dir.c_str(), link.c_str()) == 0, "symlink to the cache planted");
     Cache l(at(link));
     expect(!l.enabled(), "a cache folder that is a symbolic link is refused");
+  }
+  {
+    // Issue 24 item 7: the path is judged as given and as resolved, every component, at each use.
+    const std::string ww = root + "/ww", real = root + "/real";
+    ::mkdir(ww.c_str(), 0700);
+    ::chmod(ww.c_str(), 0777);  // world-writable, no sticky bit: anyone may replace the link below
+    ::mkdir(real.c_str(), 0755);
+    expect(::symlink(real.c_str(), (ww + "/c").c_str()) == 0, "a link in a world-writable folder planted");
+    Cache via(at(ww + "/c/cache"));
+    expect(!via.enabled(), "a cache reached through a link in a world-writable folder is refused", via.dir());
+    const std::string plain = root + "/plain";
+    ::mkdir(plain.c_str(), 0755);
+    expect(::symlink(real.c_str(), (plain + "/c").c_str()) == 0, "a link in an ordinary folder planted");
+    Cache ok(at(plain + "/c/cache"));
+    expect(ok.enabled(), "a cache reached through a link in an ordinary folder is fine", ok.disabled_reason());
+    expect(ok.store(k1, payload) && ok.load(k1).has_value(), "and it stores and loads");
+
+    // The folder swapped, after the cache was opened, for a link to a folder everyone can write.
+    const std::string swapped = root + "/swapped", open = root + "/open777";
+    Cache sw(at(swapped));
+    expect(sw.enabled() && sw.store(k1, payload), "the cache works before the swap", sw.disabled_reason());
+    expect(::rename(swapped.c_str(), (root + "/swapped.old").c_str()) == 0, "the cache folder moved away");
+    ::mkdir(open.c_str(), 0700);
+    ::chmod(open.c_str(), 0777);
+    expect(::symlink(open.c_str(), swapped.c_str()) == 0, "a link to a 0777 folder put in its place");
+    expect(!sw.store(k2, payload), "the next store is refused");
+    expect(::access((open + "/" + k2 + ".slwk").c_str(), F_OK) != 0, "nothing was written into the 0777 folder");
+    spit(open + "/" + k1 + ".slwk", slurp(root + "/swapped.old/" + k1 + ".slwk"));
+    expect(!sw.load(k1).has_value(), "nothing is loaded through the link either");
+    bool left = false;
+    if (DIR* d = ::opendir(open.c_str())) {
+      while (dirent* e = ::readdir(d)) left = left || std::strncmp(e->d_name, ".tmp-", 5) == 0;
+      ::closedir(d);
+    }
+    expect(!left, "no temporary file in the 0777 folder");
+
+    // A parent made world-writable after the cache was opened: refused at the next use.
+    const std::string parent = root + "/later", inside = parent + "/cache";
+    ::mkdir(parent.c_str(), 0755);
+    Cache lt(at(inside));
+    expect(lt.enabled() && lt.store(k1, payload), "the cache works before its parent opens up", lt.disabled_reason());
+    ::chmod(parent.c_str(), 0777);
+    expect(!lt.store(k2, payload) && !lt.load(k1).has_value(), "a parent made world-writable stops loads and stores");
+    ::chmod(parent.c_str(), 0755);
+    expect(lt.load(k1).has_value(), "and they work again when it is closed");
+  }
+  {
+    // Writers' temporary files: counted against the cap; a killed writer's (old) are removed, a live one's kept.
+    const std::string tdir = root + "/temps";
+    const std::string p = binary_payload(1000, 4);
+    const std::uint64_t one = 1000 + Cache::kHeader;
+    Cache c(at(tdir, 3 * one));
+    expect(c.store(key_of("t0"), p) && c.store(key_of("t1"), p), "two files stored");
+    const std::string dead = tdir + "/.tmp-killedwriter1", live = tdir + "/.tmp-livewriter01";
+    spit(dead, std::string(50000, 'x'));
+    struct timespec old[2] = {{1000, 0}, {1000, 0}};
+    ::utimensat(AT_FDCWD, dead.c_str(), old, 0);
+    spit(live, std::string(one, 'y'));
+    struct timespec t0[2] = {{2000, 0}, {2000, 0}};
+    ::utimensat(AT_FDCWD, c.path_of(key_of("t0")).c_str(), t0, 0);
+    expect(c.store(key_of("t2"), p), "a third file stored");
+    expect(::access(dead.c_str(), F_OK) != 0, "a killed writer's temporary file is removed");
+    expect(::access(live.c_str(), F_OK) == 0, "a live writer's temporary file is kept");
+    expect(::access(c.path_of(key_of("t0")).c_str(), F_OK) != 0 && ::access(c.path_of(key_of("t2")).c_str(), F_OK) == 0,
+           "a live temporary file counts against the cap: the oldest cache file made room");
   }
   {
     // Size cap: the least recently used files go first.

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,59 @@ def test_config_command_refuses_bad_values_and_shows_origins(tmp_path, monkeypat
     assert data["config"]["archs"] == "8.0+" and data["origin"]["archs"].endswith("[tool.slimwheel]")
     assert data["origin"]["budget"] == "environment SLIMWHEEL_BUDGET" and data["origin"]["ptx"] == "default"
     assert data["config"]["cuda"] == "auto"
+
+
+# ------------------------------------------------------------------------------------------- issue 24 item 8
+
+
+@pytest.mark.parametrize("nest", [("[", "]"), ("{a = ", "}")])
+def test_deeply_nested_toml_is_a_config_error(tmp_path, capsys, nest) -> None:  # type: ignore[no-untyped-def]
+    opened, closed = nest
+    (tmp_path / "pyproject.toml").write_text(f"[tool.slimwheel]\narchs = {opened * 5000}1{closed * 5000}\n")
+    assert main(["config", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'pyproject.toml'}: not valid TOML" in err and "RecursionError" not in err
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"extra-sass": ["-9.0"]}, "extra-sass = ['-9.0']: '-9.0' is not a GPU target"),
+        ({"extra-sass": ["sm_86", "compute_90"]}, "extra SASS target compute_90 is PTX"),
+        ({"libraries": ["cudart", "nope"]}, "libraries = ['cudart', 'nope']: no CUDA library named 'nope'"),
+    ],
+)
+def test_list_settings_are_judged_by_the_plans_parsers_when_read(tmp_path, capsys, table, message) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        resolve(table)
+    with pytest.raises(BadInputError):  # the same values, as the plan would have met them
+        from slimwheel.cuda.arch import extra_sass_target
+        from slimwheel.cuda.libs import check_component
+
+        for v in table.get("extra-sass", []):
+            extra_sass_target(v)
+        for v in table.get("libraries", []):
+            check_component(v)
+    lines = "\n".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
+    (tmp_path / "pyproject.toml").write_text(f"[tool.slimwheel]\n{lines}\n")
+    assert main(["config", str(tmp_path)]) == 3
+    assert message in capsys.readouterr().err
+
+
+def test_known_libraries_of_either_link_mode_pass() -> None:
+    assert resolve({"libraries": ["cudart", "cuBLAS", "nvJitLink", "culibos"]}).libraries == (
+        "cudart", "cuBLAS", "nvJitLink", "culibos")  # fmt: skip
+
+
+@pytest.mark.parametrize("key", ["archs", "budget", "libraries", "external-libs"])
+def test_a_huge_string_is_refused_and_never_echoed_whole(tmp_path, capsys, monkeypatch, key) -> None:  # type: ignore[no-untyped-def]
+    huge = "8." + "9" * 20_000_000
+    value = {"libraries": [huge], "external-libs": {"libfoo.so.1": huge}}.get(key, huge)
+    with pytest.raises(ConfigError) as e:
+        resolve({key: value})
+    assert len(str(e.value)) < 1000 and "20,000,002 characters" in str(e.value)
+    monkeypatch.setenv("SLIMWHEEL_" + key.upper().replace("-", "_"), huge)
+    (tmp_path / "pyproject.toml").write_text("[tool.slimwheel]\n")
+    assert main(["config", str(tmp_path)]) == 3
+    err = capsys.readouterr().err
+    assert len(err) < 2000 and "20,000,002 characters" in err

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from cibuildwheel.environment import parse_environment
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import slimwheel
@@ -310,3 +310,32 @@ def test_malformed_pyproject_tables_are_bad_input_not_a_crash(tmp_path: Path) ->
         container.load_project(tmp_path)
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n[tool]\nscikit-build = "wheel"\n')
     assert container.load_project(tmp_path).import_name == "x"
+
+
+@pytest.mark.parametrize("value", ["$(touch /tmp/pwned)", "`id`", "a${X:-$(id)}b", "x `y` z", "$(( 1 + 1 ))"])
+def test_command_substitution_in_env_is_refused(value: str) -> None:
+    with pytest.raises(BadInputError, match=r"command substitution \(\$\(\.\.\.\) or `\.\.\.`\) would run a command"):
+        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, extra_env={"FOO": value})
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=st.text(alphabet="ab $(){}`'|;&<>*?~!#=", max_size=12))
+@example(value="$(a)").via("a command substitution")
+@example(value="a`b`").via("backquotes")
+def test_no_env_value_makes_cibuildwheel_run_a_command(value: str) -> None:
+    """Every --env value is refused, or cibuildwheel's own parser evaluates it without starting a process (unit tests
+    forbid subprocesses: one started is a failure) and, without `$`, to the value itself."""
+    try:
+        t = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, extra_env={"FOO": value})
+    except BadInputError:
+        assert "$(" in value or "`" in value
+        return
+    text = container.render_env(t)["CIBW_ENVIRONMENT"]
+    try:
+        evaluated = parse_environment(text).as_dictionary({"PATH": "/b"})
+    except AssertionError:
+        raise
+    except Exception:  # noqa: BLE001 - a value bash itself cannot parse fails in cibuildwheel; it runs nothing
+        return
+    if "$" not in value:
+        assert evaluated["FOO"] == value

@@ -35,7 +35,7 @@ def test_markdown_block_names_the_grown_module_and_fails_over_the_limit(pair, ca
     assert any(r.startswith("| module | `pkg/_ext.abi3.so` | module #1 (sm_80,sm_90) | ") and "+64.0 KiB" in r
                for r in top)  # fmt: skip
     assert any(r.startswith("| arch | `pkg/_ext.abi3.so` | sass 90 | 12.0 KiB | 76.0 KiB | +64.0 KiB |") for r in top)
-    assert any(r.startswith("| section | `pkg/_ext.abi3.so` | .nv_fatbin | ") and "+64.0 KiB" in r for r in top)
+    assert any(r.startswith("| section | `pkg/_ext.abi3.so` | `.nv_fatbin` | ") and "+64.0 KiB" in r for r in top)
     assert any(r.startswith("| file | `pkg/_ext.abi3.so` | ") for r in top)
     # the modules that did not change are not listed; the dist-info folders are matched across versions
     assert "module #0" not in md and "module #2" not in md

@@ -4,17 +4,19 @@ in docs/security.md (items 5, 6, 7, 8, 10, and RECORD verification)."""
 from __future__ import annotations
 
 import io
+import struct
 import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
+from helpers.binsynth import elf, fatbin, fatbin_entry
 from helpers.wheelmaker import make_wheel
 
+from slimwheel import fsutil
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.deps import dependency_problems, satisfiable
-from slimwheel.errors import BadInputError, ExitCode
+from slimwheel.errors import BadInputError, BadRecordError, ExitCode, ToolError
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
@@ -150,9 +152,13 @@ def test_record_is_verified(tmp_path: Path, edit, problem: str) -> None:  # type
     v = verdict_of(w)
     assert [f.exit_code for f in v.failures] == [ExitCode.BAD_RECORD] and problem in v.failures[0].message
     assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.BAD_RECORD
-    with pytest.raises(BadInputError, match="RECORD does not match") as e:
+    with pytest.raises(BadRecordError, match="RECORD does not match") as e:
         repair_wheel(w, tmp_path / "out")
-    assert "--rewrite-record" in str(e.value)
+    assert "--rewrite-record" in str(e.value) and e.value.exit_code == ExitCode.BAD_RECORD
+    # slim and variants apply repair's rule (wheelfile.judge_record), before they write anything
+    for argv in (["repair", "-w"], ["slim", "--archs", "9.0", "-o"], ["variants", "-o"]):
+        assert main([*argv, str(tmp_path / "out"), str(w)]) == ExitCode.BAD_RECORD, argv
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), argv
 
 
 # --------------------------------------------------------------------------- 7 and 8: one rule for check and repair
@@ -185,7 +191,8 @@ def _assert_refused(wheel: Path, out: Path, match: str, **kw: object) -> None:
     with pytest.raises(BadInputError, match=match) as e:
         repair_wheel(wheel, out, **kw)  # type: ignore[arg-type]
     assert str(wheel.name) in str(e.value) or kw.get("plat") in str(e.value)
-    assert "slimwheel-repair-" not in str(e.value)  # never a temporary file's name
+    assert "slimwheel-repair-" not in str(e.value) and ".repair." not in str(e.value)  # never a temporary file's name
+    assert str(fsutil.cache_dir()) not in str(e.value)
     assert not out.exists() or not any(out.iterdir())
 
 
@@ -273,3 +280,105 @@ def test_a_coverage_gap_names_the_code_of_the_modules_that_fail(tmp_path: Path) 
     (f,) = [f for f in v.failures if f.kind == "coverage"]
     assert "1 of 2 fatbins run not at all" in f.message
     assert "their code: sm_50 sm_60 sm_61" in f.message and "SASS for older GPUs only and no PTX" in f.message
+
+
+# ------------------------------------------------------------------- issue 24 item 6: repair uses check's limits
+
+
+def _fake_auditwheel(monkeypatch: pytest.MonkeyPatch, bundled: dict[str, bytes]) -> list[Path]:
+    """auditwheel as far as these tests need it: the input, with `bundled` libraries added, under a manylinux tag."""
+    calls: list[Path] = []
+
+    def run(wheel: Path, out_dir: Path, **_: object) -> Path:
+        calls.append(wheel)
+        with zipfile.ZipFile(wheel) as z:
+            files = {n: z.read(n) for n in z.namelist() if ".dist-info/" not in n}
+        return make_wheel(out_dir, files={**files, **bundled}, tag="cp311-cp311-manylinux_2_28_x86_64")
+
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", run)
+    return calls
+
+
+def _fat(records: int) -> bytes:
+    """An ELF file whose one fatbin holds `records` containers and entries (one container, records - 1 entries)."""
+    return elf(needed=("libc.so.6",), sections={".nv_fatbin": fatbin([fatbin_entry()] * (records - 1))})
+
+
+def test_repair_refuses_an_input_check_refuses_before_auditwheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)  # check's bound (262,144), lowered
+    calls = _fake_auditwheel(monkeypatch, {})
+    w = make_wheel(tmp_path, files={"demo/a.so": _fat(6), "demo/b.so": _fat(6)}, tag="cp311-cp311-linux_x86_64")
+    assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.BAD_INPUT
+    with pytest.raises(BadInputError, match="more than 10 fatbin containers and entries in the wheel"):
+        repair_wheel(w, tmp_path / "out")
+    assert calls == [] and not (tmp_path / "out").exists()
+
+
+def test_repair_never_writes_a_wheel_check_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bundled library takes the wheel past check's bound: nothing is written, under any name."""
+    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)
+    calls = _fake_auditwheel(monkeypatch, {"demo.libs/libfat.so": _fat(6)})
+    w = make_wheel(tmp_path, files={"demo/a.so": _fat(6)}, tag="cp311-cp311-linux_x86_64")
+    assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.OK
+    out = tmp_path / "out"
+    out.mkdir()
+    with pytest.raises(BadInputError, match=r"^demo-1\.0-cp311-cp311-linux_x86_64\.whl: the repaired wheel would be "
+                       r"refused by `slimwheel check`, so none was written: the repaired wheel: more than 10") as e:
+        repair_wheel(w, out)
+    assert calls and list(out.iterdir()) == [] and ".tmp" not in str(e.value)
+    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 12)  # at the bound: written, and check reads it
+    r = repair_wheel(w, out)
+    assert main(["check", "--require-arch", "none", str(r.wheel)]) == ExitCode.OK
+
+
+# -------------------------------------------------------------- issue 24 item 8: the input's name, a relative cache
+
+
+def _with_dynsym(field: int, value: int) -> bytes:
+    """An ELF file whose .dynsym section header has `value` at byte `field` (40: sh_link, 56: sh_entsize)."""
+    data = bytearray(elf(needed=("libc.so.6",), symbols=("f",)))
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    (shnum,) = struct.unpack_from("<H", data, 0x3C)
+    (dynsym,) = [shoff + 64 * i for i in range(1, shnum) if struct.unpack_from("<I", data, shoff + 64 * i + 4)[0] == 11]
+    struct.pack_into("<I" if field == 40 else "<Q", data, dynsym + field, value)
+    return bytes(data)
+
+
+def test_repair_names_the_input_for_a_corrupt_symbol_table(tmp_path: Path) -> None:
+    """pyelftools' symbol-version walk (deps' imports) named `.repair.XXXX.tmp/in/...`."""
+    w = make_wheel(tmp_path, files={"demo/a.so": _with_dynsym(56, 0)}, tag="cp311-cp311-linux_x86_64")
+    _assert_refused(w, tmp_path / "out", r"demo-1\.0-cp311-cp311-linux_x86_64\.whl: demo/a\.so: cannot read ELF symbol")
+
+
+def test_repair_names_the_input_for_whatever_fails_in_its_work_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(wheel: Path, out_dir: Path, **_: object) -> Path:  # a tool whose message names repair's own files
+        raise ToolError(f"auditwheel failed on {wheel}: see {out_dir}/log")
+
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", failing)
+    w = make_wheel(tmp_path, files={"demo/a.so": elf(needed=("libc.so.6",))}, tag="cp311-cp311-linux_x86_64")
+    with pytest.raises(ToolError) as e:
+        repair_wheel(w, tmp_path / "out")
+    assert str(e.value) == f"auditwheel failed on {w}: see log"
+    _fake_auditwheel(monkeypatch, {"demo.libs/libbad.so": _with_dynsym(40, 77)})  # a bundled library that breaks
+    _assert_refused(w, tmp_path / "out", r"demo\.libs/libbad\.so")
+
+
+def test_a_relative_cache_folder_is_taken_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert fsutil.cache_dir({"SLIMWHEEL_CACHE": "rel/cache"}) == tmp_path / "rel" / "cache"
+    assert fsutil.cache_dir({"XDG_CACHE_HOME": "rel"}) == Path.home() / ".cache" / "slimwheel"  # XDG: ignore relative
+    monkeypatch.setenv("SLIMWHEEL_CACHE", "rel/cache")
+    seen: list[Path] = []
+
+    def run(wheel: Path, out_dir: Path, *, cwd: Path, **_: object) -> Path:  # auditwheel runs in another folder
+        assert wheel.is_absolute() and out_dir.is_absolute() and cwd.is_absolute()
+        seen.append(cwd)
+        with zipfile.ZipFile(wheel) as z:
+            files = {n: z.read(n) for n in z.namelist() if ".dist-info/" not in n}
+        return make_wheel(out_dir, files=files, tag="cp311-cp311-manylinux_2_28_x86_64")
+
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", run)
+    w = make_wheel(tmp_path / "in", files={"demo/a.so": elf(needed=("libc.so.6",))}, tag="cp311-cp311-linux_x86_64")
+    r = repair_wheel(Path("in") / w.name, Path("out"))
+    assert r.wheel == tmp_path / "out" / r.wheel.name and r.wheel.is_file()
+    assert seen and seen[0].is_relative_to(tmp_path / "rel" / "cache" / "work")

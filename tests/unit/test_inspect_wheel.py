@@ -126,7 +126,9 @@ def test_size_report_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     if fmt == "json":
         assert json.loads(out)["schema"] == 1 and json.loads(out)["wheels"][0]["wheel"]["name"] == "demo"
     else:
-        assert "sm_90a" in out and "compute_120" in out and "MiB = 2**20 bytes, MB = 10**6 bytes" in out
+        # Markdown escapes the units note: raw, "2**20 bytes, MB = 10**" rendered bold
+        note = "MiB = 2**20 bytes, MB = 10**6 bytes" if fmt == "table" else "MiB = 2\\*\\*20 bytes, MB = 10\\*\\*6 bytes"
+        assert "sm_90a" in out and "compute_120" in out and note in out
         assert "PTX JIT" in out and "580.65.06" in out
     if fmt == "markdown":
         assert out.startswith(f"### `{w.name}`") and "| 12.0 | Blackwell (RTX 50xx, RTX PRO) | PTX JIT |" in out

@@ -17,7 +17,7 @@ PKG = REPO / "slimwheel"
 # lower layer, never one of a higher layer (docs/architecture.md, "Layers").
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors"}),
-    frozenset({"units", "envvars", "fsutil", "rpath", "cuda", "resources"}),
+    frozenset({"units", "envvars", "fsutil", "rpath", "cuda", "resources", "shown"}),
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools"}),
     frozenset({"config", "toolkit", "plan", "check", "render", "runtime", "treemap", "distcheck", "fatbin_edit"}),

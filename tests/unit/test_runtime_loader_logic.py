@@ -357,3 +357,47 @@ def test_maps_parsing_and_soname_major() -> None:
 def test_this_process_maps_are_readable() -> None:
     # the libc of this very interpreter is mapped; the parser must see it
     assert any(os.path.basename(p).startswith("libc.so") for p in loader.mapped_libraries()) or sys.platform != "linux"
+
+
+# ------------------------------------------------- issue 24 item 4: no dlopen by a name the search path can redirect
+
+
+def test_an_already_loaded_library_is_found_in_the_maps_not_by_a_search() -> None:
+    maps = ["/usr/lib/x86_64-linux-gnu/libc.so.6", "/site/nvidia/cu13/lib/libcudart.so.13",
+            "/usr/local/cuda/lib64/libcublas.so.13.1.0.3", "/opt/libcublasLt.so.130"]  # fmt: skip
+    assert loader.loaded_path("libcudart.so.13", maps) == "/site/nvidia/cu13/lib/libcudart.so.13"
+    assert loader.loaded_path("libcublas.so.13", maps) == "/usr/local/cuda/lib64/libcublas.so.13.1.0.3"
+    assert loader.loaded_path("libcublasLt.so.13", maps) is None  # .so.130 is another major
+    assert loader.loaded_path("libnvJitLink.so.13", maps) is None
+
+
+def test_driver_candidates_leave_out_what_means_the_current_directory(tmp_path: Path) -> None:
+    env = {"LD_LIBRARY_PATH": "/opt/nvidia/lib64::lib:./x:/usr/lib64/"}
+    got = loader.driver_candidates(env, conf=["/etc/cuda"])
+    assert got[:3] == ["/opt/nvidia/lib64/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/etc/cuda/libcuda.so.1"]
+    assert all(os.path.isabs(p) for p in got) and len(got) == len(set(got))
+    assert "/usr/lib/x86_64-linux-gnu/libcuda.so.1" in got
+
+
+def test_ld_so_conf_includes_are_followed(tmp_path: Path) -> None:
+    (tmp_path / "conf.d").mkdir()
+    (tmp_path / "ld.so.conf").write_text("include conf.d/*.conf\n/usr/local/lib # comment\nrelative/ignored\n")
+    (tmp_path / "conf.d" / "b.conf").write_text("/b\ninclude /nonexistent/*.conf\n")
+    (tmp_path / "conf.d" / "a.conf").write_text("# nothing\n/a\n")
+    (tmp_path / "conf.d" / "loop.conf").write_text(f"include {tmp_path}/ld.so.conf\n")  # bounded: 4 levels
+    got = loader._ld_so_conf(str(tmp_path / "ld.so.conf"))
+    assert got[:3] == ["/a", "/b", "/a"] and got[-1] == "/usr/local/lib" and "relative/ignored" not in got
+
+
+def test_a_driver_in_a_folder_others_can_write_is_never_opened(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ww = tmp_path / "ww"
+    ww.mkdir()
+    (ww / "libcuda.so.1").write_bytes(b"\x7fELF not a library")
+    ww.chmod(0o777)
+    opened: list[object] = []
+    monkeypatch.setattr(loader, "already_loaded", lambda soname: None)
+    monkeypatch.setattr(loader.ctypes, "CDLL", lambda *a, **k: opened.append(a) or (_ for _ in ()).throw(OSError("x")))
+    monkeypatch.setattr(loader, "_DEFAULT_LIB_DIRS", ())
+    monkeypatch.setattr(loader, "_ld_so_conf", lambda: [])
+    assert loader.driver_handle({"LD_LIBRARY_PATH": f":{ww}"}) is None
+    assert opened == []  # neither by name nor the planted file

@@ -191,3 +191,29 @@ def test_variants_of_a_wheel_without_sass(tmp_path: Path) -> None:
     lib = elf(sections={".nv_fatbin": _module(3, (), 90)}, needed=("libcudart.so.13",))
     with pytest.raises(BadInputError, match="no SASS"):
         make_variants(_wheel(tmp_path, lib=lib), tmp_path / "v")
+
+
+def _changed_after_build(src: Path) -> Path:
+    """A copy of `src` whose __init__.py changed after its RECORD was written (what check fails with exit 14)."""
+    out = src.parent / "changed" / src.name
+    out.parent.mkdir()
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(out, "w") as zout:
+        for zi in zin.infolist():
+            data = zin.read(zi)
+            zout.writestr(zi, data + b"# changed\n" if zi.filename == "pkg/__init__.py" else data)
+    return out
+
+
+def test_slim_and_variants_refuse_a_wrong_record_unless_told(tmp_path: Path) -> None:
+    w = _changed_after_build(_wheel(tmp_path))
+    assert main(["check", "--require-arch", "none", str(w)]) == 14
+    for argv in (["slim", "--archs", "9.0"], ["variants"]):
+        assert main([*argv, "-o", str(tmp_path / "refused"), str(w)]) == 14, argv
+    assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
+    r = slim(w, tmp_path / "out", archs="9.0", rewrite_record=True)
+    _record_ok(r.rewritten.wheel)
+    assert r.verdict.ok
+    v = make_variants(w, tmp_path / "variants", rewrite_record=True)
+    assert all(x.verdict.ok for x in v.variants) and v.variants
+    for x in v.variants:
+        _record_ok(x.rewritten.wheel)

@@ -35,6 +35,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <memory>
@@ -195,25 +196,81 @@ inline std::string parent_of(const std::string& path) {
   return path.substr(0, slash);
 }
 
-// Why `path` (a file or folder, absolute) must not be trusted, or "" when it may be: it and every folder above it must
-// exist, be owned by root or `uid`, and not be writable by everyone (a folder with the sticky bit, /tmp, excepted:
-// others cannot replace what is in it). Symbolic links are resolved first, so the checks see the real places.
-inline std::string unsafe_reason(const std::string& path, uid_t uid) {
+// What resolving the absolute `path` consults, in order, as the kernel walks it: every folder a name is looked up in,
+// every symbolic link followed (by its own path) and the object reached, each with its lstat. A link's target is walked
+// from the folder the link sits in (or from / when absolute), so a folder counts both where the path names it and
+// where a link leads: the path is judged as given and as resolved. Returns "" or why the path cannot be resolved.
+// (The same walk as the Python loader's `lookups`, slimwheel/runtime/loader.py.)
+struct Lookup {
+  std::string path;
+  struct stat st;
+};
+
+inline std::string lookups(const std::string& path, std::vector<Lookup>& out) {
+  out.clear();
   if (path.empty() || path[0] != '/') return "'" + path + "' is not an absolute path";
-  char* real = ::realpath(path.c_str(), nullptr);
-  if (real == nullptr) return "cannot resolve " + path + ": " + std::strerror(errno);
-  std::string p(real);
-  std::free(real);
-  while (true) {
+  auto push_parts = [](std::vector<std::string>& todo, const std::string& text) {
+    std::vector<std::string> parts;
+    std::size_t at = 0;
+    while (at <= text.size()) {
+      std::size_t slash = text.find('/', at);
+      if (slash == std::string::npos) slash = text.size();
+      std::string part = text.substr(at, slash - at);
+      if (!part.empty() && part != ".") parts.push_back(part);
+      at = slash + 1;
+    }
+    todo.insert(todo.end(), parts.rbegin(), parts.rend());
+  };
+  struct stat root {};
+  if (::lstat("/", &root) != 0) return std::string("cannot stat /: ") + std::strerror(errno);
+  out.push_back({"/", root});
+  std::vector<std::string> todo;
+  push_parts(todo, path);
+  std::string cur = "/";
+  int links = 0;
+  while (!todo.empty()) {
+    std::string name = todo.back();
+    todo.pop_back();
+    if (name == "..") {
+      cur = parent_of(cur);
+      continue;
+    }
+    std::string next = cur == "/" ? "/" + name : cur + "/" + name;
     struct stat st {};
-    if (::stat(p.c_str(), &st) != 0) return "cannot stat " + p + ": " + std::strerror(errno);
-    if (st.st_uid != 0 && st.st_uid != uid)
-      return p + " is owned by another user (uid " + std::to_string(st.st_uid) + ")";
-    if ((st.st_mode & S_IWOTH) && !(S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX)))
-      return p + " is writable by everyone";
-    if (p == "/") return "";
-    p = parent_of(p);
+    if (::lstat(next.c_str(), &st) != 0) return "cannot stat " + next + ": " + std::strerror(errno);
+    out.push_back({next, st});
+    if (S_ISLNK(st.st_mode)) {
+      if (++links > 40) return "cannot resolve " + path + ": too many symbolic links";
+      std::vector<char> target(4096);
+      ssize_t n = ::readlink(next.c_str(), target.data(), target.size());
+      if (n < 0 || static_cast<std::size_t>(n) >= target.size()) return "cannot read the symbolic link " + next;
+      std::string t(target.data(), static_cast<std::size_t>(n));
+      if (!t.empty() && t[0] == '/') cur = "/";
+      push_parts(todo, t);
+      continue;
+    }
+    if (!todo.empty() && !S_ISDIR(st.st_mode)) return "cannot resolve " + path + ": " + next + " is not a folder";
+    cur = next;
   }
+  return "";
+}
+
+// Why `path` (a file or folder, absolute) must not be trusted, or "" when it may be: every object its resolution
+// consults (`lookups`: each folder as given and as resolved, each symbolic link, the object reached) must be owned by
+// root or `uid`, and no folder or file on the way may be writable by everyone (a folder with the sticky bit, /tmp,
+// excepted: others cannot replace what is in it). A link's own mode means nothing; its owner does.
+inline std::string unsafe_reason(const std::string& path, uid_t uid) {
+  std::vector<Lookup> chain;
+  std::string why = lookups(path, chain);
+  if (!why.empty()) return why;
+  for (const Lookup& l : chain) {
+    const struct stat& st = l.st;
+    if (st.st_uid != 0 && st.st_uid != uid)
+      return l.path + " is owned by another user (uid " + std::to_string(st.st_uid) + ")";
+    if (S_ISLNK(st.st_mode) || (S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX))) continue;
+    if (st.st_mode & S_IWOTH) return l.path + " is writable by everyone";
+  }
+  return "";
 }
 
 inline std::string env_or_empty(const char* name) {
@@ -241,7 +298,8 @@ std::optional<T> parse_decimal(std::string_view text) {
 //   "SLWNVK1\n" <key, 64 hex> "\n" <SHA-256 of the payload, 64 hex> "\n" <payload size, 20 digits> "\n" <payload>
 // A file is used only if it is a regular file (not a link) owned by the cache's user, not writable by group or others,
 // and its key, size and hash all match; anything else is a miss (and is removed). Writes go to a temporary file in the
-// same folder, then rename(): readers see a whole file or none.
+// same folder (`.tmp-*`), then rename(): readers see a whole file or none. The folder is judged again at each load and
+// store (`open_checked`) and every file is reached relative to its descriptor, never through a link.
 class Cache {
  public:
   struct Settings {
@@ -299,37 +357,47 @@ class Cache {
 
   std::optional<std::string> load(const std::string& key) const {
     if (!enabled() || !valid_key(key)) return std::nullopt;
-    const std::string path = path_of(key);
-    int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    Dir d = open_checked();
+    if (d.fd < 0) return std::nullopt;
+    const std::string name = key + ".slwk";
+    int fd = ::openat(d.fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return std::nullopt;
     std::optional<std::string> payload = read_verified(fd, key);
     if (payload) {
       ::futimens(fd, nullptr);  // recently used: evicted last
     }
     ::close(fd);
-    if (!payload) ::unlink(path.c_str());  // a planted or broken file is replaced by the next store
+    if (!payload) ::unlinkat(d.fd, name.c_str(), 0);  // a planted or broken file is replaced by the next store
     return payload;
   }
 
   // Best effort: a full disk or a vanished folder costs a recompilation next time, not an error.
   bool store(const std::string& key, const std::string& payload) const {
     if (!enabled() || !valid_key(key) || payload.size() + kHeader > s_.max_bytes) return false;
-    std::string tmpl = s_.dir + "/.tmp-XXXXXX";
-    std::vector<char> name(tmpl.begin(), tmpl.end());
-    name.push_back('\0');
-    int fd = ::mkstemp(name.data());  // O_EXCL, mode 0600
+    Dir d = open_checked();
+    if (d.fd < 0) return false;
+    std::string tmp;
+    int fd = -1;
+    for (int attempt = 0; attempt < 64 && fd < 0; ++attempt) {
+      tmp = temp_name(attempt);
+      fd = ::openat(d.fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+      if (fd < 0 && errno != EEXIST) return false;
+    }
     if (fd < 0) return false;
     std::string data = header(key, payload) + payload;
     bool ok = write_all(fd, data) && ::fsync(fd) == 0;
     ok = (::close(fd) == 0) && ok;
-    if (ok) ok = ::rename(name.data(), path_of(key).c_str()) == 0;
+    if (ok) ok = ::renameat(d.fd, tmp.c_str(), d.fd, (key + ".slwk").c_str()) == 0;
     if (!ok) {
-      ::unlink(name.data());
+      ::unlinkat(d.fd, tmp.c_str(), 0);
       return false;
     }
-    evict();
+    evict(d.fd);
     return true;
   }
+
+  // A writer's temporary file older than this was left by a killed process: removed at the next store.
+  static constexpr std::int64_t kStaleTempSeconds = 600;
 
   static std::string header(const std::string& key, const std::string& payload) {
     char size[32];
@@ -415,24 +483,79 @@ class Cache {
     return buf;
   }
 
-  void evict() const {
-    DIR* d = ::opendir(s_.dir.c_str());
-    if (!d) return;
+  // The cache folder, judged again at each use and opened without following a link: a folder swapped for a link
+  // (to a folder everyone can write, say) or moved under a folder everyone can write since the last use is refused;
+  // then files are opened, created, renamed and removed relative to this descriptor (openat, O_NOFOLLOW).
+  struct Dir {
+    int fd = -1;
+    Dir() = default;
+    explicit Dir(int f) : fd(f) {}
+    Dir(const Dir&) = delete;
+    Dir& operator=(const Dir&) = delete;
+    ~Dir() {
+      if (fd >= 0) ::close(fd);
+    }
+  };
+
+  Dir open_checked() const {
+    if (!detail::unsafe_reason(detail::parent_of(s_.dir), uid_).empty()) return Dir();
+    int fd = ::open(s_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return Dir();
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != uid_ || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+      ::close(fd);
+      return Dir();
+    }
+    return Dir(fd);
+  }
+
+  // ".tmp-<16 hex>": unique by O_EXCL (the folder is ours alone), varied by time, process and attempt.
+  static std::string temp_name(int attempt) {
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    std::uint64_t x = (static_cast<std::uint64_t>(now.tv_sec) * 1000000007ull) ^ static_cast<std::uint64_t>(now.tv_nsec) ^
+                      (static_cast<std::uint64_t>(::getpid()) << 40) ^ (static_cast<std::uint64_t>(attempt) << 20);
+    char buf[32];
+    std::snprintf(buf, sizeof buf, ".tmp-%016llx", static_cast<unsigned long long>(x));
+    return buf;
+  }
+
+  static bool is_temp(const std::string& n) { return n.compare(0, 5, ".tmp-") == 0; }
+
+  // Keeps the folder under max_bytes, counting writers' temporary files too: those older than kStaleTempSeconds
+  // (a killed writer's) go first, then cache files, least recently used first. A young temporary file may be a
+  // live writer's: counted, never removed.
+  void evict(int dir_fd) const {
+    int fd = ::dup(dir_fd);
+    if (fd < 0) return;
+    DIR* d = ::fdopendir(fd);
+    if (!d) {
+      ::close(fd);
+      return;
+    }
+    struct timespec now {};
+    ::clock_gettime(CLOCK_REALTIME, &now);
     std::vector<std::tuple<std::int64_t, std::string, std::uint64_t>> files;  // (mtime ns, name, bytes)
     std::uint64_t total = 0;
     while (dirent* e = ::readdir(d)) {
       std::string n = e->d_name;
-      if (n.size() != 69 || n.compare(64, 5, ".slwk") != 0) continue;
+      bool cached = n.size() == 69 && n.compare(64, 5, ".slwk") == 0;
+      if (!cached && !is_temp(n)) continue;
       struct stat st {};
-      if (::fstatat(::dirfd(d), n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (::fstatat(dir_fd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (is_temp(n) && now.tv_sec - st.st_mtim.tv_sec > kStaleTempSeconds) {
+        ::unlinkat(dir_fd, n.c_str(), 0);  // a killed writer's
+        continue;
+      }
+      total += static_cast<std::uint64_t>(st.st_size);
+      if (!cached) continue;
       std::int64_t t = std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
       files.emplace_back(t, n, static_cast<std::uint64_t>(st.st_size));
-      total += static_cast<std::uint64_t>(st.st_size);
     }
     std::sort(files.begin(), files.end());
     for (const auto& f : files) {
       if (total <= s_.max_bytes) break;
-      if (::unlinkat(::dirfd(d), std::get<1>(f).c_str(), 0) == 0) total -= std::get<2>(f);
+      if (::unlinkat(dir_fd, std::get<1>(f).c_str(), 0) == 0) total -= std::get<2>(f);
     }
     ::closedir(d);
   }
