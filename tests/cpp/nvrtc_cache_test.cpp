@@ -8,12 +8,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <string>
+#include <vector>
 
 using slimwheel::nvrtc::Cache;
 using slimwheel::nvrtc::Sha256;
@@ -70,6 +72,29 @@ int main(int argc, char** argv) {
   const std::string payload = binary_payload(5000, 1);
   const std::string k1 = key_of("one"), k2 = key_of("two");
 
+  {
+    // The driver is never searched for by its bare name: only absolute folders, in the loader's order.
+    ::mkdir((root + "/conf.d").c_str(), 0700);
+    spit(root + "/ld.so.conf", "include conf.d/*.conf\n/opt/a  # a comment\n\n  /opt/c/\nnot/absolute\n");
+    spit(root + "/conf.d/x.conf", "/opt/b\ninclude ../ld.so.conf\n");  // a loop: bounded by depth
+    std::vector<std::string> conf;
+    slimwheel::nvrtc::detail::ld_so_conf(root + "/ld.so.conf", conf);
+    expect(conf.size() >= 3 && conf[0] == "/opt/b" && conf.back() == "/opt/c/", "ld.so.conf: includes first, in order",
+           conf.empty() ? "" : conf[0]);
+    expect(conf.size() < 64, "ld.so.conf: an include loop is bounded", std::to_string(conf.size()));
+    auto c = slimwheel::nvrtc::detail::driver_candidates("/x::rel:/y/:.", {"/opt/a", "/x"});
+    expect(c.size() >= 3 && c[0] == "/x/libcuda.so.1" && c[1] == "/y/libcuda.so.1" && c[2] == "/opt/a/libcuda.so.1",
+           "driver candidates: LD_LIBRARY_PATH's absolute folders, then ld.so.conf's", c.empty() ? "" : c[0]);
+    bool all_absolute = true, unique = true;
+    for (std::size_t n = 0; n < c.size(); ++n) {
+      all_absolute = all_absolute && c[n][0] == '/';
+      for (std::size_t m = 0; m < n; ++m) unique = unique && c[m] != c[n];
+    }
+    expect(all_absolute, "driver candidates: no empty, relative or '.' folder (the current directory)");
+    expect(unique, "driver candidates: each folder once");
+    expect(std::find(c.begin(), c.end(), "/usr/lib/x86_64-linux-gnu/libcuda.so.1") != c.end(),
+           "driver candidates: glibc's default folders");
+  }
   {
     Cache c(at(dir));
     expect(c.enabled(), "creates the folder", c.disabled_reason());

@@ -16,6 +16,8 @@
 //      absolute path, refused when that file or any folder above it is writable by everyone (without the sticky bit)
 //      or owned by another user than root or this one.
 // There is no search by bare name: a library found through the current directory or LD_LIBRARY_PATH is not trusted.
+// The driver (libcuda.so.1) is the copy already loaded, else the first trusted one in LD_LIBRARY_PATH's absolute
+// folders, /etc/ld.so.conf's and glibc's default folders, opened by absolute path (detail::open_driver).
 //
 // The disk cache (Cache below) is separate from CUDA so that it can be tested without a GPU.
 #pragma once
@@ -27,6 +29,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 #include <dirent.h>
+#include <glob.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -288,6 +291,95 @@ std::optional<T> parse_decimal(std::string_view text) {
   auto [stop, ec] = std::from_chars(text.data(), end, value);
   if (text.empty() || ec != std::errc() || stop != end) return std::nullopt;
   return value;
+}
+
+// The folders /etc/ld.so.conf lists, its `include` globs followed (4 levels at most), in order.
+inline void ld_so_conf(const std::string& path, std::vector<std::string>& out, int depth = 0) {
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return;
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() < (1u << 20);) text.append(buf, n);
+  std::fclose(f);
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    std::size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    start = end + 1;
+    line = line.substr(0, line.find('#'));
+    auto first = line.find_first_not_of(" \t\r");
+    if (first == std::string::npos) continue;
+    line = line.substr(first, line.find_last_not_of(" \t\r") - first + 1);
+    if (line.rfind("include", 0) == 0 && (line.size() == 7 || line[7] == ' ' || line[7] == '\t')) {
+      if (depth >= 4) continue;
+      std::size_t pos = 7;
+      while (pos < line.size()) {
+        auto b = line.find_first_not_of(" \t", pos);
+        if (b == std::string::npos) break;
+        auto e = line.find_first_of(" \t", b);
+        std::string pattern = line.substr(b, e == std::string::npos ? std::string::npos : e - b);
+        pos = e == std::string::npos ? line.size() : e;
+        if (pattern[0] != '/') pattern = parent_of(path) + "/" + pattern;
+        glob_t g{};
+        if (::glob(pattern.c_str(), 0, nullptr, &g) == 0) {
+          for (std::size_t k = 0; k < g.gl_pathc; ++k) ld_so_conf(g.gl_pathv[k], out, depth + 1);
+        }
+        ::globfree(&g);
+      }
+    } else if (line[0] == '/') {
+      out.push_back(line);
+    }
+  }
+}
+
+// Absolute paths the driver library may have, in the dynamic loader's order of folders: the absolute entries of
+// LD_LIBRARY_PATH (an empty or relative entry means the current directory: left out), /etc/ld.so.conf's folders,
+// glibc's default folders and WSL's driver folder. The same list as the Python loader's `driver_candidates`.
+inline std::vector<std::string> driver_candidates(const char* ld_library_path,
+                                                  const std::vector<std::string>& conf_folders) {
+  std::vector<std::string> folders;
+  std::string lp = ld_library_path ? ld_library_path : "";
+  for (std::size_t b = 0; b <= lp.size();) {
+    std::size_t e = lp.find(':', b);
+    if (e == std::string::npos) e = lp.size();
+    std::string entry = lp.substr(b, e - b);
+    if (!entry.empty() && entry[0] == '/') folders.push_back(entry);
+    b = e + 1;
+  }
+  folders.insert(folders.end(), conf_folders.begin(), conf_folders.end());
+  for (const char* d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu",
+                        "/usr/lib/aarch64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/lib/wsl/lib"}) {
+    folders.emplace_back(d);
+  }
+  std::vector<std::string> out;
+  for (auto d : folders) {
+    while (d.size() > 1 && d.back() == '/') d.pop_back();
+    std::string path = d + "/libcuda.so.1";
+    if (std::find(out.begin(), out.end(), path) == out.end()) out.push_back(path);
+  }
+  return out;
+}
+
+// The driver: the copy already in the process (RTLD_NOLOAD maps nothing new and runs no code), else the first of
+// `driver_candidates` that exists and `unsafe_reason` accepts, opened by its absolute path. Never a search by the
+// bare name, which an empty LD_LIBRARY_PATH entry would turn into the current directory. nullptr (and `why`) without.
+inline void* open_driver(std::string& why) {
+  if (void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL)) return h;
+  std::vector<std::string> conf;
+  ld_so_conf("/etc/ld.so.conf", conf);
+  for (const auto& path : driver_candidates(std::getenv("LD_LIBRARY_PATH"), conf)) {
+    if (::access(path.c_str(), F_OK) != 0) continue;
+    std::string bad = unsafe_reason(path, ::geteuid());
+    if (!bad.empty()) {
+      why += "\n  - " + path + ": refused: " + bad;
+      continue;
+    }
+    if (void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL)) return h;
+    why += "\n  - " + path + ": " + ::dlerror();
+  }
+  if (why.empty()) why = "\n  - not found in LD_LIBRARY_PATH's absolute folders, /etc/ld.so.conf or the default folders";
+  return nullptr;
 }
 
 }  // namespace detail
@@ -946,9 +1038,9 @@ class Runtime {
   void driver_init() {
     if (cuda_) return;
     // The driver is the system's (never in a wheel); it is usually loaded already by the CUDA runtime.
-    void* h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-    if (!h) h = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_GLOBAL);
-    if (!h) throw Error(std::string("cannot load the NVIDIA driver library libcuda.so.1: ") + ::dlerror());
+    std::string why;
+    void* h = detail::open_driver(why);
+    if (!h) throw Error("cannot load the NVIDIA driver library libcuda.so.1:" + why);
     cuda_ = h;
     sym(init_, "cuInit");
     sym(driver_get_version_, "cuDriverGetVersion");
