@@ -32,7 +32,7 @@ from slimwheel.cuda.major import UNIQUE_SONAMES
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
-from slimwheel.rpath import origin_target, unsafe_entries
+from slimwheel.rpath import describe, origin_target, resolve_entries
 
 # Components whose nvidia-* wheel version follows the CUDA release (nvidia-cuda-runtime 13.5.x ships with CUDA 13.5).
 # cuBLAS did up to CUDA 12 (nvidia-cublas-cu12 12.4.5 with CUDA 12.4), no longer on CUDA 13: cuda-toolkit 13.0.2 ships
@@ -470,8 +470,11 @@ def dependency_problems(
     for info in elfs:
         if problem := cxx_runtime_problem(info):
             problems.append(problem)
-        for bad in unsafe_entries(info.search_path, info.path):
-            problems.append(f"{info.path}: RPATH/RUNPATH entry {bad.entry!r} is unsafe: {bad.why}")
+        resolved = resolve_entries(info.search_path, info.path)
+        if bad := [e for e in resolved if not e.safe]:
+            problems.append(f"{info.path}: unsafe RPATH/RUNPATH {'entry' if len(bad) == 1 else 'entries'}: {describe(bad)}")
+        if dead := [e for e in resolved if e.kind == "python-lib"]:
+            notes.append(f"{info.path}: RPATH/RUNPATH {describe(dead)}")
         for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
             cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == loaded]
             if cuda_major is not None:
