@@ -50,6 +50,7 @@ class RepairResult:
     record_rewritten: bool = False  # the input's RECORD did not match its files and --rewrite-record was given
     external: tuple[ExternalLib, ...] = ()  # the external libraries the wheel needs, each with its folder
     floors: tuple[deps.Floor, ...] = ()  # each CUDA library's requirement floor and why
+    extra: str | None = None  # the extra under which the wheel installs its CUDA libraries, kept for the ones added
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -93,8 +94,20 @@ def repair_wheel(
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))
         needed = deps.needed_runtime_libs(src.elfs.values(), major)
-        floors = tuple(deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports) for lib in needed)
-        reqs = deps.requirements(needed, cuda=cuda, versions=versions, imports=src.imports)
+        # A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the
+        # extra installs are not required again, and those no requirement installs are required under that extra.
+        pre = deps.dependency_problems(
+            list(src.elfs.values()), cuda_major=major, requires=src.requires,
+            tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]], files=src.names, name=src.dist_name,
+        )  # fmt: skip
+        by_extra = {p.soname for p in pre.from_extras}
+        extra = pre.extras[0] if len(pre.extras) == 1 else None
+        to_require = [lib for lib in needed if lib.soname not in by_extra]
+        floors = tuple({lib.package: deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports)
+                        for lib in to_require}.values())  # fmt: skip
+        reqs = deps.requirements(to_require, cuda=cuda, versions=versions, imports=src.imports)
+        if extra is not None:
+            reqs = {pkg: f'{r}; extra == "{extra}"' for pkg, r in reqs.items()}
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()
@@ -127,7 +140,9 @@ def repair_wheel(
         fixed, dropped = _fix_search_paths(work, after, src.elfs, needed, external)
         after = _scan(work, wheel)
         loader_files: list[str] = []
-        if loader and needed:
+        # Libraries an extra installs may be absent (the project supports a system CUDA then): the loader, which
+        # insists on the wheels' copies, is for libraries the wheel always requires.
+        if loader and needed and extra is None:
             assert major is not None  # needed is empty without a major
             loader_files = install_loader(
                 work, names, after, needed=needed, reqs=reqs, dist_name=src.dist_name,
@@ -172,6 +187,7 @@ def repair_wheel(
         record_rewritten=bool(src.record_problems),
         external=external,
         floors=floors,
+        extra=extra,
         phases=phases,
     )
 

@@ -59,6 +59,7 @@ def command(
                     "rpath_fixed": list(result.rpath_fixed),
                     "rpath_dropped": list(result.rpath_dropped),
                     "record_rewritten": result.record_rewritten,
+                    "extra": result.extra,
                     "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in result.floors],
                     "external": [e.to_json() for e in result.external],
                     "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
@@ -70,6 +71,8 @@ def command(
     click.echo(f"repaired: {result.wheel}")
     click.echo(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
     click.echo(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
+    if result.extra is not None:
+        click.echo(f"  extra:      its CUDA libraries come with the extra '{result.extra}'; those added go under it too")
     for f in result.floors:
         click.echo(f"  floor:      {f.package}>={f.version}: {f.why}")
     click.echo(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
