@@ -31,6 +31,7 @@ from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import UNIQUE_SONAMES
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
+from slimwheel.external import folder_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.rpath import describe, origin_target, resolve_entries
 
@@ -435,7 +436,8 @@ class DependencyVerdict:
 
 def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirement] | None:
     """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
-    of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32).
+    of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32; cutensor/lib <->
+    cutensor-cu13: `external.folder_of_project`).
 
     The folder is computed from where the ELF installs (`faiss/_swigfaiss.so` + `$ORIGIN/../x/lib` -> `x/lib`); its
     first component, normalized as PEP 503 normalizes project names, must equal a required project's name. It cannot
@@ -446,9 +448,10 @@ def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirem
         target = origin_target(entry, info.path) if entry else None
         if target is None or target == ".":
             continue
-        req = reqs.first(target.split("/")[0])
-        if req is not None:
-            return entry, req
+        top = target.split("/")[0]
+        for project, rs in reqs.always.items():
+            if folder_of_project(top, project):
+                return entry, rs[0]
     return None
 
 

@@ -47,3 +47,15 @@ def test_the_metapackage_unconditionally_provides_its_extras_libraries() -> None
     assert v.problems == () and v.from_extras == ()
     v = dependency_problems(ELFS[1:2], cuda_major=13, requires=["cuda-toolkit[cufft]==13.*"], tags=TAGS)
     assert any("libcublas.so.13" in p for p in v.problems)
+
+
+def test_a_folder_is_tied_to_the_project_without_its_cuda_suffix() -> None:
+    from slimwheel.external import check_can_tie, external_lib, folder_of_project
+
+    assert folder_of_project("cutensor", "cutensor-cu13") and folder_of_project("cupy", "cupy-cuda12x")
+    assert not folder_of_project("torch", "torchvision") and not folder_of_project(".", "x")
+    ext = external_lib("libfoo.so.1", "foo-cu13>=1", "foo/lib", where="--external")
+    assert check_can_tie(ext) is None
+    info = ElfInfo(path="pkg/_x.so", soname=None, needed=("libfoo.so.1",), rpath=(), runpath=("$ORIGIN/../foo/lib",))
+    v = dependency_problems([info], cuda_major=None, requires=["foo-cu13>=1"], tags=TAGS)
+    assert v.problems == () and any("foo/lib" in n for n in v.notes)
