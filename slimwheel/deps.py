@@ -27,6 +27,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import UNIQUE_SONAMES
 from slimwheel.cuda.versions import CudaVersion
@@ -547,7 +548,10 @@ def dependency_problems(
             return None
         return problem
 
-    for info in elfs:
+    alts = alt_model.alternatives(info.path for info in elfs)
+
+    def judge_file(info: ElfInfo) -> None:
+        major = alts[info.path].major if info.path in alts else cuda_major  # an alternative has its own
         if problem := cxx_runtime_problem(info):
             problems.append(problem)
         resolved = resolve_entries(info.search_path, info.path)
@@ -557,8 +561,8 @@ def dependency_problems(
             notes.append(f"{info.path}: RPATH/RUNPATH {describe(dead)}")
         for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
             cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == loaded]
-            if cuda_major is not None:
-                cands = [lib for lib in cands if lib.cuda_major == cuda_major] or cands
+            if major is not None:
+                cands = [lib for lib in cands if lib.cuda_major == major] or cands
             if cands and (problem := judge(info, loaded, cands)):
                 problems.append(problem.replace(" needs ", " loads at run time ", 1))
         for needed in info.needed:
@@ -567,8 +571,8 @@ def dependency_problems(
             if any(fnmatch.fnmatchcase(needed, pat) for pat in SYSTEM_LOADERS):
                 continue
             cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == needed]
-            if cuda_major is not None:
-                cands = [lib for lib in cands if lib.cuda_major == cuda_major] or cands
+            if major is not None:
+                cands = [lib for lib in cands if lib.cuda_major == major] or cands
             if cands:
                 if problem := judge(info, needed, cands):
                     problems.append(problem)
@@ -581,6 +585,17 @@ def dependency_problems(
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
             )
+
+    for info in elfs:
+        before = len(problems)
+        judge_file(info)
+        if info.path in alts and len(problems) > before:
+            # an alternative is judged on its own: its problems in one line, named as the alternative it is
+            a = alts[info.path]
+            n = sum(1 for x in alts.values() if x.group == a.group)
+            mine = [p.removeprefix(f"{info.path}: ").removeprefix(f"{info.path} ") for p in problems[before:]]
+            problems[before:] = [f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): "
+                                 + "; ".join(mine)]  # fmt: skip
     provisions = tuple(
         ExtraProvision(extra=extra, soname=soname, requirement=str(req), files=tuple(dict.fromkeys(fs)))
         for (extra, soname), (req, fs) in from_extras.items()
