@@ -24,6 +24,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from slimwheel import deps, fsutil, wheelfile
+from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.versions import CudaVersion
@@ -50,7 +51,8 @@ class RepairResult:
     record_rewritten: bool = False  # the input's RECORD did not match its files and --rewrite-record was given
     external: tuple[ExternalLib, ...] = ()  # the external libraries the wheel needs, each with its folder
     floors: tuple[deps.Floor, ...] = ()  # each CUDA library's requirement floor and why
-    extra: str | None = None  # the extra under which the wheel installs its CUDA libraries, kept for the ones added
+    extra: str | None = None  # the extra(s) its CUDA libraries are required under: the project's own (CuPy's ctk), or
+    # one per CUDA major for alternatives of several majors ("cuda12, cuda13")
     phases: dict[str, float] = field(default_factory=dict)
 
 
@@ -92,8 +94,15 @@ def repair_wheel(
     with fsutil.temp_sibling(fsutil.cache_dir() / "work" / "repair", directory=True) as tmp:
         src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
-        excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))
-        needed = deps.needed_runtime_libs(src.elfs.values(), major)
+        # Each file's CUDA libraries, of its own major: an alternative's (bitsandbytes' _cuda121.so: CUDA 12), else
+        # the wheel's.
+        alts = alt_model.alternatives(src.elfs)
+        file_major = {p: _alt_major(src.elfs[p], alts[p]) if p in alts else major for p in src.elfs}
+        per_file = {p: deps.needed_runtime_libs([info], file_major[p]) for p, info in src.elfs.items()}
+        majors = sorted({m for p, m in file_major.items() if m is not None and per_file[p]})
+        excludes = tuple(dict.fromkeys([*(x for m in (majors or [major]) for x in deps.exclusions(m)),
+                                        *(e.pattern for e in externals)]))  # fmt: skip
+        needed = list(dict.fromkeys(lib for libs in per_file.values() for lib in libs))
         # A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the
         # extra installs are not required again, and those no requirement installs are required under that extra.
         pre = deps.dependency_problems(
@@ -105,9 +114,22 @@ def repair_wheel(
         to_require = [lib for lib in needed if lib.soname not in by_extra]
         floors = tuple({lib.package: deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports)
                         for lib in to_require}.values())  # fmt: skip
-        reqs = deps.requirements(to_require, cuda=cuda, versions=versions, imports=src.imports)
-        if extra is not None:
-            reqs = {pkg: f'{r}; extra == "{extra}"' for pkg, r in reqs.items()}
+        if len(majors) > 1 and extra is None:
+            # Alternatives for several CUDA majors, one loaded per process: pip cannot tell which one a process will
+            # load (bitsandbytes picks by torch's CUDA), so each major's wheels come with an extra of its own
+            # (`pip install bitsandbytes[cuda12]`); without it the alternative finds its libraries where the process
+            # already has them (torch's) or the system's.
+            reqs = {}
+            for m in majors:
+                libs_m = [lib for lib in to_require if lib.cuda_major == m]
+                for pkg, r in deps.requirements(libs_m, cuda=cuda if cuda and cuda.major == m else None,
+                                                versions=versions, imports=src.imports).items():  # fmt: skip
+                    reqs[pkg] = f'{r}; extra == "cuda{m}"'
+            extra = ", ".join(f"cuda{m}" for m in majors)
+        else:
+            reqs = deps.requirements(to_require, cuda=cuda, versions=versions, imports=src.imports)
+            if extra is not None:
+                reqs = {pkg: f'{r}; extra == "{extra}"' for pkg, r in reqs.items()}
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()
@@ -137,7 +159,7 @@ def repair_wheel(
                 raise BadInputError(f"{wheel.name}: {why}; the repaired wheel would fail check",
                                     hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER")  # fmt: skip
 
-        fixed, dropped = _fix_search_paths(work, after, src.elfs, needed, external)
+        fixed, dropped = _fix_search_paths(work, after, src.elfs, needed, external, per_file)
         after = _scan(work, wheel)
         loader_files: list[str] = []
         # Libraries an extra installs may be absent (the project supports a system CUDA then): the loader, which
@@ -256,8 +278,12 @@ def major_for(
 ) -> int | None:
     """The CUDA major to repair for: the one given, else the wheel's own evidence (`cuda.major.cuda_major`). A wheel that
     needs libraries of several majors is refused (exit 12); one that needs only SONAMEs two majors share, without
-    other evidence, needs --cuda (exit 3)."""
-    evidence = cuda_major([(i.path, i.needed) for i in elfs.values()], requires)
+    other evidence, needs --cuda (exit 3). Per-CUDA alternatives (`cuda.alternatives`) are no mixture: the major is
+    that of the other files, else the newest alternative's; each alternative is repaired for its own."""
+    alts = alt_model.alternatives(elfs)
+    evidence = cuda_major([(i.path, i.needed) for i in elfs.values() if i.path not in alts], requires)
+    if evidence.major is None and cuda is None and alts:
+        return max(_alt_major(elfs[f], a) for f, a in alts.items())
     if evidence.mixed:
         raise CheckFailed(
             f"{wheel_name}: the wheel needs libraries of several CUDA majors ({'; '.join(evidence.mixed)}); "
@@ -275,12 +301,17 @@ def major_for(
         return None
     if not cudalibs.libs_for(major):
         raise BadInputError(f"CUDA {major}: slimwheel's library table has no nvidia-* wheels for it")
-    if wrong := deps.wrong_major(elfs.values(), major):
+    if wrong := deps.wrong_major([i for i in elfs.values() if i.path not in alts], major):
         raise CheckFailed(
             f"repairing for CUDA {major}, but the wheel needs libraries of another CUDA major: {'; '.join(wrong)}",
             ExitCode.INCONSISTENT_DEPENDENCIES,
         )
     return major
+
+
+def _alt_major(info: ElfInfo, alt: alt_model.AlternativeFile) -> int:
+    """An alternative's CUDA major: from the libraries it needs, else from its name."""
+    return cuda_major([(info.path, info.needed)]).major or alt.major
 
 
 def wanted_rpath(
@@ -310,15 +341,18 @@ def _fix_search_paths(
     before: Mapping[str, ElfInfo],
     needed: Sequence[cudalibs.RuntimeLib],
     external: Sequence[ExternalLib],
+    per_file: Mapping[str, Sequence[cudalibs.RuntimeLib]] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Set each file's `wanted_rpath`; returns (files changed, `file: entry` dropped as unsafe)."""
+    """Set each file's `wanted_rpath` (`per_file`: the CUDA libraries of the file's own major, for the input's files;
+    files auditwheel added get `needed`); returns (files changed, `file: entry` dropped as unsafe)."""
     fixed: list[str] = []
     dropped: list[str] = []
     for path, info in elfs.items():
         for u in unsafe_entries(info.search_path, path):
             log.warning("%s: dropped RPATH/RUNPATH entry %r: %s", path, u.entry, u.why)
             dropped.append(f"{path}: {u.entry!r}")
-        entries = wanted_rpath(info, before.get(path), needed, external)
+        libs = per_file[path] if per_file is not None and path in per_file else needed
+        entries = wanted_rpath(info, before.get(path), libs, external)
         if entries is not None:
             set_rpath(work / path, entries, use_rpath_tag=bool(info.rpath) and not info.runpath, name=path)
             fixed.append(path)

@@ -72,7 +72,7 @@ def command(
     click.echo(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
     click.echo(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
     if result.extra is not None:
-        click.echo(f"  extra:      its CUDA libraries come with the extra '{result.extra}'; those added go under it too")
+        click.echo(f"  extra:      CUDA libraries required under the extra(s) {result.extra} (pip install 'NAME[EXTRA]')")
     for f in result.floors:
         click.echo(f"  floor:      {f.package}>={f.version}: {f.why}")
     click.echo(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")

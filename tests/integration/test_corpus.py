@@ -132,3 +132,14 @@ def test_cufft_serves_turing_to_blackwell() -> None:
 def test_curand_passes() -> None:
     v = verdict("nvidia-curand", require="auto")
     assert not failures(v, "dependencies") and not failures(v, "coverage"), v.failures
+
+
+def test_bitsandbytes_repair_refuses_for_its_rocm_backends(tmp_path: Path) -> None:
+    # its CUDA alternatives would get an extra each (test_repair_alternatives.py); its ROCm and XPU backends need
+    # libraries (libhipblas, libsycl) that neither a PyPI wheel slimwheel knows nor the manylinux policy provides
+    from slimwheel.errors import SlimwheelError
+    from slimwheel.repair import repair_wheel
+
+    with pytest.raises(SlimwheelError, match="libhip"):
+        repair_wheel(wheel("bitsandbytes"), tmp_path)
+    assert not list(tmp_path.glob("*.whl"))
