@@ -587,6 +587,12 @@ def dependency_problems(
             )
 
     for info in elfs:
+        if (copy := cudalibs.vendored(info.path)) is not None:
+            lib = copy.candidates[-1]
+            notes.append(f"{info.path} is a copy of {copy.real_name} ({lib.package}"
+                         + (", loaded by its library" if copy.companion else "")
+                         + "): a process that also loads the nvidia-* wheels' copy (torch does) holds two; "
+                         "`slimwheel repair` replaces it with that wheel")  # fmt: skip
         before = len(problems)
         judge_file(info)
         if info.path in alts and len(problems) > before:

@@ -13,9 +13,11 @@ wheel provides get the same treatment as the CUDA ones, without the loader.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
 import time
+import zipfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -33,7 +35,7 @@ from slimwheel.external import ExternalLib, check_can_tie, resolve_external, use
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
 from slimwheel.rpath import norm_origin, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
-from slimwheel.tools import run_auditwheel, set_rpath
+from slimwheel.tools import replace_needed, run_auditwheel, set_rpath
 
 log = logging.getLogger("slimwheel.repair")
 
@@ -53,7 +55,25 @@ class RepairResult:
     floors: tuple[deps.Floor, ...] = ()  # each CUDA library's requirement floor and why
     extra: str | None = None  # the extra(s) its CUDA libraries are required under: the project's own (CuPy's ctk), or
     # one per CUDA major for alternatives of several majors ("cuda12, cuda13")
+    unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
     phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def unvendored_bytes(self) -> tuple[int, int]:
+        """(bytes in the input wheel, bytes installed) of the copies removed."""
+        return sum(u.compressed for u in self.unvendored), sum(u.installed for u in self.unvendored)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unvendored:
+    """A copy of a CUDA library the input wheel carried (auditwheel's `libcudart-5a077122.so.12.0.107`)."""
+
+    file: str
+    soname: str  # the name the wheel's files needed it by
+    replaced_by: str | None  # the SONAME they need now (libcudart.so.12); None: dropped (libnvrtc-builtins)
+    package: str  # the nvidia-* wheel that provides it
+    compressed: int  # bytes in the input wheel
+    installed: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -78,11 +98,16 @@ def repair_wheel(
     versions: Mapping[str, str] | None = None,
     externals: Sequence[ExternalLib] = (),
     rewrite_record: bool = False,
+    unvendor: bool = True,
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
     linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
     file needs are ignored (so one config serves builds that link them and builds that do not). `rewrite_record`:
-    accept an input whose RECORD does not match its files (the output always gets a fresh, correct RECORD)."""
+    accept an input whose RECORD does not match its files (the output always gets a fresh, correct RECORD). `unvendor`:
+    copies of CUDA libraries the input carries (`cuda.libs.vendored`: spconv/cumm-style `libcudart-<hash>.so.12`
+    under `<name>.libs/`) are removed and the files that need them need the nvidia-* wheels' SONAMEs instead, which
+    the rest of repair then requires, finds by RPATH and loads; False: such a wheel is refused (exit 12), since its
+    copy and the nvidia-* wheels' would be two CUDA runtimes in one process."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -93,6 +118,18 @@ def repair_wheel(
     # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
     with fsutil.temp_sibling(fsutil.cache_dir() / "work" / "repair", directory=True) as tmp:
         src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
+        copies = _vendored(wheel, src)
+        if copies and not unvendor:
+            raise CheckFailed(
+                f"{wheel.name} carries copies of CUDA libraries ({', '.join(u.file for u in copies)}); a process that "
+                "also loads the nvidia-* wheels' (torch does) would hold two CUDA runtimes; repair without "
+                "--keep-vendored replaces them with the nvidia-* wheels",
+                ExitCode.INCONSISTENT_DEPENDENCIES,
+            )
+        if copies:
+            _unvendor(tmp / "in", src, copies, wheel)
+            src = _rescan(tmp / "in", src, wheel)
+            versions = {**_vendored_versions(src, copies, wheel), **(versions or {})}
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         # Each file's CUDA libraries, of its own major: an alternative's (bitsandbytes' _cuda121.so: CUDA 12), else
         # the wheel's.
@@ -137,7 +174,10 @@ def repair_wheel(
         aw_out.mkdir()
         # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
         copy = tmp / wheel.name
-        shutil.copyfile(wheel, copy)
+        if copies:
+            wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
+        else:
+            shutil.copyfile(wheel, copy)
         repaired = run_auditwheel(copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel)
         phases["auditwheel"] = time.monotonic() - t1
         log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
@@ -210,6 +250,7 @@ def repair_wheel(
         external=external,
         floors=floors,
         extra=extra,
+        unvendored=copies,
         phases=phases,
     )
 
@@ -263,6 +304,63 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
             imports.setdefault(lib, set()).update(names_used)
     return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=_requires_of(meta), record_problems=problems,
                   imports={k: frozenset(v) for k, v in imports.items()})  # fmt: skip
+
+
+def _vendored(wheel: Path, src: _Input) -> tuple[Unvendored, ...]:
+    """The input's copies of CUDA libraries, each with the SONAME that replaces it (of the wheel's CUDA major where
+    the name fits two: libcurand.so.10)."""
+    found = {p: v for p in src.elfs if (v := cudalibs.vendored(p)) is not None}
+    if not found:
+        return ()
+    majors = {v.candidates[0].cuda_major for v in found.values() if len(v.candidates) == 1 and not v.companion}
+    with zipfile.ZipFile(wheel) as z:
+        sizes = {i.filename: (i.compress_size, i.file_size) for i in z.infolist()}
+    out = []
+    for path, v in sorted(found.items()):
+        lib = next((c for c in v.candidates if c.cuda_major in majors), v.candidates[-1])
+        soname = src.elfs[path].soname or path.rsplit("/", 1)[-1]
+        out.append(Unvendored(file=path, soname=soname, replaced_by=None if v.companion else lib.soname,
+                              package=lib.package, compressed=sizes[path][0], installed=sizes[path][1]))  # fmt: skip
+    return tuple(out)
+
+
+def _unvendor(root: Path, src: _Input, copies: Sequence[Unvendored], wheel: Path) -> None:
+    """Remove the copies; every other ELF file that needs one needs the nvidia-* wheels' SONAME instead."""
+    changes = {u.soname: u.replaced_by for u in copies}
+    gone = {u.file for u in copies}
+    for path, info in src.elfs.items():
+        if path in gone:
+            continue
+        mine = {old: new for old, new in changes.items() if old in info.needed}
+        if mine:
+            # a NEEDED the file already has under its new name is dropped rather than listed twice
+            mine = {o: (None if n in info.needed else n) for o, n in mine.items()}
+            replace_needed(root / path, mine, name=path)
+    for u in copies:
+        (root / u.file).unlink()
+        log.info("%s: removed %s (%d bytes installed), now needed as %s from %s", wheel.name, u.file, u.installed,
+                 u.replaced_by or "nothing (its library loads it)", u.package)  # fmt: skip
+
+
+def _rescan(root: Path, src: _Input, wheel: Path) -> _Input:
+    names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    elfs = _scan(root, wheel)
+    imports: dict[str, set[str]] = {}
+    for path in elfs:
+        for lib, used in imports_by_library(root / path).items():
+            imports.setdefault(lib, set()).update(used)
+    return dataclasses.replace(src, names=names, elfs=elfs, imports={k: frozenset(v) for k, v in imports.items()})
+
+
+def _vendored_versions(src: _Input, copies: Sequence[Unvendored], wheel: Path) -> dict[str, str]:
+    """package -> the release the copies were (libcudart.so.12.0.107: nvidia-cuda-runtime-cu12 12.0.107): what the
+    wheel was built and tested against, the requirement's floor."""
+    out: dict[str, str] = {}
+    for u in copies:
+        v = cudalibs.vendored(u.file)
+        if v is not None and v.version and not v.companion:
+            out.setdefault(u.package, v.version)
+    return out
 
 
 def _requires_of(metadata: str) -> tuple[str, ...]:

@@ -6,6 +6,7 @@ Everything that excludes, requires, or loads a CUDA library reads this table (sh
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
 
@@ -188,6 +189,44 @@ def by_soname(soname: str) -> RuntimeLib | None:
     for lib in RUNTIME_LIBS:
         if fnmatch.fnmatchcase(soname, lib.soname):
             return lib
+    return None
+
+
+# auditwheel renames the libraries it bundles: libcudart.so.12.0.107 -> libcudart-5a077122.so.12.0.107.
+_HASHED = re.compile(r"^(?P<stem>lib[^/]*?)-[0-9a-f]{8}(?P<ver>\.so(?:\.\d+)*)$")
+# Libraries that come with a row's wheel and that the row's library loads itself, with no stable SONAME (it changes
+# with every release: libnvrtc-builtins.so.12.0, .12.9): dropped together with that library.
+_COMPANIONS = (("nvrtc", re.compile(r"^libnvrtc-builtins(?:\.alt)?\.so\.(?P<major>\d+)(?:\.\d+)*$")),)
+
+
+@dataclass(frozen=True)
+class Vendored:
+    """A copy of a table library found inside a wheel (bundled by auditwheel, renamed or not)."""
+
+    candidates: tuple[RuntimeLib, ...]  # the rows it is a copy of (libcurand.so.10: CUDA 12's and 13's)
+    real_name: str  # its name without auditwheel's hash: libcudart.so.12.0.107
+    companion: bool  # loaded by another row's library (libnvrtc-builtins): no NEEDED should name it
+
+    @property
+    def version(self) -> str | None:
+        """The release its file name carries beyond the SONAME (libcudart.so.12.0.107 -> 12.0.107), if any."""
+        tail = self.real_name.split(".so.", 1)[1] if ".so." in self.real_name else ""
+        return tail if tail.count(".") >= 1 else None
+
+
+def vendored(filename: str) -> Vendored | None:
+    """Whether a file of a wheel (its base name) is a copy of a CUDA library the nvidia-* wheels provide."""
+    base = filename.rsplit("/", 1)[-1]
+    m = _HASHED.match(base)
+    real = m["stem"] + m["ver"] if m else base
+    rows = tuple(lib for lib in RUNTIME_LIBS if real == lib.soname or real.startswith(lib.soname + "."))
+    if rows:
+        return Vendored(candidates=rows, real_name=real, companion=False)
+    for component, pattern in _COMPANIONS:
+        if c := pattern.match(real):
+            rows = tuple(lib for lib in RUNTIME_LIBS if lib.component == component and lib.cuda_major == int(c["major"]))
+            if rows:
+                return Vendored(candidates=rows, real_name=real, companion=True)
     return None
 
 

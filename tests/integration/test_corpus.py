@@ -143,3 +143,19 @@ def test_bitsandbytes_repair_refuses_for_its_rocm_backends(tmp_path: Path) -> No
     with pytest.raises(SlimwheelError, match="libhip"):
         repair_wheel(wheel("bitsandbytes"), tmp_path)
     assert not list(tmp_path.glob("*.whl"))
+
+
+def test_cumm_repair_requires_the_runtime_wheels_instead_of_its_copies(tmp_path: Path) -> None:
+    from slimwheel.repair import repair_wheel
+
+    res = repair_wheel(wheel("cumm-cu120"), tmp_path)
+    assert {(u.replaced_by, u.package) for u in res.unvendored} == {
+        ("libcudart.so.12", "nvidia-cuda-runtime-cu12"), ("libnvrtc.so.12", "nvidia-cuda-nvrtc-cu12"),
+        (None, "nvidia-cuda-nvrtc-cu12"),  # libnvrtc-builtins: libnvrtc loads its own
+    }  # fmt: skip
+    assert sorted(res.requires) == ["nvidia-cuda-nvrtc-cu12>=12.0,<13", "nvidia-cuda-runtime-cu12>=12.0,<13"]
+    saved = wheel("cumm-cu120").stat().st_size - res.wheel.stat().st_size
+    assert saved > 20 * 2**20 and res.unvendored_bytes[0] > saved  # the loader adds a few kB
+    r = inspect_wheel(res.wheel)
+    v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="none"))
+    assert v.ok, v.failures
