@@ -7,7 +7,9 @@ Requirement bounds (docs/repair.md): upper bound = next SONAME major (a new SONA
 else the CUDA release for components versioned by it, else the SONAME major).
 
 Requirements count only where pip installs them: a Requires-Dist whose marker does not hold in every environment the
-wheel installs into (Linux, its machine, its Python versions) does not provide a library; an extra never does.
+wheel installs into (Linux, its machine, its Python versions) does not provide a library. One under an extra provides
+it on request: a note that names the extra, not a failure (CuPy's `ctk`); `cuda-toolkit[...]` pinned to a major
+stands for the library wheels its extras install.
 """
 
 from __future__ import annotations

@@ -137,7 +137,8 @@ def repair_wheel(
         file_major = {p: _alt_major(src.elfs[p], alts[p]) if p in alts else major for p in src.elfs}
         per_file = {p: deps.needed_runtime_libs([info], file_major[p]) for p, info in src.elfs.items()}
         majors = sorted({m for p, m in file_major.items() if m is not None and per_file[p]})
-        excludes = tuple(dict.fromkeys([*(x for m in (majors or [major]) for x in deps.exclusions(m)),
+        every: list[int | None] = list(majors) or [major]
+        excludes = tuple(dict.fromkeys([*(x for m in every for x in deps.exclusions(m)),
                                         *(e.pattern for e in externals)]))  # fmt: skip
         needed = list(dict.fromkeys(lib for libs in per_file.values() for lib in libs))
         # A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the

@@ -215,7 +215,11 @@ class Vendored:
 
 
 def vendored(filename: str) -> Vendored | None:
-    """Whether a file of a wheel (its base name) is a copy of a CUDA library the nvidia-* wheels provide."""
+    """Whether a file of a wheel (its path) is a copy of a CUDA library the nvidia-* wheels provide; the library in
+    its own wheel's folder (`nvidia/cu13/lib/libcurand.so.10` of nvidia-curand) is the original, not a copy."""
+    installed = filename.split("/", 2)[2] if filename.split("/", 1)[0].endswith(".data") else filename
+    if any(installed.startswith(lib.folder + "/") for lib in RUNTIME_LIBS):
+        return None
     base = filename.rsplit("/", 1)[-1]
     m = _HASHED.match(base)
     real = m["stem"] + m["ver"] if m else base

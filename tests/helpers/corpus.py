@@ -29,6 +29,7 @@ class CorpusWheel:
     filename: str  # the exact file pip must bring (python and platform chosen below)
     python: str = "3.11"
     why: str = ""  # what it stands for in the corpus
+    require: str = "7.5-12.0"  # the GPUs its maintainers mean it for (check --require-arch)
 
 
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
@@ -38,7 +39,7 @@ CORPUS: tuple[CorpusWheel, ...] = (
     CorpusWheel(requirement="cupy-cuda13x==14.2.0", filename="cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
                 why="CUDA libraries through the extra ctk; NCCL and cuTENSOR; NVRTC"),
     CorpusWheel(requirement="bitsandbytes==0.50.2", filename="bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl",
-                why="seven per-CUDA alternatives, one loaded per process"),
+                why="seven per-CUDA alternatives, one loaded per process", require="auto"),
     CorpusWheel(requirement="jax-cuda13-plugin==0.12.0.1", python="3.12",
                 filename="jax_cuda13_plugin-0.12.0.1-cp312-cp312-manylinux_2_27_x86_64.whl",
                 why="RPATH into site-packages/nvidia/cu13/lib, repeated"),
@@ -47,16 +48,17 @@ CORPUS: tuple[CorpusWheel, ...] = (
                 why="one 378 MiB library"),
     CorpusWheel(requirement="faiss-gpu-cu12==1.14.1.post1",
                 filename="faiss_gpu_cu12-1.14.1.post1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-                why="SASS 7.0 and 8.0 only: no Hopper"),
+                why="SASS 7.0 and 8.0 only: no Hopper", require="7.0-12.0"),
     CorpusWheel(requirement="faiss-gpu==1.15.1",
                 filename="faiss_gpu-1.15.1-cp310-abi3-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
-                why="Meta's wheel: SASS 7.0-9.0 + PTX 9.0, OpenBLAS vendored"),
+                why="Meta's wheel: SASS 7.0-9.0 + PTX 9.0, OpenBLAS vendored", require="7.0-12.0"),
     CorpusWheel(requirement="nvidia-cufft==12.5.0.14",
                 filename="nvidia_cufft-12.5.0.14-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
                 why="18,227 fatbin containers in .data"),
     CorpusWheel(requirement="cumm-cu120==0.6.3",
                 filename="cumm_cu120-0.6.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-                why="vendors libcudart and libnvrtc renamed by auditwheel"),
+                why="vendors libcudart and libnvrtc renamed by auditwheel; compiles its kernels with NVRTC",
+                require="none"),
     CorpusWheel(requirement="nvidia-curand==10.4.0.35",
                 filename="nvidia_curand-10.4.0.35-py3-none-manylinux_2_27_x86_64.whl",
                 why="an NVIDIA library wheel of CUDA 13"),

@@ -129,9 +129,14 @@ def test_cufft_serves_turing_to_blackwell() -> None:
     assert not failures(v, "coverage"), failures(v, "coverage")
 
 
-def test_curand_passes() -> None:
+def test_curand_passes_and_is_no_copy_of_itself(tmp_path: Path) -> None:
+    from slimwheel.repair import repair_wheel
+
     v = verdict("nvidia-curand", require="auto")
     assert not failures(v, "dependencies") and not failures(v, "coverage"), v.failures
+    assert not any("copy of" in n for n in v.notes)
+    res = repair_wheel(wheel("nvidia-curand"), tmp_path, loader=False)
+    assert res.unvendored == () and res.requires == ()
 
 
 def test_bitsandbytes_repair_refuses_for_its_rocm_backends(tmp_path: Path) -> None:

@@ -58,3 +58,16 @@ def test_toolkit_extras_are_the_metapackage_s() -> None:
     for extra, packages in cudalibs.TOOLKIT_EXTRAS[13].items():
         assert set(packages) == got[extra] & known, extra
     assert set(cudalibs.toolkit_packages(13, frozenset({"all"}))) == got["all"] & known
+
+
+def test_copies_are_told_by_name_and_originals_by_their_folder() -> None:
+    v = cudalibs.vendored("cumm_cu120.libs/libcudart-5a077122.so.12.0.107")
+    assert v is not None and [lib.soname for lib in v.candidates] == ["libcudart.so.12"] and v.version == "12.0.107"
+    b = cudalibs.vendored("cumm_cu120.libs/libnvrtc-builtins-8cb4db2d.so.12.0.140")
+    assert b is not None and b.companion and b.candidates[0].component == "nvrtc"
+    assert cudalibs.vendored("pkg/libcublas.so.12") is not None  # a plain copy, not renamed
+    assert cudalibs.vendored("pkg.libs/libcublasLt-0123abcd.so.12.1.3.1") is not None
+    assert cudalibs.vendored("pkg.libs/libfoo-0123abcd.so.1") is None
+    for package, facts in FACTS.items():  # the wheels' own libraries are originals
+        for f in facts["shared_libraries"]:
+            assert cudalibs.vendored(f) is None, (package, f)
