@@ -33,7 +33,7 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
-from slimwheel.rpath import norm_origin, unsafe_entries, with_folders
+from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
 from slimwheel.tools import replace_needed, run_auditwheel, set_rpath
 
@@ -429,7 +429,9 @@ def wanted_rpath(
     folders += [e.folder for e in externals if e.folder is not None and any(e.matches(n) for n in info.needed)]
     if not folders:
         return tuple(norm_origin(e) for e in safe) if bad else None
-    keep = [e for e in (original.search_path if original else ()) if "nvidia/" in e and "ORIGIN" in e]
+    # the input's entries into the nvidia-* wheels' folders, which auditwheel drops (the one rule: `rpath.resolve_entry`)
+    keep = [e for e in (original.search_path if original else ())
+            if (r := resolve_entry(e, info.path)).kind == "inside" and r.target.startswith("nvidia/")]  # fmt: skip
     entries = with_folders(safe, info.path, folders, keep)
     return entries if entries is not None or not bad else tuple(norm_origin(e) for e in safe)
 
