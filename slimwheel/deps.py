@@ -121,6 +121,22 @@ def floor_for(
     versions: Mapping[str, str] | None,
     imports: Mapping[str, frozenset[str]] | None = None,
 ) -> Floor:
+    """`_floor_for`, raised to the first release that installs the library in the folder slimwheel points RPATH and the
+    loader at (`RuntimeLib.since`: nvidia-cusparselt-cu13 moved into nvidia/cu13/lib with 0.9.0)."""
+    floor = _floor_for(lib, cuda=cuda, versions=versions, imports=imports)
+    if lib.since is not None and Version(lib.since) > Version(floor.version):
+        return Floor(package=lib.package, version=lib.since,
+                     why=f"{floor.why}; raised to {lib.since}, the first release that installs it in {lib.folder}")  # fmt: skip
+    return floor
+
+
+def _floor_for(
+    lib: cudalibs.RuntimeLib,
+    *,
+    cuda: CudaVersion | None,
+    versions: Mapping[str, str] | None,
+    imports: Mapping[str, frozenset[str]] | None = None,
+) -> Floor:
     """The lower bound of lib's requirement. The rule (docs/repair.md, "Requirement floors"), best first:
     1. The major's first release (CUDA 13.0) exports every symbol the wheel imports from the package's libraries
        (known from GNU symbol versions, `imports`: library -> symbols): that release's component version. A wheel

@@ -23,6 +23,7 @@ class RuntimeLib:
     load_after: tuple[str, ...] = ()  # components that must be loaded first
     package_major: int | None = None  # the package's version major where it is not the SONAME's (nvidia-cufile 1.x
     # ships libcufile.so.0; nvidia-nvtx 13.x ships libnvtx3interop.so.1): the requirement's bound and pin
+    since: str | None = None  # the first release that installs it in `folder`, where older ones used another
 
     @property
     def link_name(self) -> str:
@@ -38,9 +39,9 @@ class RuntimeLib:
 
 
 def _row(component: str, major: int, soname: str, package: str, folder: str, after: tuple[str, ...] = (),
-         package_major: int | None = None) -> RuntimeLib:  # fmt: skip
+         package_major: int | None = None, since: str | None = None) -> RuntimeLib:  # fmt: skip
     module = folder.removesuffix("/lib").replace("/", ".")
-    return RuntimeLib(component, major, soname, package, folder, module, after, package_major)
+    return RuntimeLib(component, major, soname, package, folder, module, after, package_major, since)
 
 
 def _cu12(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = (),
@@ -64,7 +65,11 @@ _CUTENSOR = ("cutensor", "cutensorMg", "cutensorMp")
 
 
 def _family(major: int) -> tuple[RuntimeLib, ...]:
-    """The components whose wheels follow one pattern per major: the libraries of NCCL, cuDNN, cuTENSOR, cuSPARSELt,
+    """`load_after` names only what the row's own wheel installs or requires (the loader loads every library of that
+    list, and fails on one that is missing); none of these links the CUDA runtime dynamically (read from the wheels'
+    libraries: NCCL, cuDNN, cuSPARSELt, NVSHMEM need libc and libstdc++ only).
+
+    The components whose wheels follow one pattern per major: the libraries of NCCL, cuDNN, cuTENSOR, cuSPARSELt,
     NVSHMEM, cuFile, NVTX, CUPTI, NPP, nvJPEG(2000), nvFatbin, cuDSS, cuFFTW, cuSOLVERMg and NVBLAS, as the newest
     wheels of both majors install them (read from the wheels: lab/results/cuda-wheel-files.json, written by
     devtools/cuda_wheel_files.py; tests/unit/test_cuda_libs_facts.py holds every row to it)."""
@@ -80,30 +85,31 @@ def _family(major: int) -> tuple[RuntimeLib, ...]:
     v = major
     cufft_so, cusolver_so = ("12", "12") if cu13 else ("11", "11")
     rows = [
-        tk("cufftw", f"libcufftw.so.{cufft_so}", "nvidia-cufft", "cufft", ("cudart", "cufft")),
-        tk("cusolverMg", f"libcusolverMg.so.{cusolver_so}", "nvidia-cusolver", "cusolver",
-           ("cudart", "cublasLt", "cublas", "cusparse", "cusolver")),
-        tk("nvblas", f"libnvblas.so.{v}", "nvidia-cublas", "cublas", ("cudart", "cublasLt", "cublas")),
+        tk("cufftw", f"libcufftw.so.{cufft_so}", "nvidia-cufft", "cufft", ("cufft",)),
+        tk("cusolverMg", f"libcusolverMg.so.{cusolver_so}", "nvidia-cusolver", "cusolver", ("cusolver",)),
+        tk("nvblas", f"libnvblas.so.{v}", "nvidia-cublas", "cublas", ("cublas",)),
         tk("cupti", f"libcupti.so.{v}", "nvidia-cuda-cupti", "cuda_cupti"),
         tk("nvtx", "libnvtx3interop.so.1", "nvidia-nvtx", "nvtx", package_major=v),
         tk("cufile", "libcufile.so.0", "nvidia-cufile", "cufile", package_major=1),
         tk("cufile_rdma", "libcufile_rdma.so.1", "nvidia-cufile", "cufile", ("cufile",), package_major=1),
-        tk("nvjpeg", f"libnvjpeg.so.{v}", "nvidia-nvjpeg", "nvjpeg", ("cudart",)),
+        tk("nvjpeg", f"libnvjpeg.so.{v}", "nvidia-nvjpeg", "nvjpeg"),
         tk("nvfatbin", f"libnvfatbin.so.{v}", "nvidia-nvfatbin", "nvfatbin"),
-        *(tk(n, f"lib{n}.so.{v}", "nvidia-npp", "npp", ("cudart",) + (("nppc",) if n != "nppc" else ())) for n in _NPP),
+        *(tk(n, f"lib{n}.so.{v}", "nvidia-npp", "npp", ("nppc",) if n != "nppc" else ()) for n in _NPP),
         # Wheels with a -cuNN name on both majors, in their own folders (cuSPARSELt and cuDSS moved into the shared
         # folder on CUDA 13; cuDSS's cu12 wheel already had one, nvidia/cu12/lib).
-        _row("nccl", major, "libnccl.so.2", f"nvidia-nccl{sfx}", "nvidia/nccl/lib", ("cudart",)),
+        _row("nccl", major, "libnccl.so.2", f"nvidia-nccl{sfx}", "nvidia/nccl/lib"),
         *(_row(n, major, f"lib{n}.so.9", f"nvidia-cudnn{sfx}", "nvidia/cudnn/lib",
-               ("cudart", "cublasLt", "cublas") + (("cudnn",) if n != "cudnn" else ())) for n in _CUDNN),
+               ("cudnn",) if n != "cudnn" else ("cublasLt", "cublas")) for n in _CUDNN),
         *(_row(n, major, f"lib{n}.so.2", f"cutensor{sfx}", "cutensor/lib",
-               ("cudart", "cublasLt", "cublas") + (("cutensor",) if n != "cutensor" else ())) for n in _CUTENSOR),
+               ("cutensor",) if n != "cutensor" else ()) for n in _CUTENSOR),
+        # cuSPARSELt for CUDA 13 moved into the shared folder with 0.9.0 (0.8.1, torch 2.11's pin, has
+        # nvidia/cusparselt/lib; 0.9.0, 0.9.1 and 0.10.0 read from the wheels)
         _row("cusparseLt", major, "libcusparseLt.so.0", f"nvidia-cusparselt{sfx}",
-             own or "nvidia/cusparselt/lib", ("cudart",)),
-        _row("nvshmem", major, "libnvshmem_host.so.3", f"nvidia-nvshmem{sfx}", "nvidia/nvshmem/lib", ("cudart",)),
+             own or "nvidia/cusparselt/lib", since="0.9.0" if cu13 else None),
+        _row("nvshmem", major, "libnvshmem_host.so.3", f"nvidia-nvshmem{sfx}", "nvidia/nvshmem/lib"),
         _row("cudss", major, "libcudss.so.1", f"nvidia-cudss{sfx}", f"nvidia/cu{major}/lib",
              ("cudart", "cublasLt", "cublas")),
-        _row("nvjpeg2k", major, "libnvjpeg2k.so.0", f"nvidia-nvjpeg2k{sfx}", "nvidia/nvjpeg2k/lib", ("cudart",)),
+        _row("nvjpeg2k", major, "libnvjpeg2k.so.0", f"nvidia-nvjpeg2k{sfx}", "nvidia/nvjpeg2k/lib"),
     ]  # fmt: skip
     return tuple(rows)
 

@@ -71,3 +71,21 @@ def test_copies_are_told_by_name_and_originals_by_their_folder() -> None:
     for package, facts in FACTS.items():  # the wheels' own libraries are originals
         for f in facts["shared_libraries"]:
             assert cudalibs.vendored(f) is None, (package, f)
+
+
+def test_a_moved_folder_raises_the_floor() -> None:
+    from slimwheel.deps import requirement_for
+
+    lib = cudalibs.lookup("cusparseLt", 13)
+    assert lib.folder == "nvidia/cu13/lib" and lib.since == "0.9.0"
+    assert requirement_for(lib, cuda=None, versions=None) == "nvidia-cusparselt-cu13>=0.9.0,<1"
+    assert requirement_for(cudalibs.lookup("cufile", 13), cuda=None, versions=None) == "nvidia-cufile>=1,<2"
+
+
+def test_load_order_pulls_in_only_what_the_row_s_wheel_brings() -> None:
+    # the loader fails on any library of the list it cannot find: cuTENSOR's and NCCL's wheels bring no cuBLAS
+    for component in ("cutensorMg", "nccl", "cusparseLt", "nvshmem", "nvjpeg2k"):
+        order = [lib.component for lib in cudalibs.load_order([cudalibs.lookup(component, 13)])]
+        assert order[-1] == component and "cublas" not in order and "cudart" not in order, order
+    # cuDNN's wheel requires nvidia-cublas (lab/results/cuda-wheel-files.json)
+    assert "nvidia-cublas" in FACTS["nvidia-cudnn-cu13"]["requires_dist"]
