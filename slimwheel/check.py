@@ -163,6 +163,7 @@ def check_wheel(report: WheelReport, policy: CheckPolicy, *, record_problems: Se
             requires=report.requires_dist,
             tags=report.tags,
             files=[f.name for f in report.files],
+            name=report.name,
         )
         notes.extend(dv.notes)
         failures.extend(

@@ -7,7 +7,9 @@ Requirement bounds (docs/repair.md): upper bound = next SONAME major (a new SONA
 else the CUDA release for components versioned by it, else the SONAME major).
 
 Requirements count only where pip installs them: a Requires-Dist whose marker does not hold in every environment the
-wheel installs into (Linux, its machine, its Python versions) does not provide a library; an extra never does.
+wheel installs into (Linux, its machine, its Python versions) does not provide a library. One under an extra provides
+it on request: a note that names the extra, not a failure (CuPy's `ctk`); `cuda-toolkit[...]` pinned to a major
+stands for the library wheels its extras install.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import importlib.resources
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.markers import Marker
@@ -27,12 +29,14 @@ from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
+from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import UNIQUE_SONAMES
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
+from slimwheel.external import folder_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
-from slimwheel.rpath import origin_target, unsafe_entries
+from slimwheel.rpath import describe, origin_target, resolve_entries
 
 # Components whose nvidia-* wheel version follows the CUDA release (nvidia-cuda-runtime 13.5.x ships with CUDA 13.5).
 # cuBLAS did up to CUDA 12 (nvidia-cublas-cu12 12.4.5 with CUDA 12.4), no longer on CUDA 13: cuda-toolkit 13.0.2 ships
@@ -84,10 +88,6 @@ def wrong_major(elfs: Iterable[ElfInfo], major: int) -> list[str]:
 # ------------------------------------------------------------------------------------------------ requirement bounds
 
 
-def _soname_major(lib: cudalibs.RuntimeLib) -> int:
-    return int(lib.soname.rsplit(".so.", 1)[1].split(".")[0])
-
-
 @functools.lru_cache(maxsize=1)
 def _baseline() -> dict[str, Any]:
     """resources/cuda-baseline.json (devtools/cuda_baseline.py): per CUDA major, its first release's component
@@ -121,6 +121,22 @@ def floor_for(
     versions: Mapping[str, str] | None,
     imports: Mapping[str, frozenset[str]] | None = None,
 ) -> Floor:
+    """`_floor_for`, raised to the first release that installs the library in the folder slimwheel points RPATH and the
+    loader at (`RuntimeLib.since`: nvidia-cusparselt-cu13 moved into nvidia/cu13/lib with 0.9.0)."""
+    floor = _floor_for(lib, cuda=cuda, versions=versions, imports=imports)
+    if lib.since is not None and Version(lib.since) > Version(floor.version):
+        return Floor(package=lib.package, version=lib.since,
+                     why=f"{floor.why}; raised to {lib.since}, the first release that installs it in {lib.folder}")  # fmt: skip
+    return floor
+
+
+def _floor_for(
+    lib: cudalibs.RuntimeLib,
+    *,
+    cuda: CudaVersion | None,
+    versions: Mapping[str, str] | None,
+    imports: Mapping[str, frozenset[str]] | None = None,
+) -> Floor:
     """The lower bound of lib's requirement. The rule (docs/repair.md, "Requirement floors"), best first:
     1. The major's first release (CUDA 13.0) exports every symbol the wheel imports from the package's libraries
        (known from GNU symbol versions, `imports`: library -> symbols): that release's component version. A wheel
@@ -128,7 +144,7 @@ def floor_for(
     2. The version the build linked against (`versions`, recorded from the toolkit's nvidia-* wheels).
     3. The CUDA release given, for components whose wheel versions follow it (cudart, nvrtc, nvJitLink; cuBLAS up to
        CUDA 12); else the major's first release, or the SONAME major (cuRAND 10.x)."""
-    soname_major = _soname_major(lib)
+    soname_major = lib.version_major
     base = _baseline().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package)
     if base is not None and imports is not None:
         exported: dict[str, list[str]] = base["libraries"]
@@ -153,7 +169,7 @@ def floor_for(
             return Floor(package=lib.package, version=f"{cuda.major}.{cuda.minor}",
                          why=f"{why}: the CUDA release given, {cuda}")  # fmt: skip
         return Floor(package=lib.package, version=f"{soname_major}.0", why=f"{why}: the major's first release")
-    return Floor(package=lib.package, version=str(soname_major), why=f"{why}: the SONAME major")
+    return Floor(package=lib.package, version=str(soname_major), why=f"{why}: the major of the versions that ship its SONAME")
 
 
 def requirement_for(
@@ -163,9 +179,10 @@ def requirement_for(
     versions: Mapping[str, str] | None,
     imports: Mapping[str, frozenset[str]] | None = None,
 ) -> str:
-    """`nvidia-cublas>=13.0,<14` for one library (the floor by `floor_for`; upper bound: the next SONAME major)."""
+    """`nvidia-cublas>=13.0,<14` for one library (the floor by `floor_for`; upper bound: the next major of the
+    package versions that ship its SONAME, `RuntimeLib.version_major`)."""
     floor = floor_for(lib, cuda=cuda, versions=versions, imports=imports)
-    text = f"{lib.package}>={floor.version},<{_soname_major(lib) + 1}"
+    text = f"{lib.package}>={floor.version},<{lib.version_major + 1}"
     Requirement(text)  # validates
     return text
 
@@ -301,13 +318,19 @@ def parse_requirements(requires: Iterable[str]) -> tuple[list[Requirement], list
     return out, bad
 
 
+_EXTRA_RE = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
+
+
 @dataclass(frozen=True, kw_only=True)
 class Requirements:
-    """The wheel's Requires-Dist as pip sees them where the wheel installs."""
+    """The wheel's Requires-Dist as pip sees them where the wheel installs. A requirement on CUDA's metapackage
+    (`cuda-toolkit[cublas,cudart]==13.*`) also stands for each library wheel its extras install (`via`)."""
 
     always: dict[str, list[Requirement]]  # project -> requirements installed in every environment
     conditional: dict[str, list[Requirement]]  # project -> requirements whose marker does not always hold
     unparsable: tuple[str, ...]
+    extras: dict[str, dict[str, list[Requirement]]] = field(default_factory=dict)  # extra -> project -> requirements
+    via: dict[tuple[str | None, str], Requirement] = field(default_factory=dict)  # (extra, package) -> cuda-toolkit req
 
     @classmethod
     def of(cls, requires: Iterable[str], installs: Installs) -> Requirements:
@@ -315,17 +338,45 @@ class Requirements:
         envs = installs.environments()
         always: dict[str, list[Requirement]] = {}
         conditional: dict[str, list[Requirement]] = {}
+        extras: dict[str, dict[str, list[Requirement]]] = {}
+        via: dict[tuple[str | None, str], Requirement] = {}
         for r in reqs:
             key = str(canonicalize_name(r.name))
+            extra: str | None = None
             if r.marker is not None and "extra" in str(r.marker):
-                continue  # only installed on request
-            everywhere = r.marker is None or _holds(r.marker, envs)[0]
-            (always if everywhere else conditional).setdefault(key, []).append(r)
-        return cls(always=always, conditional=conditional, unparsable=tuple(bad))
+                m = _EXTRA_RE.search(str(r.marker))
+                if m is None:
+                    continue
+                extra = str(canonicalize_name(m.group(1)))
+                # only installed on request: judged as if requested, where the rest of its marker holds
+                if not any(r.marker.evaluate({**e, "extra": extra}) for e in envs):
+                    continue
+                extras.setdefault(extra, {}).setdefault(key, []).append(r)
+            else:
+                everywhere = r.marker is None or _holds(r.marker, envs)[0]
+                (always if everywhere else conditional).setdefault(key, []).append(r)
+                if not everywhere:
+                    continue
+            if key == cudalibs.TOOLKIT_PACKAGE:
+                for major in cudalibs.TOOLKIT_EXTRAS:
+                    if admits_only_major(r, major):
+                        for package in cudalibs.toolkit_packages(major, frozenset(r.extras)):
+                            via.setdefault((extra, package), r)
+        return cls(always=always, conditional=conditional, unparsable=tuple(bad), extras=extras, via=via)
 
     def first(self, project: str) -> Requirement | None:
         got = self.always.get(str(canonicalize_name(project)))
         return got[0] if got else None
+
+    def under_extra(self, project: str) -> tuple[str, Requirement] | None:
+        """(extra, requirement) of the first extra that installs the project, itself or through cuda-toolkit."""
+        key = str(canonicalize_name(project))
+        for extra, projects in sorted(self.extras.items()):
+            if key in projects:
+                return extra, projects[key][0]
+            if (r := self.via.get((extra, key))) is not None:
+                return extra, r
+        return None
 
 
 # ---------------------------------------------------------------------------------------------- manylinux allow-list
@@ -381,14 +432,31 @@ def system_policy(platforms: Sequence[str]) -> SystemPolicy:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ExtraProvision:
+    """A CUDA library that only an extra of the wheel installs (CuPy's `ctk`)."""
+
+    extra: str
+    soname: str
+    requirement: str  # the Requires-Dist under the extra that installs it: cuda-toolkit[cublas,...]==13.*
+    files: tuple[str, ...]  # the wheel's files that need it
+
+
+@dataclass(frozen=True, kw_only=True)
 class DependencyVerdict:
     problems: tuple[str, ...]
     notes: tuple[str, ...]
+    from_extras: tuple[ExtraProvision, ...] = ()
+
+    @property
+    def extras(self) -> tuple[str, ...]:
+        """The extras that install CUDA libraries the wheel needs, in order."""
+        return tuple(dict.fromkeys(p.extra for p in self.from_extras))
 
 
 def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirement] | None:
     """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
-    of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32).
+    of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32; cutensor/lib <->
+    cutensor-cu13: `external.folder_of_project`).
 
     The folder is computed from where the ELF installs (`faiss/_swigfaiss.so` + `$ORIGIN/../x/lib` -> `x/lib`); its
     first component, normalized as PEP 503 normalizes project names, must equal a required project's name. It cannot
@@ -399,9 +467,23 @@ def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirem
         target = origin_target(entry, info.path) if entry else None
         if target is None or target == ".":
             continue
-        req = reqs.first(target.split("/")[0])
-        if req is not None:
-            return entry, req
+        top = target.split("/")[0]
+        for project, rs in reqs.always.items():
+            if folder_of_project(top, project):
+                return entry, rs[0]
+    return None
+
+
+def _pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:
+    if req.name.lower() == cudalibs.TOOLKIT_PACKAGE:  # the metapackage of a major pins its components to it
+        return admits_only_major(req, lib.cuda_major)
+    return lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major)
+
+
+def _extra_provider(cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> tuple[str, Requirement] | None:
+    for lib in cands:
+        if (got := reqs.under_extra(lib.package)) is not None and _pinned(lib, got[1]):
+            return got
     return None
 
 
@@ -409,12 +491,17 @@ def _cuda_library_problem(info: ElfInfo, needed: str, cands: list[cudalibs.Runti
     wanted = []
     for lib in cands:
         wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
-        req = reqs.first(lib.package)
+        req = reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
         if req is None:
             continue
+        if req.name.lower() == cudalibs.TOOLKIT_PACKAGE:
+            if _pinned(lib, req):
+                return None
+            return (f"{info.path} needs {needed} (CUDA {lib.cuda_major}) through Requires-Dist '{req}', which does "
+                    f"not pin {cudalibs.TOOLKIT_PACKAGE} to {lib.cuda_major}.*: pip may install another CUDA major")  # fmt: skip
         # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
         # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
-        version_major = _soname_major(lib)
+        version_major = lib.version_major
         if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, version_major):
             return None
         return (f"{info.path} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
@@ -448,12 +535,15 @@ def dependency_problems(
     requires: Sequence[str],
     tags: Sequence[str],
     files: Iterable[str] = (),
+    name: str = "",
 ) -> DependencyVerdict:
     """Every NEEDED library of every ELF must be in the wheel, a CUDA library whose nvidia-* wheel is required (pinned
     to its major) wherever the wheel installs, found through RPATH in a required project's folder, the driver, the
     system's dynamic loader, or on the manylinux allow-list; search paths must stay inside site-packages; the
     requirements must be installable (no contradictory pair). `files`: every file of the wheel (a NEEDED name that is a
-    file's name is carried by the wheel)."""
+    file's name is carried by the wheel). A CUDA library only an extra installs is no problem: the verdict's
+    `from_extras` and one note per extra say which extra provides what, and what happens without it. `name`: the
+    project, for the notes' pip command."""
     problems: list[str] = []
     notes: list[str] = []
     platforms = tuple(dict.fromkeys(t.split("-", 2)[2] for t in tags if t.count("-") >= 2))
@@ -467,16 +557,31 @@ def dependency_problems(
             problems.append(f"Requires-Dist on {project} contradict each other ({'; '.join(map(str, rs))}): "
                             "pip can install no version of it, so it cannot install the wheel")  # fmt: skip
     inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
-    for info in elfs:
+    from_extras: dict[tuple[str, str], tuple[Requirement, list[str]]] = {}  # (extra, soname) -> (req, files)
+
+    def judge(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> str | None:
+        problem = _cuda_library_problem(info, soname, cands, reqs)
+        if problem is not None and (got := _extra_provider(cands, reqs)) is not None:
+            from_extras.setdefault((got[0], soname), (got[1], []))[1].append(info.path)
+            return None
+        return problem
+
+    alts = alt_model.alternatives(info.path for info in elfs)
+
+    def judge_file(info: ElfInfo) -> None:
+        major = alts[info.path].major if info.path in alts else cuda_major  # an alternative has its own
         if problem := cxx_runtime_problem(info):
             problems.append(problem)
-        for bad in unsafe_entries(info.search_path, info.path):
-            problems.append(f"{info.path}: RPATH/RUNPATH entry {bad.entry!r} is unsafe: {bad.why}")
+        resolved = resolve_entries(info.search_path, info.path)
+        if bad := [e for e in resolved if not e.safe]:
+            problems.append(f"{info.path}: unsafe RPATH/RUNPATH {'entry' if len(bad) == 1 else 'entries'}: {describe(bad)}")
+        if dead := [e for e in resolved if e.kind == "python-lib"]:
+            notes.append(f"{info.path}: RPATH/RUNPATH {describe(dead)}")
         for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
             cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == loaded]
-            if cuda_major is not None:
-                cands = [lib for lib in cands if lib.cuda_major == cuda_major] or cands
-            if cands and (problem := _cuda_library_problem(info, loaded, cands, reqs)):
+            if major is not None:
+                cands = [lib for lib in cands if lib.cuda_major == major] or cands
+            if cands and (problem := judge(info, loaded, cands)):
                 problems.append(problem.replace(" needs ", " loads at run time ", 1))
         for needed in info.needed:
             if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:
@@ -484,10 +589,10 @@ def dependency_problems(
             if any(fnmatch.fnmatchcase(needed, pat) for pat in SYSTEM_LOADERS):
                 continue
             cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == needed]
-            if cuda_major is not None:
-                cands = [lib for lib in cands if lib.cuda_major == cuda_major] or cands
+            if major is not None:
+                cands = [lib for lib in cands if lib.cuda_major == major] or cands
             if cands:
-                if problem := _cuda_library_problem(info, needed, cands, reqs):
+                if problem := judge(info, needed, cands):
                     problems.append(problem)
                 continue
             if provided := _external_provider(info, reqs):
@@ -498,4 +603,43 @@ def dependency_problems(
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
             )
-    return DependencyVerdict(problems=tuple(problems), notes=tuple(notes))
+
+    for info in elfs:
+        if (copy := cudalibs.vendored(info.path)) is not None:
+            lib = copy.candidates[-1]
+            notes.append(f"{info.path} is a copy of {copy.real_name} ({lib.package}"
+                         + (", loaded by its library" if copy.companion else "")
+                         + "): a process that also loads the nvidia-* wheels' copy (torch does) holds two; "
+                         "`slimwheel repair` replaces it with that wheel")  # fmt: skip
+        before = len(problems)
+        judge_file(info)
+        if info.path in alts and len(problems) > before:
+            # an alternative is judged on its own: its problems in one line, named as the alternative it is
+            a = alts[info.path]
+            n = sum(1 for x in alts.values() if x.group == a.group)
+            mine = [p.removeprefix(f"{info.path}: ").removeprefix(f"{info.path} ") for p in problems[before:]]
+            problems[before:] = [f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): "
+                                 + "; ".join(mine)]  # fmt: skip
+    provisions = tuple(
+        ExtraProvision(extra=extra, soname=soname, requirement=str(req), files=tuple(dict.fromkeys(fs)))
+        for (extra, soname), (req, fs) in from_extras.items()
+    )
+    notes += extra_notes(provisions, name=name)
+    return DependencyVerdict(problems=tuple(problems), notes=tuple(notes), from_extras=provisions)
+
+
+def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list[str]:
+    """One note per extra: which CUDA libraries it installs, for which files, and what happens without it."""
+    out = []
+    for extra in dict.fromkeys(p.extra for p in provisions):
+        ps = [p for p in provisions if p.extra == extra]
+        reqs = ", ".join(dict.fromkeys(p.requirement for p in ps))
+        files = sorted({f for p in ps for f in p.files})
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        out.append(
+            f"CUDA libraries come with the extra '{extra}' (pip install '{name or 'the wheel'}[{extra}]'): "
+            f"{', '.join(p.soname for p in ps)}, from Requires-Dist {reqs}; without the extra, {len(files)} file(s) "
+            f"({shown}) load only where the system provides those libraries (a CUDA toolkit on the loader's path), "
+            "else their import fails"
+        )
+    return out

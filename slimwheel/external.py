@@ -166,14 +166,29 @@ def resolve_external(
     return replace(ext, folder=folder)
 
 
+# A CUDA build's suffix on a project name: cutensor-cu13 installs cutensor/, cupy-cuda12x installs cupy/.
+_CUDA_SUFFIX = re.compile(r"-cu(?:da)?\d+x?$")
+
+
+def folder_of_project(top: str, project: str) -> bool:
+    """Whether a top-level site-packages folder is named like the project: equal as PEP 503 normalizes names, or
+    equal to the name without a CUDA build suffix (`cutensor/` of cutensor-cu13). The one rule check and repair use
+    to tie an RPATH folder to a requirement; a prefix alone never ties (torchvision's RPATH into torch/ is no torch
+    requirement)."""
+    if top in (".", ""):
+        return False
+    name, folder = str(canonicalize_name(project)), str(canonicalize_name(top))
+    return folder in (name, _CUDA_SUFFIX.sub("", name))
+
+
 def check_can_tie(ext: ExternalLib) -> str | None:
     """Why `slimwheel check` will not tie the folder to the requirement (see `origin_target`), or None."""
-    top = (ext.folder or "").split("/")[0]
-    if top != "." and canonicalize_name(top) == ext.project:
+    if folder_of_project((ext.folder or "").split("/")[0], ext.project):
         return None
     return (
         f"external library {ext.pattern}: its folder {ext.folder} does not start with a folder named like the project "
-        f"{ext.project}, so `slimwheel check` cannot tell that the requirement provides it"
+        f"{ext.project} (or its name without a -cuNN suffix), so `slimwheel check` cannot tell that the requirement "
+        "provides it"
     )
 
 

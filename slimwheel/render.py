@@ -54,6 +54,23 @@ def _coverage(report: WheelReport) -> list[tuple[str, str, str, str]]:
     return out
 
 
+def _alternative_lines(report: WheelReport) -> list[str]:
+    """One line per alternative: its coverage and driver floor, never merged with the others'."""
+    out = []
+    for a in report.alternatives:
+        ptx = f"; PTX JIT only: {', '.join(a.ptx_only)}" if a.ptx_only else ""
+        floor = f"; driver >= {a.driver_floor}" if a.driver_floor else ""
+        out.append(f"{a.file} (CUDA {a.cuda}): SASS: {', '.join(a.sass) or '-'}{ptx}{floor}")
+    return out
+
+
+def _coverage_lines(report: WheelReport) -> list[str]:
+    if report.alternatives:
+        return [f"{len(report.alternatives)} alternatives, one loaded per process by CUDA version; each serves:",
+                *(f"  {line}" for line in _alternative_lines(report))]  # fmt: skip
+    return [_coverage_summary(report)]
+
+
 def _coverage_summary(report: WheelReport) -> str:
     rows = _coverage(report)
     by = {k: [cc for cc, _, how, _ in rows if how == k] for k in ("sass", "ptx", "none")}
@@ -69,6 +86,11 @@ def _driver_lines(report: WheelReport) -> list[str]:
     lines = []
     cuda = f"CUDA {report.cuda_major}" if report.cuda_major else "CUDA major unknown"
     lines.append(f"{cuda} ({report.cuda_major_why}); fatbin compression: {', '.join(report.compression) or '-'}")
+    if report.alternatives:
+        # the floors of the mixture would mix the alternatives': each one's is on its own line
+        lines.append("minimum driver: per alternative (above)")
+        lines.extend(f"  - {w}" for w in report.driver_why if "alternative" in w)
+        return lines
     if report.driver_floor:
         lines.append(
             f"minimum driver: {report.driver_floor}"
@@ -185,7 +207,8 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
     for cc, gpu, how, via in _coverage(report):
         cov.add_row(cc, gpu, f"[{style[how]}]{_HOW[how]}[/{style[how]}]", shown.markup(via))
     console.print(cov)
-    console.print(f"  {_coverage_summary(report)}")
+    for line in _coverage_lines(report):
+        console.print(f"  {shown.markup(line)}")
     for line in _driver_lines(report):
         console.print(f"  {shown.terminal(line)}", highlight=False, markup=False)
 
@@ -248,7 +271,8 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
         for cc, gpu, how, via in _coverage(r):
             out.append(f"| {cc} | {gpu} | {_HOW[how]} | {via} |")  # targets and GPU names: ours, from numbers
         out.append("")
-        out.append(_coverage_summary(r) + "\n")
+        out.append("\n".join(f"- {shown.md_text(line.strip(), line_start=True)}" if r.alternatives
+                              else shown.md_text(line, line_start=True) for line in _coverage_lines(r)) + "\n")
         out.extend(f"- {shown.md_text(line.strip().removeprefix('- '), line_start=True)}" for line in _driver_lines(r))
         out.append("")
     return "\n".join(out).rstrip() + "\n"

@@ -14,9 +14,11 @@ wheel provides get the same treatment as the CUDA ones, without the loader.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import shutil
 import time
+import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from email.parser import HeaderParser
@@ -25,6 +27,7 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
 from slimwheel import deps, fsutil, wheelfile
+from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.versions import CudaVersion
@@ -32,9 +35,9 @@ from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, 
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
 from slimwheel.inspect.report import inspect_wheel
-from slimwheel.rpath import norm_origin, unsafe_entries, with_folders
+from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
-from slimwheel.tools import run_auditwheel, set_rpath
+from slimwheel.tools import replace_needed, run_auditwheel, set_rpath
 
 log = logging.getLogger("slimwheel.repair")
 
@@ -52,7 +55,27 @@ class RepairResult:
     record_rewritten: bool = False  # the input's RECORD did not match its files and --rewrite-record was given
     external: tuple[ExternalLib, ...] = ()  # the external libraries the wheel needs, each with its folder
     floors: tuple[deps.Floor, ...] = ()  # each CUDA library's requirement floor and why
+    extra: str | None = None  # the extra(s) its CUDA libraries are required under: the project's own (CuPy's ctk), or
+    # one per CUDA major for alternatives of several majors ("cuda12, cuda13")
+    unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
     phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def unvendored_bytes(self) -> tuple[int, int]:
+        """(bytes in the input wheel, bytes installed) of the copies removed."""
+        return sum(u.compressed for u in self.unvendored), sum(u.installed for u in self.unvendored)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unvendored:
+    """A copy of a CUDA library the input wheel carried (auditwheel's `libcudart-5a077122.so.12.0.107`)."""
+
+    file: str
+    soname: str  # the name the wheel's files needed it by
+    replaced_by: str | None  # the SONAME they need now (libcudart.so.12); None: dropped (libnvrtc-builtins)
+    package: str  # the nvidia-* wheel that provides it
+    compressed: int  # bytes in the input wheel
+    installed: int
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,11 +100,16 @@ def repair_wheel(
     versions: Mapping[str, str] | None = None,
     externals: Sequence[ExternalLib] = (),
     rewrite_record: bool = False,
+    unvendor: bool = True,
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
     linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
     file needs are ignored (so one config serves builds that link them and builds that do not). `rewrite_record`:
-    accept an input whose RECORD does not match its files (the output always gets a fresh, correct RECORD)."""
+    accept an input whose RECORD does not match its files (the output always gets a fresh, correct RECORD). `unvendor`:
+    copies of CUDA libraries the input carries (`cuda.libs.vendored`: spconv/cumm-style `libcudart-<hash>.so.12`
+    under `<name>.libs/`) are removed and the files that need them need the nvidia-* wheels' SONAMEs instead, which
+    the rest of repair then requires, finds by RPATH and loads; False: such a wheel is refused (exit 12), since its
+    copy and the nvidia-* wheels' would be two CUDA runtimes in one process."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -93,11 +121,56 @@ def repair_wheel(
     work_root = fsutil.cache_dir() / "work" / "repair"
     with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
+        copies = _vendored(wheel, src)
+        if copies and not unvendor:
+            raise CheckFailed(
+                f"{wheel.name} carries copies of CUDA libraries ({', '.join(u.file for u in copies)}); a process that "
+                "also loads the nvidia-* wheels' (torch does) would hold two CUDA runtimes; repair without "
+                "--keep-vendored replaces them with the nvidia-* wheels",
+                ExitCode.INCONSISTENT_DEPENDENCIES,
+            )
+        if copies:
+            _unvendor(tmp / "in", src, copies, wheel)
+            src = _rescan(tmp / "in", src, wheel)
+            versions = {**_vendored_versions(src, copies, wheel), **(versions or {})}
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
-        excludes = tuple(dict.fromkeys([*deps.exclusions(major), *(e.pattern for e in externals)]))
-        needed = deps.needed_runtime_libs(src.elfs.values(), major)
-        floors = tuple(deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports) for lib in needed)
-        reqs = deps.requirements(needed, cuda=cuda, versions=versions, imports=src.imports)
+        # Each file's CUDA libraries, of its own major: an alternative's (bitsandbytes' _cuda121.so: CUDA 12), else
+        # the wheel's.
+        alts = alt_model.alternatives(src.elfs)
+        file_major = {p: _alt_major(src.elfs[p], alts[p]) if p in alts else major for p in src.elfs}
+        per_file = {p: deps.needed_runtime_libs([info], file_major[p]) for p, info in src.elfs.items()}
+        majors = sorted({m for p, m in file_major.items() if m is not None and per_file[p]})
+        every: list[int | None] = list(majors) or [major]
+        excludes = tuple(dict.fromkeys([*(x for m in every for x in deps.exclusions(m)),
+                                        *(e.pattern for e in externals)]))  # fmt: skip
+        needed = list(dict.fromkeys(lib for libs in per_file.values() for lib in libs))
+        # A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the
+        # extra installs are not required again, and those no requirement installs are required under that extra.
+        pre = deps.dependency_problems(
+            list(src.elfs.values()), cuda_major=major, requires=src.requires,
+            tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]], files=src.names, name=src.dist_name,
+        )  # fmt: skip
+        by_extra = {p.soname for p in pre.from_extras}
+        extra = pre.extras[0] if len(pre.extras) == 1 else None
+        to_require = [lib for lib in needed if lib.soname not in by_extra]
+        floors = tuple({lib.package: deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports)
+                        for lib in to_require}.values())  # fmt: skip
+        if len(majors) > 1 and extra is None:
+            # Alternatives for several CUDA majors, one loaded per process: pip cannot tell which one a process will
+            # load (bitsandbytes picks by torch's CUDA), so each major's wheels come with an extra of its own
+            # (`pip install bitsandbytes[cuda12]`); without it the alternative finds its libraries where the process
+            # already has them (torch's) or the system's.
+            reqs = {}
+            for m in majors:
+                libs_m = [lib for lib in to_require if lib.cuda_major == m]
+                for pkg, r in deps.requirements(libs_m, cuda=cuda if cuda and cuda.major == m else None,
+                                                versions=versions, imports=src.imports).items():  # fmt: skip
+                    reqs[pkg] = f'{r}; extra == "cuda{m}"'
+            extra = ", ".join(f"cuda{m}" for m in majors)
+        else:
+            reqs = deps.requirements(to_require, cuda=cuda, versions=versions, imports=src.imports)
+            if extra is not None:
+                reqs = {pkg: f'{r}; extra == "{extra}"' for pkg, r in reqs.items()}
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()
@@ -105,7 +178,10 @@ def repair_wheel(
         aw_out.mkdir()
         # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
         copy = tmp / wheel.name
-        shutil.copyfile(wheel, copy)
+        if copies:
+            wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
+        else:
+            shutil.copyfile(wheel, copy)
         repaired = run_auditwheel(copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel)
         phases["auditwheel"] = time.monotonic() - t1
         log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
@@ -127,10 +203,12 @@ def repair_wheel(
                 raise BadInputError(f"{wheel.name}: {why}; the repaired wheel would fail check",
                                     hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER")  # fmt: skip
 
-        fixed, dropped = _fix_search_paths(work, after, src.elfs, needed, external)
+        fixed, dropped = _fix_search_paths(work, after, src.elfs, needed, external, per_file)
         after = _scan(work, wheel)
         loader_files: list[str] = []
-        if loader and needed:
+        # Libraries an extra installs may be absent (the project supports a system CUDA then): the loader, which
+        # insists on the wheels' copies, is for libraries the wheel always requires.
+        if loader and needed and extra is None:
             assert major is not None  # needed is empty without a major
             loader_files = install_loader(
                 work, names, after, needed=needed, reqs=reqs, dist_name=src.dist_name,
@@ -175,6 +253,8 @@ def repair_wheel(
         record_rewritten=bool(src.record_problems),
         external=external,
         floors=floors,
+        extra=extra,
+        unvendored=copies,
         phases=phases,
     )
 
@@ -258,6 +338,63 @@ def _readable_by_check(written: Path, wheel: Path) -> None:
         ) from None
 
 
+def _vendored(wheel: Path, src: _Input) -> tuple[Unvendored, ...]:
+    """The input's copies of CUDA libraries, each with the SONAME that replaces it (of the wheel's CUDA major where
+    the name fits two: libcurand.so.10)."""
+    found = {p: v for p in src.elfs if (v := cudalibs.vendored(p)) is not None}
+    if not found:
+        return ()
+    majors = {v.candidates[0].cuda_major for v in found.values() if len(v.candidates) == 1 and not v.companion}
+    with zipfile.ZipFile(wheel) as z:
+        sizes = {i.filename: (i.compress_size, i.file_size) for i in z.infolist()}
+    out = []
+    for path, v in sorted(found.items()):
+        lib = next((c for c in v.candidates if c.cuda_major in majors), v.candidates[-1])
+        soname = src.elfs[path].soname or path.rsplit("/", 1)[-1]
+        out.append(Unvendored(file=path, soname=soname, replaced_by=None if v.companion else lib.soname,
+                              package=lib.package, compressed=sizes[path][0], installed=sizes[path][1]))  # fmt: skip
+    return tuple(out)
+
+
+def _unvendor(root: Path, src: _Input, copies: Sequence[Unvendored], wheel: Path) -> None:
+    """Remove the copies; every other ELF file that needs one needs the nvidia-* wheels' SONAME instead."""
+    changes = {u.soname: u.replaced_by for u in copies}
+    gone = {u.file for u in copies}
+    for path, info in src.elfs.items():
+        if path in gone:
+            continue
+        mine = {old: new for old, new in changes.items() if old in info.needed}
+        if mine:
+            # a NEEDED the file already has under its new name is dropped rather than listed twice
+            mine = {o: (None if n in info.needed else n) for o, n in mine.items()}
+            replace_needed(root / path, mine, name=path)
+    for u in copies:
+        (root / u.file).unlink()
+        log.info("%s: removed %s (%d bytes installed), now needed as %s from %s", wheel.name, u.file, u.installed,
+                 u.replaced_by or "nothing (its library loads it)", u.package)  # fmt: skip
+
+
+def _rescan(root: Path, src: _Input, wheel: Path) -> _Input:
+    names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+    elfs = _scan(root, wheel)
+    imports: dict[str, set[str]] = {}
+    for path in elfs:
+        for lib, used in imports_by_library(root / path).items():
+            imports.setdefault(lib, set()).update(used)
+    return dataclasses.replace(src, names=names, elfs=elfs, imports={k: frozenset(v) for k, v in imports.items()})
+
+
+def _vendored_versions(src: _Input, copies: Sequence[Unvendored], wheel: Path) -> dict[str, str]:
+    """package -> the release the copies were (libcudart.so.12.0.107: nvidia-cuda-runtime-cu12 12.0.107): what the
+    wheel was built and tested against, the requirement's floor."""
+    out: dict[str, str] = {}
+    for u in copies:
+        v = cudalibs.vendored(u.file)
+        if v is not None and v.version and not v.companion:
+            out.setdefault(u.package, v.version)
+    return out
+
+
 def _requires_of(metadata: str) -> tuple[str, ...]:
     return tuple(str(r) for r in HeaderParser().parsestr(metadata).get_all("Requires-Dist") or ())
 
@@ -271,8 +408,12 @@ def major_for(
 ) -> int | None:
     """The CUDA major to repair for: the one given, else the wheel's own evidence (`cuda.major.cuda_major`). A wheel that
     needs libraries of several majors is refused (exit 12); one that needs only SONAMEs two majors share, without
-    other evidence, needs --cuda (exit 3)."""
-    evidence = cuda_major([(i.path, i.needed) for i in elfs.values()], requires)
+    other evidence, needs --cuda (exit 3). Per-CUDA alternatives (`cuda.alternatives`) are no mixture: the major is
+    that of the other files, else the newest alternative's; each alternative is repaired for its own."""
+    alts = alt_model.alternatives(elfs)
+    evidence = cuda_major([(i.path, i.needed) for i in elfs.values() if i.path not in alts], requires)
+    if evidence.major is None and cuda is None and alts:
+        return max(_alt_major(elfs[f], a) for f, a in alts.items())
     if evidence.mixed:
         raise CheckFailed(
             f"{wheel_name}: the wheel needs libraries of several CUDA majors ({'; '.join(evidence.mixed)}); "
@@ -290,12 +431,17 @@ def major_for(
         return None
     if not cudalibs.libs_for(major):
         raise BadInputError(f"CUDA {major}: slimwheel's library table has no nvidia-* wheels for it")
-    if wrong := deps.wrong_major(elfs.values(), major):
+    if wrong := deps.wrong_major([i for i in elfs.values() if i.path not in alts], major):
         raise CheckFailed(
             f"repairing for CUDA {major}, but the wheel needs libraries of another CUDA major: {'; '.join(wrong)}",
             ExitCode.INCONSISTENT_DEPENDENCIES,
         )
     return major
+
+
+def _alt_major(info: ElfInfo, alt: alt_model.AlternativeFile) -> int:
+    """An alternative's CUDA major: from the libraries it needs, else from its name."""
+    return cuda_major([(info.path, info.needed)]).major or alt.major
 
 
 def wanted_rpath(
@@ -314,7 +460,9 @@ def wanted_rpath(
     folders += [e.folder for e in externals if e.folder is not None and any(e.matches(n) for n in info.needed)]
     if not folders:
         return tuple(norm_origin(e) for e in safe) if bad else None
-    keep = [e for e in (original.search_path if original else ()) if "nvidia/" in e and "ORIGIN" in e]
+    # the input's entries into the nvidia-* wheels' folders, which auditwheel drops (the one rule: `rpath.resolve_entry`)
+    keep = [e for e in (original.search_path if original else ())
+            if (r := resolve_entry(e, info.path)).kind == "inside" and r.target.startswith("nvidia/")]  # fmt: skip
     entries = with_folders(safe, info.path, folders, keep)
     return entries if entries is not None or not bad else tuple(norm_origin(e) for e in safe)
 
@@ -325,15 +473,18 @@ def _fix_search_paths(
     before: Mapping[str, ElfInfo],
     needed: Sequence[cudalibs.RuntimeLib],
     external: Sequence[ExternalLib],
+    per_file: Mapping[str, Sequence[cudalibs.RuntimeLib]] | None = None,
 ) -> tuple[list[str], list[str]]:
-    """Set each file's `wanted_rpath`; returns (files changed, `file: entry` dropped as unsafe)."""
+    """Set each file's `wanted_rpath` (`per_file`: the CUDA libraries of the file's own major, for the input's files;
+    files auditwheel added get `needed`); returns (files changed, `file: entry` dropped as unsafe)."""
     fixed: list[str] = []
     dropped: list[str] = []
     for path, info in elfs.items():
         for u in unsafe_entries(info.search_path, path):
             log.warning("%s: dropped RPATH/RUNPATH entry %r: %s", path, u.entry, u.why)
             dropped.append(f"{path}: {u.entry!r}")
-        entries = wanted_rpath(info, before.get(path), needed, external)
+        libs = per_file[path] if per_file is not None and path in per_file else needed
+        entries = wanted_rpath(info, before.get(path), libs, external)
         if entries is not None:
             set_rpath(work / path, entries, use_rpath_tag=bool(info.rpath) and not info.runpath, name=path)
             fixed.append(path)

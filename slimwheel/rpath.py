@@ -1,10 +1,17 @@
-"""Where an ELF file of a wheel looks for libraries: pure path arithmetic over RPATH/RUNPATH entries.
+"""Where an ELF file of a wheel looks for libraries: pure path arithmetic over RPATH/RUNPATH entries. The one rule for
+judging an entry (`resolve_entry`), used by check (`deps.dependency_problems`) and repair (`repair.wanted_rpath`).
 
-An entry is safe only when it names a folder inside site-packages through `$ORIGIN`: the wheel's own folders, the
-nvidia-* wheels' folders, an external library's folder. Anything else (`.`, an empty entry, a relative path, an
-absolute `/tmp/...`) makes the dynamic loader search a folder that depends on the current directory or on the build
-machine, where anyone may plant a library (`libz.so.1` in the current directory ran at import). Repair drops such
-entries; check fails them.
+An `$ORIGIN` entry is resolved from where the file installs (`install_dir`: `a/b.so` in site-packages, a `.data/data`
+file in the environment's prefix) and judged by where it lands:
+- inside site-packages: safe (the wheel's own folders, the nvidia-* wheels' folders, an external library's folder);
+- one level above site-packages, the Python installation's own library folder (`lib/python3.12`): no wheel installs
+  there and it belongs to whoever owns site-packages (in a venv, a system or a user install alike), so the entry finds
+  nothing and harms nothing; check notes it, repair keeps it (jax-cuda13-plugin 0.12 names `$ORIGIN/../../nvidia/cu13/lib`
+  beside the `$ORIGIN/../nvidia/cu13/lib` that finds its libraries);
+- further out: unsafe, the loader searches folders no wheel controls (the environment's `lib`, `/usr/lib`, a home).
+Anything else (`.`, an empty entry, a relative path, an absolute `/tmp/...`) makes the dynamic loader search a folder
+that depends on the current directory or on the build machine, where anyone may plant a library (`libz.so.1` in the
+current directory ran at import). Repair drops unsafe entries; check fails them, once per file, with their targets.
 """
 
 from __future__ import annotations
@@ -12,6 +19,10 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Literal
+
+EntryKind = Literal["inside", "python-lib", "outside", "absolute", "relative", "empty"]
+SITE = "<site-packages>"
 
 
 def norm_origin(entry: str) -> str:
@@ -23,47 +34,89 @@ def norm_origin(entry: str) -> str:
     return entry
 
 
+# Where the install schemes of a wheel's `.data` folder land, relative to site-packages, in the POSIX layout
+# (`<prefix>/lib/pythonX.Y/site-packages`, `<prefix>/bin`, `<prefix>/include/...`): what `$ORIGIN` means there.
+_SCHEMES = {"platlib": "", "purelib": "", "data": "../../..", "scripts": "../../../bin", "headers": "../../../include"}
+
+
 def install_dir(wheel_path: str) -> str:
-    """Where a wheel file lands relative to site-packages: `x.data/platlib/a/b.so` -> `a`."""
+    """Where a wheel file lands relative to site-packages: `a/b.so` -> `a`, `x.data/platlib/a/b.so` -> `a`,
+    `x.data/data/lib/b.so` -> `../../../lib` (the environment's prefix)."""
     parts = wheel_path.split("/")
-    if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in ("platlib", "purelib"):
-        parts = parts[2:]
+    if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in _SCHEMES:
+        base = _SCHEMES[parts[1]]
+        return posixpath.normpath(posixpath.join(base, *parts[2:-1])) if base else posixpath.dirname("/".join(parts[2:]))
     return posixpath.dirname("/".join(parts))
 
 
 def origin_target(entry: str, elf_path: str) -> str | None:
     """The site-packages-relative folder an `$ORIGIN/...` entry of the ELF at elf_path (a wheel path) names;
     None for absolute or other entries and for folders outside site-packages."""
-    n = norm_origin(entry)
-    if not n.startswith("$ORIGIN"):
-        return None
-    rest = n[len("$ORIGIN") :].lstrip("/")
-    target = posixpath.normpath(posixpath.join(install_dir(elf_path), rest)) if rest else install_dir(elf_path) or "."
-    return None if target == ".." or target.startswith("../") else target
+    r = resolve_entry(entry, elf_path)
+    return r.target if r.kind == "inside" else None
 
 
 @dataclass(frozen=True, kw_only=True)
-class UnsafeEntry:
-    entry: str
-    why: str
+class SearchEntry:
+    """One RPATH/RUNPATH entry of one file, resolved and judged (module doc)."""
+
+    entry: str  # as the file writes it
+    kind: EntryKind
+    target: str  # the folder it names: `nvidia/cu13/lib` (in site-packages), `<site-packages>/../x`, `/usr/lib`
+    why: str  # empty for a safe entry
+
+    @property
+    def safe(self) -> bool:
+        return self.kind in ("inside", "python-lib")
 
 
-def unsafe_entries(entries: Iterable[str], elf_path: str) -> tuple[UnsafeEntry, ...]:
-    """The entries of a search path that do not name a folder inside site-packages through $ORIGIN (module doc)."""
-    out = []
-    for e in entries:
-        if e == "":
-            why = "an empty entry searches the current directory"
-        elif norm_origin(e).startswith("$ORIGIN"):
-            if origin_target(e, elf_path) is not None:
-                continue
-            why = "it leaves site-packages"
-        elif e.startswith("/"):
-            why = "an absolute path on the build machine; anyone who can write there on the user's machine plants a library"
-        else:
-            why = "a relative path is searched from the current directory"
-        out.append(UnsafeEntry(entry=e, why=why))
-    return tuple(out)
+def resolve_entry(entry: str, elf_path: str) -> SearchEntry:
+    """The one rule for a search path entry of the file at elf_path (a wheel path), module doc."""
+    if entry == "":
+        return SearchEntry(entry=entry, kind="empty", target="the current directory",
+                           why="an empty entry searches the current directory")  # fmt: skip
+    n = norm_origin(entry)
+    if n.startswith("$ORIGIN"):
+        rest = n[len("$ORIGIN") :].lstrip("/")
+        target = posixpath.normpath(posixpath.join(install_dir(elf_path) or ".", rest or "."))
+        ups = 0
+        for part in target.split("/"):
+            if part != "..":
+                break
+            ups += 1
+        if ups == 0:
+            return SearchEntry(entry=entry, kind="inside", target=target, why="")
+        shown = f"{SITE}/{target}"
+        if ups == 1 and target != "..":
+            return SearchEntry(entry=entry, kind="python-lib", target=shown,
+                               why="outside site-packages, in the Python installation's own library folder, where no "
+                               "wheel installs: it finds nothing, harmless")  # fmt: skip
+        return SearchEntry(entry=entry, kind="outside", target=shown,
+                           why="it leaves site-packages and the Python installation's library folder")  # fmt: skip
+    if entry.startswith("/"):
+        return SearchEntry(entry=entry, kind="absolute", target=entry,
+                           why="an absolute path on the build machine; anyone who can write there on the user's "
+                           "machine plants a library")  # fmt: skip
+    return SearchEntry(entry=entry, kind="relative", target=f"./{entry}",
+                       why="a relative path is searched from the current directory")  # fmt: skip
+
+
+def resolve_entries(entries: Iterable[str], elf_path: str) -> tuple[SearchEntry, ...]:
+    """Each distinct entry once, in the order the loader searches them (duplicates add nothing)."""
+    return tuple(resolve_entry(e, elf_path) for e in dict.fromkeys(entries))
+
+
+def unsafe_entries(entries: Iterable[str], elf_path: str) -> tuple[SearchEntry, ...]:
+    """The distinct entries of a search path that are not safe (module doc)."""
+    return tuple(e for e in resolve_entries(entries, elf_path) if not e.safe)
+
+
+def describe(entries: Iterable[SearchEntry]) -> str:
+    """`'$ORIGIN/../../x' -> <site-packages>/../x (why); ...` for a one-line message per file."""
+    return "; ".join(
+        repr(e.entry) + (f" -> {e.target}" if e.target != e.entry else "") + (f" ({e.why})" if e.why else "")
+        for e in entries
+    )
 
 
 def split_search_path(value: str | None) -> tuple[str, ...]:

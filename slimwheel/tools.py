@@ -119,6 +119,15 @@ def set_rpath(path: Path, entries: Sequence[str], *, use_rpath_tag: bool, name: 
     run_tool(cmd, what=f"patchelf on {name}", timeout=300)
 
 
+def replace_needed(path: Path, changes: Mapping[str, str | None], *, name: str) -> None:
+    """Rename DT_NEEDED entries of an ELF file (old -> new), or remove those mapped to None."""
+    cmd = [patchelf()]
+    for old, new in changes.items():
+        cmd += ["--remove-needed", old] if new is None else ["--replace-needed", old, new]
+    cmd.append(str(path))
+    run_tool(cmd, what=f"patchelf on {name}", timeout=300)
+
+
 def run_auditwheel(wheel: Path, out_dir: Path, *, excludes: Sequence[str], plat: str | None, cwd: Path,
                    shown_as: Path) -> Path:  # fmt: skip
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input."""

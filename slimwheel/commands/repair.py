@@ -12,6 +12,7 @@ from slimwheel import shown
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.external import parse_externals
 from slimwheel.repair import repair_wheel
+from slimwheel.units import mib
 
 
 @click.command("repair")
@@ -32,12 +33,16 @@ from slimwheel.repair import repair_wheel
 )  # fmt: skip
 @click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
               "by default: such a wheel was changed after it was built); the output gets a correct RECORD.")  # fmt: skip
+@click.option("--unvendor/--keep-vendored", default=True, show_default=True,
+              help="Copies of CUDA libraries the wheel carries (auditwheel's libcudart-<hash>.so.12 under <name>.libs/, "
+              "or unrenamed): replace them with the nvidia-* wheels (required, found by RPATH and the loader), or "
+              "refuse the wheel (exit 12).")  # fmt: skip
 @click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
               help="How to print the result.")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for scripts).")
 def command(
     wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, externals: tuple[str, ...],
-    rewrite_record: bool, fmt: str, as_json: bool,
+    rewrite_record: bool, unvendor: bool, fmt: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
@@ -45,6 +50,7 @@ def command(
     result = repair_wheel(
         wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat,
         externals=parse_externals(externals, where="--external"), rewrite_record=rewrite_record,
+        unvendor=unvendor,
     )  # fmt: skip
     if as_json or fmt == "json":
         click.echo(
@@ -60,6 +66,11 @@ def command(
                     "rpath_fixed": list(result.rpath_fixed),
                     "rpath_dropped": list(result.rpath_dropped),
                     "record_rewritten": result.record_rewritten,
+                    "extra": result.extra,
+                    "unvendored": [{"file": u.file, "needed_as": u.replaced_by, "package": u.package,
+                                    "wheel_bytes": u.compressed, "installed_bytes": u.installed}
+                                   for u in result.unvendored],
+                    "unvendored_bytes": {"wheel": result.unvendored_bytes[0], "installed": result.unvendored_bytes[1]},
                     "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in result.floors],
                     "external": [e.to_json() for e in result.external],
                     "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
@@ -68,13 +79,19 @@ def command(
             )
         )
         return
-    # member names, SONAMEs and search paths come from the wheel: escaped for the terminal
     _say(f"repaired: {result.wheel}")
     _say(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
     _say(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
+    if result.extra is not None:
+        _say(f"  extra:      CUDA libraries required under the extra(s) {result.extra} (pip install 'NAME[EXTRA]')")
     for f in result.floors:
         _say(f"  floor:      {f.package}>={f.version}: {f.why}")
     _say(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
+    for u in result.unvendored:
+        _say(f"  unvendored: {u.file} -> {u.replaced_by or 'dropped (its library loads it)'} from {u.package}")
+    if result.unvendored:
+        packed, installed = result.unvendored_bytes
+        _say(f"  saved:      {mib(packed)} ({packed} bytes) of the wheel, {mib(installed)} installed")
     for e in result.external:
         _say(f"  external:   {e.pattern} from {e.requirement} (in {e.folder})")
     for d in result.rpath_dropped:

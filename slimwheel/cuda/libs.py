@@ -6,6 +6,7 @@ Everything that excludes, requires, or loads a CUDA library reads this table (sh
 from __future__ import annotations
 
 import fnmatch
+import re
 from dataclasses import dataclass
 
 
@@ -17,26 +18,100 @@ class RuntimeLib:
     cuda_major: int
     soname: str  # libcublas.so.13
     package: str  # nvidia-cublas / nvidia-cublas-cu12
-    folder: str  # path of the lib folder inside site-packages: nvidia/cu13/lib, nvidia/cublas/lib
-    module: str  # the import name whose __path__ holds it: nvidia.cu13, nvidia.cublas
+    folder: str  # path of the lib folder inside site-packages: nvidia/cu13/lib, nvidia/cublas/lib, cutensor/lib
+    module: str  # the import name whose __path__ holds it: nvidia.cu13, nvidia.cublas, cutensor
     load_after: tuple[str, ...] = ()  # components that must be loaded first
+    package_major: int | None = None  # the package's version major where it is not the SONAME's (nvidia-cufile 1.x
+    # ships libcufile.so.0; nvidia-nvtx 13.x ships libnvtx3interop.so.1): the requirement's bound and pin
+    since: str | None = None  # the first release that installs it in `folder`, where older ones used another
 
     @property
     def link_name(self) -> str:
         """The name for -l: libcublasLt.so.13 -> cublasLt."""
         return self.soname.split(".so")[0].removeprefix("lib")
 
+    @property
+    def version_major(self) -> int:
+        """The major of the package versions that ship this SONAME: the requirement pins it (`<major + 1`)."""
+        if self.package_major is not None:
+            return self.package_major
+        return int(self.soname.rsplit(".so.", 1)[1].split(".")[0])
 
-def _cu12(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = ()) -> RuntimeLib:
-    return RuntimeLib(component, 12, soname, package, f"nvidia/{pkgdir}/lib", f"nvidia.{pkgdir}", after)
+
+def _row(component: str, major: int, soname: str, package: str, folder: str, after: tuple[str, ...] = (),
+         package_major: int | None = None, since: str | None = None) -> RuntimeLib:  # fmt: skip
+    module = folder.removesuffix("/lib").replace("/", ".")
+    return RuntimeLib(component, major, soname, package, folder, module, after, package_major, since)
 
 
-def _cu13(component: str, soname: str, package: str, after: tuple[str, ...] = ()) -> RuntimeLib:
-    return RuntimeLib(component, 13, soname, package, "nvidia/cu13/lib", "nvidia.cu13", after)
+def _cu12(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = (),
+          package_major: int | None = None) -> RuntimeLib:  # fmt: skip
+    return _row(component, 12, soname, package, f"nvidia/{pkgdir}/lib", after, package_major)
+
+
+def _cu13(component: str, soname: str, package: str, after: tuple[str, ...] = (), folder: str = "nvidia/cu13/lib",
+          package_major: int | None = None) -> RuntimeLib:  # fmt: skip
+    return _row(component, 13, soname, package, folder, after, package_major)
 
 
 def _cu11(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = ()) -> RuntimeLib:
-    return RuntimeLib(component, 11, soname, package, f"nvidia/{pkgdir}/lib", f"nvidia.{pkgdir}", after)
+    return _row(component, 11, soname, package, f"nvidia/{pkgdir}/lib", after)
+
+
+_NPP = ("nppc", "nppial", "nppicc", "nppidei", "nppif", "nppig", "nppim", "nppist", "nppisu", "nppitc", "npps")
+_CUDNN = ("cudnn", "cudnn_adv", "cudnn_cnn", "cudnn_engines_precompiled", "cudnn_engines_runtime_compiled",
+          "cudnn_engines_tensor_ir", "cudnn_ext", "cudnn_graph", "cudnn_heuristic", "cudnn_ops")  # fmt: skip
+_CUTENSOR = ("cutensor", "cutensorMg", "cutensorMp")
+
+
+def _family(major: int) -> tuple[RuntimeLib, ...]:
+    """`load_after` names only what the row's own wheel installs or requires (the loader loads every library of that
+    list, and fails on one that is missing); none of these links the CUDA runtime dynamically (read from the wheels'
+    libraries: NCCL, cuDNN, cuSPARSELt, NVSHMEM need libc and libstdc++ only).
+
+    The components whose wheels follow one pattern per major: the libraries of NCCL, cuDNN, cuTENSOR, cuSPARSELt,
+    NVSHMEM, cuFile, NVTX, CUPTI, NPP, nvJPEG(2000), nvFatbin, cuDSS, cuFFTW, cuSOLVERMg and NVBLAS, as the newest
+    wheels of both majors install them (read from the wheels: tests/data/cuda-wheel-files.json, written by
+    devtools/cuda_wheel_files.py; tests/unit/test_cuda_libs_facts.py holds every row to it)."""
+    cu13 = major == 13
+    sfx = f"-cu{major}"
+    own = "nvidia/cu13/lib" if cu13 else None  # CUDA 13's toolkit components share one folder
+
+    def tk(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = (),
+           package_major: int | None = None) -> RuntimeLib:  # fmt: skip
+        name = package if cu13 else package + sfx
+        return _row(component, major, soname, name, own or f"nvidia/{pkgdir}/lib", after, package_major)
+
+    v = major
+    cufft_so, cusolver_so = ("12", "12") if cu13 else ("11", "11")
+    rows = [
+        tk("cufftw", f"libcufftw.so.{cufft_so}", "nvidia-cufft", "cufft", ("cufft",)),
+        tk("cusolverMg", f"libcusolverMg.so.{cusolver_so}", "nvidia-cusolver", "cusolver", ("cusolver",)),
+        tk("nvblas", f"libnvblas.so.{v}", "nvidia-cublas", "cublas", ("cublas",)),
+        tk("cupti", f"libcupti.so.{v}", "nvidia-cuda-cupti", "cuda_cupti"),
+        tk("nvtx", "libnvtx3interop.so.1", "nvidia-nvtx", "nvtx", package_major=v),
+        tk("cufile", "libcufile.so.0", "nvidia-cufile", "cufile", package_major=1),
+        tk("cufile_rdma", "libcufile_rdma.so.1", "nvidia-cufile", "cufile", ("cufile",), package_major=1),
+        tk("nvjpeg", f"libnvjpeg.so.{v}", "nvidia-nvjpeg", "nvjpeg"),
+        tk("nvfatbin", f"libnvfatbin.so.{v}", "nvidia-nvfatbin", "nvfatbin"),
+        *(tk(n, f"lib{n}.so.{v}", "nvidia-npp", "npp", ("nppc",) if n != "nppc" else ()) for n in _NPP),
+        # Wheels with a -cuNN name on both majors, in their own folders (cuSPARSELt and cuDSS moved into the shared
+        # folder on CUDA 13; cuDSS's cu12 wheel already had one, nvidia/cu12/lib).
+        _row("nccl", major, "libnccl.so.2", f"nvidia-nccl{sfx}", "nvidia/nccl/lib"),
+        *(_row(n, major, f"lib{n}.so.9", f"nvidia-cudnn{sfx}", "nvidia/cudnn/lib",
+               ("cudnn",) if n != "cudnn" else ("cublasLt", "cublas")) for n in _CUDNN),
+        *(_row(n, major, f"lib{n}.so.2", f"cutensor{sfx}", "cutensor/lib",
+               ("cutensor",) if n != "cutensor" else ()) for n in _CUTENSOR),
+        # cuSPARSELt for CUDA 13 moved into the shared folder with 0.9.0 (0.8.1, torch 2.11's pin, has
+        # nvidia/cusparselt/lib; 0.9.0, 0.9.1 and 0.10.0 read from the wheels)
+        _row("cusparseLt", major, "libcusparseLt.so.0", f"nvidia-cusparselt{sfx}",
+             own or "nvidia/cusparselt/lib", since="0.9.0" if cu13 else None),
+        _row("nvshmem", major, "libnvshmem_host.so.3", f"nvidia-nvshmem{sfx}", "nvidia/nvshmem/lib"),
+        _row("cudss", major, "libcudss.so.1", f"nvidia-cudss{sfx}", f"nvidia/cu{major}/lib",
+             ("cudart", "cublasLt", "cublas")),
+        _row("nvjpeg2k", major, "libnvjpeg2k.so.0", f"nvidia-nvjpeg2k{sfx}", "nvidia/nvjpeg2k/lib"),
+    ]  # fmt: skip
+    return tuple(rows)
 
 
 RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
@@ -44,6 +119,7 @@ RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
     _cu11("cudart", "libcudart.so.11.0", "nvidia-cuda-runtime-cu11", "cuda_runtime"),
     _cu11("cublasLt", "libcublasLt.so.11", "nvidia-cublas-cu11", "cublas", ("cudart",)),
     _cu11("cublas", "libcublas.so.11", "nvidia-cublas-cu11", "cublas", ("cudart", "cublasLt")),
+    _cu11("nvblas", "libnvblas.so.11", "nvidia-cublas-cu11", "cublas", ("cudart", "cublasLt", "cublas")),
     _cu12("cudart", "libcudart.so.12", "nvidia-cuda-runtime-cu12", "cuda_runtime"),
     _cu12("nvJitLink", "libnvJitLink.so.12", "nvidia-nvjitlink-cu12", "nvjitlink", ("cudart",)),
     _cu12("cublasLt", "libcublasLt.so.12", "nvidia-cublas-cu12", "cublas", ("cudart",)),
@@ -53,6 +129,7 @@ RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
     _cu12("cusparse", "libcusparse.so.12", "nvidia-cusparse-cu12", "cusparse", ("cudart", "nvJitLink")),
     _cu12("cufft", "libcufft.so.11", "nvidia-cufft-cu12", "cufft", ("cudart",)),
     _cu12("cusolver", "libcusolver.so.11", "nvidia-cusolver-cu12", "cusolver", ("cudart", "cublasLt", "cublas", "cusparse")),
+    *_family(12),
     _cu13("cudart", "libcudart.so.13", "nvidia-cuda-runtime"),
     _cu13("nvJitLink", "libnvJitLink.so.13", "nvidia-nvjitlink", ("cudart",)),
     _cu13("cublasLt", "libcublasLt.so.13", "nvidia-cublas", ("cudart", "nvJitLink")),
@@ -62,7 +139,39 @@ RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
     _cu13("cusparse", "libcusparse.so.12", "nvidia-cusparse", ("cudart", "nvJitLink")),
     _cu13("cufft", "libcufft.so.12", "nvidia-cufft", ("cudart",)),
     _cu13("cusolver", "libcusolver.so.12", "nvidia-cusolver", ("cudart", "nvJitLink", "cublasLt", "cublas", "cusparse")),
+    *_family(13),
 )  # fmt: skip
+
+# CUDA 13's `cuda-toolkit` metapackage: which nvidia-* wheels each of its extras installs (cuda-toolkit 13.5.0's
+# Requires-Dist, tests/data/cuda-wheel-files.json). Projects require CUDA through it (`cuda-toolkit[cublas,cudart]==13.*`:
+# CuPy's extra `ctk`, RAPIDS, cuda-bindings); every release of 13.x pins the components of that release.
+TOOLKIT_PACKAGE = "cuda-toolkit"
+TOOLKIT_EXTRAS: dict[int, dict[str, tuple[str, ...]]] = {
+    13: {
+        "cublas": ("nvidia-cublas", "nvidia-cuda-nvrtc"),
+        "cudart": ("nvidia-cuda-runtime",),
+        "cufft": ("nvidia-cufft", "nvidia-nvjitlink"),
+        "cufile": ("nvidia-cufile",),
+        "cupti": ("nvidia-cuda-cupti",),
+        "curand": ("nvidia-curand",),
+        "cusolver": ("nvidia-cublas", "nvidia-cusolver", "nvidia-cusparse", "nvidia-nvjitlink"),
+        "cusparse": ("nvidia-cusparse", "nvidia-nvjitlink"),
+        "npp": ("nvidia-npp",),
+        "nvfatbin": ("nvidia-nvfatbin",),
+        "nvjitlink": ("nvidia-nvjitlink",),
+        "nvjpeg": ("nvidia-nvjpeg",),
+        "nvrtc": ("nvidia-cuda-nvrtc",),
+        "nvtx": ("nvidia-nvtx",),
+    },
+}
+
+
+def toolkit_packages(major: int, extras: tuple[str, ...] | frozenset[str]) -> tuple[str, ...]:
+    """The library wheels `cuda-toolkit[extras]` of that major installs (`all`: every one the table knows)."""
+    table = TOOLKIT_EXTRAS.get(major, {})
+    chosen = table.values() if "all" in extras else [table.get(e, ()) for e in sorted(extras)]
+    return tuple(dict.fromkeys(p for ps in chosen for p in ps))
+
 
 # Never bundled, never required: the driver comes with the NVIDIA driver install.
 DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
@@ -103,6 +212,48 @@ def by_soname(soname: str) -> RuntimeLib | None:
     for lib in RUNTIME_LIBS:
         if fnmatch.fnmatchcase(soname, lib.soname):
             return lib
+    return None
+
+
+# auditwheel renames the libraries it bundles: libcudart.so.12.0.107 -> libcudart-5a077122.so.12.0.107.
+_HASHED = re.compile(r"^(?P<stem>lib[^/]*?)-[0-9a-f]{8}(?P<ver>\.so(?:\.\d+)*)$")
+# Libraries that come with a row's wheel and that the row's library loads itself, with no stable SONAME (it changes
+# with every release: libnvrtc-builtins.so.12.0, .12.9): dropped together with that library.
+_COMPANIONS = (("nvrtc", re.compile(r"^libnvrtc-builtins(?:\.alt)?\.so\.(?P<major>\d+)(?:\.\d+)*$")),)
+
+
+@dataclass(frozen=True)
+class Vendored:
+    """A copy of a table library found inside a wheel (bundled by auditwheel, renamed or not)."""
+
+    candidates: tuple[RuntimeLib, ...]  # the rows it is a copy of (libcurand.so.10: CUDA 12's and 13's)
+    real_name: str  # its name without auditwheel's hash: libcudart.so.12.0.107
+    companion: bool  # loaded by another row's library (libnvrtc-builtins): no NEEDED should name it
+
+    @property
+    def version(self) -> str | None:
+        """The release its file name carries beyond the SONAME (libcudart.so.12.0.107 -> 12.0.107), if any."""
+        tail = self.real_name.split(".so.", 1)[1] if ".so." in self.real_name else ""
+        return tail if tail.count(".") >= 1 else None
+
+
+def vendored(filename: str) -> Vendored | None:
+    """Whether a file of a wheel (its path) is a copy of a CUDA library the nvidia-* wheels provide; the library in
+    its own wheel's folder (`nvidia/cu13/lib/libcurand.so.10` of nvidia-curand) is the original, not a copy."""
+    installed = filename.split("/", 2)[2] if filename.split("/", 1)[0].endswith(".data") else filename
+    if any(installed.startswith(lib.folder + "/") for lib in RUNTIME_LIBS):
+        return None
+    base = filename.rsplit("/", 1)[-1]
+    m = _HASHED.match(base)
+    real = m["stem"] + m["ver"] if m else base
+    rows = tuple(lib for lib in RUNTIME_LIBS if real == lib.soname or real.startswith(lib.soname + "."))
+    if rows:
+        return Vendored(candidates=rows, real_name=real, companion=False)
+    for component, pattern in _COMPANIONS:
+        if c := pattern.match(real):
+            rows = tuple(lib for lib in RUNTIME_LIBS if lib.component == component and lib.cuda_major == int(c["major"]))
+            if rows:
+                return Vendored(candidates=rows, real_name=real, companion=True)
     return None
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, Variant, listing_order, served_by
 from slimwheel.cuda.versions import (
@@ -257,9 +258,6 @@ def nvrtc_targets(record: EmbeddedSources) -> frozenset[Target]:
     return frozenset({Target.parse(f"sm_{cc.sm}") for cc in ccs} | {Target.parse(f"compute_{max(ccs).sm}")})
 
 
-_CUDA_TOKEN = re.compile(r"^(?P<pre>.*?)(?P<tok>cuda|cu)(?P<ver>1\d{1,2})(?P<post>(?:[._-][^/]*)?)$")
-
-
 @dataclass(frozen=True, kw_only=True)
 class Alternative:
     """One of several libraries of which a wheel loads one, chosen by CUDA version (bitsandbytes ships
@@ -270,27 +268,13 @@ class Alternative:
     cuda: str  # as the name says it: "11.8", "12", "13.2"
     cuda_major: int | None  # from what the file needs, else from its name
     driver_floor: str | None  # the major's first driver, when the file has SASS
+    sass: tuple[str, ...] = ()  # the CCs this alternative serves with SASS
+    ptx_only: tuple[str, ...] = ()  # the CCs it serves only through PTX JIT
 
 
 def alternative_groups(elfs: tuple[ElfReport, ...]) -> dict[str, tuple[str, ...]]:
-    """group -> files: ELF files in one folder whose names differ only by a CUDA version token (`_cuda118`,
-    `_cuda121`, `cu12`), two or more versions. Such files are alternatives: the wheel loads one of them."""
-    found: dict[str, dict[str, str]] = {}
-    for elf in elfs:
-        folder, _, base = elf.name.rpartition("/")
-        m = _CUDA_TOKEN.match(base)
-        if m is None:
-            continue
-        key = f"{folder}/{m['pre']}{m['tok']}*{m['post']}" if folder else f"{m['pre']}{m['tok']}*{m['post']}"
-        found.setdefault(key, {})[m["ver"]] = elf.name
-    return {k: tuple(v.values()) for k, v in sorted(found.items()) if len(v) > 1}
-
-
-def _version_of(file: str) -> str:
-    m = _CUDA_TOKEN.match(file.rpartition("/")[2])
-    assert m is not None
-    v = m["ver"]
-    return v if len(v) == 2 else f"{v[:2]}.{v[2:]}"
+    """group -> files of per-CUDA alternatives (`cuda.alternatives.groups`): the wheel loads one of them."""
+    return alt_model.groups(e.name for e in elfs)
 
 
 def module_coverage(
@@ -379,8 +363,8 @@ def _assemble(
     alt_majors = sorted({a.cuda_major for a in alternatives if a.cuda_major is not None})
     if alt_majors and (major is None or major_why.startswith("PTX ISA")):
         major = alt_majors[-1]
-        major_why = (f"alternatives for CUDA {', '.join(a.cuda for a in alternatives)}, one loaded at a time: judged "
-                     f"for the newest, CUDA {major}")  # fmt: skip
+        major_why = (f"alternatives for CUDA {', '.join(a.cuda for a in alternatives)}, one loaded per process: "
+                     f"CUDA {major} is the newest; each alternative is stated on its own")  # fmt: skip
     compression = tuple(sorted({e.compression for e in entries}))
     why: list[str] = []
     floor: str | None = None
@@ -447,11 +431,13 @@ def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]
     for group, files in groups.items():
         for f in files:
             e = by_name[f]
-            cuda = _version_of(f)
+            cuda = alt_model.version_of(f)
             m = cuda_major([(f, e.needed)]).major or int(cuda.split(".")[0])
             sass = any(t.kind is Kind.SASS for fb in e.fatbins for en in fb.entries if (t := en.target) is not None)
+            cov, _ = module_coverage((e,))
             out.append(Alternative(group=group, file=f, cuda=cuda, cuda_major=m,
-                                   driver_floor=MAJOR_DRIVER.get(m) if sass else None))  # fmt: skip
+                                   driver_floor=MAJOR_DRIVER.get(m) if sass else None,
+                                   sass=tuple(map(str, cov.native)), ptx_only=tuple(map(str, cov.ptx_only))))  # fmt: skip
     return tuple(sorted(out, key=lambda a: (a.group, tuple(int(x) for x in a.cuda.split(".")))))
 
 

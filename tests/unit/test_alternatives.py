@@ -59,3 +59,33 @@ def test_without_the_token_the_files_are_judged_together(tmp_path: Path) -> None
     assert r.alternatives == ()
     v = check_wheel(r, make_policy(r, require_arch="5.0-10.0", dependencies=False))
     assert not v.ok
+
+
+def test_each_alternative_is_judged_on_its_own_in_one_line(tmp_path: Path) -> None:
+    r = inspect_wheel(_wheel(tmp_path, ALTS))
+    v = check_wheel(r, make_policy(r, require_arch="none"))
+    msgs = [f.message for f in v.failures]
+    assert len(msgs) == 3, msgs  # one per alternative, not one per library
+    (m118,) = [m for m in msgs if "cuda118" in m]
+    assert "alternative for CUDA 11.8, one of 3 loaded per process" in m118 and "nvidia-cuda-runtime-cu11" in m118
+    # a library of another major than the newest alternative's is no mixed-major problem
+    assert not any("another CUDA major" in m for m in msgs)
+
+
+def test_summary_states_coverage_and_driver_floor_per_alternative(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from slimwheel.render import render_markdown, render_table
+
+    r = inspect_wheel(_wheel(tmp_path, ALTS))
+    buf = io.StringIO()
+    render_table(r, Console(file=buf, width=300))
+    text = buf.getvalue()
+    line118 = next(line for line in text.splitlines() if "libbnb_cuda118.so (CUDA 11.8): SASS" in line)
+    assert "SASS: 5.0" in line118 and "10.0" not in line118.split("PTX")[0] and MAJOR_DRIVER[11] in line118
+    line130 = next(line for line in text.splitlines() if "libbnb_cuda130.so (CUDA 13.0): SASS" in line)
+    assert "SASS: 5.0" not in line130 and MAJOR_DRIVER[13] in line130
+    assert "minimum driver: per alternative" in text and "minimum driver: " + MAJOR_DRIVER[11] not in text
+    assert "libbnb\\_cuda124.so (CUDA 12.4)" in render_markdown([r])  # names escaped for Markdown (shown.md_text)

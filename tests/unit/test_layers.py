@@ -179,3 +179,16 @@ def test_the_product_never_imports_the_lab_or_the_generators(tree: str) -> None:
             if name.split(".")[0] in forbidden or name.split(".")[0] == "faissbench":
                 wrong.append(f"{p.relative_to(REPO)}:{line}: imports {name}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_product_tests_load_no_lab_script_by_path() -> None:
+    # load_script("lab/...py") reaches the lab without an import statement
+    wrong = []
+    for p in sorted((REPO / "tests").rglob("*.py")):
+        if p.name == "test_layers.py" or "packages" in p.relative_to(REPO).parts:
+            continue
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"), str(p))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if node.value.startswith("lab/") and node.value.endswith(".py"):
+                    wrong.append(f"{p.relative_to(REPO)}:{node.lineno}: {node.value}")
+    assert not wrong, "\n".join(wrong)

@@ -151,7 +151,7 @@ def test_dynamic_link_lists_runtime_libraries_in_load_order(tmp_path):
 
 def test_unknown_library(tmp_path):
     with pytest.raises(BadInputError, match="libraries"):
-        make_plan(cfg(libraries=["cudart", "cudnn"]), toolkit13(tmp_path))
+        make_plan(cfg(libraries=["cudart", "cufoo"]), toolkit13(tmp_path))
 
 
 def test_cmake_defines_carry_the_toolkit_dirs(tmp_path):

@@ -1,0 +1,166 @@
+"""Issue 22 item 8: real GPU wheels from PyPI (tests/helpers/corpus.py pins them; downloaded once into the cache, a
+failed download fails), read by slimwheel and by NVIDIA's cuobjdump container by container, and judged with the
+verdicts their maintainers would accept as true.
+
+Assertions marked `waits_on_i22dev` state the truth for device code slimwheel cannot see yet (cuFFT's containers in
+.data); they are strict xfails, so they fail the day the reader sees them and the mark must go."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import pytest
+from helpers import corpus
+
+from slimwheel.check import Verdict, check_wheel, make_policy
+from slimwheel.cuda.versions import MAJOR_DRIVER
+from slimwheel.inspect.report import WheelReport, inspect_wheel
+
+waits_on_i22dev = pytest.mark.xfail(strict=True, reason="fatbins outside .nv_fatbin: the device-code reader of i22dev")
+BY_NAME = {w.requirement.split("==")[0]: w for w in corpus.CORPUS}
+# cuobjdump 13.5 stops at the device-link container of this library ("Invalid ELF") after its first cubin.
+CUOBJDUMP_FAILS = {("bitsandbytes", "bitsandbytes/libbitsandbytes_cuda121.so")}
+
+
+@cache
+def wheel(name: str) -> Path:
+    return corpus.ensure(BY_NAME[name])
+
+
+@cache
+def report(name: str) -> WheelReport:
+    return inspect_wheel(wheel(name))
+
+
+def verdict(name: str, require: str = "7.5-12.0") -> Verdict:
+    r = report(name)
+    return check_wheel(r, make_policy(r, budget="1GiB", require_arch=require))
+
+
+def failures(v: Verdict, kind: str) -> list[str]:
+    return [f.message for f in v.failures if f.kind == kind]
+
+
+def _agreement_ids() -> list[str]:
+    return [w.requirement.split("==")[0] for w in corpus.CORPUS]
+
+
+@pytest.mark.parametrize("name", _agreement_ids())
+def test_containers_agree_with_cuobjdump(name: str) -> None:
+    a = corpus.agreement(wheel(name))
+    for c in a.checked:
+        if (name, c.file) in CUOBJDUMP_FAILS and c.cuobjdump_status != 0:
+            assert "Invalid ELF" in c.cuobjdump_error and set(c.theirs) <= set(c.ours)  # what it listed, then stopped
+            continue
+        assert c.agrees, (c.file, c.offset, c.ours, c.theirs, c.cuobjdump_error)
+    if name == "nvidia-cufft" and a.containers == 0:
+        pytest.xfail("cuFFT's 18,227 containers lie in .data: the device-code reader of i22dev")
+    assert a.containers == a.by_magic and not a.files_disagreeing, (a.containers, a.by_magic, a.files_disagreeing)
+
+
+# ------------------------------------------------------------------------------------------- verdicts, one by one
+
+
+def test_cupy_needs_nccl_and_cutensor_and_gets_cuda_with_its_extra() -> None:
+    v = verdict("cupy-cuda13x")
+    deps = failures(v, "dependencies")
+    assert sorted(m.split(" needs ")[1].split(":")[0] for m in deps) == [
+        "libcutensor.so.2", "libcutensorMg.so.2", "libnccl.so.2",
+    ], deps  # fmt: skip
+    assert all("cutensor-cu13" in m or "nvidia-nccl-cu13" in m for m in deps)
+    (note,) = [n for n in v.notes if "extra 'ctk'" in n]
+    for so in ("libcublas.so.13", "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12", "libcusparse.so.12",
+               "libnvrtc.so.13"):  # fmt: skip
+        assert so in note
+    assert not failures(v, "coverage")
+
+
+def test_cupy_repairs_into_a_wheel_that_check_passes(tmp_path: Path) -> None:
+    from slimwheel.repair import repair_wheel
+
+    res = repair_wheel(wheel("cupy-cuda13x"), tmp_path)
+    assert res.extra == "ctk" and res.loader == ()
+    assert sorted(res.requires) == ['cutensor-cu13>=2,<3; extra == "ctk"', 'nvidia-nccl-cu13>=2,<3; extra == "ctk"']
+    r = inspect_wheel(res.wheel)
+    v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="7.5-12.0"))
+    assert v.ok, v.failures
+
+
+def test_jax_plugin_rpath_reaches_the_cu13_folder() -> None:
+    v = verdict("jax-cuda13-plugin")
+    assert not failures(v, "dependencies"), failures(v, "dependencies")
+    notes = [n for n in v.notes if "RPATH" in n]
+    so_files = [e.name for e in report("jax-cuda13-plugin").elfs]
+    assert len(notes) == len(so_files) == 11  # one per file, not one per repeated entry
+    assert all("<site-packages>/../nvidia/cu13/lib" in n for n in notes)
+
+
+def test_jax_pjrt_passes() -> None:
+    v = verdict("jax-cuda13-pjrt")
+    assert v.ok, v.failures
+
+
+def test_faiss_gpu_cu12_cannot_run_on_hopper_and_newer() -> None:
+    (msg,) = failures(verdict("faiss-gpu-cu12"), "coverage")
+    assert "9.0 (Hopper" in msg and "10.0 " in msg and "12.0 " in msg and "8.9" not in msg
+
+
+def test_faiss_gpu_serves_blackwell_through_ptx() -> None:
+    v = verdict("faiss-gpu")
+    assert v.ok, v.failures
+    assert any("10.0, 10.3, 12.0 only through PTX JIT" in n for n in v.notes)
+
+
+def test_bitsandbytes_alternatives_are_stated_one_by_one() -> None:
+    r = report("bitsandbytes")
+    alts = [(a.file.rsplit("_", 1)[1], a.cuda_major, a.driver_floor) for a in r.alternatives]
+    assert alts == [
+        ("cuda118.so", 11, MAJOR_DRIVER[11]), ("cuda121.so", 12, MAJOR_DRIVER[12]),
+        ("cuda124.so", 12, MAJOR_DRIVER[12]), ("cuda126.so", 12, MAJOR_DRIVER[12]),
+        ("cuda128.so", 12, MAJOR_DRIVER[12]), ("cuda130.so", 13, MAJOR_DRIVER[13]),
+        ("cuda132.so", 13, MAJOR_DRIVER[13]),
+    ]  # fmt: skip
+
+
+@waits_on_i22dev
+def test_cufft_serves_turing_to_blackwell() -> None:
+    v = verdict("nvidia-cufft")
+    assert not failures(v, "coverage"), failures(v, "coverage")
+
+
+def test_curand_passes_and_is_no_copy_of_itself(tmp_path: Path) -> None:
+    from slimwheel.repair import repair_wheel
+
+    v = verdict("nvidia-curand", require="auto")
+    assert not failures(v, "dependencies") and not failures(v, "coverage"), v.failures
+    assert not any("copy of" in n for n in v.notes)
+    res = repair_wheel(wheel("nvidia-curand"), tmp_path, loader=False)
+    assert res.unvendored == () and res.requires == ()
+
+
+def test_bitsandbytes_repair_refuses_for_its_rocm_backends(tmp_path: Path) -> None:
+    # its CUDA alternatives would get an extra each (test_repair_alternatives.py); its ROCm and XPU backends need
+    # libraries (libhipblas, libsycl) that neither a PyPI wheel slimwheel knows nor the manylinux policy provides
+    from slimwheel.errors import SlimwheelError
+    from slimwheel.repair import repair_wheel
+
+    with pytest.raises(SlimwheelError, match="libhip"):
+        repair_wheel(wheel("bitsandbytes"), tmp_path)
+    assert not list(tmp_path.glob("*.whl"))
+
+
+def test_cumm_repair_requires_the_runtime_wheels_instead_of_its_copies(tmp_path: Path) -> None:
+    from slimwheel.repair import repair_wheel
+
+    res = repair_wheel(wheel("cumm-cu120"), tmp_path)
+    assert {(u.replaced_by, u.package) for u in res.unvendored} == {
+        ("libcudart.so.12", "nvidia-cuda-runtime-cu12"), ("libnvrtc.so.12", "nvidia-cuda-nvrtc-cu12"),
+        (None, "nvidia-cuda-nvrtc-cu12"),  # libnvrtc-builtins: libnvrtc loads its own
+    }  # fmt: skip
+    assert sorted(res.requires) == ["nvidia-cuda-nvrtc-cu12>=12.0,<13", "nvidia-cuda-runtime-cu12>=12.0,<13"]
+    saved = wheel("cumm-cu120").stat().st_size - res.wheel.stat().st_size
+    assert saved > 20 * 2**20 and res.unvendored_bytes[0] > saved  # the loader adds a few kB
+    r = inspect_wheel(res.wheel)
+    v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="none"))
+    assert v.ok, v.failures

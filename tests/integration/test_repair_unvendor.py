@@ -1,0 +1,68 @@
+"""Issue 22 item 5: a wheel that carries copies of CUDA runtime libraries (renamed by auditwheel, as spconv and cumm
+ship `libcudart-<hash>.so.12` under `<name>.libs/`, or not) comes out of `repair` requiring the nvidia-* wheels."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+from helpers.wheels_repair import build_extension, ext_suffix, make_wheel, stub_dir
+
+from slimwheel.check import check_wheel, make_policy
+from slimwheel.cli import main
+from slimwheel.inspect.dynamic import scan_elfs
+from slimwheel.inspect.report import inspect_wheel
+from slimwheel.repair import repair_wheel
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def vendoring_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel as a project that let auditwheel bundle its CUDA runtime publishes it: auditwheel (real) renames the
+    copy to libcudart-<hash>.so.12.0.107 under fakespconv.libs/."""
+    tmp = tmp_path_factory.mktemp("vendor")
+    stubs = stub_dir(tmp, {"libcudart.so.12": 12000})
+    # the real file name carries the release, as the toolkit's does
+    os.rename(stubs / "libcudart.so.12", stubs / "libcudart.so.12.0.107")
+    (stubs / "libcudart.so.12").symlink_to("libcudart.so.12.0.107")
+    ext = build_extension(tmp / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart"])
+    plain = make_wheel(tmp / "dist", name="fakespconv", version="0.1",
+                       files={"fakespconv/__init__.py": b"", f"fakespconv/_ext{ext_suffix()}": ext})  # fmt: skip
+    env = {**os.environ, "LD_LIBRARY_PATH": str(stubs), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", str(tmp / "aw"), str(plain)], env=env,
+                   check=True, capture_output=True)  # fmt: skip
+    (made,) = (tmp / "aw").glob("*.whl")
+    names = zipfile.ZipFile(made).namelist()
+    assert any(n.startswith("fakespconv.libs/libcudart-") and n.endswith(".so.12.0.107") for n in names), names
+    return made
+
+
+def test_vendored_cudart_is_replaced_by_the_runtime_wheel(vendoring_wheel: Path, tmp_path: Path) -> None:
+    res = repair_wheel(vendoring_wheel, tmp_path / "out")
+    (u,) = res.unvendored
+    assert u.replaced_by == "libcudart.so.12" and u.package == "nvidia-cuda-runtime-cu12" and u.installed > 0
+    assert res.cuda_major == 12
+    assert res.requires == ("nvidia-cuda-runtime-cu12>=12.0,<13",)  # floor: the release of the copy, 12.0.107
+    assert res.loader  # the loader preloads the wheel's libcudart
+    with zipfile.ZipFile(res.wheel) as z:
+        assert not any("libcudart" in n for n in z.namelist())
+        z.extractall(tmp_path / "x")
+    info = scan_elfs(tmp_path / "x")[f"fakespconv/_ext{ext_suffix()}"]
+    assert "libcudart.so.12" in info.needed and not any("-" in n and "cudart" in n for n in info.needed)
+    assert "$ORIGIN/../nvidia/cuda_runtime/lib" in info.search_path
+    r = inspect_wheel(res.wheel)
+    assert check_wheel(r, make_policy(r, require_arch="none")).ok
+    assert res.unvendored_bytes == (u.compressed, u.installed)  # stand-in library: the loader outweighs it here
+
+
+def test_check_notes_the_copy_and_keep_vendored_refuses(vendoring_wheel: Path, tmp_path: Path) -> None:
+    r = inspect_wheel(vendoring_wheel)
+    v = check_wheel(r, make_policy(r, require_arch="none"))
+    assert any("is a copy of libcudart.so.12.0.107 (nvidia-cuda-runtime-cu12)" in n for n in v.notes), v.notes
+    assert main(["repair", "--keep-vendored", "-w", str(tmp_path), str(vendoring_wheel)]) == 12
+    assert not list(tmp_path.glob("*.whl"))

@@ -1,0 +1,61 @@
+"""Issue 22 item 3: CUDA libraries that come with an extra (cupy-cuda13x 14.2.0: `ctk`, through the `cuda-toolkit`
+metapackage) get a verdict that says which extra provides what and what happens without it."""
+
+from __future__ import annotations
+
+from slimwheel.deps import dependency_problems
+from slimwheel.inspect.dynamic import ElfInfo
+
+TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
+CTK = 'cuda-toolkit[cublas,cudart,cufft,curand,cusolver,cusparse,nvrtc]==13.*; extra == "ctk"'
+
+
+def _elf(path: str, *needed: str) -> ElfInfo:
+    return ElfInfo(path=path, soname=None, needed=(*needed, "libc.so.6"), rpath=(), runpath=())
+
+
+ELFS = [
+    _elf("cupy/cuda/cufft.so", "libcufft.so.12"),
+    _elf("cupy_backends/cuda/libs/cublas.so", "libcublas.so.13", "libcublasLt.so.13"),
+    _elf("cupy_backends/cuda/libs/nccl.so", "libnccl.so.2"),
+]
+
+
+def test_libraries_through_the_metapackage_under_an_extra_are_a_note() -> None:
+    v = dependency_problems(ELFS[:2], cuda_major=13, requires=[CTK], tags=TAGS, name="cupy-cuda13x")
+    assert v.problems == ()
+    assert v.extras == ("ctk",)
+    assert {p.soname for p in v.from_extras} == {"libcufft.so.12", "libcublas.so.13", "libcublasLt.so.13"}
+    (note,) = [n for n in v.notes if "extra" in n]
+    assert "cupy-cuda13x[ctk]" in note and "libcufft.so.12" in note and "without the extra" in note
+
+
+def test_a_library_no_extra_installs_stays_a_problem() -> None:
+    v = dependency_problems(ELFS, cuda_major=13, requires=[CTK], tags=TAGS)
+    (p,) = v.problems
+    assert "libnccl.so.2" in p and "nvidia-nccl-cu13" in p
+
+
+def test_the_metapackage_must_pin_the_major() -> None:
+    loose = 'cuda-toolkit[cufft]>=12; extra == "ctk"'
+    v = dependency_problems(ELFS[:1], cuda_major=13, requires=[loose], tags=TAGS)
+    assert v.problems and v.from_extras == ()
+
+
+def test_the_metapackage_unconditionally_provides_its_extras_libraries() -> None:
+    v = dependency_problems(ELFS[:1], cuda_major=13, requires=["cuda-toolkit[cufft]==13.*"], tags=TAGS)
+    assert v.problems == () and v.from_extras == ()
+    v = dependency_problems(ELFS[1:2], cuda_major=13, requires=["cuda-toolkit[cufft]==13.*"], tags=TAGS)
+    assert any("libcublas.so.13" in p for p in v.problems)
+
+
+def test_a_folder_is_tied_to_the_project_without_its_cuda_suffix() -> None:
+    from slimwheel.external import check_can_tie, external_lib, folder_of_project
+
+    assert folder_of_project("cutensor", "cutensor-cu13") and folder_of_project("cupy", "cupy-cuda12x")
+    assert not folder_of_project("torch", "torchvision") and not folder_of_project(".", "x")
+    ext = external_lib("libfoo.so.1", "foo-cu13>=1", "foo/lib", where="--external")
+    assert check_can_tie(ext) is None
+    info = ElfInfo(path="pkg/_x.so", soname=None, needed=("libfoo.so.1",), rpath=(), runpath=("$ORIGIN/../foo/lib",))
+    v = dependency_problems([info], cuda_major=None, requires=["foo-cu13>=1"], tags=TAGS)
+    assert v.problems == () and any("foo/lib" in n for n in v.notes)

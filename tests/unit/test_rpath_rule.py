@@ -1,0 +1,71 @@
+"""Issue 22 item 2: one rule for relative RPATH/RUNPATH entries, resolved from where the file installs (the layouts of
+jax-cuda13-plugin and jax-cuda13-pjrt 0.12.0.1), each problem reported once per file with the resolved target."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from helpers.binsynth import elf
+from helpers.wheelmaker import make_wheel
+
+from slimwheel.check import check_wheel, make_policy
+from slimwheel.inspect.report import inspect_wheel
+from slimwheel.rpath import install_dir, resolve_entry
+
+CU13 = "nvidia-cuda-runtime>=13.0,<14"
+
+
+@pytest.mark.parametrize(
+    ("entry", "elf_path", "kind", "target"),
+    [
+        # jax-cuda13-pjrt: jax_plugins/xla_cuda13/xla_cuda_plugin.so -> site-packages/nvidia/cu13/lib
+        ("$ORIGIN/../../nvidia/cu13/lib", "jax_plugins/xla_cuda13/xla_cuda_plugin.so", "inside", "nvidia/cu13/lib"),
+        # jax-cuda13-plugin: jax_cuda13_plugin/_linalg.so, one folder shallower
+        ("$ORIGIN/../nvidia/cu13/lib", "jax_cuda13_plugin/_linalg.so", "inside", "nvidia/cu13/lib"),
+        ("$ORIGIN/../../nvidia/cu13/lib", "jax_cuda13_plugin/_linalg.so", "python-lib",
+         "<site-packages>/../nvidia/cu13/lib"),
+        ("$ORIGIN/../../..", "pkg/_x.so", "outside", "<site-packages>/../.."),
+        ("$ORIGIN/..", "pkg/_x.so", "inside", "."),
+        ("$ORIGIN/../lib", "pkg-1.data/data/bin/tool", "outside", "<site-packages>/../../../lib"),
+        ("$ORIGIN/../x", "pkg-1.data/platlib/a/b.so", "inside", "x"),
+        ("/usr/local/cuda/lib64", "pkg/_x.so", "absolute", "/usr/local/cuda/lib64"),
+        ("lib", "pkg/_x.so", "relative", "./lib"),
+        ("", "pkg/_x.so", "empty", "the current directory"),
+    ],
+)
+def test_entries_are_resolved_from_where_the_file_installs(entry: str, elf_path: str, kind: str, target: str) -> None:
+    r = resolve_entry(entry, elf_path)
+    assert (r.kind, r.target) == (kind, target)
+    assert r.safe is (kind in ("inside", "python-lib"))
+
+
+def test_data_scheme_files_install_under_the_prefix() -> None:
+    assert install_dir("pkg-1.data/data/lib/libx.so") == "../../../lib"
+    assert install_dir("pkg-1.data/scripts/tool") == "../../../bin"
+    assert install_dir("pkg-1.data/platlib/a/b.so") == "a"
+
+
+def _verdict(tmp_path: Path, files: dict[str, bytes]):  # type: ignore[no-untyped-def]
+    w = make_wheel(tmp_path, files=files, requires=[CU13], tag="cp312-cp312-manylinux_2_27_x86_64")
+    r = inspect_wheel(w)
+    return check_wheel(r, make_policy(r, require_arch="none"))
+
+
+def test_jax_plugin_layout_passes_with_one_note_per_file(tmp_path: Path) -> None:
+    # jax-cuda13-plugin 0.12.0.1 repeats both entries five times in each module
+    rp = ":".join(["$ORIGIN/../../nvidia/cu13/lib", "$ORIGIN/../nvidia/cu13/lib"] * 5)
+    so = elf(needed=("libcudart.so.13", "libc.so.6"), rpath=rp)
+    v = _verdict(tmp_path, {"jax_cuda13_plugin/_linalg.so": so, "jax_cuda13_plugin/_prng.so": so})
+    assert v.ok, v.failures
+    notes = [n for n in v.notes if "RPATH" in n]
+    assert len(notes) == 2 and all("<site-packages>/../nvidia/cu13/lib" in n for n in notes), notes
+
+
+def test_an_unsafe_entry_is_reported_once_per_file_with_its_target(tmp_path: Path) -> None:
+    rp = ":".join(["$ORIGIN/../../../../lib", "/opt/cuda/lib64", "$ORIGIN/../../../../lib", "$ORIGIN"])
+    v = _verdict(tmp_path, {"pkg/_x.so": elf(needed=("libcudart.so.13", "libc.so.6"), runpath=rp)})
+    msgs = [f.message for f in v.failures]
+    assert len(msgs) == 1, msgs
+    assert "<site-packages>/../../../lib" in msgs[0] and "'/opt/cuda/lib64'" in msgs[0]
+    assert msgs[0].count("../../../../lib'") == 1
