@@ -250,9 +250,9 @@ def build_project(
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:
             report = inspect_wheel(repaired.wheel)
-            require = cfg.require_arch_for(",".join(str(c) for c in setup.plan.arch.wanted))
-            policy = make_policy(report, budget=cfg.budget, require_arch=require, installed_budget=cfg.installed_budget,
-                                 debug_symbols=cfg.debug_symbols)  # fmt: skip
+            require = cfg.require_arch_for(setup.plan.arch.wanted)
+            policy = make_policy(report, budget=cfg.parsed.budget_bytes, require_arch=require,
+                                 installed_budget=cfg.parsed.installed_budget_bytes, debug_symbols=cfg.debug_symbols)  # fmt: skip
             verdict = check_wheel(report, policy, record_problems=archive_record_problems(repaired.wheel))
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
     report_json = _report_path(repaired.wheel)

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from slimwheel import deps, distcheck
 from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import CC, counted, generation, parse_cc_set
+from slimwheel.cuda.arch import CC, CCRequest, RequireArch, counted, generation, parse_require_arch
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
@@ -47,19 +47,21 @@ class Verdict:
     notes: tuple[str, ...] = field(default=())
 
 
-def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[CC, ...]]:
+def required_ccs(spec: str | RequireArch, report: WheelReport) -> tuple[tuple[CC, ...], tuple[CC, ...]]:
     """(required, left out) for `--require-arch`: nothing for "" or "none"; a CC set ("7.5-12.0", "8.0+", "9.0");
     "toolkit": every CC the
     wheel's CUDA major can target (the newest release of that major slimwheel knows), or "auto": those of them from
     the oldest CC the wheel has code for up: whatever the wheel chose to start at, it must not lose newer GPUs (a wheel
     with no device code, or whose CUDA major cannot be told, requires nothing). Integrated GPUs (Jetson, Thor, GB10)
     are aarch64 systems, so they are left out for x86_64 wheels."""
-    spec = spec.strip()
-    if not spec or spec.lower() == "none":
+    spec = parse_require_arch(spec)
+    if isinstance(spec, CCRequest):
+        ccs = spec.resolve()
+    elif spec in ("", "none"):
         return (), ()
-    if spec.lower() in ("toolkit", "auto"):
+    else:  # "toolkit" or "auto"
         if report.cuda_major is None:
-            if spec.lower() == "auto":
+            if spec == "auto":
                 return (), ()
             raise BadInputError(
                 f"{report.path}: --require-arch toolkit: cannot tell the wheel's CUDA major",
@@ -67,15 +69,13 @@ def required_ccs(spec: str, report: WheelReport) -> tuple[tuple[CC, ...], tuple[
             )
         # Numbers nvcc accepts that no product we know of has (10.1, renamed 11.0) are left out.
         ccs = tuple(cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if counted(cc, exclude_integrated=False))
-        if spec.lower() == "auto":
+        if spec == "auto":
             # Code the wheel has: its fatbins' targets, and the CCs its embedded NVRTC sources compile for.
             have = [t.cc for t in report.targets] + [t.cc for e in report.elfs for r in e.nvrtc for t in nvrtc_targets(r)]
             if not have:
                 return (), ()
             oldest = min(have)
             ccs = tuple(cc for cc in ccs if cc >= oldest)
-    else:
-        ccs = parse_cc_set(spec)
     if not report.is_x86_64:
         return ccs, ()
     # The one counting rule (cuda.arch.counted) the plan's wanted set and coverage line use too.
@@ -87,16 +87,16 @@ def make_policy(
     report: WheelReport,
     *,
     budget: str | int = DEFAULT_BUDGET,
-    require_arch: str = "",
+    require_arch: str | RequireArch = "",
     dependencies: bool = True,
-    installed_budget: str = "",
+    installed_budget: str | int | None = None,
     debug_symbols: bool = False,
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
         budget_bytes=parse_size(budget, what="budget"),
         require=require,
-        require_spec=require_arch,
+        require_spec=str(require_arch),
         left_out=left_out,
         dependencies=dependencies,
         installed_budget_bytes=parse_size(installed_budget, what="installed-budget") if installed_budget else None,

@@ -14,9 +14,22 @@ import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal, get_args
 
+from slimwheel.cuda.arch import (
+    CC,
+    CCRequest,
+    PtxRequest,
+    RequireArch,
+    Target,
+    extra_sass_target,
+    parse_cc_request,
+    parse_ptx,
+    parse_require_arch,
+    parse_targets,
+)
 from slimwheel.cuda.versions import DEFAULT_CUDA, STATIC_CUDA, CudaVersion, parse_request
 from slimwheel.errors import BadInputError, ConfigError
 from slimwheel.units import parse_size
@@ -43,6 +56,19 @@ LINK_MODES: tuple[LinkMode, ...] = get_args(LinkMode)
 
 def _doc(text: str, *, choices: tuple[str, ...] = (), kind: str = "string") -> dict[str, Any]:
     return {"doc": text, "choices": choices, "kind": kind}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Parsed:
+    """The settings with a syntax of their own, in the typed form the plan and the checks use (`Config.parsed`)."""
+
+    archs: CCRequest
+    targets: tuple[Target, ...]  # () when not set: the plan comes from archs
+    extra_sass: tuple[Target, ...]
+    ptx: PtxRequest
+    require_arch: RequireArch
+    budget_bytes: int
+    installed_budget_bytes: int | None  # None: not checked
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -166,19 +192,34 @@ class Config:
         ),
     )
 
+    @cached_property
+    def parsed(self) -> Parsed:
+        """The typed form of the settings, parsed once by the parsers `resolve` validated them with."""
+        return Parsed(
+            archs=parse_cc_request(self.archs),
+            targets=_targets(self.targets),
+            extra_sass=tuple(extra_sass_target(s) for s in self.extra_sass),
+            ptx=parse_ptx(self.ptx),
+            require_arch=parse_require_arch(self.require_arch),
+            budget_bytes=parse_size(self.budget, what="budget"),
+            installed_budget_bytes=_installed_budget(self.installed_budget),
+        )
+
     @property
     def budget_bytes(self) -> int:
-        return parse_size(self.budget, what="budget")
+        return self.parsed.budget_bytes
 
     def fallback_release(self) -> CudaVersion:
         """The release to use when none is given and none is found: the one asked for, else the default of the
         link mode."""
         return self.cuda or (STATIC_CUDA if self.link == "static" else DEFAULT_CUDA)
 
-    def require_arch_for(self, planned: str | None) -> str:
-        """The `--require-arch` spec a check uses: the setting, else what the build planned (`planned`, a CC list),
-        else "auto" for a standalone check of a wheel with no plan to ask."""
-        return self.require_arch.strip() or planned or "auto"
+    def require_arch_for(self, planned: tuple[CC, ...] | None) -> RequireArch:
+        """The requirement a check uses: the setting, else what the build planned (`planned`, its wanted CCs), else
+        "auto" for a standalone check of a wheel with no plan to ask."""
+        if self.parsed.require_arch != "":
+            return self.parsed.require_arch
+        return CCRequest.of(planned) if planned else "auto"
 
     def to_json(self) -> dict[str, Any]:
         """Each value in its pyproject form ("auto" for no CUDA release, lists for tuples)."""
@@ -248,7 +289,7 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     if choices and value not in choices:
         problems.append(f"{where}: {_shown(value)} is not one of {', '.join(choices)}")
         return None
-    if check := _VALIDATORS.get(key):
+    if check := _PARSERS.get(key):
         try:
             check(value)
         except BadInputError as e:
@@ -259,48 +300,28 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     return value
 
 
-def _check_archs(value: str) -> None:
-    from slimwheel.cuda.arch import parse_cc_set
-
-    parse_cc_set(value)
+def _targets(value: str) -> tuple[Target, ...]:
+    return parse_targets(value) if value.strip() else ()
 
 
-def _check_targets(value: str) -> None:
-    from slimwheel.cuda.arch import parse_targets
-
-    if value.strip():
-        parse_targets(value)
+def _installed_budget(value: str) -> int | None:
+    return parse_size(value, what="installed-budget") if value.strip() else None
 
 
-def _check_ptx(value: str) -> None:
-    from slimwheel.cuda.arch import parse_cc_set
-
-    if value.strip().lower() not in ("newest", "none", ""):
-        parse_cc_set(value)
-
-
-def _check_require_arch(value: str) -> None:
-    from slimwheel.cuda.arch import parse_cc_set
-
-    if value.strip().lower() not in ("", "none", "auto", "toolkit"):
-        parse_cc_set(value)
-
-
-# Each string setting with a syntax of its own, checked when read so that every bad value is reported at once
-# (the plan would otherwise stop at the first). The parsers are the ones the plan and check use.
-_VALIDATORS: dict[str, Callable[[str], object]] = {
-    "archs": _check_archs,
-    "targets": _check_targets,
-    "ptx": _check_ptx,
-    "require-arch": _check_require_arch,
+# The parser of each string setting with a syntax of its own: run when the value is read, so every bad value is
+# reported at once (the plan would otherwise stop at the first), and again to build `Config.parsed`, the typed form
+# every later stage uses. They are the parsers of cuda.arch and units; nothing after config parses these strings.
+_PARSERS: dict[str, Callable[[str], object]] = {
+    "archs": parse_cc_request,
+    "targets": _targets,
+    "ptx": parse_ptx,
+    "require-arch": parse_require_arch,
     "budget": lambda v: parse_size(v, what="budget"),
-    "installed-budget": lambda v: parse_size(v, what="installed-budget") if v.strip() else 0,
+    "installed-budget": _installed_budget,
 }
 
 
 def _check_extra_sass(value: str) -> None:
-    from slimwheel.cuda.arch import extra_sass_target
-
     extra_sass_target(value)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Literal
 from packaging.version import Version
 
 from slimwheel.config import Compression, Config, LinkMode
-from slimwheel.cuda.arch import CC, ArchPlan, Kind, Target, explicit_plan, extra_sass_target, parse_cc_set, plan
+from slimwheel.cuda.arch import CC, ArchPlan, Kind, Target, explicit_plan, plan
 from slimwheel.cuda.libs import RuntimeLib, load_order, lookup
 from slimwheel.cuda.versions import (
     MAJOR_DRIVER,
@@ -124,12 +124,12 @@ def driver_floor(
 def arch_plan(cfg: Config, supported: tuple[CC, ...]) -> ArchPlan:
     """The targets: cfg.targets verbatim, else the fewest SASS for cfg.archs (+ extra-sass, ptx)."""
     try:
-        if cfg.targets:
-            return explicit_plan(cfg.targets, supported=supported, exclude_integrated=cfg.exclude_integrated)
-        wanted = parse_cc_set(cfg.archs, supported=supported)
-        extra = tuple(extra_sass_target(s) for s in cfg.extra_sass)
+        typed = cfg.parsed
+        if typed.targets:
+            return explicit_plan(typed.targets, supported=supported, exclude_integrated=cfg.exclude_integrated)
         return plan(
-            wanted, supported=supported, extra_sass=extra, ptx=cfg.ptx, exclude_integrated=cfg.exclude_integrated
+            typed.archs.resolve(supported), supported=supported, extra_sass=typed.extra_sass, ptx=typed.ptx,
+            exclude_integrated=cfg.exclude_integrated,
         )
     except BadInputError as e:
         setting = "targets" if cfg.targets else f"archs = {cfg.archs!r}"

@@ -29,7 +29,7 @@ from packaging.version import InvalidVersion, Version
 from slimwheel import check as checkmod
 from slimwheel import fsutil
 from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import CC, parse_cc_set
+from slimwheel.cuda.arch import CC, CCRequest, parse_cc_set
 from slimwheel.errors import BadInputError
 from slimwheel.fatbin_edit import Dropped, PtxMode, SlimRequest, slim_elf
 from slimwheel.inspect.elf import is_elf
@@ -227,7 +227,7 @@ def slim(
         wheel, out_dir, request, version=local_version(before.version, slim_label(ccs, mode, ptx_ccs))
     )
     after = inspect_wheel(rewritten.wheel)
-    policy = checkmod.make_policy(after, budget=budget, require_arch=",".join(str(cc) for cc in ccs))
+    policy = checkmod.make_policy(after, budget=budget, require_arch=CCRequest.of(ccs))
     verdict = checkmod.check_wheel(after, policy)
     return SlimResult(source=wheel, request=request, left_out=left_out, rewritten=rewritten, before=before,
                       after=after, verdict=verdict)  # fmt: skip

@@ -26,7 +26,7 @@ from typing import Any
 from slimwheel import check as checkmod
 from slimwheel.config import DEFAULT_BUDGET
 from slimwheel import fsutil
-from slimwheel.cuda.arch import Kind, Target, Variant
+from slimwheel.cuda.arch import CCRequest, Kind, Target, Variant
 from slimwheel.errors import BadInputError
 from slimwheel.fatbin_edit import SlimRequest, keep_mask
 from slimwheel.inspect.report import WheelReport, inspect_wheel
@@ -126,7 +126,7 @@ def make_variants(
         report = inspect_wheel(rewritten.wheel)
         if set(report.targets) != set(kept):
             raise AssertionError(f"{rewritten.wheel.name}: targets {report.targets} differ from the plan {kept}")
-        policy = checkmod.make_policy(report, budget=budget, require_arch=",".join(str(c) for c in fam.request.ccs))
+        policy = checkmod.make_policy(report, budget=budget, require_arch=CCRequest.of(fam.request.ccs))
         made.append(
             VariantWheel(family=fam, rewritten=rewritten, report=report, properties=props,
                          verdict=checkmod.check_wheel(report, policy))  # fmt: skip

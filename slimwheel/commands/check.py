@@ -73,8 +73,8 @@ def command(
     verdicts = [
         checkmod.check_wheel(
             r,
-            checkmod.make_policy(r, budget=cfg.budget, require_arch=cfg.require_arch_for(None),
-                                 dependencies=not no_dependencies, installed_budget=cfg.installed_budget,
+            checkmod.make_policy(r, budget=cfg.parsed.budget_bytes, require_arch=cfg.require_arch_for(None),
+                                 dependencies=not no_dependencies, installed_budget=cfg.parsed.installed_budget_bytes,
                                  debug_symbols=cfg.debug_symbols),  # fmt: skip
             record_problems=archive_record_problems(r.path) if r.path.name.endswith(".whl") else (),
         )

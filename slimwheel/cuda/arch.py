@@ -13,6 +13,7 @@ import enum
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Literal
 
 from slimwheel.errors import BadInputError
 
@@ -204,34 +205,102 @@ class Coverage:
         return cls(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"]))
 
 
-def parse_cc_set(spec: str | Sequence[str], *, supported: Sequence[CC] = KNOWN_CCS) -> tuple[CC, ...]:
-    """A coverage request -> the set of CCs it names.
+CCItemKind = Literal["all", "from", "range", "one"]
 
-    Forms (comma separated, may be combined): "7.5-12.0" (every CC in `supported` in that range),
-    "7.5+" (that CC and up), "8.6" (one CC), "all" (every CC in `supported`).
-    """
+
+@dataclass(frozen=True)
+class CCRequest:
+    """A coverage request, parsed once (`parse_cc_request`): "7.5-12.0" (every supported CC in that range), "7.5+"
+    (that CC and up), "8.6" (one CC), "all" (every supported CC), or a comma list of those. Which CCs it names depends
+    on what a toolkit supports: `resolve`."""
+
+    text: str  # as the user wrote it, for messages
+    items: tuple[tuple[CCItemKind, CC | None, CC | None], ...]
+
+    def __str__(self) -> str:
+        return self.text
+
+    @classmethod
+    def of(cls, ccs: Iterable[CC]) -> CCRequest:
+        """The request for exactly these CCs."""
+        ordered = sorted(set(ccs))
+        return cls(",".join(map(str, ordered)), tuple(("one", cc, None) for cc in ordered))
+
+    def resolve(self, supported: Sequence[CC] = KNOWN_CCS) -> tuple[CC, ...]:
+        chosen: set[CC] = set()
+        for kind, lo, hi in self.items:
+            if kind == "all":
+                chosen.update(supported)
+            elif kind == "from":
+                assert lo is not None
+                chosen.update(c for c in supported if c >= lo)
+            elif kind == "range":
+                assert lo is not None and hi is not None
+                chosen.update(c for c in supported if lo <= c <= hi)
+            else:
+                assert lo is not None
+                chosen.add(lo)  # named alone: kept even where `supported` lacks it (the plan says why it is skipped)
+        if not chosen:
+            raise BadInputError(f"coverage request {self.text!r} names no compute capability this toolkit supports")
+        return tuple(sorted(chosen))
+
+
+def parse_cc_request(spec: str | Sequence[str]) -> CCRequest:
+    """The one parser of coverage requests (config, plan, check, slim): syntax and compute capabilities checked here,
+    what they name decided by `CCRequest.resolve`."""
     items = spec if not isinstance(spec, str) else [s for s in re.split(r"[,;\s]+", spec) if s]
-    chosen: set[CC] = set()
+    text = spec if isinstance(spec, str) else ",".join(spec)
+    parsed: list[tuple[CCItemKind, CC | None, CC | None]] = []
     for item in items:
         it = item.strip().lower()
         if it in ("all", "native", "all-supported"):
-            chosen.update(supported)
-            continue
-        if it.endswith("+"):
-            lo = CC.parse(it[:-1])
-            chosen.update(c for c in supported if c >= lo)
-            continue
-        m = re.fullmatch(r"([\d.]+)\s*-\s*([\d.]+)", it)
-        if m:
+            parsed.append(("all", None, None))
+        elif it.endswith("+"):
+            parsed.append(("from", CC.parse(it[:-1]), None))
+        elif m := re.fullmatch(r"([\d.]+)\s*-\s*([\d.]+)", it):
             lo, hi = CC.parse(m.group(1)), CC.parse(m.group(2))
             if lo > hi:
                 raise BadInputError(f"coverage range {item!r} runs backwards")
-            chosen.update(c for c in supported if lo <= c <= hi)
-            continue
-        chosen.add(CC.parse(it))
-    if not chosen:
-        raise BadInputError(f"coverage request {spec!r} names no compute capability this toolkit supports")
-    return tuple(sorted(chosen))
+            parsed.append(("range", lo, hi))
+        else:
+            parsed.append(("one", CC.parse(it), None))
+    if not parsed:
+        raise BadInputError(f"coverage request {text!r} names no compute capability")
+    return CCRequest(text.strip(), tuple(parsed))
+
+
+def parse_cc_set(spec: str | Sequence[str] | CCRequest, *, supported: Sequence[CC] = KNOWN_CCS) -> tuple[CC, ...]:
+    """A coverage request -> the set of CCs it names among `supported`."""
+    return (spec if isinstance(spec, CCRequest) else parse_cc_request(spec)).resolve(supported)
+
+
+# PTX to embed: "newest" (of the highest SASS target), "none", or the CCs named.
+PtxRequest = Literal["newest", "none"] | CCRequest
+
+
+def parse_ptx(spec: str | PtxRequest) -> PtxRequest:
+    if isinstance(spec, CCRequest):
+        return spec
+    s = spec.strip().lower()
+    if s == "newest":
+        return "newest"
+    if s in ("none", ""):
+        return "none"
+    return parse_cc_request(spec)
+
+
+# Compute capabilities a check requires: "" (not set), "none", "auto" (from the oldest CC the wheel has code for),
+# "toolkit" (every CC of the wheel's CUDA major), or the CCs named.
+RequireArch = Literal["", "none", "auto", "toolkit"] | CCRequest
+
+
+def parse_require_arch(spec: str | RequireArch) -> RequireArch:
+    if isinstance(spec, CCRequest):
+        return spec
+    s = spec.strip().lower()
+    if s in ("", "none", "auto", "toolkit"):
+        return s  # type: ignore[return-value]  # one of the Literal's values, checked just above
+    return parse_cc_request(spec)
 
 
 @dataclass(frozen=True)
@@ -289,7 +358,7 @@ def plan(
     *,
     supported: Sequence[CC],
     extra_sass: Iterable[Target] = (),
-    ptx: str = "newest",
+    ptx: PtxRequest | str = "newest",
     exclude_integrated: bool = True,
 ) -> ArchPlan:
     """The fewest SASS targets that serve every wanted CC natively, plus PTX.
@@ -299,6 +368,7 @@ def plan(
     next to 8.0, or 90a); `ptx` is "newest" (PTX of the highest SASS target, which the driver JIT-compiles for GPUs newer
     than any cubin), "none", or a comma list of CCs.
     """
+    ptx = parse_ptx(ptx)
     supported_set = set(supported)
     skipped: list[tuple[CC, str]] = []
     want: list[CC] = []
@@ -345,8 +415,8 @@ def plan(
         p = Target(top.cc, Kind.PTX)
         targets.append(p)
         steps.append(PlanStep(p, (), f"PTX of the newest target, JIT-compiled by drivers on GPUs newer than {top.cc}"))
-    elif ptx not in ("none", ""):
-        for cc in parse_cc_set(ptx, supported=supported):
+    elif ptx != "none":
+        for cc in ptx.resolve(supported):
             if cc not in supported_set:
                 raise BadInputError(
                     f"PTX target compute_{cc.sm} is beyond this toolkit",
@@ -378,8 +448,14 @@ def parse_targets(spec: str | Sequence[str]) -> tuple[Target, ...]:
     return tuple(dict.fromkeys(out))
 
 
-def explicit_plan(spec: str | Sequence[str], *, supported: Sequence[CC], exclude_integrated: bool = False) -> ArchPlan:
-    targets = parse_targets(spec)
+def explicit_plan(
+    spec: str | Sequence[str] | tuple[Target, ...], *, supported: Sequence[CC], exclude_integrated: bool = False
+) -> ArchPlan:
+    """The plan of an explicit target list (`parse_targets`' forms, or targets already parsed)."""
+    given: list[str | Target] = [spec] if isinstance(spec, str) else list(spec)
+    targets: tuple[Target, ...] = tuple(
+        dict.fromkeys(t for item in given for t in ((item,) if isinstance(item, Target) else parse_targets(item)))
+    )
     beyond = [t for t in targets if t.cc not in set(supported)]
     if beyond:
         raise BadInputError(

@@ -200,3 +200,23 @@ def test_a_huge_string_is_refused_and_never_echoed_whole(tmp_path, capsys, monke
     assert main(["config", str(tmp_path)]) == 3
     err = capsys.readouterr().err
     assert len(err) < 2000 and "20,000,002 characters" in err
+
+
+def test_settings_with_a_syntax_are_carried_typed() -> None:
+    # parsed once by the parsers config validates with; the plan and the checks take these, not the strings
+    from slimwheel.cuda.arch import CC, CCRequest, Kind, Target
+
+    cfg = resolve({"archs": "8.0+", "ptx": "9.0", "budget": "10MiB", "installed-budget": "1GB",
+                   "extra-sass": ["90a"], "require-arch": "toolkit"})  # fmt: skip
+    p = cfg.parsed
+    assert isinstance(p.archs, CCRequest) and p.archs.resolve([CC(7, 5), CC(8, 0), CC(9, 0)]) == (CC(8, 0), CC(9, 0))
+    assert isinstance(p.ptx, CCRequest) and p.ptx.resolve() == (CC(9, 0),)
+    assert p.targets == () and p.extra_sass == (Target.parse("90a", kind=Kind.SASS),)
+    assert (p.budget_bytes, p.installed_budget_bytes, p.require_arch) == (10 * 2**20, 10**9, "toolkit")
+    assert resolve({}).parsed.installed_budget_bytes is None and resolve({}).parsed.ptx == "newest"
+    assert resolve({"targets": "80-real;90"}).parsed.targets == (Target.parse("sm_80"), Target.parse("sm_90"),
+                                                                  Target.parse("compute_90"))  # fmt: skip
+    # the build's check requires what the plan wanted unless require-arch says otherwise
+    assert resolve({}).require_arch_for((CC(9, 0), CC(8, 0))) == CCRequest.of([CC(8, 0), CC(9, 0)])
+    assert str(resolve({}).require_arch_for((CC(9, 0), CC(8, 0)))) == "8.0,9.0"
+    assert resolve({}).require_arch_for(None) == "auto" and cfg.require_arch_for((CC(9, 0),)) == "toolkit"
