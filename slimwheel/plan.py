@@ -11,8 +11,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from packaging.version import Version
-
 from slimwheel.config import Compression, Config, LinkMode
 from slimwheel.cuda.arch import CC, ArchPlan, Kind, Target, explicit_plan, plan
 from slimwheel.cuda.libs import RuntimeLib, load_order, lookup
@@ -21,6 +19,7 @@ from slimwheel.cuda.versions import (
     SIZE_COMPRESSION_DRIVER_CUDA12,
     CudaVersion,
     driver_for_release,
+    driver_key,
     supported_archs,
 )
 from slimwheel.errors import BadInputError
@@ -117,7 +116,7 @@ def driver_floor(
         reasons.append((MAJOR_DRIVER[13], f"--compress-mode={compression} fatbins need driver >= 580 on CUDA 13"))
     if not reasons:
         return "unknown", ()
-    floor = max((r[0] for r in reasons), key=Version)
+    floor = max((r[0] for r in reasons), key=driver_key)
     return floor, tuple(why for d, why in reasons if d == floor)
 
 

@@ -123,6 +123,15 @@ def supported_archs(version: CudaVersion) -> tuple[CC, ...]:
     return SUPPORTED_ARCHS[keys[-1]]
 
 
+def driver_key(version: str) -> tuple[int, ...]:
+    """A Linux driver version ("580.65.06") as a key to compare and sort by: the one comparison of driver floors
+    (plan, wheel report, the loader's check). Text that is not dotted numbers is refused."""
+    parts = version.strip().split(".")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise BadInputError(f"{version!r} is not a driver version (dotted numbers, e.g. 580.65.06)")
+    return tuple(int(p) for p in parts)
+
+
 def driver_for_release(version: CudaVersion) -> str | None:
     """The driver that runs everything this release builds (PTX JIT included); None when the release is newer than
     the table (a newer release needs a newer driver: 13.1 needs r590, so answering 13.0's 580 would be wrong)."""

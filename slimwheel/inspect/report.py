@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import os
 import re
@@ -14,21 +13,37 @@ from pathlib import Path
 from typing import Any
 
 from slimwheel.cuda import alternatives as alt_model
+from slimwheel.cuda.arch import (
+    CC,
+    KNOWN_CCS,
+    Coverage,
+    Kind,
+    Target,
+    Variant,
+    listing_order,
+    served_by,
+)
 from slimwheel.cuda.major import cuda_major
-from slimwheel.cuda.arch import CC, KNOWN_CCS, Coverage, Kind, Target, Variant, listing_order, served_by
 from slimwheel.cuda.versions import (
     MAJOR_DRIVER,
     PTX_ISA_RELEASE,
     SIZE_COMPRESSION_DRIVER_CUDA12,
     CudaVersion,
     driver_for_release,
+    driver_key,
 )
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, read_elf
 from slimwheel.inspect.fatbin import MAGIC_BYTES, MAX_RECORDS, Fatbin, FatbinEntry
 from slimwheel.inspect.files import mapped_file
 from slimwheel.inspect.nvrtc import EmbeddedSources, describe, served_ccs
-from slimwheel.inspect.wheel import DEFAULT_LIMITS, Member, WheelArchive, WheelMeta, ZipLimits
+from slimwheel.inspect.wheel import (
+    DEFAULT_LIMITS,
+    Member,
+    WheelArchive,
+    WheelMeta,
+    ZipLimits,
+)
 
 __all__ = [
     "CoverageGap",
@@ -335,10 +350,6 @@ def module_coverage(
     return Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"])), tuple(gaps)
 
 
-def _driver_key(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("."))
-
-
 def _assemble(
     path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
 ) -> WheelReport:
@@ -372,7 +383,7 @@ def _assemble(
         floor = MAJOR_DRIVER[major]
         why.append(f"CUDA {major} code runs on the major's first driver, {floor} (minor version compatibility)")
         if major == 12 and "zstd" in compression:
-            if _driver_key(SIZE_COMPRESSION_DRIVER_CUDA12) > _driver_key(floor):
+            if driver_key(SIZE_COMPRESSION_DRIVER_CUDA12) > driver_key(floor):
                 floor = SIZE_COMPRESSION_DRIVER_CUDA12
             why.append(
                 f"zstd-compressed fatbin entries (--compress-mode, CUDA 12.8+) need driver >= "
@@ -398,7 +409,7 @@ def _assemble(
         why.append(f"PTX ISA {max(isas)[0]}.{max(isas)[1]} predates CUDA 11.0: no driver floor known for it")
     alt_floors = [a for a in alternatives if a.driver_floor is not None]
     if alt_floors:
-        oldest = min(alt_floors, key=lambda a: _driver_key(a.driver_floor or "0"))
+        oldest = min(alt_floors, key=lambda a: driver_key(a.driver_floor or "0"))
         floor = oldest.driver_floor
         why.append(f"each alternative needs its own CUDA major's driver; the oldest that runs one of them: {floor} "
                    f"({oldest.file}, CUDA {oldest.cuda})")  # fmt: skip

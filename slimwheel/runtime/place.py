@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.cuda.versions import MAJOR_DRIVER, RELEASE_DRIVER
+from slimwheel.cuda.versions import MAJOR_DRIVER, RELEASE_DRIVER, driver_key
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.dynamic import ElfInfo, exports_symbol
 from slimwheel.rpath import deepen, install_dir
@@ -39,7 +39,7 @@ def driver_floor(major: int, report_floor: str | None = None, why: str | None = 
     `report_floor`: the wheel report's floor (it knows PTX and fatbin compression); used when it is a driver of the
     release table at or above the major's first driver."""
     base = MAJOR_DRIVER[major]
-    if not (report_floor and report_floor in RELEASE_DRIVER.values() and _key(report_floor) >= _key(base)):
+    if not (report_floor and report_floor in RELEASE_DRIVER.values() and driver_key(report_floor) >= driver_key(base)):
         report_floor, why = None, None
     floor_driver = report_floor or base
     release = next((r for r, d in sorted(RELEASE_DRIVER.items()) if d == floor_driver), (major, 0))
@@ -49,9 +49,6 @@ def driver_floor(major: int, report_floor: str | None = None, why: str | None = 
         why=why or f"CUDA {major} needs driver {floor_driver} or newer",
     )
 
-
-def _key(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".") if p.isdigit())
 
 
 @dataclass(frozen=True, kw_only=True)

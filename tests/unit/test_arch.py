@@ -242,3 +242,13 @@ def test_the_plan_json_native_line_is_the_plans_own_coverage() -> None:
     native = plan_to_json(p)["coverage"]["native"]
     assert native == [str(c) for c in p.arch.coverage.native]
     assert "8.7" not in native and "12.1" not in native
+
+
+def test_driver_versions_compare_as_numbers() -> None:
+    from slimwheel.cuda.versions import driver_key
+
+    assert driver_key("580.65.06") > driver_key("550.54.14") > driver_key("525.60.13")
+    assert driver_key("1000.1") > driver_key("999.99.99")  # not as text
+    assert max(["450.80.02", "580.65.06", "525.60.13"], key=driver_key) == "580.65.06"
+    with pytest.raises(BadInputError):
+        driver_key("580.x")
