@@ -21,7 +21,6 @@ import time
 import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from email.parser import HeaderParser
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -35,6 +34,7 @@ from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, 
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
 from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
 from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.wheel import requires_dist
 from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
 from slimwheel.tools import replace_needed, run_auditwheel, set_rpath
@@ -224,7 +224,7 @@ def repair_wheel(
 
         _, _, _, tags = parse_wheel_filename(repaired.name)
         verdict = deps.dependency_problems(
-            list(after.values()), cuda_major=major, requires=_requires_of(meta_text), tags=[str(t) for t in tags],
+            list(after.values()), cuda_major=major, requires=requires_dist(meta_text), tags=[str(t) for t in tags],
             files=names,
         )
         if verdict.problems:
@@ -322,7 +322,7 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
     for path in elfs:
         for lib, names_used in imports_by_library(dest / path).items():
             imports.setdefault(lib, set()).update(names_used)
-    return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=_requires_of(meta), record_problems=problems,
+    return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=requires_dist(meta), record_problems=problems,
                   imports={k: frozenset(v) for k, v in imports.items()})  # fmt: skip
 
 
@@ -395,8 +395,6 @@ def _vendored_versions(src: _Input, copies: Sequence[Unvendored], wheel: Path) -
     return out
 
 
-def _requires_of(metadata: str) -> tuple[str, ...]:
-    return tuple(str(r) for r in HeaderParser().parsestr(metadata).get_all("Requires-Dist") or ())
 
 
 def major_for(

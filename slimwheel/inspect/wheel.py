@@ -8,7 +8,12 @@ from email.parser import HeaderParser
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.zipread import DEFAULT_LIMITS, Member, ZipLimits, ZipReader, check_member_name
 
-__all__ = ["DEFAULT_LIMITS", "Member", "WheelArchive", "WheelMeta", "ZipLimits", "check_member_name"]
+__all__ = ["DEFAULT_LIMITS", "Member", "WheelArchive", "WheelMeta", "ZipLimits", "check_member_name", "requires_dist"]
+
+
+def requires_dist(metadata: str) -> tuple[str, ...]:
+    """The Requires-Dist values of a METADATA text, as written (the one reader: size-report, check and repair)."""
+    return tuple(str(r) for r in HeaderParser().parsestr(metadata).get_all("Requires-Dist") or ())
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +40,8 @@ class WheelArchive(ZipReader):
         parser = HeaderParser()
         try:
             wheel = parser.parsestr(self.read(by_name[f"{dist_info}/WHEEL"]).decode("utf-8"))
-            meta = parser.parsestr(self.read(by_name[f"{dist_info}/METADATA"]).decode("utf-8"))
+            meta_text = self.read(by_name[f"{dist_info}/METADATA"]).decode("utf-8")
+            meta = parser.parsestr(meta_text)
         except UnicodeDecodeError:
             raise BadInputError(f"{self.path}: {dist_info}: WHEEL or METADATA is not UTF-8 text") from None
         if not meta.get("Name") or not meta.get("Version"):
@@ -44,6 +50,6 @@ class WheelArchive(ZipReader):
             name=str(meta["Name"]),
             version=str(meta["Version"]),
             tags=tuple(str(t) for t in wheel.get_all("Tag") or ()),
-            requires_dist=tuple(str(r) for r in meta.get_all("Requires-Dist") or ()),
+            requires_dist=requires_dist(meta_text),
             dist_info=dist_info,
         )
