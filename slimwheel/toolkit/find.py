@@ -22,13 +22,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from elftools.elf.dynamic import DynamicSection
-from elftools.elf.elffile import ELFFile
 
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import ToolError
 from slimwheel.fsutil import cache_dir, file_lock, write_text_atomic
+from slimwheel.inspect.elf import read_elf_file
 from slimwheel.toolkit.model import Toolkit
 from slimwheel.tools import run_tool
 
@@ -232,11 +231,9 @@ def check_build(tk: Toolkit) -> dict[str, Any]:
 
 
 def _needed(path: Path) -> tuple[str, ...]:
-    with open(path, "rb") as fh:
-        dyn = ELFFile(fh).get_section_by_name(".dynamic")
-        if not isinstance(dyn, DynamicSection):
-            return ()
-        return tuple(str(getattr(t, "needed")) for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED")
+    """DT_NEEDED of the check program, read by the one ELF reader (() for a file that is not ELF)."""
+    report = read_elf_file(path, path.name, fatbins=False)
+    return report.needed if report is not None else ()
 
 
 def _stamp_path(cache: Path, nvcc: Path) -> Path:
