@@ -3,7 +3,7 @@
 
     python3 lab/bench/nvrtc-report.py sizes PRECOMPILED.whl RUNTIME.whl   # measure the wheels -> lab/results/nvrtc-sizes.json
     python3 lab/bench/nvrtc-report.py table                              # print the table
-    python3 lab/bench/nvrtc-report.py table --write                      # replace the table block in docs/nvrtc.md
+    python3 lab/bench/nvrtc-report.py table --write                      # replace the table block in docs/records/nvrtc.md
 
 The H200 figures come from lab/results/h200/nvrtc_h200.json (lab/gpu/nvrtc_check.py on the device machine).
 """
@@ -28,7 +28,7 @@ from slimwheel.inspect.report import inspect_wheel, report_to_json
 
 SIZES = REPO / "lab" / "results" / "nvrtc-sizes.json"
 H200 = REPO / "lab" / "results" / "h200" / "nvrtc_h200.json"
-DOC = REPO / "docs" / "nvrtc.md"
+DOC = REPO / "docs" / "records" / "nvrtc.md"
 START, END = "<!-- nvrtc-table:start -->", "<!-- nvrtc-table:end -->"
 
 

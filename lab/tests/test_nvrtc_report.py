@@ -1,4 +1,4 @@
-"""docs/nvrtc.md's table comes from the results JSON files (lab/bench/nvrtc-report.py)."""
+"""docs/records/nvrtc.md's table comes from the results JSON files (lab/bench/nvrtc-report.py)."""
 
 from __future__ import annotations
 
