@@ -159,7 +159,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
     if entries:
         for e in report.elfs:
             for i, fb in enumerate(e.fatbins):
-                title = f"{escape(e.name)}: fatbin {i + 1} at {fb.offset:#x}, {human(fb.size)}"
+                title = f"{escape(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{escape(fb.section or 'file')}], {human(fb.size)}"
                 et = Table(title=title, title_justify="left")
                 for col in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA"):
                     et.add_column(col)

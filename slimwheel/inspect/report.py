@@ -485,6 +485,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "fatbins": [
             {
                 "offset": fb.offset,
+                "section": fb.section or None,
                 "bytes": fb.size,
                 "device_link": fb.device_link,
                 "entries": [_entry_json(e) for e in fb.entries],
