@@ -158,10 +158,10 @@ def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest) -> ElfPlan:
             continue
         spans = entry_spans(data, fb, where=report.name)
         magic, version, header_size, _fat_size = _CONTAINER.unpack_from(data, fb.offset)
-        if header_size != _CONTAINER.size:  # a longer header's tail is copied as it is
-            spans_head = ((fb.offset + _CONTAINER.size, header_size - _CONTAINER.size),)
-        else:
-            spans_head = ()
+        # a longer header's tail is copied as it is
+        spans_head: tuple[tuple[int, int], ...] = (
+            ((fb.offset + _CONTAINER.size, header_size - _CONTAINER.size),) if header_size > _CONTAINER.size else ()
+        )
         body = sum(s.size for s, k in zip(spans, keep, strict=True) if k)
         edits.append(
             ContainerEdit(

@@ -259,7 +259,7 @@ def looks_like_container(data: Buffer, at: int, end: int) -> bool:
     if at + _HEADER.size > end:
         return False
     magic, version, header_size, fat_size = _HEADER.unpack_from(data, at)
-    return magic == MAGIC and version == 1 and header_size == _HEADER.size and fat_size >= _ENTRY.size
+    return bool(magic == MAGIC and version == 1 and header_size == _HEADER.size and fat_size >= _ENTRY.size)
 
 
 def scan_fatbins(
