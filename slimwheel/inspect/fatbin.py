@@ -253,13 +253,15 @@ def parse_fatbins(
 
 
 def looks_like_container(data: Buffer, at: int, end: int) -> bool:
-    """Whether the bytes at `at` start a container as nvcc writes them: the magic, version 1, a 16-byte header and at
-    least one entry header's worth of entries. A bare magic number is also a constant the CUDA runtime compares with
-    (and may sit in any table); these 16 bytes together are a container's header."""
+    """Whether the bytes at `at` start a container as nvcc writes them: the magic, version 1, a 16-byte header, and
+    no entries (a container slim emptied) or at least one entry header's worth. A bare magic number is also a constant
+    the CUDA runtime compares with (and may sit in any table); these 16 bytes together are a container's header."""
     if at + _HEADER.size > end:
         return False
     magic, version, header_size, fat_size = _HEADER.unpack_from(data, at)
-    return bool(magic == MAGIC and version == 1 and header_size == _HEADER.size and fat_size >= _ENTRY.size)
+    return bool(
+        magic == MAGIC and version == 1 and header_size == _HEADER.size and (fat_size == 0 or fat_size >= _ENTRY.size)
+    )
 
 
 def scan_fatbins(
