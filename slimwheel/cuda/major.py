@@ -11,8 +11,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
 
@@ -48,6 +46,9 @@ def cuda_major(
     if majors:
         m = min(majors, key=lambda k: -len(majors[k]))
         return MajorEvidence(major=m, why=majors[m][0].replace(": ", " needs ", 1), mixed=mixed)
+    if requires:
+        # Imported here: packaging's requirement parser costs size-report more start-up than reading a small wheel.
+        from packaging.requirements import InvalidRequirement, Requirement
     for text in requires:
         try:
             r = Requirement(text)

@@ -14,12 +14,11 @@ Repair reads the same way: `read_elf_file(path, name, fatbins=False)` for an unp
 from __future__ import annotations
 
 import bisect
+import functools
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
-
-from elftools.elf.enums import ENUM_E_MACHINE
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.files import Buffer, mapped_file
@@ -44,7 +43,21 @@ MAX_STRING_BYTES = 64 << 20  # every string read from one file: overlapping name
 
 ElfKind = Literal["shared", "executable", "relocatable", "core", "fatbin", "other"]
 _KIND: dict[int, ElfKind] = {1: "relocatable", 2: "executable", 3: "shared", 4: "core"}
-_MACHINE = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
+# pyelftools' names of the machines wheels are built for, known without importing it (its enums module costs
+# size-report more start-up than reading a small wheel); any other number is named by pyelftools.
+_COMMON_MACHINES = {3: "EM_386", 20: "EM_PPC", 21: "EM_PPC64", 22: "EM_S390", 40: "EM_ARM", 62: "EM_X86_64",
+                    183: "EM_AARCH64", 243: "EM_RISCV"}  # fmt: skip
+
+
+@functools.lru_cache(maxsize=64)
+def machine_name(number: int) -> str:
+    """pyelftools' name of an ELF machine number (EM_X86_64), or the number itself when it has none."""
+    if number in _COMMON_MACHINES:
+        return _COMMON_MACHINES[number]
+    from elftools.elf.enums import ENUM_E_MACHINE
+
+    names = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
+    return str(names.get(number, number))
 
 _SHT_NULL, _SHT_PROGBITS, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 1, 3, 6, 8, 11
 _SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4
@@ -161,7 +174,7 @@ class _Elf:
             layout.header.unpack_from(buf, 16)
         )
         self.kind: ElfKind = _KIND.get(e_type, "other")
-        self.machine = str(_MACHINE.get(e_machine, e_machine))
+        self.machine = machine_name(e_machine)
         self.loads = self._segments(phoff, phentsize, phnum)
         self.sections = self._sections(shoff, shentsize, shnum, shstrndx)
 
