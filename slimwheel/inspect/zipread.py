@@ -363,8 +363,20 @@ class ZipReader:
             raise self._bad(
                 m.name, f"declares {m.uncompressed} bytes, over the {self.limits.in_memory_bytes} read into memory"
             )
-        buf = bytearray()
-        self.stream(m, buf.extend)
+        # Sized once: a growing bytearray reallocates, and a copy of a 200 MB member would double the peak.
+        buf = bytearray(m.uncompressed)
+        view = memoryview(buf)
+        pos = 0
+
+        def put(block: bytes) -> None:
+            nonlocal pos
+            view[pos : pos + len(block)] = block  # the stream never passes the declared size
+            pos += len(block)
+
+        try:
+            self.stream(m, put)
+        finally:
+            view.release()
         return buf
 
     def read(self, m: Member) -> bytes:
