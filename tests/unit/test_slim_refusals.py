@@ -170,3 +170,29 @@ def test_work_dir_is_removed_after_a_failure(tmp_path: Path, monkeypatch: pytest
         (work / "x").write_bytes(b"1")
         raise RuntimeError
     assert list(tmp_path.iterdir()) == []
+
+
+def test_variants_read_the_input_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """variants made a full pass per variant (inspect, unpack, slim, pack, inspect: 220-242 s on cupy and jax-pjrt):
+    the input is now unpacked once, and only the outputs are read back."""
+    import slimwheel.slim as slimmod
+
+    src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (75, 80, 90, 100, 120))}))
+    unpacked: list[Path] = []
+    inspected: list[Path] = []
+    real_unpack, real_inspect = slimmod.unpack, slimmod.inspect_wheel
+
+    def unpack(wheel: Path, dest: Path) -> list[str]:
+        unpacked.append(Path(wheel))
+        return real_unpack(wheel, dest)
+
+    def inspect(path: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+        inspected.append(Path(path))
+        return real_inspect(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(slimmod, "unpack", unpack)
+    monkeypatch.setattr(slimmod, "inspect_wheel", inspect)
+    r = make_variants(src, tmp_path / "out")
+    assert len(r.variants) == 5
+    assert unpacked == [src]
+    assert len(inspected) == 5 and src not in inspected  # each output read back once under its temporary name
