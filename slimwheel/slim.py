@@ -66,7 +66,7 @@ class FileSlim:
 
 @dataclass(frozen=True, kw_only=True)
 class Rewritten:
-    """A wheel written by `rewrite_wheel`: where, and what each ELF file lost."""
+    """A wheel written by `write_rewritten`: where it goes, and what each ELF file lost."""
 
     wheel: Path
     version: str
