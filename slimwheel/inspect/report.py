@@ -271,11 +271,17 @@ _RANK = {"none": 0, "ptx": 1, "sass": 2}
 def _made_for_others(ts: frozenset[Target], cc: CC) -> bool:
     """Whether a module is plainly meant for other GPUs than `cc`, so that a library never launches it there.
 
-    True for a module without portable PTX whose cubins are all for newer majors than cc (code for newer GPUs only
-    cannot be meant to run on older ones), or all for one other major (a generation's own kernels). cuBLAS and cuBLASLt
+    True for a module whose code is all for newer GPUs than cc (cubins and PTX alike: code for newer GPUs only cannot
+    be meant to run on older ones), or, without portable PTX, whose cubins are all for one other major (a
+    generation's own kernels). cuBLAS and cuBLASLt
     ship many such modules (Hopper-only, Ampere-and-newer tensor-core kernels) beside generic ones. A module whose
     cubins are all for older majors, over several of them, is judged: that is a library missing a new GPU.
     """
+    if all(t.cc > cc for t in ts):
+        # Code for newer GPUs only, PTX included (compute_90 JIT-compiles for 9.0 and up): NVIDIA's libraries keep one
+        # module per architecture (cuFFT: compute_90 alone, sm_107 alone; cuBLASLt: sm_100 sm_120 compute_120) and
+        # load the one for the GPU at hand.
+        return True
     if any(t.kind is Kind.PTX and t.variant is Variant.PLAIN for t in ts):
         return False
     majors = {t.cc.major for t in ts}
