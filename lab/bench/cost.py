@@ -9,6 +9,7 @@
 
     .venv/bin/python lab/bench/cost.py                       # every wheel below; JSON to lab/results/cost.json
     .venv/bin/python lab/bench/cost.py --only faiss,jax      # wheels whose requirement contains one of these
+    .venv/bin/python lab/bench/cost.py --markdown            # the Markdown table of lab/results/cost.json, no run
 
 Wheels come from the corpus cache (<slimwheel cache>/corpus, ~/.cache/slimwheel/corpus), downloaded there when missing
 (`ensure_wheel`); cuobjdump from the `nvidia-cuda-cuobjdump` wheel, unpacked into the same cache (`cuobjdump`), or a
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import re
 import subprocess
@@ -177,12 +179,29 @@ def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int
     return row
 
 
+def markdown(doc: dict[str, Any]) -> str:
+    """The table for docs and the README, from a results file (never from a run)."""
+    out = [f"Measured {doc['date']} on {doc['machine']} by `lab/bench/cost.py`; ratios against baselines of the same run.",
+           "", "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest | "
+           "variants peak RSS / largest | variants wheels |", "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for r in doc["wheels"]:
+        s, v = r["slim"], r["variants"]
+        out.append(f"| {r['requirement']} | {r['largest_member_bytes'] / 2**20:.1f} MiB | "
+                   f"{r['size_report_s']:.2f} s / {r['cuobjdump_route_s']:.2f} s = {r['size_report_ratio']:.2f} | "
+                   f"{s['rss_ratio']:.2f} | {v['rss_ratio']:.2f} | {v['wheels']} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--only", default="", help="comma-separated parts of requirements to measure")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--markdown", action="store_true", help="print the table of --out and stop")
     args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())), end="")
+        return 0
     parts = [p for p in args.only.split(",") if p]
     chosen = [(r, py) for r, py in WHEELS if not parts or any(p in r for p in parts)]
     exe = cuobjdump()
@@ -201,7 +220,7 @@ def main() -> int:
               f"{s['rss_ratio']:8.2f} ({s['rss_ratio_above_start_up']:.2f})"
               f"{v['rss_ratio']:12.2f} ({v['rss_ratio_above_start_up']:.2f}) "
               f"{row['variants_over_slim_time']:8.2f} ({v['wheels']} wheels)", flush=True)  # fmt: skip
-    doc = {"schema": 1, "machine": f"{platform.node()} ({platform.machine()}, {platform.processor() or 'cpu'})",
+    doc = {"schema": 1, "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
            "cuobjdump": str(exe), "start_up_rss_bytes": base_rss, "wheels": rows}  # fmt: skip
     args.out.parent.mkdir(parents=True, exist_ok=True)
