@@ -27,6 +27,9 @@ class MajorEvidence:
     ambiguous: tuple[str, ...] = ()  # SONAMEs several majors share (libcurand.so.10), when nothing else decides
 
 
+_CU_SUFFIXED = re.compile(r"\s*nvidia[-_.][A-Za-z0-9._-]*[-_.]cu\d+\b", re.IGNORECASE)
+
+
 def cuda_major(
     needed: Iterable[tuple[str, Sequence[str]]],
     requires: Sequence[str] = (),
@@ -46,10 +49,11 @@ def cuda_major(
     if majors:
         m = min(majors, key=lambda k: -len(majors[k]))
         return MajorEvidence(major=m, why=majors[m][0].replace(": ", " needs ", 1), mixed=mixed)
-    if requires:
-        # Imported here: packaging's requirement parser costs size-report more start-up than reading a small wheel.
+    # Only lines that name an nvidia-*-cuNN project are parsed: packaging's requirement parser costs size-report more
+    # start-up than reading a small wheel, so it is imported when one is there.
+    for text in (t for t in requires if _CU_SUFFIXED.match(t)):
         from packaging.requirements import InvalidRequirement, Requirement
-    for text in requires:
+
         try:
             r = Requirement(text)
         except InvalidRequirement:

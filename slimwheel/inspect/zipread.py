@@ -28,7 +28,6 @@ import os
 import posixpath
 import stat
 import struct
-import tempfile
 import threading
 import types
 import zipfile
@@ -398,6 +397,8 @@ class ZipReader:
                 with self._lock:
                     self._held -= m.uncompressed
             return
+        import tempfile  # only big members are spooled: small wheels never pay for importing it
+
         with tempfile.TemporaryFile(prefix="slimwheel-member-") as spool:
             self.stream(m, _sparse(spool, _may_break_ratio(m, self.limits)))
             spool.truncate()
