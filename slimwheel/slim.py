@@ -30,11 +30,11 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.cuda.arch import CC, parse_cc_set, require_known
+from slimwheel.cuda.arch import CC, parse_cc_set, require_known, served_by
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.fatbin_edit import Dropped, ElfPlan, PtxMode, SlimRequest, apply_plan, plan_elf
 from slimwheel.inspect.files import mapped_file
-from slimwheel.inspect.report import WheelReport, inspect_unpacked, inspect_wheel, module_coverage
+from slimwheel.inspect.report import WheelReport, inspect_unpacked, inspect_wheel, nvrtc_targets
 from slimwheel.inspect.wheel import DEFAULT_LIMITS, WheelArchive
 from slimwheel.wheelfile import Source, pack_to, unpack
 
@@ -259,10 +259,11 @@ def judge_output(tmp: Path, target: Path) -> WheelReport:
 
 
 def unserved(report: WheelReport, ccs: tuple[CC, ...]) -> bool:
-    """Whether no requested GPU runs any of the wheel's CUDA modules: a slimmed copy would then hold no code for
-    them at all (faiss-gpu-cu12 1.14.1.post1, sm_70/sm_80 only, slimmed to 9.0 lost all 182 modules)."""
-    coverage, _gaps = module_coverage(report.elfs, ccs)
-    return set(coverage.none) == set(ccs)
+    """Whether no code of the wheel, in any CUDA module, runs on any requested GPU: a slimmed copy would then hold no
+    code for them at all (faiss-gpu-cu12 1.14.1.post1, sm_70/sm_80 only, slimmed to 9.0 lost all 182 modules). One
+    module lacking them is not that (cuBLAS keeps Hopper's kernels in sm_90a modules of their own)."""
+    targets = set(report.targets) | {t for e in report.elfs for r in e.nvrtc for t in nvrtc_targets(r)}
+    return all(served_by(cc, targets)[0] == "none" for cc in ccs)
 
 
 def slim(

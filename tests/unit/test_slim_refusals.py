@@ -75,6 +75,14 @@ def test_a_request_no_module_serves_is_refused_unless_asked(tmp_path: Path, caps
     assert inspect_wheel(tmp_path / "out" / _outputs(tmp_path / "out")[0]).targets == ()
 
 
+def test_one_module_without_code_for_the_gpu_is_not_an_unserved_request(tmp_path: Path) -> None:
+    """cuBLAS keeps Hopper's kernels in modules of their own beside modules for 8.x and 10.x only; its slim to 9.0 was
+    refused as unserved (the rule read the weakest module, not whether any code serves the GPU)."""
+    src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (80, 100)) + _module(2, (90,))}))
+    r = slim(src, tmp_path / "out", archs="9.0")
+    assert r.rewritten.wheel.exists() and [str(t) for t in r.after.targets] == ["sm_90"]
+
+
 def test_overlapping_containers_make_slim_and_variants_exit_3_and_write_nothing(tmp_path: Path) -> None:
     """Two section headers over the same container: check counted it twice, variants died with an AssertionError
     after writing sm8x and sm9x wheels under their final names."""
