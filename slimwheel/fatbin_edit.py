@@ -1,9 +1,10 @@
 """Dropping device code from fatbin containers in place: what `slimwheel slim` and `slimwheel variants` do to each ELF.
 
-A container keeps its place (the host wrapper in .nvFatBinSegment points at its first byte) and the section keeps its
-size (no relink, no moved symbols): the kept entries move to the container's start, the header's entry size shrinks
-to theirs, and every freed byte becomes zero, which a zip stores almost for free. Payloads are moved byte for byte,
-never decompressed.
+A container keeps its place (the host wrapper in .nvFatBinSegment, or the library's own table, points at its first
+byte) and the section keeps its size (no relink, no moved symbols): the kept entries move to the container's start,
+the header's entry size shrinks to theirs, and every freed byte becomes zero, which a zip stores almost for free.
+Payloads are moved byte for byte, never decompressed. The edits are planned from the file's report (`plan_elf`) and
+streamed (`apply_plan`): a 1 GiB library is slimmed through a 1 MiB window, never copied whole into memory.
 
 Which entries a GPU uses is decided by `slimwheel.cuda.arch.served_by` (the driver's preference: the best compatible
 cubin, else the newest compatible PTX), per container, since every container is loaded on its own.
@@ -12,7 +13,7 @@ cubin, else the newest compatible PTX), per container, since every container is 
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,6 +21,7 @@ from slimwheel.cuda.arch import CC, Kind, Target, Variant, served_by
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, read_elf
 from slimwheel.inspect.fatbin import Fatbin, FatbinEntry
+from slimwheel.inspect.files import Buffer
 
 # The two fields of the layout in slimwheel/inspect/fatbin.py that moving an entry needs: the container header's
 # u16 header size and u64 entry bytes, and each entry header's u32 header size and u64 stored payload size.
@@ -78,7 +80,7 @@ class ElfSlim:
         return sum(d.bytes for d in self.dropped)
 
 
-def entry_spans(data: bytes | bytearray | memoryview, fb: Fatbin, *, where: str) -> tuple[EntrySpan, ...]:
+def entry_spans(data: Buffer | memoryview, fb: Fatbin, *, where: str) -> tuple[EntrySpan, ...]:
     """The entries of a container that `parse_fatbin` already read (so every size is known to fit), with their
     places in the file. Spans tile the container's body from its header to its end."""
     mv = memoryview(data)
@@ -112,42 +114,113 @@ def keep_mask(entries: Iterable[FatbinEntry], request: SlimRequest) -> tuple[boo
     return tuple(e.target is None or e.target in wanted for e in es)
 
 
-def slim_container(buf: bytearray, fb: Fatbin, keep: tuple[bool, ...], *, where: str) -> tuple[Dropped, ...]:
-    """Compact the container at fb.offset of `buf` to the kept entries; zero what they no longer use."""
-    spans = entry_spans(buf, fb, where=where)
-    if len(keep) != len(spans):
-        raise AssertionError(f"{where}: {len(keep)} decisions for {len(spans)} entries")
-    magic, version, header_size, fat_size = _CONTAINER.unpack_from(buf, fb.offset)
-    body = fb.offset + header_size
-    end = body + fat_size
-    # Each kept span moves to a place at or before where it was, in order: a forward copy never overwrites bytes
-    # that a later span still needs.
-    w = body
-    dropped: list[Dropped] = []
-    for span, k in zip(spans, keep, strict=True):
-        if k:
-            if span.offset != w:
-                buf[w : w + span.size] = buf[span.offset : span.offset + span.size]
-            w += span.size
-        else:
-            dropped.append(Dropped(container=fb.offset, kind=span.entry.kind, arch=span.entry.arch, bytes=span.size))
-    buf[w:end] = bytes(end - w)
-    _CONTAINER.pack_into(buf, fb.offset, magic, version, header_size, w - body)
-    return tuple(dropped)
+@dataclass(frozen=True, kw_only=True)
+class ContainerEdit:
+    """One container rewritten: its new 16-byte header, then the kept spans' bytes (from where they lie in the
+    unchanged file) back to back, then zeros up to the container's old end."""
+
+    offset: int
+    end: int
+    header: bytes
+    kept: tuple[tuple[int, int], ...]  # (offset in the unchanged file, bytes)
+    dropped: tuple[Dropped, ...]
 
 
-def slim_elf(data: bytes, name: str, request: SlimRequest) -> ElfSlim:
-    """Slim every fatbin container of an ELF (or bare .fatbin) file; `data` itself is not changed."""
-    report: ElfReport = read_elf(data, name)
-    buf = bytearray(data)
-    dropped: list[Dropped] = []
+@dataclass(frozen=True, kw_only=True)
+class ElfPlan:
+    """What slimming one ELF file (or .fatbin file) to a request does, decided from its report alone: edits sorted
+    by offset, never overlapping (the reader refuses containers that share bytes). `apply_plan` streams the new
+    bytes; the file keeps its length."""
+
+    name: str
+    size: int
+    containers: int
+    kept: tuple[tuple[str, str], ...]  # (kind, arch) of every entry kept, in file order
+    kept_targets: frozenset[Target]  # the loadable targets left
+    edits: tuple[ContainerEdit, ...]
+
+    @property
+    def dropped(self) -> tuple[Dropped, ...]:
+        return tuple(d for e in self.edits for d in e.dropped)
+
+
+def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest) -> ElfPlan:
+    """The edits that slim `report`'s containers to `request`; `data` is the file the report was read from (only
+    entry headers are read from it)."""
+    edits: list[ContainerEdit] = []
     kept: list[tuple[str, str]] = []
+    targets: set[Target] = set()
     for fb in report.fatbins:
         keep = keep_mask(fb.entries, request)
         kept.extend((e.kind, e.arch) for e, k in zip(fb.entries, keep, strict=True) if k)
+        targets.update(e.target for e, k in zip(fb.entries, keep, strict=True) if k and e.target is not None)
         if all(keep):
             continue
-        dropped.extend(slim_container(buf, fb, keep, where=name))
-    return ElfSlim(name=name, data=bytes(buf), containers=len(report.fatbins), kept=tuple(kept),
-                   dropped=tuple(dropped))  # fmt: skip
+        spans = entry_spans(data, fb, where=report.name)
+        magic, version, header_size, _fat_size = _CONTAINER.unpack_from(data, fb.offset)
+        # a longer header's tail is copied as it is
+        spans_head: tuple[tuple[int, int], ...] = (
+            ((fb.offset + _CONTAINER.size, header_size - _CONTAINER.size),) if header_size > _CONTAINER.size else ()
+        )
+        body = sum(s.size for s, k in zip(spans, keep, strict=True) if k)
+        edits.append(
+            ContainerEdit(
+                offset=fb.offset,
+                end=fb.offset + fb.size,
+                header=_CONTAINER.pack(magic, version, header_size, body),
+                kept=spans_head + tuple((s.offset, s.size) for s, k in zip(spans, keep, strict=True) if k),
+                dropped=tuple(
+                    Dropped(container=fb.offset, kind=s.entry.kind, arch=s.entry.arch, bytes=s.size)
+                    for s, k in zip(spans, keep, strict=True)
+                    if not k
+                ),
+            )
+        )
+    return ElfPlan(name=report.name, size=report.size, containers=len(report.fatbins), kept=tuple(kept),
+                   kept_targets=frozenset(targets), edits=tuple(edits))  # fmt: skip
 
+
+CHUNK = 1 << 20
+_ZEROS = bytes(CHUNK)
+
+
+def apply_plan(read: Callable[[int, int], bytes], plan: ElfPlan, sink: Callable[[bytes], object]) -> None:
+    """Stream the slimmed file to `sink`, at most CHUNK bytes at once: unchanged ranges and kept entries are read
+    from the unchanged file through `read(offset, size)` (os.pread, or a slice of a buffer), so memory holds one
+    chunk, never the file."""
+
+    def copy(at: int, n: int) -> None:
+        while n > 0:
+            step = min(CHUNK, n)
+            block = read(at, step)
+            if len(block) != step:
+                raise BadInputError(f"{plan.name}: changed while it was being slimmed (short read at {at:#x})")
+            sink(block)
+            at += step
+            n -= step
+
+    pos = 0
+    for e in plan.edits:
+        copy(pos, e.offset - pos)
+        sink(e.header)
+        w = e.offset + len(e.header)
+        for at, n in e.kept:
+            copy(at, n)
+            w += n
+        left = e.end - w
+        while left > 0:
+            sink(_ZEROS[: min(CHUNK, left)])
+            left -= min(CHUNK, left)
+        pos = e.end
+    copy(pos, plan.size - pos)
+
+
+def slim_elf(data: Buffer, name: str, request: SlimRequest) -> ElfSlim:
+    """Slim every fatbin container of an ELF (or bare .fatbin) file held in memory; `data` itself is not changed."""
+    report: ElfReport = read_elf(data, name)
+    plan = plan_elf(data, report, request)
+    if not plan.edits:
+        return ElfSlim(name=name, data=bytes(data), containers=plan.containers, kept=plan.kept, dropped=())
+    out = bytearray()
+    apply_plan(lambda at, n: bytes(data[at : at + n]), plan, out.extend)
+    return ElfSlim(name=name, data=bytes(out), containers=plan.containers, kept=plan.kept, dropped=plan.dropped)

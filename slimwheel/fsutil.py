@@ -13,7 +13,7 @@ import shutil
 import stat
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from slimwheel.errors import BadInputError
@@ -42,21 +42,28 @@ def remove_stale_temps(target: Path, *, min_age_s: float = STALE_AFTER_S, legacy
     """
     ours = _temp_name(target)
     old = [re.compile(p) for p in legacy]
+    return _remove_orphans(
+        target.parent, lambda name: bool(ours.fullmatch(name) or any(p.fullmatch(name) for p in old)), min_age_s
+    )
+
+
+def _remove_orphans(folder: Path, matches: Callable[[str], bool], min_age_s: float) -> list[Path]:
+    """Remove the entries of `folder` whose names match and whose flock can be taken (no live run holds it)."""
     try:
-        entries = list(os.scandir(target.parent))
+        entries = list(os.scandir(folder))
     except (FileNotFoundError, NotADirectoryError):
         return []
     removed = []
     now = time.time()
     for entry in entries:
-        if not (ours.fullmatch(entry.name) or any(p.fullmatch(entry.name) for p in old)):
+        if not matches(entry.name):
             continue
         path = Path(entry.path)
         try:
             st = path.lstat()
         except FileNotFoundError:
             continue
-        if stat.S_ISLNK(st.st_mode) or now - st.st_mtime < min_age_s:
+        if stat.S_ISLNK(st.st_mode) or st.st_uid != os.getuid() or now - st.st_mtime < min_age_s:
             continue  # never made by us, or too young to judge
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
@@ -77,6 +84,24 @@ def remove_stale_temps(target: Path, *, min_age_s: float = STALE_AFTER_S, legacy
     for path in removed:
         log.info("removed %s, left behind by a run that was killed", path)
     return removed
+
+
+@contextlib.contextmanager
+def work_dir(prefix: str) -> Iterator[Path]:
+    """A new folder `<prefix>XXXXXXXX` in the temporary folder ($TMPDIR), held with an flock while the block runs and
+    removed after it. The orphans that killed runs left under the same prefix (ours, unlocked, older than
+    STALE_AFTER_S) go first, as `temp_sibling`'s do: slim unpacks whole wheels there (up to GBs each)."""
+    base = Path(tempfile.gettempdir())
+    pattern = re.compile(re.escape(prefix) + _RANDOM)
+    _remove_orphans(base, lambda name: bool(pattern.fullmatch(name)), STALE_AFTER_S)
+    path = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        os.close(fd)
 
 
 @contextlib.contextmanager
@@ -109,19 +134,29 @@ def temp_sibling(target: Path, *, directory: bool = False) -> Iterator[Path]:
 def atomic_path(target: Path) -> Iterator[Path]:
     """Yields a temporary path in target's folder; on success it replaces target, on error it is removed.
     Temporary files that killed runs left beside target are removed first (see `temp_sibling`)."""
-    target = Path(target)
+    with atomic_paths([target]) as (tmp,):
+        yield tmp
+
+
+@contextlib.contextmanager
+def atomic_paths(targets: Sequence[Path]) -> Iterator[tuple[Path, ...]]:
+    """`atomic_path` for several outputs that stand or fall together (the wheels of one `variants` run): each
+    target's temporary path; only when the block succeeds are they renamed, all of them, onto their targets."""
     with contextlib.ExitStack() as stack:
-        try:
-            tmp_path = stack.enter_context(temp_sibling(target))
-        except OSError as e:  # an output path the user gave that cannot be written: bad input, not a crash
-            raise BadInputError(f"{target}: cannot write here: {e.strerror or e}") from None
-        yield tmp_path
-        if tmp_path.is_file():
-            # mkstemp creates 0600; outputs are ordinary files, readable as the umask allows.
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp_path, 0o666 & ~umask)
-        os.replace(tmp_path, target)
+        tmps = []
+        for target in map(Path, targets):
+            try:
+                tmps.append(stack.enter_context(temp_sibling(target)))
+            except OSError as e:  # an output path the user gave that cannot be written: bad input, not a crash
+                raise BadInputError(f"{target}: cannot write here: {e.strerror or e}") from None
+        yield tuple(tmps)
+        umask = os.umask(0)
+        os.umask(umask)
+        for tmp_path, target in zip(tmps, targets, strict=True):
+            if tmp_path.is_file():
+                # mkstemp creates 0600; outputs are ordinary files, readable as the umask allows.
+                os.chmod(tmp_path, 0o666 & ~umask)
+            os.replace(tmp_path, target)
 
 
 def write_text_atomic(target: Path, text: str) -> None:

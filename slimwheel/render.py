@@ -11,15 +11,16 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
-from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
 from slimwheel import shown
-from slimwheel.check import Verdict, verdict_to_json
+
+if TYPE_CHECKING:  # check imports the dependency rules (packaging, pyelftools): size-report needs none of them
+    from slimwheel.check import Verdict
 from slimwheel.inspect.report import (
     SCHEMA,
     WheelReport,
@@ -186,7 +187,7 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
     if entries:
         for e in report.elfs:
             for i, fb in enumerate(e.fatbins):
-                title = f"{shown.markup(e.name)}: fatbin {i + 1} at {fb.offset:#x}, {human(fb.size)}"
+                title = f"{shown.markup(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{shown.markup(fb.section or 'file')}], {human(fb.size)}"
                 et = Table(title=title, title_justify="left")
                 for col in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA"):
                     et.add_column(col)
@@ -287,6 +288,8 @@ def render_json(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] | No
         wheels.append(d)
     doc: dict[str, Any] = {"schema": SCHEMA, "units": "bytes", "wheels": wheels}
     if verdicts is not None:
+        from slimwheel.check import verdict_to_json
+
         doc["verdicts"] = [verdict_to_json(v) for v in verdicts]
     return json.dumps(doc, indent=2) + "\n"
 
@@ -378,6 +381,8 @@ class ProgressLine:
         self.phase_started = self.started
         self.count = 0
         self.log: Path | None = None
+        from rich.live import Live  # only the build's progress line redraws
+
         self._live = Live(self, console=console, refresh_per_second=4, transient=True) if live else None
 
     def line(self) -> str:

@@ -18,6 +18,7 @@ universal fallback that installers without variant support, and GPUs no variant 
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,20 @@ from typing import Any
 from slimwheel import check as checkmod
 from slimwheel.config import DEFAULT_BUDGET
 from slimwheel import fsutil
-from slimwheel.cuda.arch import CCRequest, Kind, Target, Variant
+from slimwheel.cuda.arch import CCRequest, Kind, Target, listing_order
 from slimwheel.errors import BadInputError
-from slimwheel.fatbin_edit import SlimRequest, keep_mask
-from slimwheel.inspect.report import WheelReport, inspect_wheel
-from slimwheel.slim import Rewritten, copy_unchanged, files_json, rewrite_wheel, sizes_json
-from slimwheel.wheelfile import verify_record
+from slimwheel.fatbin_edit import SlimRequest
+from slimwheel.inspect.report import WheelReport
+from slimwheel.slim import (
+    Rewritten,
+    files_json,
+    judge_output,
+    output_name,
+    plans_for,
+    sizes_json,
+    unpack_input,
+    write_rewritten,
+)
 
 SCHEMA = 1
 VARIANT_SCHEMA_URL = "https://variants-schema.wheelnext.dev/peps/825/v0.1.0.json"
@@ -107,31 +116,40 @@ def variant_json(label: str, properties: dict[str, dict[str, list[str]]]) -> dic
 def make_variants(
     wheel: Path, out_dir: Path, *, budget: str | int = DEFAULT_BUDGET, rewrite_record: bool = False
 ) -> VariantsResult:
-    """One wheel per GPU family of `wheel` in out_dir, and the universal copy. An input whose RECORD does not match
-    its files is refused as repair refuses it (`wheelfile.judge_record`)."""
+    """Every family's variant wheel, the universal copy and the index file, from one read of `wheel` (unpacked once;
+    each variant streamed from the unpacked files through its own plans). All wheels are written under temporary
+    names, read back and judged, and renamed together only when every one of them was made."""
     wheel = Path(wheel)
-    verify_record(wheel, rewrite_record=rewrite_record)
-    before = inspect_wheel(wheel)
     out_dir = Path(out_dir)
     made: list[VariantWheel] = []
-    for fam in families(before):
-        # variant.json goes into the wheel as it is written, so the properties come from the keep rule beforehand;
-        # the written wheel's report must then show exactly those targets.
-        kept = _kept_targets(before, fam.request)
-        props = {NAMESPACE: {FEATURE: sm_arch_values(kept)}}
-        body = (json.dumps(variant_json(fam.label, props), indent=2, sort_keys=False) + "\n").encode()
-        rewritten = rewrite_wheel(
-            wheel, out_dir, fam.request, version=None, variant=fam.label, extra_files=_variant_file(body)
-        )
-        report = inspect_wheel(rewritten.wheel)
-        if set(report.targets) != set(kept):
-            raise AssertionError(f"{rewritten.wheel.name}: targets {report.targets} differ from the plan {kept}")
-        policy = checkmod.make_policy(report, budget=budget, require_arch=CCRequest.of(fam.request.ccs))
-        made.append(
-            VariantWheel(family=fam, rewritten=rewritten, report=report, properties=props,
-                         verdict=checkmod.check_wheel(report, policy))  # fmt: skip
-        )
-    universal = copy_unchanged(wheel, out_dir)
+    with fsutil.work_dir("slimwheel-slim-") as work:
+        src = unpack_input(wheel, work, rewrite_record=rewrite_record)
+        before = src.report
+        fams = families(before)
+        targets = [output_name(src, out_dir, version=None, variant=fam.label) for fam in fams]
+        universal = out_dir / wheel.name
+        same = universal.resolve() == wheel.resolve()
+        with fsutil.atomic_paths([*targets, *([] if same else [universal])]) as tmps:
+            for fam, target, tmp in zip(fams, targets, tmps, strict=False):
+                # variant.json goes into the wheel as it is written, so the properties come from the plans
+                # beforehand; the written wheel's report must then show exactly those targets.
+                plans = plans_for(src, fam.request)
+                kept = tuple(sorted(frozenset().union(*(p.kept_targets for p in plans.values())),
+                                    key=listing_order))  # fmt: skip
+                props = {NAMESPACE: {FEATURE: sm_arch_values(kept)}}
+                body = (json.dumps(variant_json(fam.label, props), indent=2, sort_keys=False) + "\n").encode()
+                rewritten = write_rewritten(src, tmp, target, plans, version=None, extra_files=_variant_file(body))
+                report = judge_output(tmp, target)
+                if set(report.targets) != set(kept):
+                    raise AssertionError(f"{target.name}: targets {report.targets} differ from the plan {kept}")
+                policy = checkmod.make_policy(report, budget=budget,
+                                              require_arch=CCRequest.of(fam.request.ccs))  # fmt: skip
+                made.append(
+                    VariantWheel(family=fam, rewritten=rewritten, report=report, properties=props,
+                                 verdict=checkmod.check_wheel(report, policy))  # fmt: skip
+                )
+            if not same:
+                shutil.copyfile(wheel, tmps[-1])
     dist = before.path.name.split("-", 1)[0]
     index = {
         "$schema": VARIANT_SCHEMA_URL,
@@ -149,17 +167,6 @@ def _variant_file(body: bytes) -> Callable[[str], Mapping[str, bytes]]:
         return {f"{dist_info}/variant.json": body}
 
     return files
-
-
-def _kept_targets(report: WheelReport, request: SlimRequest) -> tuple[Target, ...]:
-    """The targets left in the wheel after slimming to `request`, by the rule the rewrite applies (keep_mask)."""
-    kept: set[Target] = set()
-    for elf in report.elfs:
-        for fb in elf.fatbins:
-            for e, k in zip(fb.entries, keep_mask(fb.entries, request), strict=True):
-                if k and e.target is not None:
-                    kept.add(e.target)
-    return tuple(sorted(kept, key=lambda t: (t.kind is Kind.PTX, t.cc, t.variant is not Variant.PLAIN)))
 
 
 def result_to_json(r: VariantsResult) -> dict[str, Any]:

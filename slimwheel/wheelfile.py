@@ -24,6 +24,7 @@ import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -31,7 +32,7 @@ from packaging.utils import canonicalize_name
 
 from slimwheel import fsutil
 from slimwheel.errors import BadInputError, BadRecordError
-from slimwheel.inspect.zipread import ZipReader, extract
+from slimwheel.inspect.zipread import ZipReader, extract, ratio_problem
 
 log = logging.getLogger("slimwheel.wheelfile")
 
@@ -74,39 +75,102 @@ def compression_level() -> int | None:
     return int(value)
 
 
+# A file's bytes as a stream: called with a sink, feeds it the bytes in order (at most a few MiB at once).
+Source = Callable[[Callable[[bytes], object]], None]
+_BLOCK = 1 << 22
+
+
+def file_source(path: Path) -> Source:
+    def feed(sink: Callable[[bytes], object]) -> None:
+        with path.open("rb") as fh:
+            for block in iter(lambda: fh.read(_BLOCK), b""):
+                sink(block)
+
+    return feed
+
+
+def _bytes_source(content: bytes) -> Source:
+    def feed(sink: Callable[[bytes], object]) -> None:
+        sink(content)
+
+    return feed
+
+
 def pack(root: Path, dist_info: str, target: Path, *, verify: Callable[[Path], None] | None = None) -> None:
-    """Write root as a wheel: RECORD rewritten with hashes, entries sorted, dist-info last, fixed timestamps;
-    atomically (a temp file beside target, renamed). `verify(written)` judges the complete temporary file before it
-    takes target's name; if it raises, nothing is left under either name."""
-    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    record_name = f"{dist_info}/RECORD"
-    files = [f for f in files if f != record_name]
-    files.sort(key=lambda f: (f.startswith(dist_info + "/"), f))
+    """Write root as a wheel (`pack_to`), atomically: a temp file beside target, renamed. `verify(written)` judges the
+    complete temporary file before it takes target's name; if it raises, nothing is left under either name."""
     with fsutil.atomic_path(target) as tmp:
-        _write_zip(root, files, record_name, tmp)
+        pack_to(root, dist_info, tmp, label=target)
         if verify is not None:
             verify(tmp)
 
 
-def _write_zip(root: Path, files: Sequence[str], record_name: str, tmp: Path) -> None:
+def pack_to(
+    root: Path,
+    dist_info: str,
+    out: Path,
+    *,
+    sources: Mapping[str, Source] | None = None,
+    extra: Mapping[str, bytes] | None = None,
+    label: Path | None = None,
+) -> None:
+    """Write root as a wheel to `out`: RECORD rewritten with hashes, entries sorted, dist-info last, fixed
+    timestamps. Each member streams through the zip (hashed and deflated in blocks: memory holds a block, never a
+    file); `sources` gives the bytes of some members instead of their file under root (slim's edited libraries,
+    of the same length); `extra`: members that are not files under root (a variant's variant.json). Every member is held to the reader's inflate rule (`zipread.ratio_problem`): slimwheel never
+    writes a wheel that it would refuse to read."""
+    extra = dict(extra or {})
+    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    record_name = f"{dist_info}/RECORD"
+    files = sorted((on_disk | set(extra)) - {record_name}, key=lambda f: (f.startswith(dist_info + "/"), f))
     date = zip_time()
     level = compression_level()
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
+    sources = dict(sources or {})
+    for name, content in extra.items():
+        sources[name] = _bytes_source(content)
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
         for name in files:
-            data = (root / name).read_bytes()
-            writer.writerow(record_line(name, data))
-            executable = (root / name).stat().st_mode & stat.S_IXUSR
+            path = root / name
+            st = None if name in extra else path.stat()
+            executable = st is not None and st.st_mode & stat.S_IXUSR
             zi = zipfile.ZipInfo(name, date_time=date)
             zi.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
             zi.compress_type = zipfile.ZIP_DEFLATED
-            zf.writestr(zi, data, compresslevel=level)
+            zi.file_size = len(extra[name]) if st is None else st.st_size  # known up front: zipfile picks zip64 from it
+            _set_level(zi, level)
+            h = hashlib.sha256()
+            counts = [0, 0]  # bytes, non-zero bytes
+            with zf.open(zi, "w") as member:
+
+                def sink(block: bytes, member: IO[bytes] = member) -> None:
+                    h.update(block)
+                    counts[0] += len(block)
+                    counts[1] += len(block) - block.count(0)
+                    member.write(block)
+
+                (sources.get(name) or file_source(path))(sink)
+            problem = ratio_problem(counts[0], counts[1], zi.compress_size)
+            if problem is not None:
+                raise BadInputError(f"{label or out}: member {name!r} {problem}; slimwheel would refuse to read it")
+            writer.writerow([name, f"sha256={_b64digest(h.digest())}", str(counts[0])])
         writer.writerow([record_name, "", ""])
         zi = zipfile.ZipInfo(record_name, date_time=date)
         zi.external_attr = (0o644 | stat.S_IFREG) << 16
         zi.compress_type = zipfile.ZIP_DEFLATED
         zf.writestr(zi, buf.getvalue(), compresslevel=level)
+
+
+def _set_level(zi: zipfile.ZipInfo, level: int | None) -> None:
+    """The deflate level of a member written through ZipFile.open, which takes it from the ZipInfo alone (its
+    attribute is `compress_level` from Python 3.13, `_compresslevel` before)."""
+    if level is None:
+        return
+    if hasattr(zi, "compress_level"):
+        zi.compress_level = level
+    else:
+        zi._compresslevel = level  # type: ignore[attr-defined]
 
 
 # ------------------------------------------------------------------------------------------------------------ RECORD
@@ -192,11 +256,6 @@ def judge_record(wheel: Path, problems: Sequence[str], *, rewrite_record: bool) 
     for p in problems:
         log.warning("%s: %s (RECORD rewritten, --rewrite-record)", wheel.name, p)
     return tuple(problems)
-
-
-def verify_record(wheel: Path, *, rewrite_record: bool) -> tuple[str, ...]:
-    """`judge_record` of a wheel file, its members hashed as they stream (`archive_record_problems`)."""
-    return judge_record(wheel, archive_record_problems(wheel), rewrite_record=rewrite_record)
 
 
 def digest_tree(root: Path) -> dict[str, MemberDigest]:

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 from rich.console import Console
 
-from slimwheel import fsutil, render, treemap
+from slimwheel import render
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_file
 from slimwheel.render import table_text as table_text  # its home moved to render; the old import keeps working
@@ -24,6 +24,8 @@ def emit(text: str, output: Path | None) -> None:
     if output is None:
         click.echo(text, nl=False, color=True)  # colour was decided by render.color_wanted; click would strip it off a tty
     else:
+        from slimwheel import fsutil
+
         fsutil.write_text_atomic(output, text)
 
 
@@ -59,6 +61,8 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
     elif fmt == "markdown":
         text = render.render_markdown(reports, entries=entries)
     elif fmt == "html":
+        from slimwheel import treemap
+
         text = treemap.render_html(reports)
     else:
         color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())

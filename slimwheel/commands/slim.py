@@ -66,15 +66,21 @@ def _draw(r: SlimResult, console: Console) -> None:
               help="Also write the JSON report to FILE (atomically).")  # fmt: skip
 @click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
               "with exit 14 by default, as by repair); the output gets a correct RECORD.")  # fmt: skip
+@click.option("--allow-unserved", is_flag=True,
+              help="Write the wheel even when none of its CUDA modules runs on any --archs GPU (all its device code "
+              "is dropped); without it that is refused, exit 11, and nothing is written.")  # fmt: skip
 def command(wheel: Path, archs: str, ptx: str, out_dir: Path, budget: str | None, fmt: str,
-            report: Path | None, rewrite_record: bool) -> None:  # fmt: skip
+            report: Path | None, rewrite_record: bool, allow_unserved: bool) -> None:  # fmt: skip
     """Rewrite WHEEL's fatbins to keep only the code that serves the --archs GPUs, in place (no rebuild, no relink).
 
     The new wheel gets a local version label (1.0+slim.sm90), keeps its tags, and is checked with the requested
-    GPUs required: exit 11 if one of them lost its code, 10 if it is over the budget. WHEEL is never changed.
+    GPUs required: exit 11 if one of them lost its code, 10 if it is over the budget. A request that no code of the
+    wheel serves is refused (exit 11, nothing written); so are compute capabilities no GPU has (exit 3). WHEEL is
+    never changed.
     """
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
-    result = slim(wheel, out_dir, archs=archs, ptx=ptx, budget=cfg.budget, rewrite_record=rewrite_record)
+    result = slim(wheel, out_dir, archs=archs, ptx=ptx, budget=cfg.budget, rewrite_record=rewrite_record,
+                  allow_unserved=allow_unserved)
     data = json.dumps(result_to_json(result), indent=2) + "\n"
     if report is not None:
         emit(data, report)

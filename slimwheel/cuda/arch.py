@@ -86,6 +86,20 @@ def generation(cc: CC) -> GpuGeneration | None:
     return _BY_CC.get(cc)
 
 
+def require_known(ccs: Iterable[CC], *, what: str) -> None:
+    """Refuse compute capabilities no GPU has (9.5; 8.8 and 10.1, which nvcc accepts, too), listing the real ones and
+    which of them are integrated aarch64 parts: slimming a wheel for a GPU that does not exist only loses code."""
+    unknown = sorted({cc for cc in ccs if generation(cc) is None})
+    if not unknown:
+        return
+    real = ", ".join(str(g.cc) for g in GENERATIONS if not g.integrated)
+    integrated = ", ".join(f"{g.cc} ({g.name})" for g in GENERATIONS if g.integrated)
+    raise BadInputError(
+        f"{what}: no GPU has compute capability {', '.join(map(str, unknown))}",
+        hint=f"GPUs: {real}; integrated aarch64 GPUs (wheels for aarch64 only): {integrated}",
+    )
+
+
 def counted(cc: CC, *, exclude_integrated: bool) -> bool:
     """Whether a CC counts in plans, checks and coverage lines: a GPU we know of (nvcc also accepts numbers no
     product has, like 8.8 and 10.1), and not an integrated one when those are left out. The one rule behind the

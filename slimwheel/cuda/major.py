@@ -11,8 +11,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
 
@@ -27,6 +25,9 @@ class MajorEvidence:
     why: str
     mixed: tuple[str, ...] = ()  # `file: soname (CUDA N)` when the wheel needs libraries of several majors
     ambiguous: tuple[str, ...] = ()  # SONAMEs several majors share (libcurand.so.10), when nothing else decides
+
+
+_CU_SUFFIXED = re.compile(r"\s*nvidia[-_.][A-Za-z0-9._-]*[-_.]cu\d+\b", re.IGNORECASE)
 
 
 def cuda_major(
@@ -48,7 +49,11 @@ def cuda_major(
     if majors:
         m = min(majors, key=lambda k: -len(majors[k]))
         return MajorEvidence(major=m, why=majors[m][0].replace(": ", " needs ", 1), mixed=mixed)
-    for text in requires:
+    # Only lines that name an nvidia-*-cuNN project are parsed: packaging's requirement parser costs size-report more
+    # start-up than reading a small wheel, so it is imported when one is there.
+    for text in (t for t in requires if _CU_SUFFIXED.match(t)):
+        from packaging.requirements import InvalidRequirement, Requirement
+
         try:
             r = Requirement(text)
         except InvalidRequirement:

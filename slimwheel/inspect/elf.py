@@ -14,21 +14,22 @@ Repair reads the same way: `read_elf_file(path, name, fatbins=False)` for an unp
 from __future__ import annotations
 
 import bisect
+import functools
 import struct
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from elftools.elf.enums import ENUM_E_MACHINE
-
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.files import Buffer, mapped_file
-from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, RecordBudget, parse_fatbin, parse_fatbins
+from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, RecordBudget, parse_fatbin, parse_fatbins, scan_fatbins
 from slimwheel.inspect.nvrtc import SECTION as NVRTC_SECTION
 from slimwheel.inspect.nvrtc import EmbeddedSources, parse_section
 
 ELF_MAGIC = b"\x7fELF"
-# Sections that hold fatbin containers: linked ELFs and host objects (.nv_fatbin), -rdc objects (__nv_relfatbin).
+# Sections made of fatbin containers only: linked ELFs and host objects (.nv_fatbin), -rdc objects (__nv_relfatbin).
+# Read strictly: every byte is a container or padding. Containers elsewhere (NVIDIA's libraries keep theirs in .data,
+# .ldata or .rodata) are found by their header in every other allocated, non-executable data section (`_scanned`).
 FATBIN_SECTIONS = (".nv_fatbin", "__nv_relfatbin")
 # The host-side wrapper the CUDA runtime registers per module: u32 magic, u32 version, u64 fatbin address, u64 unused.
 _WRAPPER = struct.Struct("<IIQQ")
@@ -42,9 +43,24 @@ MAX_STRING_BYTES = 64 << 20  # every string read from one file: overlapping name
 
 ElfKind = Literal["shared", "executable", "relocatable", "core", "fatbin", "other"]
 _KIND: dict[int, ElfKind] = {1: "relocatable", 2: "executable", 3: "shared", 4: "core"}
-_MACHINE = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
+# pyelftools' names of the machines wheels are built for, known without importing it (its enums module costs
+# size-report more start-up than reading a small wheel); any other number is named by pyelftools.
+_COMMON_MACHINES = {3: "EM_386", 20: "EM_PPC", 21: "EM_PPC64", 22: "EM_S390", 40: "EM_ARM", 62: "EM_X86_64",
+                    183: "EM_AARCH64", 243: "EM_RISCV"}  # fmt: skip
 
-_SHT_NULL, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 3, 6, 8, 11
+
+@functools.lru_cache(maxsize=64)
+def machine_name(number: int) -> str:
+    """pyelftools' name of an ELF machine number (EM_X86_64), or the number itself when it has none."""
+    if number in _COMMON_MACHINES:
+        return _COMMON_MACHINES[number]
+    from elftools.elf.enums import ENUM_E_MACHINE
+
+    names = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
+    return str(names.get(number, number))
+
+_SHT_NULL, _SHT_PROGBITS, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 1, 3, 6, 8, 11
+_SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4
 _SHN_UNDEF, _SHN_XINDEX = 0, 0xFFFF
 _PT_LOAD = 1
 _DT_NULL, _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 0, 1, 14, 15, 29
@@ -93,6 +109,7 @@ class Section:
     size: int
     link: int
     entsize: int
+    flags: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -157,7 +174,7 @@ class _Elf:
             layout.header.unpack_from(buf, 16)
         )
         self.kind: ElfKind = _KIND.get(e_type, "other")
-        self.machine = str(_MACHINE.get(e_machine, e_machine))
+        self.machine = machine_name(e_machine)
         self.loads = self._segments(phoff, phentsize, phnum)
         self.sections = self._sections(shoff, shentsize, shnum, shstrndx)
 
@@ -188,8 +205,8 @@ class _Elf:
 
     def _raw_section(self, shoff: int, shentsize: int, i: int) -> Section:
         fields = self.lay.section.unpack_from(self.buf, shoff + i * shentsize)
-        name, typ, _flags, _addr, off, size, link, _info, _align, entsize = fields
-        return Section(name=str(name), type=typ, offset=off, size=size, link=link, entsize=entsize)
+        name, typ, flags, _addr, off, size, link, _info, _align, entsize = fields
+        return Section(name=str(name), type=typ, offset=off, size=size, link=link, entsize=entsize, flags=flags)
 
     def _sections(self, shoff: int, shentsize: int, shnum: int, shstrndx: int) -> list[Section]:
         if shoff == 0:
@@ -327,7 +344,6 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     elf = _Elf(data, name)
     sections: dict[str, int] = {}
     found: list[Fatbin] = []
-    in_sections: list[tuple[int, int]] = []
     wrappers: list[tuple[int, int]] = []  # (file offset the fatbin address maps to, version)
     modules = 0
     budget = RecordBudget(name)
@@ -340,12 +356,10 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
             embedded.extend(parse_section(memoryview(data)[sec.offset : sec.offset + sec.size], where=name))
         if not fatbins:
             continue
+        where = f"{name} [{sec.name}]"
         if sec.name in FATBIN_SECTIONS:
-            where = f"{name} [{sec.name}]"
-            found.extend(
-                parse_fatbins(data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget)
-            )
-            in_sections.append((sec.offset, sec.offset + sec.size))
+            found.extend(parse_fatbins(data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget,
+                                       section=sec.name))  # fmt: skip
         elif sec.name == ".nvFatBinSegment":
             for i in range(sec.size // _WRAPPER.size):
                 magic, version, addr, _u = _WRAPPER.unpack_from(data, sec.offset + i * _WRAPPER.size)
@@ -358,10 +372,16 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
                 at = elf.file_offset(addr) if addr else None
                 if at is not None:
                     wrappers.append((at, version))
+        elif _scanned(sec):
+            found.extend(scan_fatbins(data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget,
+                                      section=sec.name))  # fmt: skip
     soname, needed, rpath, runpath = elf.dynamic()
     # libstdc++.so.6 itself (the one a process shares) defines it too; only another library carrying a copy counts.
     exports_cxx = not (soname or "").startswith("libstdc++.so") and elf.defines(CXX_RUNTIME_MARKER)
-    found.extend(_wrapped_fatbins(data, name, wrappers, in_sections, budget))
+    found.sort(key=lambda fb: fb.offset)
+    found.extend(_wrapped_fatbins(data, name, wrappers, found, elf.sections, budget))
+    found.sort(key=lambda fb: fb.offset)
+    _refuse_overlaps(name, found)
     linked = {at for at, version in wrappers if version == 2}
     if linked:
         found = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in found]
@@ -382,36 +402,64 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     )
 
 
+def _scanned(sec: Section) -> bool:
+    """Sections searched for containers among other data: allocated (loaded with the library, where the CUDA runtime
+    can register them from), holding file bytes, not code."""
+    return sec.type == _SHT_PROGBITS and bool(sec.flags & _SHF_ALLOC) and not sec.flags & _SHF_EXECINSTR
+
+
+def _refuse_overlaps(name: str, found: list[Fatbin]) -> None:
+    """No byte may belong to two containers (`found` sorted by offset): sections over the same bytes, or a container
+    inside another's entries, would count code twice and let an edit of one corrupt the other."""
+    for a, b in zip(found, found[1:]):
+        if b.offset < a.offset + a.size:
+            how = "is the same container as" if b.offset == a.offset else "starts inside"
+            raise BadInputError(
+                f"{name}: fatbin at {b.offset:#x} [{b.section or 'file'}] {how} the fatbin at {a.offset:#x} "
+                f"[{a.section or 'file'}] ({a.size} bytes): no byte may belong to two CUDA modules"
+            )
+
+
 def _wrapped_fatbins(
     data: Buffer,
     name: str,
     wrappers: list[tuple[int, int]],
-    in_sections: list[tuple[int, int]],
+    found: list[Fatbin],
+    sections: list[Section],
     budget: RecordBudget,
 ) -> list[Fatbin]:
-    """Fatbins that wrappers point at outside the fatbin sections (e.g. one embedded in .rodata by hand).
+    """Fatbins that wrappers point at and no section read gave (e.g. one in a section that is not searched), each
+    bounded by the section that holds it. A wrapper pointing inside a container found before is refused: the
+    runtime would register bytes of one module as another. `found` is sorted by offset.
 
-    Wrappers are visited by file offset, so "inside a fatbin found before" is one comparison with the furthest end
-    seen, and "inside a fatbin section" one bisection: linear in wrappers and bytes, however many there are.
+    Linear in wrappers and containers: wrappers are visited by file offset, containers and sections are bisected.
     """
-    spans = sorted(in_sections)
-    starts = [a for a, _b in spans]
-    ends = []
-    furthest = -1
-    for _a, b in spans:
-        furthest = max(furthest, b)
-        ends.append(furthest)  # the furthest end among sections starting at or before this one
-    found: list[Fatbin] = []
-    reach = -1  # the furthest end of the fatbins found so far
+    starts = [fb.offset for fb in found]
+    spans = sorted((s.offset, s.offset + s.size, s.name) for s in sections if s.type not in (_SHT_NULL, _SHT_NOBITS))
+    sec_starts = [a for a, _b, _n in spans]
+    out: list[Fatbin] = []
+    reach, reach_at = -1, -1  # the furthest end of the containers given by wrappers so far, and where that one starts
     for at in sorted({at for at, _v in wrappers}):
         i = bisect.bisect_right(starts, at) - 1
-        if (i >= 0 and at < ends[i]) or at < reach:
+        if i >= 0 and at == starts[i]:
+            continue  # the wrapper registers a container a section read found
+        inside = (found[i].offset, found[i].size) if i >= 0 and at < found[i].offset + found[i].size else None
+        if inside is None and at < reach:
+            inside = (reach_at, reach - reach_at)
+        if data[at : at + 4] != MAGIC_BYTES:
             continue
-        if data[at : at + 4] == MAGIC_BYTES:
-            fb = parse_fatbin(data, at, where=f"{name} [fatbin at {at:#x}]", budget=budget)
-            found.append(fb)
-            reach = at + fb.size
-    return found
+        if inside is not None:
+            raise BadInputError(
+                f"{name}: a CUDA module wrapper points at a fatbin at {at:#x}, inside the fatbin at {inside[0]:#x} "
+                f"({inside[1]} bytes): no byte may belong to two CUDA modules"
+            )
+        j = bisect.bisect_right(sec_starts, at) - 1
+        end = spans[j][1] if j >= 0 and at < spans[j][1] else len(data)
+        section = spans[j][2] if j >= 0 and at < spans[j][1] else ""
+        fb = parse_fatbin(data, at, where=f"{name} [fatbin at {at:#x}]", end=end, budget=budget, section=section)
+        out.append(fb)
+        reach, reach_at = at + fb.size, at
+    return out
 
 
 def defines_symbol(data: Buffer, symbol: str, name: str) -> bool:

@@ -15,6 +15,9 @@ Layout (little-endian; checked against `cuobjdump --list-elf/--list-ptx` on nvcc
 
 A section (.nv_fatbin in linked ELFs and host objects, __nv_relfatbin in -rdc objects) holds one container per
 translation unit, back to back, zero-padded to 8 bytes. Sizes come from the headers; payloads are never decompressed.
+Containers also live elsewhere: NVIDIA's own libraries keep theirs among other data (nvidia-cufft 12.5.0.14's
+libcufft.so.12: 18,215 containers in .data and more in .ldata, no .nv_fatbin and no .nvFatBinSegment), so
+`scan_fatbins` finds them in any data section by their header (`looks_like_container`), each bounded by its section.
 
 Hostile input is refused in linear time and bounded memory: every size is checked against the container and the
 section that hold it, zero padding is skipped in C (a memcmp per 1 MiB window), identical entry headers share
@@ -51,6 +54,10 @@ FLAG_FAMILY_SPECIFIC = 0x200000
 # 1,092 cubins; each record costs about 150 bytes of memory, so the bound keeps a hostile file near 40 MB.
 MAX_RECORDS = 1 << 18
 _ZERO_WINDOW = 1 << 20
+# The most a compressed payload can inflate to, by the format's own limits: an LZ4 sequence adds at most 255 bytes of
+# match per input byte; a zstd RLE block makes at most 128 KiB from 4 bytes. A header that claims more (a 64-byte
+# payload said to hold 2**64-1 bytes) lies, and its number would reach every table and total.
+_MAX_INFLATE = {"lz4": 256, "zstd": 32768}
 
 Compression = Literal["none", "lz4", "zstd"]
 
@@ -84,6 +91,7 @@ class Fatbin:
     size: int
     entries: tuple[FatbinEntry, ...]
     device_link: bool = False
+    section: str = ""  # the ELF section that holds it ("" for a bare .fatbin file)
 
 
 def _fail(where: str, offset: int, problem: str) -> BadInputError:
@@ -111,8 +119,10 @@ def parse_fatbin(
     base: int = 0,
     end: int | None = None,
     budget: RecordBudget | None = None,
+    section: str = "",
 ) -> Fatbin:
-    """The container starting at `offset` of `data`, which must end by `end` (default: the end of `data`).
+    """The container starting at `offset` of `data`, which must end by `end` (default: the end of `data`; the end of
+    its section when it lies in one).
 
     `base` is added to reported offsets (the section's file offset when `data` is the section alone).
     """
@@ -152,9 +162,17 @@ def parse_fatbin(
                 f"entry at {base + p:#x} says {csize} compressed bytes in a payload of {padded} bytes",
             )
         budget.take(base + p)
-        entries.append(_entry(kind_n, verword, sm, flags, padded, csize, usize))
+        entry = _entry(kind_n, verword, sm, flags, padded, csize, usize)
+        if entry.compression != "none" and entry.uncompressed_size > _MAX_INFLATE[entry.compression] * entry.stored_size:
+            raise _fail(
+                where,
+                base + offset,
+                f"entry at {base + p:#x} says its {entry.stored_size} {entry.compression} bytes inflate to "
+                f"{entry.uncompressed_size}, more than {entry.compression} can make of them",
+            )
+        entries.append(entry)
         p += ehsize + padded
-    return Fatbin(offset=base + offset, size=stop - offset, entries=tuple(entries))
+    return Fatbin(offset=base + offset, size=stop - offset, entries=tuple(entries), section=section)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -210,6 +228,7 @@ def parse_fatbins(
     start: int = 0,
     end: int | None = None,
     budget: RecordBudget | None = None,
+    section: str = "",
 ) -> tuple[Fatbin, ...]:
     """Every container in `data[start:end]` (a fatbin section, or a whole .fatbin file): back to back, zero padding
     between them."""
@@ -227,7 +246,39 @@ def parse_fatbins(
                 raise _fail(where, base + q, "neither a fatbin header nor zero padding")
             p = q
             continue
-        fb = parse_fatbin(data, p, where=where, base=base, end=n, budget=budget)
+        fb = parse_fatbin(data, p, where=where, base=base, end=n, budget=budget, section=section)
         out.append(fb)
         p += fb.size
     return tuple(out)
+
+
+def looks_like_container(data: Buffer, at: int, end: int) -> bool:
+    """Whether the bytes at `at` start a container as nvcc writes them: the magic, version 1, a 16-byte header, and
+    no entries (a container slim emptied) or at least one entry header's worth. A bare magic number is also a constant
+    the CUDA runtime compares with (and may sit in any table); these 16 bytes together are a container's header."""
+    if at + _HEADER.size > end:
+        return False
+    magic, version, header_size, fat_size = _HEADER.unpack_from(data, at)
+    return bool(
+        magic == MAGIC and version == 1 and header_size == _HEADER.size and (fat_size == 0 or fat_size >= _ENTRY.size)
+    )
+
+
+def scan_fatbins(
+    data: Buffer, *, where: str, start: int, end: int, budget: RecordBudget, section: str
+) -> list[Fatbin]:
+    """The containers among other data in `data[start:end]` (one section): found by `looks_like_container` with one
+    C-level search per container (`find` on bytes or a map), each parsed strictly and bounded by the section, the
+    search going on after its end (bytes inside a container are its own, never a second container)."""
+    out: list[Fatbin] = []
+    p = start
+    while True:
+        q = data.find(MAGIC_BYTES, p, end)
+        if q < 0:
+            return out
+        if not looks_like_container(data, q, end):
+            p = q + 1
+            continue
+        fb = parse_fatbin(data, q, where=where, end=end, budget=budget, section=section)
+        out.append(fb)
+        p = q + fb.size

@@ -165,11 +165,12 @@ def _records(elf: ElfReport) -> int:
     return sum(1 + len(fb.entries) for fb in elf.fatbins)
 
 
-def inspect_wheel(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> WheelReport:
+def inspect_wheel(path: Path, limits: ZipLimits = DEFAULT_LIMITS, *, workers: int | None = None) -> WheelReport:
     """Read a wheel once: the zip directory for every file, and each ELF (or .fatbin) member inflated once.
 
     Members go through `zipread` (bounded, lie-refusing; big ones spooled and mapped, see `ZipLimits`); the fatbin
-    containers and entries of the whole wheel are bounded by `MAX_RECORDS`, as those of one file are.
+    containers and entries of the whole wheel are bounded by `MAX_RECORDS`, as those of one file are. `workers`:
+    members read at once (default up to 4; 1 keeps memory to one member, as slim's check of its own output does).
     """
     path = Path(path)
     t0 = time.perf_counter()
@@ -202,7 +203,7 @@ def inspect_wheel(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> WheelReport
 
         # Inflate (zlib/ISA-L) releases the GIL: big members overlap. Largest first keeps the workers busy.
         candidates.sort(key=lambda m: -m.uncompressed)
-        workers = max(1, min(4, os.cpu_count() or 1, len(candidates)))
+        workers = max(1, min(workers or 4, os.cpu_count() or 1, len(candidates)))
         by_name: dict[str, ElfReport] = {}
         records = 0
         with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -222,6 +223,37 @@ def inspect_wheel(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> WheelReport
         elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
         log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t1)
     return _assemble(path, meta, wheel_size, files, elfs)
+
+
+def inspect_unpacked(path: Path, root: Path, names: list[str]) -> WheelReport:
+    """The report of wheel `path` from its files unpacked under `root` (`names`, as `wheelfile.unpack` gives them):
+    the zip directory and metadata from the wheel, each ELF read from its unpacked file, mapped, one at a time. What
+    slim and variants read their input through, so that the input is inflated once (by the unpack) and memory holds
+    at most one file's scanned pages."""
+    path = Path(path)
+    with WheelArchive(path) as archive:
+        meta = archive.metadata()
+        wheel_size = archive.size
+        files = tuple(
+            FileEntry(name=m.name, compressed=m.compressed, uncompressed=m.uncompressed,
+                      share=m.compressed / wheel_size if wheel_size else 0.0)  # fmt: skip
+            for m in archive.members
+        )
+    elfs: list[ElfReport] = []
+    records = 0
+    for name in names:
+        try:
+            with mapped_file(Path(root) / name, name) as data:
+                if len(data) < 16 or data[:4] not in (b"\x7fELF", MAGIC_BYTES):
+                    continue
+                elf = read_elf(data, name)
+        except BadInputError as e:
+            raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
+        records += _records(elf)
+        if records > MAX_RECORDS:
+            raise BadInputError(f"{path}: more than {MAX_RECORDS} fatbin containers and entries in the wheel's files")
+        elfs.append(elf)
+    return _assemble(path, meta, wheel_size, files, tuple(elfs))
 
 
 def inspect_file(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> WheelReport:
@@ -255,11 +287,17 @@ _RANK = {"none": 0, "ptx": 1, "sass": 2}
 def _made_for_others(ts: frozenset[Target], cc: CC) -> bool:
     """Whether a module is plainly meant for other GPUs than `cc`, so that a library never launches it there.
 
-    True for a module without portable PTX whose cubins are all for newer majors than cc (code for newer GPUs only
-    cannot be meant to run on older ones), or all for one other major (a generation's own kernels). cuBLAS and cuBLASLt
+    True for a module whose code is all for newer GPUs than cc (cubins and PTX alike: code for newer GPUs only cannot
+    be meant to run on older ones), or, without portable PTX, whose cubins are all for one other major (a
+    generation's own kernels). cuBLAS and cuBLASLt
     ship many such modules (Hopper-only, Ampere-and-newer tensor-core kernels) beside generic ones. A module whose
     cubins are all for older majors, over several of them, is judged: that is a library missing a new GPU.
     """
+    if all(t.cc > cc for t in ts):
+        # Code for newer GPUs only, PTX included (compute_90 JIT-compiles for 9.0 and up): NVIDIA's libraries keep one
+        # module per architecture (cuFFT: compute_90 alone, sm_107 alone; cuBLASLt: sm_100 sm_120 compute_120) and
+        # load the one for the GPU at hand.
+        return True
     if any(t.kind is Kind.PTX and t.variant is Variant.PLAIN for t in ts):
         return False
     majors = {t.cc.major for t in ts}
@@ -482,6 +520,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "fatbins": [
             {
                 "offset": fb.offset,
+                "section": fb.section or None,
                 "bytes": fb.size,
                 "device_link": fb.device_link,
                 "entries": [_entry_json(e) for e in fb.entries],

@@ -4,8 +4,11 @@ A zip's directory declares each member's sizes and CRC; nothing forces the data 
 
 - the directory is judged before any member is read: names (no absolute or `..` paths, no duplicates, no name that
   is both a file and a folder), kinds (regular files and folders only: no symlinks or devices), methods (stored or
-  deflate; no encryption), and the declared sizes against `ZipLimits` (one member, all members together, the
-  inflate ratio of a big member);
+  deflate; no encryption), and the declared sizes against `ZipLimits` (one member, all members together);
+- the inflate ratio of a big member is judged on its non-zero bytes as they stream (`ratio_problem`, the one rule
+  that `wheelfile.pack` also holds its output to): zero runs are what a slimmed library is made of (slim zeroes the
+  code it drops, and a 1 GiB library kept for one GPU inflates far beyond 100:1), and they cost neither memory nor
+  disk here (written as holes), only inflate time, which the size limits bound;
 - a member is inflated in steps of at most `STEP` bytes and stopped at its declared size plus one byte: a stream
   that goes on, ends short, or fails its CRC is refused, naming the wheel and the member. Memory never holds more
   than a step, whatever the header claims;
@@ -25,7 +28,6 @@ import os
 import posixpath
 import stat
 import struct
-import tempfile
 import threading
 import types
 import zipfile
@@ -33,7 +35,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeVar
+from typing import BinaryIO, Literal, TypeVar
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.files import Buffer, open_regular
@@ -67,7 +69,7 @@ class ZipLimits:
 
     member_bytes: int = 4 * GiB  # one member, inflated
     total_bytes: int = 16 * GiB  # every member, inflated
-    ratio: int = 100  # inflated / compressed, for members bigger than ratio_floor
+    ratio: int = 100  # inflated non-zero bytes / compressed bytes, for members bigger than ratio_floor
     ratio_floor: int = 64 * MiB  # small members (text, zero-filled tables) may compress better than `ratio`
     directory_bytes: int = 16 * MiB  # the central directory: about 350k members of 46+ bytes
     # Open members held in memory at once; the rest are spooled to disk. faiss-gpu's 199 MB library fits: spooled, it
@@ -88,6 +90,37 @@ class Member:
     header_offset: int
     data_offset: int  # where the member's bytes start, after its local header
     executable: bool  # any x bit in the Unix mode: unpacked 0755, else 0644
+
+
+def ratio_problem(size: int, nonzero: int, compressed: int, limits: ZipLimits = DEFAULT_LIMITS) -> str | None:
+    """Why a member of `size` bytes, `nonzero` of them not zero, stored in `compressed` bytes, breaks the inflate
+    ratio rule, or None. The reader holds every member to it as it streams; the writer holds what it packs to it,
+    so that slimwheel never writes a wheel that it refuses to read."""
+    if size <= limits.ratio_floor or nonzero <= limits.ratio * max(compressed, 1):
+        return None
+    return (
+        f"inflates {compressed} bytes to more than {nonzero} non-zero bytes, over the limit of {limits.ratio}:1 "
+        f"for members over {limits.ratio_floor} bytes (zero runs do not count)"
+    )
+
+
+def _may_break_ratio(m: Member, limits: ZipLimits) -> bool:
+    """Whether a member's declared sizes allow breaking `ratio_problem`: only those have their bytes counted."""
+    return ratio_problem(m.uncompressed, m.uncompressed, m.compressed, limits) is not None
+
+
+def _sparse(fh: BinaryIO, holes: bool) -> Callable[[bytes], object]:
+    """A sink writing to `fh`, all-zero chunks as holes when `holes` (finish with `fh.truncate()`)."""
+    if not holes:
+        return fh.write
+
+    def write(block: bytes) -> None:
+        if block.count(0) == len(block):
+            fh.seek(len(block), os.SEEK_CUR)
+        else:
+            fh.write(block)
+
+    return write
 
 
 def check_member_name(archive: Path, name: str) -> None:
@@ -209,12 +242,6 @@ class ZipReader:
                 raise self._bad(name, f"is stored, yet declares {size} bytes in {packed}")
             if size > lim.member_bytes:
                 raise self._bad(name, f"declares {size} bytes, over the per-member limit of {lim.member_bytes}")
-            if size > lim.ratio_floor and size > lim.ratio * max(packed, 1):
-                raise self._bad(
-                    name,
-                    f"inflates {packed} bytes to {size} ({size // max(packed, 1)}:1), over the limit of "
-                    f"{lim.ratio}:1 for members over {lim.ratio_floor} bytes",
-                )
             total += size
             if total > lim.total_bytes:
                 raise BadInputError(
@@ -277,15 +304,22 @@ class ZipReader:
         declared size."""
         produced = 0
         crc = 0
+        nonzero = 0
+        count = _may_break_ratio(m, self.limits)
 
         def emit(out: bytes) -> None:
-            nonlocal produced, crc
+            nonlocal produced, crc, nonzero
             produced += len(out)
             if produced > m.uncompressed:
                 raise self._bad(
                     m.name,
                     f"inflates past its declared {m.uncompressed} bytes (a lying zip header); refusing to read on",
                 )
+            if count:
+                nonzero += len(out) - out.count(0)
+                problem = ratio_problem(m.uncompressed, nonzero, m.compressed, self.limits)
+                if problem is not None:
+                    raise self._bad(m.name, problem)
             crc = _inflate.crc32(out, crc)
             sink(out)
 
@@ -328,8 +362,20 @@ class ZipReader:
             raise self._bad(
                 m.name, f"declares {m.uncompressed} bytes, over the {self.limits.in_memory_bytes} read into memory"
             )
-        buf = bytearray()
-        self.stream(m, buf.extend)
+        # Sized once: a growing bytearray reallocates, and a copy of a 200 MB member would double the peak.
+        buf = bytearray(m.uncompressed)
+        view = memoryview(buf)
+        pos = 0
+
+        def put(block: bytes) -> None:
+            nonlocal pos
+            view[pos : pos + len(block)] = block  # the stream never passes the declared size
+            pos += len(block)
+
+        try:
+            self.stream(m, put)
+        finally:
+            view.release()
         return buf
 
     def read(self, m: Member) -> bytes:
@@ -351,8 +397,11 @@ class ZipReader:
                 with self._lock:
                     self._held -= m.uncompressed
             return
+        import tempfile  # only big members are spooled: small wheels never pay for importing it
+
         with tempfile.TemporaryFile(prefix="slimwheel-member-") as spool:
-            self.stream(m, spool.write)
+            self.stream(m, _sparse(spool, _may_break_ratio(m, self.limits)))
+            spool.truncate()
             spool.flush()
             with mmap.mmap(spool.fileno(), 0, access=mmap.ACCESS_READ) as mm:
                 yield mm
@@ -372,7 +421,8 @@ class ZipReader:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(target, flags, 0o755 if m.executable else 0o644)
         with open(fd, "wb") as out:
-            self.stream(m, out.write)
+            self.stream(m, _sparse(out, _may_break_ratio(m, self.limits)))
+            out.truncate()
         os.chmod(target, 0o755 if m.executable else 0o644)
 
 

@@ -83,11 +83,16 @@ def test_cuobjdump_lists_exactly_the_kept_entries(universal: Path, toolkit13: To
 
 
 def test_a_gpu_nothing_serves_fails_the_check(universal: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
-    """10.0: no cubin (only 7.5, 8.0, 9.0, 12.0) and PTX 12.0 does not JIT for an older GPU. The wheel is written with
-    empty containers, cuobjdump reads it, and the check fails it with 11."""
+    """10.0: no cubin (only 7.5, 8.0, 9.0, 12.0) and PTX 12.0 does not JIT for an older GPU. Refused with 11 and
+    nothing written; with --allow-unserved the wheel is written with empty containers, cuobjdump reads it, and the
+    check fails it with 11."""
     out = tmp_path / "slim"
-    proc = subprocess.run([*CLI, "slim", str(universal), "--archs", "10.0", "-o", str(out), "--format", "json"],
+    proc = subprocess.run([*CLI, "slim", str(universal), "--archs", "10.0", "-o", str(out)],
                           capture_output=True, text=True, env=_env())  # fmt: skip
+    assert proc.returncode == 11 and "no wheel was written" in proc.stderr, proc.stdout + proc.stderr
+    assert not list(out.glob("*.whl"))
+    proc = subprocess.run([*CLI, "slim", str(universal), "--archs", "10.0", "--allow-unserved", "-o", str(out),
+                           "--format", "json"], capture_output=True, text=True, env=_env())  # fmt: skip
     assert proc.returncode == 11, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert [f["kind"] for f in report["check"]["failures"]] == ["coverage"]

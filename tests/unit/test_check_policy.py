@@ -257,6 +257,17 @@ def test_modules_made_for_newer_gpus_or_one_other_generation_do_not_count_agains
     assert CC(7, 0) in r.coverage.none  # nothing in the file is for Volta
 
 
+def test_modules_of_newer_gpus_ptx_included_do_not_count_against_an_older_gpu(tmp_path: Path) -> None:
+    """cuFFT and cuBLASLt: one module per architecture, some PTX for a newer GPU only (compute_90 alone, sm_107 alone,
+    sm_100 sm_120 compute_120). They said 7.5, 8.0 and 10.0 were served by nothing; the library loads another."""
+    w = _one_lib(tmp_path, [("sass", 75)], [("ptx", 75)], [("ptx", 90)], [("sass", 80)], [("sass", 100)],
+                 [("sass", 107)], [("sass", 100), ("sass", 120), ("ptx", 120)])  # fmt: skip
+    r = inspect_wheel(w)
+    # Served, each at worst through the PTX 7.5 module (kept on its own, as cuFFT keeps it beside its sm_75 one).
+    assert {CC(7, 5), CC(8, 0), CC(9, 0), CC(10, 0), CC(12, 0)} <= set(r.coverage.ptx_only)
+    assert CC(7, 0) in r.coverage.none
+
+
 def test_a_file_of_only_newer_gpu_code_does_not_serve_older_gpus(tmp_path: Path) -> None:
     r = inspect_wheel(_one_lib(tmp_path, [("sass", 90)], [("sass", 90), ("sass", 100)]))
     assert CC(8, 0) in r.coverage.none and CC(9, 0) in r.coverage.native and CC(12, 0) in r.coverage.none

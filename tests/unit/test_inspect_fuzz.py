@@ -126,3 +126,81 @@ def test_zip_reader_on_mutated_wheels(data: bytes) -> None:
                 read()
             except BadInputError as e:
                 assert e.message.startswith(f"{w}: "), e.message
+
+
+# ---------------------------------------------------------------- slim_elf and overlapping containers (issue 24 item 2)
+
+
+def _slim_elf(data: bytes) -> None:
+    """slim_elf either refuses with the reader's clean error, or gives a file of the same length that reads back with
+    the same containers in the same places, only kept entries in them."""
+    from slimwheel.cuda.arch import CC
+    from slimwheel.fatbin_edit import SlimRequest, slim_elf
+
+    try:
+        out = slim_elf(data, "fuzz.so", SlimRequest(ccs=(CC(9, 0),)))
+    except BadInputError as e:
+        assert str(e).startswith("fuzz.so")
+        return
+    assert len(out.data) == len(data)
+    before, after = read_elf(data, "fuzz.so"), read_elf(out.data, "fuzz.so")
+    assert [fb.offset for fb in after.fatbins] == [fb.offset for fb in before.fatbins]
+    kept = [(e.kind, e.arch) for fb in after.fatbins for e in fb.entries]
+    assert kept == list(out.kept)
+
+
+# Containers in .data among other bytes, in .nv_fatbin, and one a wrapper registers in .rodata: every route to a
+# container, so that mutations make them overlap, nest and run across sections.
+DATA_ELF = elf(
+    sections={
+        ".rodata": b"\x01" * 8 + FB,
+        ".nv_fatbin": FB,
+        ".data": b"\x33" * 16 + FB + b"\x44" * 8 + FB,
+        ".nvFatBinSegment": b"",
+    },
+    needed=("libcudart.so.13",),
+    load_segment=True,
+)
+
+
+@FUZZ
+@given(mutated(ELF))
+def test_slim_elf_on_mutated_files(data: bytes) -> None:
+    _slim_elf(data)
+
+
+@FUZZ
+@given(mutated(DATA_ELF))
+def test_slim_elf_on_mutated_containers_in_several_sections(data: bytes) -> None:
+    _read_elf(data)
+    _slim_elf(data)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_no_byte_belongs_to_two_containers(draw: st.DataObject) -> None:
+    """Section headers moved over each other's bytes and wrappers pointed anywhere: whatever the reader accepts, its
+    containers never share a byte, and slim_elf either refuses or succeeds."""
+    import struct
+
+    n_wrappers = draw.draw(st.integers(0, 3))
+    wrappers = b"".join(
+        struct.pack("<IIQQ", 0x466243B1, 1, draw.draw(st.integers(0, len(DATA_ELF))), 0) for _ in range(n_wrappers)
+    )
+    data = bytearray(elf(sections={".rodata": b"\x01" * 8 + FB, ".nv_fatbin": FB,
+                                   ".data": b"\x33" * 16 + FB + b"\x44" * 8 + FB, ".nvFatBinSegment": wrappers},
+                         needed=("libcudart.so.13",), load_segment=True))  # fmt: skip
+    shoff, shnum = struct.unpack_from("<Q", data, 0x28)[0], struct.unpack_from("<H", data, 0x3C)[0]
+    for _ in range(draw.draw(st.integers(1, 3))):
+        i = draw.draw(st.integers(1, shnum - 1))
+        off = draw.draw(st.integers(0, len(data)))
+        size = draw.draw(st.integers(0, len(data) - off))
+        struct.pack_into("<QQ", data, shoff + i * 64 + 0x18, off, size)
+    try:
+        r = read_elf(bytes(data), "fuzz.so")
+    except BadInputError as e:
+        assert str(e).startswith("fuzz.so")
+        return
+    spans = sorted((fb.offset, fb.offset + fb.size) for fb in r.fatbins)
+    assert all(a_end <= b_start for (_a, a_end), (b_start, _b) in zip(spans, spans[1:]))
+    _slim_elf(bytes(data))

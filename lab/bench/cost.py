@@ -1,0 +1,236 @@
+"""What slimwheel costs on real wheels (issue 22 item 7), as ratios against baselines measured in the same run:
+
+- `size-report` wall time / the `unzip` + `cuobjdump --list-elf` route (unzip of the ELF members, cuobjdump on each);
+  best of `--repeat` runs of each, page cache warm for both; the goal is at most 0.5;
+- `slim --archs 9.0` and `variants` peak RSS / the wheel's largest member (goal: at most 1.5), and the same less the
+  interpreter's own start-up RSS (measured here too), which dominates small wheels;
+- `variants` wall time / `slim` wall time, with the number of wheels variants wrote: one read of the input and one
+  write per wheel, where it used to be a full pass (inspect, unpack, slim, pack, inspect) per variant.
+
+    .venv/bin/python lab/bench/cost.py                       # every wheel below; JSON to lab/results/cost.json
+    .venv/bin/python lab/bench/cost.py --only faiss,jax      # wheels whose requirement contains one of these
+    .venv/bin/python lab/bench/cost.py --markdown            # the Markdown table of lab/results/cost.json, no run
+
+Wheels come from the corpus cache (<slimwheel cache>/corpus, ~/.cache/slimwheel/corpus), downloaded there when missing
+(`ensure_wheel`); cuobjdump from the `nvidia-cuda-cuobjdump` wheel, unpacked into the same cache (`cuobjdump`), or a
+cached toolkit's bin/cuobjdump. Runs on this machine (2 shared cores: timings are noisy; the ratios are what counts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import zipfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+OUT = REPO / "lab" / "results" / "cost.json"
+SLIMWHEEL = str(Path(sys.executable).parent / "slimwheel")
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
+             "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64")  # fmt: skip
+CUOBJDUMP = "nvidia-cuda-cuobjdump==13.5.37"
+
+# (requirement, Python version its wheel is for)
+WHEELS: tuple[tuple[str, str], ...] = (
+    ("jax-cuda13-plugin==0.12.0.1", "3.12"),
+    ("bitsandbytes==0.50.2", "3.11"),
+    ("faiss-gpu-cu12==1.14.1.post1", "3.11"),
+    ("cupy-cuda13x==14.2.0", "3.11"),
+    ("faiss-gpu==1.15.1", "3.11"),
+    ("jax-cuda13-pjrt==0.12.0.1", "3.11"),
+    ("cumm-cu120==0.6.3", "3.11"),
+    ("spconv-cu120==2.3.6", "3.11"),
+    ("nvidia-curand==10.4.0.35", "3.11"),
+    ("nvidia-cufft==12.5.0.14", "3.11"),
+    ("nvidia-cusparse==12.9.4.2", "3.11"),
+    ("nvidia-cusolver==12.4.1.2", "3.11"),
+    ("nvidia-nccl-cu13==2.32.3", "3.11"),
+    ("nvidia-cublas==13.10.0.20", "3.11"),
+    ("nvidia-cudnn-cu13==9.28.1.4", "3.11"),
+)
+
+
+def cache() -> Path:
+    from slimwheel import fsutil
+
+    return fsutil.cache_dir() / "corpus"
+
+
+def ensure_wheel(requirement: str, python: str = "3.11", folder: Path | None = None) -> Path:
+    """The wheel of `requirement` (name==version) in the corpus cache, downloaded there by pip when missing (a failed
+    download raises). Meant to be shared: the corpus test's helper may replace it."""
+    folder = folder or cache()
+    name, version = requirement.split("==")
+    stem = re.sub(r"[-_.]+", "_", name).lower() + "-" + version + "-"
+    found = sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem))
+    if found:
+        return found[0]
+    folder.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", python,
+           *(f"--platform={p}" for p in PLATFORMS), "-d", str(folder), requirement]  # fmt: skip
+    subprocess.run(cmd, check=True, capture_output=True)
+    found = sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem))
+    if not found:
+        raise RuntimeError(f"pip download {requirement} brought no wheel into {folder}")
+    return found[0]
+
+
+def cuobjdump() -> Path:
+    """NVIDIA's cuobjdump: from the nvidia-cuda-cuobjdump wheel (unpacked into the cache once), else a cached
+    toolkit's."""
+    folder = cache() / ("cuobjdump-" + CUOBJDUMP.split("==")[1])
+    exe = folder / "cuobjdump"
+    if not exe.exists():
+        wheel = ensure_wheel(CUOBJDUMP)
+        with zipfile.ZipFile(wheel) as zf:
+            member = next((n for n in zf.namelist() if n.endswith("/bin/cuobjdump")), None)
+            if member is None:
+                toolkits = sorted((cache().parent / "toolkits").glob("*/bin/cuobjdump"))
+                if not toolkits:
+                    raise RuntimeError(f"{wheel} holds no bin/cuobjdump and no cached toolkit has one")
+                return toolkits[-1]
+            folder.mkdir(parents=True, exist_ok=True)
+            tmp = folder / ".cuobjdump.tmp"
+            tmp.write_bytes(zf.read(member))
+            tmp.chmod(0o755)
+            tmp.replace(exe)
+    return exe
+
+
+def _best(cmd: list[str], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def _elf_members(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        out = []
+        for info in zf.infolist():
+            if info.file_size >= 16 and not info.is_dir():
+                with zf.open(info) as fh:
+                    if fh.read(4) == b"\x7fELF":
+                        out.append(info.filename)
+        return out
+
+
+def _route(wheel: Path, elfs: list[str], exe: Path, repeat: int) -> float:
+    """unzip of the ELF members, then cuobjdump --list-elf on each: what a maintainer runs without slimwheel."""
+    best = float("inf")
+    for _ in range(repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            t = time.perf_counter()
+            if elfs:
+                subprocess.run(["unzip", "-q", "-o", str(wheel), *elfs, "-d", tmp], check=True)
+            for e in elfs:
+                subprocess.run([str(exe), "--list-elf", str(Path(tmp) / e)], capture_output=True, check=False)
+            best = min(best, time.perf_counter() - t)
+    return best
+
+
+_RSS = ("import resource, subprocess, sys, time\n"
+        "t = time.perf_counter()\n"
+        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode\n"
+        "print(rc, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n")  # fmt: skip
+
+
+def _peak(cmd: list[str]) -> tuple[int, float, int]:
+    """(exit status, wall seconds, peak RSS in bytes) of one command, run alone under a fresh parent."""
+    out = subprocess.run([sys.executable, "-c", _RSS, *cmd], capture_output=True, text=True, check=True).stdout.split()
+    return int(out[0]), float(out[1]), int(out[2])
+
+
+def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int) -> dict[str, Any]:
+    wheel = ensure_wheel(requirement, python)
+    with zipfile.ZipFile(wheel) as zf:
+        largest = max((i.file_size for i in zf.infolist()), default=0)
+    elfs = _elf_members(wheel)
+    t_report = _best([SLIMWHEEL, "-q", "size-report", str(wheel)], repeat)
+    t_route = _route(wheel, elfs, exe, repeat)
+    row: dict[str, Any] = {"requirement": requirement, "wheel": wheel.name, "bytes": wheel.stat().st_size,
+                           "largest_member_bytes": largest, "elf_members": len(elfs),
+                           "size_report_s": round(t_report, 3), "cuobjdump_route_s": round(t_route, 3),
+                           "size_report_ratio": round(t_report / t_route, 3) if t_route else None}  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        rc, wall, rss = _peak([SLIMWHEEL, "-q", "slim", "--archs", "9.0", "--budget", "100GiB", "-o", f"{tmp}/s",
+                               str(wheel)])  # fmt: skip
+        made = sorted(Path(tmp, "s").glob("*.whl"))
+        row["slim"] = {"exit": rc, "s": round(wall, 2), "peak_rss_bytes": rss,
+                       "bytes_after": made[0].stat().st_size if made else None}  # fmt: skip
+        rc, wall_v, rss_v = _peak([SLIMWHEEL, "-q", "variants", "--budget", "100GiB", "-o", f"{tmp}/v", str(wheel)])
+        row["variants"] = {"exit": rc, "s": round(wall_v, 2), "peak_rss_bytes": rss_v,
+                           "wheels": len(list(Path(tmp, "v").glob("*-sm*x.whl")))}  # fmt: skip
+    for key in ("slim", "variants"):
+        r = row[key]
+        r["rss_ratio"] = round(r["peak_rss_bytes"] / largest, 3) if largest else None
+        r["rss_ratio_above_start_up"] = round(max(0, r["peak_rss_bytes"] - base_rss) / largest, 3) if largest else None
+    row["variants_over_slim_time"] = round(wall_v / wall, 2) if wall else None
+    return row
+
+
+def markdown(doc: dict[str, Any]) -> str:
+    """The table for docs and the README, from a results file (never from a run)."""
+    out = [f"Measured {doc['date']} on {doc['machine']} by `lab/bench/cost.py`; ratios against baselines of the same run.",
+           "", "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest | "
+           "variants peak RSS / largest | variants wheels |", "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    for r in doc["wheels"]:
+        s, v = r["slim"], r["variants"]
+        out.append(f"| {r['requirement']} | {r['largest_member_bytes'] / 2**20:.1f} MiB | "
+                   f"{r['size_report_s']:.2f} s / {r['cuobjdump_route_s']:.2f} s = {r['size_report_ratio']:.2f} | "
+                   f"{s['rss_ratio']:.2f} | {v['rss_ratio']:.2f} | {v['wheels']} |")  # fmt: skip
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--only", default="", help="comma-separated parts of requirements to measure")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--out", type=Path, default=OUT)
+    ap.add_argument("--markdown", action="store_true", help="print the table of --out and stop")
+    args = ap.parse_args()
+    if args.markdown:
+        print(markdown(json.loads(args.out.read_text())), end="")
+        return 0
+    parts = [p for p in args.only.split(",") if p]
+    chosen = [(r, py) for r, py in WHEELS if not parts or any(p in r for p in parts)]
+    exe = cuobjdump()
+    # The interpreter with slim's and variants' modules imported: what any run of them costs before reading a byte.
+    _rc, _t, base_rss = _peak([sys.executable, "-c", "import slimwheel.cli, slimwheel.commands.slim, "
+                                                     "slimwheel.commands.variants"])  # fmt: skip
+    rows = []
+    print(f"{'wheel':34} {'MiB':>6} {'largest':>8} {'report':>7} {'route':>7} {'ratio':>6} "
+          f"{'slim RSS/largest':>17} {'variants RSS/largest':>21} {'var/slim time':>14}")  # fmt: skip
+    for requirement, python in chosen:
+        row = measure(requirement, python, exe, args.repeat, base_rss)
+        rows.append(row)
+        s, v = row["slim"], row["variants"]
+        print(f"{requirement:34} {row['bytes'] / 2**20:6.1f} {row['largest_member_bytes'] / 2**20:7.1f}M "
+              f"{row['size_report_s']:6.2f}s {row['cuobjdump_route_s']:6.2f}s {row['size_report_ratio']:6.2f} "
+              f"{s['rss_ratio']:8.2f} ({s['rss_ratio_above_start_up']:.2f})"
+              f"{v['rss_ratio']:12.2f} ({v['rss_ratio_above_start_up']:.2f}) "
+              f"{row['variants_over_slim_time']:8.2f} ({v['wheels']} wheels)", flush=True)  # fmt: skip
+    doc = {"schema": 1, "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
+           "cuobjdump": str(exe), "start_up_rss_bytes": base_rss, "wheels": rows}  # fmt: skip
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = args.out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(args.out)
+    print(f"start-up RSS (slim's modules imported): {base_rss / 2**20:.0f} MiB; in brackets: RSS above it / largest member")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
