@@ -146,6 +146,14 @@ class Config:
             'up) or "none". Empty: what the plan wants (build), "auto" (a standalone check).'
         ),
     )
+    manylinux: str = field(
+        default="",
+        metadata=_doc(
+            'The platform floor check holds wheels to: a manylinux policy ("2_28", "manylinux_2_31"); an ELF file '
+            "that needs newer GLIBC/GLIBCXX/CXXABI/GCC symbol versions than auditwheel's policy allows fails, "
+            "naming each symbol. Empty: not checked."
+        ),
+    )
     loader: bool = field(
         default=True,
         metadata=_doc(
@@ -280,6 +288,13 @@ def _check_require_arch(value: str) -> None:
         parse_cc_set(value)
 
 
+def _check_manylinux(value: str) -> None:
+    from slimwheel.floor import parse_target
+
+    if value.strip():
+        parse_target(value)
+
+
 # Each string setting with a syntax of its own, checked when read so that every bad value is reported at once
 # (the plan would otherwise stop at the first). The parsers are the ones the plan and check use.
 _VALIDATORS: dict[str, Callable[[str], object]] = {
@@ -287,6 +302,7 @@ _VALIDATORS: dict[str, Callable[[str], object]] = {
     "targets": _check_targets,
     "ptx": _check_ptx,
     "require-arch": _check_require_arch,
+    "manylinux": _check_manylinux,
     "budget": lambda v: parse_size(v, what="budget"),
     "installed-budget": lambda v: parse_size(v, what="installed-budget") if v.strip() else 0,
 }

@@ -22,6 +22,7 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 13  # several different checks failed at once
     BAD_RECORD = 14  # the wheel's RECORD does not match its files (changed after it was built)
     DOCTOR_PROBLEMS = 15  # doctor found a reason the wheel cannot run here (a library, a GPU, the driver)
+    ABOVE_PLATFORM_FLOOR = 18  # an ELF file needs newer glibc/libstdc++ symbol versions than --manylinux allows
 
 
 class SlimwheelError(Exception):
