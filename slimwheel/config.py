@@ -154,6 +154,14 @@ class Config:
             "naming each symbol. Empty: not checked."
         ),
     )
+    sysroot: str = field(
+        default="",
+        metadata=_doc(
+            'Build against an old Debian release\'s compiler, glibc and libstdc++ (`slimwheel sysroot`), for a low '
+            'platform floor without a container: "debian11" (GCC 10, glibc 2.31: manylinux_2_31). Empty: the '
+            "host's compiler."
+        ),
+    )
     loader: bool = field(
         default=True,
         metadata=_doc(
@@ -295,6 +303,13 @@ def _check_manylinux(value: str) -> None:
         parse_target(value)
 
 
+def _check_sysroot(value: str) -> None:
+    from slimwheel.toolkit.sysroot import spec_for
+
+    if value.strip():
+        spec_for(value)
+
+
 # Each string setting with a syntax of its own, checked when read so that every bad value is reported at once
 # (the plan would otherwise stop at the first). The parsers are the ones the plan and check use.
 _VALIDATORS: dict[str, Callable[[str], object]] = {
@@ -303,6 +318,7 @@ _VALIDATORS: dict[str, Callable[[str], object]] = {
     "ptx": _check_ptx,
     "require-arch": _check_require_arch,
     "manylinux": _check_manylinux,
+    "sysroot": _check_sysroot,
     "budget": lambda v: parse_size(v, what="budget"),
     "installed-budget": lambda v: parse_size(v, what="installed-budget") if v.strip() else 0,
 }
