@@ -167,6 +167,20 @@ def prepare(
             static_libdir = pruned.libdir
             n = len(plan.arch.targets)
             box["detail"] = f"{len(pruned.libs)} libraries pruned to {n} targets in {pruned.libdir}"
+    build_env = dict(tk.env) if tk is not None else {}
+    if cfg.sysroot.strip():
+        with ph.phase("sysroot") as box:
+            from slimwheel.toolkit.sysroot import ensure_sysroot, spec_for
+
+            if dry_run:
+                box["detail"] = f"{spec_for(cfg.sysroot).name} (not assembled: dry run)"
+            else:
+                sr = ensure_sysroot(cfg.sysroot, env=e)
+                build_env.update(sr.env())  # over the toolkit's CUDAHOSTCXX: the host compiler is the sysroot's
+                box["detail"] = f"{sr.spec.name} at {sr.root}: GCC {sr.spec.gcc}, glibc {sr.spec.glibc}"
+    floor_note = host_floor_note(cfg)
+    if floor_note:
+        log.warning("%s", floor_note)
     outdir = wheel_dir or Path("<temporary folder>")
     settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir)
     cmd = build_command(project_dir, outdir, settings, isolation=isolation)
@@ -176,8 +190,33 @@ def prepare(
         toolkit=tk,
         toolkit_note=note,
         command=cmd,
-        env=dict(tk.env) if tk is not None else {},
+        env=build_env,
     )
+
+
+def host_floor_note(cfg: Config, host_glibc: str | None = None) -> str | None:
+    """What to say before a build whose compiler gives a platform floor above `cfg.manylinux`: the host's glibc
+    (os.confstr, or `host_glibc`) is newer than the target's and no sysroot is set, so the symbols it links can be
+    newer too. None when no target is set, a sysroot is used, or the host is within the target."""
+    from slimwheel.floor import parse_target, policies
+
+    if not cfg.manylinux.strip() or cfg.sysroot.strip():
+        return None
+    target = parse_target(cfg.manylinux)
+    if host_glibc is None:
+        try:
+            host_glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").removeprefix("glibc ").strip()
+        except (ValueError, OSError):
+            return None
+    if not host_glibc:
+        return None
+    host_policy = next((p for p in policies() if host_glibc in p.versions.get("x86_64", {}).get("GLIBC", ())), None)
+    if host_policy is None or host_policy.priority >= target.priority:
+        return None
+    return (f"this host's glibc {host_glibc} and compiler give a platform floor up to {host_policy.name}, above the "
+            f"target {target.name}: set [tool.slimwheel] sysroot = \"debian11\" (GCC 10, glibc 2.31: manylinux_2_31, "
+            "no container) or build with `slimwheel container` (manylinux_2_28 image); check fails symbols above "
+            "the target")  # fmt: skip
 
 
 def _run_build(setup: BuildSetup, log_path: Path) -> None:
@@ -252,7 +291,8 @@ def build_project(
             report = inspect_wheel(repaired.wheel)
             require = cfg.require_arch_for(setup.plan.arch.wanted)
             policy = make_policy(report, budget=cfg.parsed.budget_bytes, require_arch=require,
-                                 installed_budget=cfg.parsed.installed_budget_bytes, debug_symbols=cfg.debug_symbols)  # fmt: skip
+                                 installed_budget=cfg.parsed.installed_budget_bytes, debug_symbols=cfg.debug_symbols,
+                                 manylinux=cfg.manylinux)  # fmt: skip
             verdict = check_wheel(report, policy, record_problems=archive_record_problems(repaired.wheel))
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
     report_json = _report_path(repaired.wheel)

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from slimwheel import deps, distcheck
+from slimwheel import deps, distcheck, floor
 from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CC, CCRequest, RequireArch, counted, generation, parse_require_arch
 from slimwheel.cuda.versions import CudaVersion, supported_archs
@@ -18,7 +18,7 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import WheelReport, gap_text, module_coverage, nvrtc_targets
 from slimwheel.units import mb, mib, parse_size
 
-FailureKind = Literal["budget", "coverage", "dependencies", "record"] | distcheck.FindingKind
+FailureKind = Literal["budget", "coverage", "dependencies", "record", "platform"] | distcheck.FindingKind
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,6 +30,7 @@ class CheckPolicy:
     dependencies: bool = True
     installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)
     debug_symbols: bool = False  # distcheck: unstripped ELF files fail
+    manylinux: floor.Policy | None = None  # the platform floor every ELF file must stay within (None: not checked)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,6 +92,7 @@ def make_policy(
     dependencies: bool = True,
     installed_budget: str | int | None = None,
     debug_symbols: bool = False,
+    manylinux: str = "",
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
@@ -101,7 +103,19 @@ def make_policy(
         dependencies=dependencies,
         installed_budget_bytes=parse_size(installed_budget, what="installed-budget") if installed_budget else None,
         debug_symbols=debug_symbols,
+        manylinux=floor.parse_target(manylinux) if manylinux.strip() else None,
     )
+
+
+def floor_failures(report: WheelReport, target: floor.Policy) -> tuple[list[Failure], str]:
+    """Failures for each symbol version over `target` (one per file and version, naming its symbols), and a note
+    with the floor the wheel has (auditwheel's policies, symbol versions alone)."""
+    found = floor.offenders(report.elfs, target)
+    have = floor.wheel_floor(report.elfs)
+    note = f"platform floor {have.name if have else 'above every manylinux policy'} (symbol versions), " + (
+        f"target {target.name}" if found else f"within {target.name}")
+    return [Failure(kind="platform", message=o.message(target.name), exit_code=ExitCode.ABOVE_PLATFORM_FLOOR)
+            for o in found], note  # fmt: skip
 
 
 def check_wheel(report: WheelReport, policy: CheckPolicy, *, record_problems: Sequence[str] = ()) -> Verdict:
@@ -156,6 +170,10 @@ def check_wheel(report: WheelReport, policy: CheckPolicy, *, record_problems: Se
         Failure(kind=f.kind, message=f.message, exit_code=f.exit_code)
         for f in distcheck.findings(report, installed_budget=policy.installed_budget_bytes, debug=policy.debug_symbols)
     )
+    if policy.manylinux is not None:
+        got, note = floor_failures(report, policy.manylinux)
+        failures.extend(got)
+        notes.append(note)
     if policy.dependencies:
         dv = deps.dependency_problems(
             [ElfInfo.from_report(e) for e in report.elfs],
@@ -182,8 +200,8 @@ def exit_code_for(verdicts: list[Verdict] | tuple[Verdict, ...]) -> ExitCode:
 
 
 def raise_for(verdicts: list[Verdict] | tuple[Verdict, ...]) -> None:
-    """CheckFailed with 10 (budget), 11 (coverage), 12 (dependencies), 14 (RECORD), or 13 when several kinds
-    failed."""
+    """CheckFailed with 10 (budget), 11 (coverage), 12 (dependencies), 14 (RECORD), 18 (platform floor), or 13 when
+    several kinds failed."""
     code = exit_code_for(verdicts)
     if code is ExitCode.OK:
         return

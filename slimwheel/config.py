@@ -170,6 +170,22 @@ class Config:
             'up) or "none". Empty: what the plan wants (build), "auto" (a standalone check).'
         ),
     )
+    manylinux: str = field(
+        default="",
+        metadata=_doc(
+            'The platform floor check holds wheels to: a manylinux policy ("2_28", "manylinux_2_31"); an ELF file '
+            "that needs newer GLIBC/GLIBCXX/CXXABI/GCC symbol versions than auditwheel's policy allows fails, "
+            "naming each symbol. Empty: not checked."
+        ),
+    )
+    sysroot: str = field(
+        default="",
+        metadata=_doc(
+            'Build against an old Debian release\'s compiler, glibc and libstdc++ (`slimwheel sysroot`), for a low '
+            'platform floor without a container: "debian11" (GCC 10, glibc 2.31: manylinux_2_31). Empty: the '
+            "host's compiler."
+        ),
+    )
     loader: bool = field(
         default=True,
         metadata=_doc(
@@ -308,6 +324,20 @@ def _installed_budget(value: str) -> int | None:
     return parse_size(value, what="installed-budget") if value.strip() else None
 
 
+def _check_manylinux(value: str) -> None:
+    from slimwheel.floor import parse_target
+
+    if value.strip():
+        parse_target(value)
+
+
+def _check_sysroot(value: str) -> None:
+    from slimwheel.toolkit.sysroot import spec_for
+
+    if value.strip():
+        spec_for(value)
+
+
 # The parser of each string setting with a syntax of its own: run when the value is read, so every bad value is
 # reported at once (the plan would otherwise stop at the first), and again to build `Config.parsed`, the typed form
 # every later stage uses. They are the parsers of cuda.arch and units; nothing after config parses these strings.
@@ -316,6 +346,8 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "targets": _targets,
     "ptx": parse_ptx,
     "require-arch": parse_require_arch,
+    "manylinux": _check_manylinux,
+    "sysroot": _check_sysroot,
     "budget": lambda v: parse_size(v, what="budget"),
     "installed-budget": _installed_budget,
 }

@@ -157,9 +157,12 @@ def repair_command(cfg: Config, cuda: CudaVersion) -> str:
 
 
 def audit_commands(cfg: Config) -> list[str]:
-    """cibuildwheel's audit-command: slimwheel's check with the project's budget and coverage, then abi3audit (which
-    cibuildwheel skips for wheels that are not abi3)."""
-    argv = ["slimwheel", "check", "--budget", cfg.budget]
+    """cibuildwheel's audit-command: slimwheel's check with the project's budget, coverage and platform floor (the
+    project's `manylinux`, else the image's: a library the before-all installs newer than the image, such as a
+    gcc-toolset's libstdc++ linked dynamically, must not raise it), then abi3audit (which cibuildwheel skips for
+    wheels that are not abi3)."""
+    floor = cfg.manylinux.strip() or IMAGE
+    argv = ["slimwheel", "check", "--budget", cfg.budget, "--manylinux", floor]
     if cfg.require_arch.strip():
         argv += ["--require-arch", cfg.require_arch]
     return [" ".join(shlex.quote(a) for a in argv) + " {wheel}", ABI3AUDIT]

@@ -22,6 +22,7 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 13
     BAD_RECORD = 14
     DOCTOR_PROBLEMS = 15
+    ABOVE_PLATFORM_FLOOR = 18
 
     @property
     def reason(self) -> str:
@@ -48,6 +49,9 @@ _REASONS: dict[ExitCode, str] = {
     ExitCode.DOCTOR_PROBLEMS: (
         "`slimwheel doctor` found a reason the wheel cannot run here (a CUDA library missing, a GPU its code cannot serve, "
         "a driver too old)"
+    ),
+    ExitCode.ABOVE_PLATFORM_FLOOR: (
+        "an ELF file needs newer glibc or libstdc++ symbol versions than the `--manylinux` policy allows"
     ),
 }
 

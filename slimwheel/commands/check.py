@@ -1,7 +1,7 @@
 """`slimwheel check`: size budget, required GPU coverage and dependency consistency, with a verdict per wheel.
 
 Exit codes: 0 all passed, 10 over budget, 11 missing coverage, 12 inconsistent dependencies, 14 RECORD does not
-match the files, 13 several kinds.
+match the files, 18 a symbol version above the --manylinux floor, 13 several kinds.
 """
 
 from __future__ import annotations
@@ -37,6 +37,10 @@ from slimwheel.wheelfile import archive_record_problems
     "(all that the wheel's CUDA major can target), 'auto' (default: those from the oldest the wheel has code for "
     "up: no newer GPU lost), or 'none'. Config key: require-arch.",
 )
+@click.option("--manylinux", default=None, metavar="POLICY",
+              help="Fail ELF files that need newer glibc/libstdc++ symbol versions (GLIBC_*, GLIBCXX_*, CXXABI_*, "
+              "GCC_*) than this manylinux policy allows (auditwheel's policy data), naming each symbol: 2_28, "
+              "manylinux_2_31, manylinux2014. Config key: manylinux.")  # fmt: skip
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
 @click.option("--installed-budget", default=None, metavar="SIZE",
               help="Largest installed size (files uncompressed), e.g. 200MiB. Config key: installed-budget.")
@@ -57,6 +61,7 @@ def command(
     wheels: tuple[Path, ...],
     budget: str | None,
     require_arch: str | None,
+    manylinux: str | None,
     no_dependencies: bool,
     installed_budget: str | None,
     debug_symbols: bool | None,
@@ -68,14 +73,15 @@ def command(
     # CLI > SLIMWHEEL_* > [tool.slimwheel] of the current folder's pyproject.toml > defaults.
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "require_arch": require_arch,
                                                      "installed_budget": installed_budget,
-                                                     "debug_symbols": debug_symbols})  # fmt: skip
+                                                     "debug_symbols": debug_symbols,
+                                                     "manylinux": manylinux})  # fmt: skip
     reports = [inspect_wheel(w) for w in wheels]
     verdicts = [
         checkmod.check_wheel(
             r,
             checkmod.make_policy(r, budget=cfg.parsed.budget_bytes, require_arch=cfg.require_arch_for(None),
                                  dependencies=not no_dependencies, installed_budget=cfg.parsed.installed_budget_bytes,
-                                 debug_symbols=cfg.debug_symbols),  # fmt: skip
+                                 debug_symbols=cfg.debug_symbols, manylinux=cfg.manylinux),  # fmt: skip
             record_problems=archive_record_problems(r.path) if r.path.name.endswith(".whl") else (),
         )
         for r in reports

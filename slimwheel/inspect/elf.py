@@ -61,6 +61,13 @@ def machine_name(number: int) -> str:
 
 _SHT_NULL, _SHT_PROGBITS, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 1, 3, 6, 8, 11
 _SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4
+_SHT_GNU_VERNEED, _SHT_GNU_VERSYM = 0x6FFFFFFE, 0x6FFFFFFF
+# Elf32/64_Verneed (vn_version, vn_cnt, vn_file, vn_aux, vn_next) and Vernaux (vna_hash, vna_flags, vna_other,
+# vna_name, vna_next): the same 16 bytes in both classes.
+_VERNEED = {o: struct.Struct(o + "HHIII") for o in "<>"}
+_VERNAUX = {o: struct.Struct(o + "IHHII") for o in "<>"}
+_VERSYM = {o: struct.Struct(o + "H") for o in "<>"}
+MAX_VERSION_NEEDS = 4096  # Vernaux entries of one file (real libraries need a few dozen)
 _SHN_UNDEF, _SHN_XINDEX = 0, 0xFFFF
 _PT_LOAD = 1
 _DT_NULL, _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 0, 1, 14, 15, 29
@@ -131,6 +138,8 @@ class ElfReport:
     # A C++ runtime linked in statically whose symbols the file exports (CXX_RUNTIME_MARKER in its dynamic symbol
     # table): the dynamic loader may bind some of its calls to another copy in the process (deps.cxx_runtime_problem).
     exports_cxx_runtime: bool = False
+    # The symbol versions it requires of other libraries (GLIBC_2.29, GLIBCXX_3.4.30): the platform floor.
+    version_needs: tuple[VersionNeed, ...] = ()
 
     @property
     def fatbin_bytes(self) -> int:
@@ -143,6 +152,16 @@ class ElfReport:
         unless the file has nothing else."""
         code = [fb for fb in self.fatbins if any(e.target is not None for e in fb.entries)]
         return tuple([fb for fb in code if not fb.device_link] or code)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VersionNeed:
+    """A GNU symbol version an ELF file requires of a library (`.gnu.version_r`), with the undefined dynamic
+    symbols bound to it (`.gnu.version`): `GLIBC_2.29` of libm.so.6 for exp, log, pow."""
+
+    library: str  # vn_file, e.g. libm.so.6
+    version: str  # vna_name, e.g. GLIBC_2.29
+    symbols: tuple[str, ...]  # sorted; empty when the file only names the version (a weak requirement)
 
 
 # std::locale::classic(), defined by libstdc++ only (libc++ mangles it under std::__1): a file that defines it in its
@@ -313,6 +332,66 @@ class _Elf:
                     return True
         return False
 
+    def version_needs(self) -> tuple[VersionNeed, ...]:
+        """The versions required of other libraries and the undefined dynamic symbols bound to each (GNU symbol
+        versioning: `.gnu.version_r` names library and version per index, `.gnu.version` gives each dynamic symbol
+        its index). Chains are followed inside their section only, at most MAX_VERSION_NEEDS entries."""
+        order = "<" if self.buf[5] == 1 else ">"
+        vn, vna = _VERNEED[order], _VERNAUX[order]
+        by_index: dict[int, tuple[str, str]] = {}
+        count = 0
+        for sec in self.sections:
+            if sec.type != _SHT_GNU_VERNEED:
+                continue
+            strings = self._linked_table(sec)
+            at, end, seen = sec.offset, sec.offset + sec.size, set()
+            while sec.size:
+                if at in seen or at + vn.size > end:
+                    raise self._bad(f"malformed ELF file: a {sec.name} entry lies outside its section or loops")
+                seen.add(at)
+                _ver, cnt, file_off, aux, nxt = vn.unpack_from(self.buf, at)
+                library = self._string(strings, file_off, "version library name")
+                a = at + aux
+                for _i in range(cnt):
+                    count += 1
+                    if count > MAX_VERSION_NEEDS or a + vna.size > end or a < sec.offset:
+                        raise self._bad(f"malformed ELF file: {sec.name} has more than {MAX_VERSION_NEEDS} entries "
+                                        "or one outside the section")  # fmt: skip
+                    _h, _flags, other, name_off, anext = vna.unpack_from(self.buf, a)
+                    by_index[other & 0x7FFF] = (library, self._string(strings, name_off, "version name"))
+                    if not anext:
+                        break
+                    a += anext
+                if not nxt:
+                    break
+                at += nxt
+        if not by_index:
+            return ()
+        bound: dict[int, list[str]] = {i: [] for i in by_index}
+        sym = self.lay.sym
+        versym_secs = [s for s in self.sections if s.type == _SHT_GNU_VERSYM]
+        for sec in self.sections:
+            if sec.type != _SHT_DYNSYM:
+                continue
+            strings = self._linked_table(sec)
+            versym = next(iter(versym_secs), None)
+            if versym is None:
+                break
+            vs = _VERSYM[order]
+            n = min(sec.size // sym.size, versym.size // vs.size)
+            for i in range(n):
+                fields = sym.unpack_from(self.buf, sec.offset + i * sym.size)
+                st_name, shndx = fields[0], (fields[3] if self.lay.is64 else fields[5])
+                if shndx != _SHN_UNDEF or not st_name:
+                    continue
+                (ndx,) = vs.unpack_from(self.buf, versym.offset + i * vs.size)
+                if (ndx & 0x7FFF) in bound:
+                    bound[ndx & 0x7FFF].append(self._string(strings, st_name, "symbol name"))
+        return tuple(
+            VersionNeed(library=lib, version=ver, symbols=tuple(sorted(set(bound[i]))))
+            for i, (lib, ver) in sorted(by_index.items(), key=lambda kv: kv[1])
+        )
+
     def file_offset(self, vaddr: int) -> int | None:
         i = bisect.bisect_right(self.loads, (vaddr, float("inf"), 0)) - 1
         if i >= 0:
@@ -399,6 +478,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
         modules=modules,
         nvrtc=tuple(embedded),
         exports_cxx_runtime=exports_cxx,
+        version_needs=elf.version_needs(),
     )
 
 

@@ -515,6 +515,9 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "rpath": elf.rpath,
         "runpath": elf.runpath,
         "exports_cxx_runtime": elf.exports_cxx_runtime,
+        # library -> the GNU symbol versions required of it (the platform floor: slimwheel.floor)
+        "symbol_versions": {lib: [v.version for v in elf.version_needs if v.library == lib]
+                            for lib in dict.fromkeys(v.library for v in elf.version_needs)},
         "cuda_modules": elf.modules,
         "fatbin_bytes": elf.fatbin_bytes,
         "fatbins": [

@@ -348,7 +348,14 @@ def apt_options(state: Path, release: Cuda12Release, *, mirror: str = DEBIAN_MIR
     The host's sources, lists, cache, status and locks are never touched: this downloads one .deb of another
     Debian release and installs nothing.
     """
-    sources = f"deb [signed-by={keyring}] {mirror} {release.debian_suite} non-free\n"
+    return private_apt(state, release.debian_suite, "non-free", mirror=mirror, keyring=keyring)
+
+
+def private_apt(state: Path, suite: str, component: str, *, mirror: str = DEBIAN_MIRROR,
+                keyring: Path = DEBIAN_KEYRING) -> tuple[list[str], str]:
+    """apt-get options for a private apt world under `state` that reads `suite`'s `component` of Debian's archive,
+    and the sources list text to write to `state/sources.list` (also used by slimwheel.toolkit.sysroot)."""
+    sources = f"deb [signed-by={keyring}] {mirror} {suite} {component}\n"
     opts = [
         f"-oDir::Etc::SourceList={state / 'sources.list'}",
         "-oDir::Etc::SourceParts=/nonexistent",

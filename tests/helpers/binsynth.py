@@ -65,11 +65,15 @@ def elf(
     e_type: int = 3,  # ET_DYN
     load_segment: bool = False,
     symbols: Iterable[str] = (),
+    imports: Mapping[str, Iterable[tuple[str, str]]] = {},
+    verneed: bytes | None = None,
 ) -> bytes:
     """An ELF64 little-endian x86_64 file with .dynamic/.dynstr, the given PROGBITS sections and .shstrtab.
 
     With `load_segment`, one PT_LOAD maps the whole file at virtual address 0 (address == file offset).
-    `symbols` become defined global functions in a .dynsym section.
+    `symbols` become defined global functions in a .dynsym section. `imports` (library -> (symbol, version) pairs)
+    become undefined symbols bound to GNU versions: .gnu.version and .gnu.version_r, as a linker writes them;
+    `verneed` replaces the .gnu.version_r bytes (hostile chains).
     """
     dynstr = b"\0"
     tags: list[tuple[int, int]] = []
@@ -91,12 +95,34 @@ def elf(
     dynsym = b"\0" * 24  # the null symbol
     for name in symbols:  # Elf64_Sym: name, info (STB_GLOBAL << 4 | STT_FUNC), other, shndx (defined), value, size
         dynsym += struct.pack("<IBBHQQ", s(name), 0x12, 0, 1, 0, 0)
+    versym = [0] * (1 + len(list(symbols)))  # defined ones: VER_NDX_LOCAL... (0) is what matters: not a need
+    vn = b""
+    index = 2  # 0 and 1 are VER_NDX_LOCAL and VER_NDX_GLOBAL
+    libs = list(imports.items())
+    for li, (lib, pairs) in enumerate(libs):
+        pairs = list(pairs)
+        versions = list(dict.fromkeys(v for _s, v in pairs))
+        ndx = {}
+        aux = b""
+        for vi, ver in enumerate(versions):
+            ndx[ver] = index
+            # Vernaux: hash, flags, other (the index), name, next (16 bytes on; 0 for the last)
+            aux += struct.pack("<IHHII", 0, 0, index, s(ver), 16 if vi < len(versions) - 1 else 0)
+            index += 1
+        nxt = 16 + len(aux) if li < len(libs) - 1 else 0
+        vn += struct.pack("<HHIII", 1, len(versions), s(lib), 16, nxt) + aux
+        for sym, ver in pairs:  # undefined global functions: shndx 0
+            dynsym += struct.pack("<IBBHQQ", s(sym), 0x12, 0, 0, 0, 0)
+            versym.append(ndx[ver])
     tags.append((0, 0))
     dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
     # (name, type, data, link, entsize)
     secs: list[tuple[str, int, bytes, int, int]] = [(".dynstr", 3, dynstr, 0, 0), (".dynamic", 6, dynamic, 1, 16)]
-    if symbols:
+    if symbols or imports:
         secs.append((".dynsym", 11, dynsym, 1, 24))
+    if imports or verneed is not None:
+        secs.append((".gnu.version", 0x6FFFFFFF, b"".join(struct.pack("<H", v) for v in versym), 0, 2))
+        secs.append((".gnu.version_r", 0x6FFFFFFE, vn if verneed is None else verneed, 1, 0))
     secs += [(name, 1, data, 0, 0) for name, data in sections.items()]
     shstrtab = b"\0"
     name_off = []

@@ -126,10 +126,13 @@ def test_the_faiss_recipe_keeps_its_blas_external() -> None:
 def test_audit_runs_slimwheels_check_with_the_projects_policy_and_abi3audit() -> None:
     t = table(CU13, budget="80MB", **{"require-arch": "8.0-9.0"})
     check, abi3 = t["audit-command"]
-    assert shlex.split(check.removesuffix(" {wheel}")) == ["slimwheel", "check", "--budget", "80MB", "--require-arch", "8.0-9.0"]
+    assert shlex.split(check.removesuffix(" {wheel}")) == ["slimwheel", "check", "--budget", "80MB", "--manylinux",
+                                                           "manylinux_2_28", "--require-arch", "8.0-9.0"]
     assert check.endswith(" {wheel}") and "{abi3_wheel}" in abi3 and abi3.startswith("abi3audit ")
     assert t["audit-requires"] == ["/src/slimwheel", "abi3audit"]
     assert "--require-arch" not in table(CU13)["audit-command"][0]  # unset: check's own default ("auto")
+    assert "--manylinux manylinux_2_28 " in table(CU13)["audit-command"][0]  # the image's floor
+    assert "--manylinux 2_31 " in table(CU13, manylinux="2_31")["audit-command"][0]  # the project's
 
 
 def test_slimwheel_variables_pass_into_the_container() -> None:

@@ -20,7 +20,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"units", "envvars", "fsutil", "rpath", "cuda", "resources", "shown"}),
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools"}),
-    frozenset({"config", "toolkit", "plan", "check", "render", "runtime", "treemap", "distcheck", "fatbin_edit"}),
+    frozenset({"config", "toolkit", "plan", "check", "floor", "render", "runtime", "treemap", "distcheck", "fatbin_edit"}),
     frozenset({"context", "prune", "repair", "slim", "variants", "diff", "doctor", "footprint", "container"}),
     frozenset({"build"}),
     frozenset({"commands", "cli", "__main__", "cmake"}),

@@ -1,0 +1,148 @@
+"""The platform floor of a wheel: the GNU symbol versions its ELF files need (GLIBC_2.29, GLIBCXX_3.4.30, CXXABI,
+GCC_*) against what a manylinux policy allows.
+
+auditwheel's policy data (`auditwheel/policy/manylinux-policy.json`, read by `deps._policies`) is the authority: for
+each policy and machine it lists the versions a system of that policy provides, per prefix. A requirement whose
+prefix the policy lists (GLIBC, GLIBCXX, CXXABI, GCC, ZLIB, LIBATOMIC) and whose version it does not list is newer
+than the policy allows, exactly as `auditwheel show` decides the tag. Pure functions over `ElfReport`s.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from slimwheel.deps import _policies
+from slimwheel.errors import BadInputError
+from slimwheel.inspect.elf import ElfReport, VersionNeed
+
+# ELF machine (pyelftools' name) -> the machine auditwheel's policies are keyed by
+_POLICY_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "i686", "EM_PPC64": "ppc64le",
+                "EM_S390": "s390x", "EM_ARM": "armv7l", "EM_RISCV": "riscv64"}  # fmt: skip
+_SHOWN_SYMBOLS = 6  # symbols named per offending version; the rest are counted
+
+
+@dataclass(frozen=True, kw_only=True)
+class Policy:
+    name: str  # manylinux_2_28
+    priority: int  # auditwheel's: higher is older (more restrictive)
+    versions: dict[str, dict[str, frozenset[str]]]  # machine -> prefix -> versions allowed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Offender:
+    """One symbol version a file needs that the target policy does not allow."""
+
+    file: str
+    need: VersionNeed
+    allowed_newest: str  # the newest version of that prefix the policy allows ("" when it allows none)
+
+    @property
+    def prefix(self) -> str:
+        return split_version(self.need.version)[0]
+
+    def message(self, policy: str) -> str:
+        syms = self.need.symbols
+        shown = ", ".join(f"{s}@{self.need.version}" for s in syms[:_SHOWN_SYMBOLS])
+        more = f" and {len(syms) - _SHOWN_SYMBOLS} more" if len(syms) > _SHOWN_SYMBOLS else ""
+        what = f"{shown}{more}" if syms else f"version {self.need.version} (no symbol bound to it)"
+        limit = f"{self.prefix} up to {self.allowed_newest}" if self.allowed_newest else f"no {self.prefix} version"
+        return f"{self.file}: {what} of {self.need.library}: {policy} allows {limit}"
+
+
+def split_version(version: str) -> tuple[str, str]:
+    """("GLIBCXX", "3.4.30") of "GLIBCXX_3.4.30"; ("GLIBC", "PRIVATE") of "GLIBC_PRIVATE"; (name, "") without '_'."""
+    prefix, sep, rest = version.partition("_")
+    return (prefix, rest) if sep else (version, "")
+
+
+def _key(v: str) -> tuple[tuple[int, int | str], ...]:
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[._]", v))
+
+
+def policies() -> tuple[Policy, ...]:
+    """auditwheel's manylinux policies, oldest first (the `linux` pseudo-policy left out)."""
+    out = []
+    for p in _policies():
+        if p["priority"] <= 0 or not p["name"].startswith("manylinux"):
+            continue
+        versions = {
+            arch: {prefix: frozenset(vs) for prefix, vs in table.items()}
+            for arch, table in p.get("symbol_versions", {}).items()
+        }
+        out.append(Policy(name=p["name"], priority=int(p["priority"]), versions=versions))
+    return tuple(sorted(out, key=lambda p: -p.priority))
+
+
+def _aliases() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for p in _policies():
+        for a in p.get("aliases", []):
+            out[a] = p["name"]
+    return out
+
+
+def parse_target(spec: str) -> Policy:
+    """The policy of a `--manylinux` value: "2_28", "manylinux_2_28", "manylinux_2_28_x86_64", "manylinux2014"."""
+    s = spec.strip().lower()
+    s = re.sub(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$", "", s)
+    if re.fullmatch(r"\d+_\d+", s):
+        s = f"manylinux_{s}"
+    s = _aliases().get(s, s)
+    for p in policies():
+        if p.name == s:
+            return p
+    known = ", ".join(p.name.removeprefix("manylinux_") for p in policies())
+    raise BadInputError(f"--manylinux {spec!r}: not a manylinux policy auditwheel knows", hint=f"one of {known}")
+
+
+def _allowed(policy: Policy, arch: str, need: VersionNeed) -> tuple[bool, str]:
+    """(allowed, newest allowed of its prefix) for one requirement; prefixes the policy does not list are free
+    (a library of the wheel's own, or one the dependency check judges)."""
+    prefix, _v = split_version(need.version)
+    table = policy.versions.get(arch, {})
+    if prefix not in table:
+        return True, ""
+    allowed = table[prefix]
+    numeric = [split_version(f"{prefix}_{v}")[1] for v in allowed if re.fullmatch(r"[\d.]+", v)]
+    newest = max(numeric, key=_key) if numeric else ""
+    return split_version(need.version)[1] in allowed, newest
+
+
+def arch_of(elfs: Iterable[ElfReport]) -> str | None:
+    for e in elfs:
+        if e.machine in _POLICY_ARCH:
+            return _POLICY_ARCH[e.machine]
+    return None
+
+
+def offenders(elfs: Sequence[ElfReport], policy: Policy) -> tuple[Offender, ...]:
+    """Every (file, version) a file needs that `policy` does not allow, in file then version order."""
+    out = []
+    for e in elfs:
+        arch = _POLICY_ARCH.get(e.machine)
+        if arch is None:
+            continue
+        for need in e.version_needs:
+            ok, newest = _allowed(policy, arch, need)
+            if not ok:
+                out.append(Offender(file=e.name, need=need, allowed_newest=newest))
+    return tuple(sorted(out, key=lambda o: (o.file, split_version(o.need.version)[0], _key(o.need.version))))
+
+
+def wheel_floor(elfs: Sequence[ElfReport]) -> Policy | None:
+    """The oldest policy whose symbol versions every ELF file stays within (what `auditwheel show` would tag, as far
+    as symbol versions decide it), or None when even the newest is exceeded or no file is of a known machine."""
+    if arch_of(elfs) is None:
+        return None
+    for p in policies():
+        if not offenders(elfs, p):
+            return p
+    return None
+
+
+def floor_to_json(elfs: Sequence[ElfReport]) -> dict[str, Any]:
+    f = wheel_floor(elfs)
+    return {"floor": f.name if f else None}

@@ -1,0 +1,85 @@
+"""The low-floor route without a container, end to end: `slimwheel sysroot debian11` (Debian 11's GCC 10, glibc 2.31
+and libstdc++ from Debian's archive, nothing installed), `[tool.slimwheel] sysroot`/`manylinux` honoured by `build`
+of examples/knn, and the floor proven three ways: check --manylinux, auditwheel show, and the module loaded by the
+old root's own dynamic loader, glibc and libstdc++ (which refuses a host-built library: the probe can fail)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from slimwheel import floor
+from slimwheel.inspect.report import inspect_wheel
+from slimwheel.toolkit.sysroot import ensure_sysroot
+
+pytestmark = pytest.mark.integration
+
+CLI = [sys.executable, "-m", "slimwheel"]
+
+
+@pytest.fixture(scope="module")
+def sysroot():  # type: ignore[no-untyped-def]
+    return ensure_sysroot("debian11")
+
+
+@pytest.fixture(scope="module")
+def built(repo_root, toolkit13, sysroot, tmp_path_factory):  # type: ignore[no-untyped-def]
+    out = tmp_path_factory.mktemp("wheelhouse")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
+    env.update(SLIMWHEEL_SYSROOT="debian11", SLIMWHEEL_MANYLINUX="2_31", CMAKE_BUILD_PARALLEL_LEVEL="2")
+    proc = subprocess.run([*CLI, "build", str(repo_root / "examples" / "knn"), "--archs", "7.5", "--cuda", "13.0",
+                           "--toolkit", str(toolkit13.root), "--out-dir", str(out)],
+                          capture_output=True, text=True, env=env)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (wheel,) = out.glob("*.whl")
+    return proc, wheel
+
+
+def _module(wheel: Path, into: Path) -> Path:
+    with zipfile.ZipFile(wheel) as z:
+        z.extractall(into)
+    (mod,) = into.glob("knn/_knn*.so")
+    return mod
+
+
+def test_build_used_the_sysroots_compiler_and_stays_within_its_floor(built, sysroot, tmp_path):  # type: ignore[no-untyped-def]
+    proc, wheel = built
+    assert "[sysroot] done in" in proc.stderr and "within manylinux_2_31" in proc.stdout
+    mod = _module(wheel, tmp_path)
+    comment = subprocess.run(["readelf", "-p", ".comment", str(mod)], capture_output=True, text=True).stdout
+    assert "Debian 10.2.1" in comment, comment
+    check = subprocess.run([*CLI, "check", "--manylinux", "2_31", "--require-arch", "7.5", str(wheel)],
+                           capture_output=True, text=True)  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_auditwheel_show_agrees_with_the_floor(built):  # type: ignore[no-untyped-def]
+    _, wheel = built
+    show = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True)
+    assert show.returncode == 0, show.stdout + show.stderr
+    m = re.search(r'"(manylinux_\d+_\d+)_x86_64"', " ".join(show.stdout.split()))
+    assert m, show.stdout
+    ours = floor.wheel_floor(inspect_wheel(wheel).elfs)
+    assert ours is not None and ours.name == m.group(1)
+    assert floor.parse_target(m.group(1)).priority >= floor.parse_target("2_31").priority  # 2_31 or lower
+    assert f"{m.group(1)}_x86_64" in wheel.name  # the tag repair gave
+
+
+def test_the_module_loads_with_the_old_roots_glibc_and_libstdcxx(built, sysroot, toolkit13, tmp_path):  # type: ignore[no-untyped-def]
+    _, wheel = built
+    mod = _module(wheel, tmp_path)
+    cuda_libs = [d for d in toolkit13.lib_dirs if (Path(d) / "libcublas.so.13").exists()]
+    assert cuda_libs, toolkit13.lib_dirs
+    assert sysroot.load_probe(mod, cuda_libs) == []
+    # The control: a library the host's compiler links against the host's glibc 2.36 is refused by the same probe.
+    src = tmp_path / "host.c"
+    src.write_text("#include <stdlib.h>\nunsigned f(void) { return arc4random(); }\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(tmp_path / "host.so"), str(src)], check=True)
+    problems = sysroot.load_probe(tmp_path / "host.so")
+    assert any("GLIBC_2.36' not found" in p for p in problems), problems
