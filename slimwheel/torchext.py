@@ -427,17 +427,34 @@ def arch_list(targets: Iterable[Target]) -> tuple[str, tuple[str, ...]]:
     return ";".join(entries), tuple(extra)
 
 
+SETUPTOOLS_CFG = "slimwheel-setuptools.cfg"
+
+
+def setuptools_config(build_dir: Path) -> str:
+    """The extra configuration (distutils' DIST_EXTRA_CONFIG) that keeps setuptools' files in `build_dir`."""
+    return f"[build]\nbuild_base = {build_dir / 'setuptools'}\n\n[egg_info]\negg_base = {build_dir}\n"
+
+
 def build_env(
-    project: TorchProject, targets: Iterable[Target], *, compression_flag: str, cuda_root: Path
+    project: TorchProject,
+    targets: Iterable[Target],
+    *,
+    compression_flag: str,
+    cuda_root: Path,
+    build_dir: Path | None = None,
 ) -> dict[str, str]:
     """The environment that brings the plan to torch's build code. CMake (find_package(Torch)): torch's CMake package
     ignores CMAKE_CUDA_ARCHITECTURES and adds -gencode flags for TORCH_CUDA_ARCH_LIST (or for GPUs it detects, or a
     default list with sm_50, which CUDA 13 refuses), so the list must be the plan's; the rest comes through the
     SLIMWHEEL_* defines as for any project. setuptools (CUDAExtension): TORCH_CUDA_ARCH_LIST, nvcc's own
-    NVCC_APPEND_FLAGS for compression and PTX-only targets, and CUDA_HOME, where torch looks for nvcc."""
+    NVCC_APPEND_FLAGS for compression and PTX-only targets, and CUDA_HOME, where torch looks for nvcc; with a
+    `build_dir`, setuptools builds there (DIST_EXTRA_CONFIG, `setuptools_config`) instead of the project's build/,
+    whose objects and libraries of an earlier build it would reuse or pack into the wheel."""
     archs, extra = arch_list(targets)
     env = {"TORCH_CUDA_ARCH_LIST": archs}
     if project.backend != "scikit-build-core":
         env["NVCC_APPEND_FLAGS"] = " ".join([*([compression_flag] if compression_flag else []), *extra])
         env["CUDA_HOME"] = str(cuda_root)
+        if build_dir is not None:
+            env["DIST_EXTRA_CONFIG"] = str(build_dir / SETUPTOOLS_CFG)
     return env  # CMake: PTX-only targets reach the compiler through SLIMWHEEL_* (CUDA_ARCHITECTURES)
