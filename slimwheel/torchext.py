@@ -265,7 +265,7 @@ def judge(use: TorchUse, requires: Sequence[str], *, cuda_major: int | None) -> 
     """The torch requirement present and consistent with what the wheel imports; the CUDA major of every PyPI torch
     it admits equal to the wheel's; torch's nvidia-* pins inside the wheel's own nvidia-* requirements."""
     problems: list[str] = []
-    notes = [f"torch: {use.summary()}; needs {', '.join(use.needed)} (found through RPATH in {TORCH_FOLDER})"]
+    notes = [f"torch: {use.summary()}; needs {', '.join(use.needed)}"]
     reqs = [r for r in _parse(requires) if canonicalize_name(r.name) == "torch" and not _extra_only(r)]
     if not reqs:
         problems.append(f"{', '.join(use.files)} need torch's libraries ({', '.join(use.needed)}), but the wheel has no "
@@ -322,12 +322,6 @@ def _parse(requires: Sequence[str]) -> list[Requirement]:
 
 def _extra_only(r: Requirement) -> bool:
     return r.marker is not None and "extra" in str(r.marker)
-
-
-def torch_pins_problems(built: TorchBuild, requires: Sequence[str]) -> list[str]:
-    """The nvidia-* requirements against the pins of the torch release built against (repair, before writing)."""
-    rel = {r.minor: r for r in pypi_releases()}.get(_minor(built.version))
-    return _pin_conflicts(rel, requires) if rel is not None else []
 
 
 def use_to_json(use: TorchUse, verdict: TorchVerdict | None = None) -> dict[str, Any]:

@@ -92,13 +92,21 @@ def markdown(data: dict[str, object]) -> str:
     assert isinstance(s, dict) and isinstance(c, dict)
     kinds = lambda f: ", ".join(f"{k} ({len(v)})" for k, v in sorted(f.items())) or "none"  # noqa: E731
     rows = [
-        "| wheel | zip | fatbins | targets | `check` fails on | `slim --archs 9.0` |",
+        "| wheel | zip | fatbins (installed) | targets | `check` fails on | `slim --archs 9.0` |",
         "| --- | ---: | ---: | --- | --- | --- |",
         f"| {data['wheel']} | {mib(data['zip_bytes'])} | {mib(data['fatbin_bytes'])} | {' '.join(data['targets'])} "  # type: ignore[arg-type]
         f"| {kinds(c['failures'])} | {mib(s['zip_bytes'])} ({int(s['zip_bytes']) / int(data['zip_bytes']):.2f}x), "  # type: ignore[call-overload]
         f"{' '.join(s['targets_after'])}; fails on {kinds(s['failures'])} |",
     ]
-    return "\n".join(rows) + "\n\n" + "\n".join(f"- {n}" for n in c["torch"]) + "\n"
+    req = data["requires_dist"]
+    facts = [f"Requires-Dist: {', '.join(req) if req else 'none'}"]  # type: ignore[arg-type]
+    facts += [f"{n.removeprefix('torch: ')}" for n in c["torch"]]
+    code = data["code_per_file"]
+    assert isinstance(code, dict)
+    for name in sorted(code):  # the package's own modules (lib/ holds its bundled libraries)
+        if name.endswith(".so") and "/" in name and not name.startswith("lib/"):
+            facts.append(f"`{name}`: {' '.join(code[name])}")
+    return "\n".join(rows) + "\n\n" + "\n".join(f"- {f}" for f in facts) + "\n"
 
 
 def main() -> None:

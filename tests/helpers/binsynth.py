@@ -65,11 +65,12 @@ def elf(
     e_type: int = 3,  # ET_DYN
     load_segment: bool = False,
     symbols: Iterable[str] = (),
+    imports: Iterable[str] = (),
 ) -> bytes:
     """An ELF64 little-endian x86_64 file with .dynamic/.dynstr, the given PROGBITS sections and .shstrtab.
 
     With `load_segment`, one PT_LOAD maps the whole file at virtual address 0 (address == file offset).
-    `symbols` become defined global functions in a .dynsym section.
+    `symbols` become defined global functions in a .dynsym section, `imports` undefined ones (taken from another file).
     """
     dynstr = b"\0"
     tags: list[tuple[int, int]] = []
@@ -91,11 +92,14 @@ def elf(
     dynsym = b"\0" * 24  # the null symbol
     for name in symbols:  # Elf64_Sym: name, info (STB_GLOBAL << 4 | STT_FUNC), other, shndx (defined), value, size
         dynsym += struct.pack("<IBBHQQ", s(name), 0x12, 0, 1, 0, 0)
+    imports = list(imports)
+    for name in imports:  # SHN_UNDEF
+        dynsym += struct.pack("<IBBHQQ", s(name), 0x12, 0, 0, 0, 0)
     tags.append((0, 0))
     dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
     # (name, type, data, link, entsize)
     secs: list[tuple[str, int, bytes, int, int]] = [(".dynstr", 3, dynstr, 0, 0), (".dynamic", 6, dynamic, 1, 16)]
-    if symbols:
+    if symbols or imports:
         secs.append((".dynsym", 11, dynsym, 1, 24))
     secs += [(name, 1, data, 0, 0) for name, data in sections.items()]
     shstrtab = b"\0"
