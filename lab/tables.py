@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from lab.blocks import replace_between
+from lab.scriptload import load_script
 
 REPO = Path(__file__).resolve().parents[1]
 README = REPO / "docs" / "results.md"
@@ -61,6 +62,49 @@ BLOCKS: dict[str, Callable[[], str]] = {
     "faiss-pypi-variants": lambda: variants_table(PYPI_FAISS_VARIANTS),
     "nvrtc": nvrtc_table,
 }
+
+
+TORCH_OP = REPO / "lab" / "results" / "torch-op"  # the build reports of examples/torch-op (this machine)
+TORCH_OP_H200 = REPO / "lab" / "results" / "h200" / "torch_op_h200.json"  # lab/gpu/torch_op_check.py
+TORCH_WHEELS = sorted((REPO / "lab" / "results").glob("torch-wheel-*.json"))  # lab/bench/torch_wheel_audit.py
+
+
+def torch_op_table() -> str:
+    """examples/torch-op: each wheel as built here and as it ran on the H200."""
+    h200 = {r["wheel"]: r for r in json.loads(TORCH_OP_H200.read_text(encoding="utf-8"))["results"]}
+    rows = ["| wheel | zip | requires | torch symbols (check) | serves torch | H200: cases equal to torch "
+            "(bitwise / within 1e-6) | CUDA libraries mapped | GPU memory: context, after the first call |",
+            "| --- | ---: | --- | --- | --- | --- | --- | --- |"]
+    for path in sorted(TORCH_OP.glob("*.slimwheel.json"), reverse=True):
+        b = json.loads(path.read_text(encoding="utf-8"))
+        t = b["torch"]
+        name = Path(b["wheel"]).name
+        r = h200[name]
+        cases = r["cases"]
+        bitwise = sum(c["equal_to_torch_fp32"] for c in cases)
+        within = sum(c["ok"] for c in cases)
+        libs = r["cuda_libraries_mapped"]
+        where = "each once, all torch's" if r["each_once"] and r["only_torchs_copies"] else "NOT only torch's"
+        symbols = (f"{t['unstable_symbols']} C++ (classic API)" if t["abi"] == "unstable"
+                   else f"{t['stable_symbols']} stable C shim, newest from {t['stable_floor']}")
+        serves = t["serves"][0] + (" only" if len(t["serves"]) == 1 else " and later")
+        rows.append(f"| {name} | {_kib(r['wheel_bytes'])} | {', '.join(b['repair']['requires'])} | {symbols} | "
+                    f"{serves} | {bitwise} / {within} of {len(cases)} | {len(libs)}, {where} | "
+                    f"{r['memory']['after_context_process_mib']} MiB, {r['memory']['after_first_call_process_mib']} MiB |")
+    gpu = next(iter(h200.values()))
+    note = (f"\nOn {gpu['gpu']} with torch {gpu['torch']} (Python {json.loads(TORCH_OP_H200.read_text())['python']}): "
+            f"`python3 lab/gpu/torch_op_check.py OUT.json WHEEL...`; process memory by nvidia-smi, of which torch's "
+            f"allocator holds {gpu['memory']['torch_allocated_mib']:.0f} MiB (three 4 MiB tensors).")
+    return "\n".join(rows) + "\n" + note + "\n"
+
+
+def torch_wheels_table() -> str:
+    mod = load_script("lab/bench/torch_wheel_audit.py")
+    return "".join(mod.markdown(json.loads(p.read_text(encoding="utf-8"))) for p in TORCH_WHEELS)
+
+
+BLOCKS["torch-op"] = torch_op_table
+BLOCKS["torch-wheels"] = torch_wheels_table
 
 
 def render(text: str) -> str:

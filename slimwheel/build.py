@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import slimwheel
-from slimwheel import context
+from slimwheel import context, torchext
 from slimwheel.config import Config
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
@@ -65,6 +65,7 @@ class BuildSetup:
     toolkit_note: str
     command: tuple[str, ...]
     env: dict[str, str]  # added to the environment of the build
+    torch: torchext.TorchBuild | None = None  # a torch extension: the torch of the environment that builds it
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -183,6 +184,15 @@ def prepare(
         log.warning("%s", floor_note)
     outdir = wheel_dir or Path("<temporary folder>")
     settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir)
+    build_env = dict(tk.env) if tk is not None else {}
+    torch = None
+    if (tp := torchext.torch_project(project_dir)) is not None:
+        torch, isolation = _torch_for(project_dir, tp, plan), False
+        if tk is not None:
+            build_env.update(torchext.build_env(tp, plan.arch.targets, compression_flag=plan.compression_flag,
+                                                cuda_root=tk.root, build_dir=build_dir))  # fmt: skip
+        if tp.backend != "scikit-build-core":
+            settings = []  # the plan goes through the environment; setuptools has no CMake defines
     cmd = build_command(project_dir, outdir, settings, isolation=isolation)
     return BuildSetup(
         project_dir=project_dir,
@@ -191,6 +201,7 @@ def prepare(
         toolkit_note=note,
         command=cmd,
         env=build_env,
+        torch=torch,
     )
 
 
@@ -217,6 +228,22 @@ def host_floor_note(cfg: Config, host_glibc: str | None = None) -> str | None:
             f"target {target.name}: set [tool.slimwheel] sysroot = \"debian11\" (GCC 10, glibc 2.31: manylinux_2_31, "
             "no container) or build with `slimwheel container` (manylinux_2_28 image); check fails symbols above "
             "the target")  # fmt: skip
+
+
+def _torch_for(project_dir: Path, tp: torchext.TorchProject, plan: BuildPlan) -> torchext.TorchBuild:
+    """A torch extension builds against the torch of this Python (no isolation, as `pip install
+    --no-build-isolation` does: the torch it runs with must be the one it compiled against), whose CUDA major must be
+    the toolkit's."""
+    built = torchext.installed_torch()
+    if built is None:
+        raise BadInputError(f"{project_dir} builds a torch extension ({tp.why}), but torch is not installed in "
+                            f"{sys.executable}", hint="install the torch the wheel is for (e.g. pip install torch)")  # fmt: skip
+    if why := torchext.cuda_mismatch(built, plan.cuda.major, where=str(project_dir)):
+        raise BadInputError(why, hint=f"build with the toolkit of torch's CUDA (--cuda {built.cuda}), or install a "
+                            f"torch built with CUDA {plan.cuda.major}")  # fmt: skip
+    log.info("%s: a torch extension (%s); builds in this Python against torch %s (CUDA %s)",
+             project_dir, tp.why, built.version, built.cuda)  # fmt: skip
+    return built
 
 
 def _run_build(setup: BuildSetup, log_path: Path) -> None:
@@ -273,6 +300,9 @@ def build_project(
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         log_path = cache_dir(e) / "logs" / f"build-{setup.project_dir.name}-{stamp}.log"
         with ph.phase("build", start_detail=str(log_path)) as box:
+            if "DIST_EXTRA_CONFIG" in setup.env:  # a setuptools torch extension: its build folder is ours
+                bdir.mkdir(parents=True, exist_ok=True)
+                write_text_atomic(Path(setup.env["DIST_EXTRA_CONFIG"]), torchext.setuptools_config(bdir))
             _run_build(setup, log_path)
             wheels = sorted(raw_dir.glob("*.whl"))
             if len(wheels) != 1:
@@ -284,7 +314,8 @@ def build_project(
             out_dir.mkdir(parents=True, exist_ok=True)
             externals = parse_externals(cfg.external_libs, where="[tool.slimwheel] external-libs")
             repaired = repair_wheel(
-                raw, out_dir, cuda=tk.version, loader=cfg.loader, versions=versions, externals=externals
+                raw, out_dir, cuda=tk.version, loader=cfg.loader, versions=versions, externals=externals,
+                torch=setup.torch,
             )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:
@@ -293,7 +324,9 @@ def build_project(
             policy = make_policy(report, budget=cfg.parsed.budget_bytes, require_arch=require,
                                  installed_budget=cfg.parsed.installed_budget_bytes, debug_symbols=cfg.debug_symbols,
                                  manylinux=cfg.manylinux)  # fmt: skip
-            verdict = check_wheel(report, policy, record_problems=archive_record_problems(repaired.wheel))
+            torch_use = torchext.audit_wheel(repaired.wheel, {e.name: e.needed for e in report.elfs})
+            verdict = check_wheel(report, policy, record_problems=archive_record_problems(repaired.wheel),
+                                  torch=torch_use)  # fmt: skip
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
     report_json = _report_path(repaired.wheel)
     with ph.phase("report") as box:
@@ -318,6 +351,11 @@ def build_project(
                 "built_against": dict(versions or {}),
             },
             "report": report_to_json(report),
+            "torch": None if torch_use is None or setup.torch is None else {
+                "built_against": str(setup.torch.version), "cuda": setup.torch.cuda,
+                **torchext.use_to_json(torch_use, torchext.judge(torch_use, report.requires_dist,
+                                                                  cuda_major=report.cuda_major)),
+            },
             "check": verdict_to_json(verdict),
             "phases": {**ph.times, "total": round(time.monotonic() - t_start, 2)},
         }

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from slimwheel import deps, distcheck, floor
+from slimwheel import deps, distcheck, floor, torchext
 from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CC, CCRequest, RequireArch, counted, generation, parse_require_arch
 from slimwheel.cuda.versions import CudaVersion, supported_archs
@@ -118,8 +118,15 @@ def floor_failures(report: WheelReport, target: floor.Policy) -> tuple[list[Fail
             for o in found], note  # fmt: skip
 
 
-def check_wheel(report: WheelReport, policy: CheckPolicy, *, record_problems: Sequence[str] = ()) -> Verdict:
-    """The verdict on one wheel. `record_problems`: `wheelfile.archive_record_problems` of it (I/O the caller does)."""
+def check_wheel(
+    report: WheelReport,
+    policy: CheckPolicy,
+    *,
+    record_problems: Sequence[str] = (),
+    torch: torchext.TorchUse | None = None,
+) -> Verdict:
+    """The verdict on one wheel. `record_problems`: `wheelfile.archive_record_problems` of it; `torch`:
+    `torchext.audit_wheel` of it (I/O the caller does)."""
     failures: list[Failure] = [
         Failure(kind="record", message=p, exit_code=ExitCode.BAD_RECORD) for p in record_problems
     ]
@@ -187,6 +194,13 @@ def check_wheel(report: WheelReport, policy: CheckPolicy, *, record_problems: Se
         failures.extend(
             Failure(kind="dependencies", message=p, exit_code=ExitCode.INCONSISTENT_DEPENDENCIES) for p in dv.problems
         )
+        if torch is not None:
+            tv = torchext.judge(torch, report.requires_dist, cuda_major=report.cuda_major)
+            notes.extend(tv.notes)
+            failures.extend(
+                Failure(kind="dependencies", message=p, exit_code=ExitCode.INCONSISTENT_DEPENDENCIES)
+                for p in tv.problems
+            )
     return Verdict(wheel=str(report.path), ok=not failures, failures=tuple(failures), notes=tuple(notes))
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 
-from slimwheel import deps, fsutil, wheelfile
+from slimwheel import deps, fsutil, torchext, wheelfile
 from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import cuda_major
@@ -88,6 +88,7 @@ class _Input:
     requires: tuple[str, ...]
     record_problems: tuple[str, ...]
     imports: dict[str, frozenset[str]]  # library -> the symbols the wheel's ELF files take from it
+    torch: torchext.TorchUse | None = None  # what its ELF files take from torch, if they need torch's libraries
 
 
 def repair_wheel(
@@ -101,6 +102,7 @@ def repair_wheel(
     externals: Sequence[ExternalLib] = (),
     rewrite_record: bool = False,
     unvendor: bool = True,
+    torch: torchext.TorchBuild | None = None,
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
     linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
@@ -109,7 +111,9 @@ def repair_wheel(
     copies of CUDA libraries the input carries (`cuda.libs.vendored`: spconv/cumm-style `libcudart-<hash>.so.12`
     under `<name>.libs/`) are removed and the files that need them need the nvidia-* wheels' SONAMEs instead, which
     the rest of repair then requires, finds by RPATH and loads; False: such a wheel is refused (exit 12), since its
-    copy and the nvidia-* wheels' would be two CUDA runtimes in one process."""
+    copy and the nvidia-* wheels' would be two CUDA runtimes in one process. `torch`: the torch the wheel was built
+    against, for a wheel that needs torch's libraries (default: the running Python's torch); its libraries are left to
+    torch's wheel and torch is required (`slimwheel.torchext`)."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -134,6 +138,11 @@ def repair_wheel(
             src = _rescan(tmp / "in", src, wheel)
             versions = {**_vendored_versions(src, copies, wheel), **(versions or {})}
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
+        if src.torch is not None:
+            built = _torch_built(torch, major, wheel.name)
+            torch_req = torchext.requirement(src.torch, built, cuda_major=major)
+            externals = (*torchext.externals(src.torch, torch_req), *externals)
+            log.info("%s: %s; requires %s", wheel.name, src.torch.summary(), torch_req)
         # Each file's CUDA libraries, of its own major: an alternative's (bitsandbytes' _cuda121.so: CUDA 12), else
         # the wheel's.
         alts = alt_model.alternatives(src.elfs)
@@ -227,10 +236,13 @@ def repair_wheel(
             list(after.values()), cuda_major=major, requires=requires_dist(meta_text), tags=[str(t) for t in tags],
             files=names,
         )
-        if verdict.problems:
+        problems = list(verdict.problems)
+        if src.torch is not None:
+            problems += torchext.judge(src.torch, requires_dist(meta_text), cuda_major=major).problems
+        if problems:
             raise CheckFailed(
                 f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "
-                + "; ".join(verdict.problems),
+                + "; ".join(problems),
                 ExitCode.INCONSISTENT_DEPENDENCIES,
             )
         target = Path(out_dir).absolute() / repaired.name
@@ -319,11 +331,28 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
     if not elfs:
         raise BadInputError(f"{wheel}: no ELF files in the wheel; a pure Python wheel has nothing to repair")
     imports: dict[str, set[str]] = {}
-    for path in elfs:
-        for lib, names_used in imports_by_library(dest / path).items():
+    torch_imports: dict[str, frozenset[str]] = {}
+    for path, info in elfs.items():
+        by_library = imports_by_library(dest / path)
+        for lib, names_used in by_library.items():
             imports.setdefault(lib, set()).update(names_used)
+        if any(torchext.is_torch_library(n) for n in info.needed):  # torch's libraries have no symbol versions
+            torch_imports[path] = frozenset(n for ns in by_library.values() for n in ns if torchext.is_torch_symbol(n))
+    torch = torchext.torch_use({p: i.needed for p, i in elfs.items()}, torch_imports)
     return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=requires_dist(meta), record_problems=problems,
-                  imports={k: frozenset(v) for k, v in imports.items()})  # fmt: skip
+                  imports={k: frozenset(v) for k, v in imports.items()}, torch=torch)  # fmt: skip
+
+
+def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_name: str) -> torchext.TorchBuild:
+    """The torch the wheel was built against: the one given, else the running Python's; its CUDA major must be the
+    wheel's."""
+    built = given or torchext.installed_torch()
+    if built is None:
+        raise BadInputError(f"{wheel_name} needs torch's libraries, but no torch is installed in this Python to tell "
+                            "which release it was built against", hint="pass --torch VERSION (e.g. 2.11.0+cu130)")  # fmt: skip
+    if major is not None and (why := torchext.cuda_mismatch(built, major, where=wheel_name)):
+        raise CheckFailed(why, ExitCode.INCONSISTENT_DEPENDENCIES)
+    return built
 
 
 def _readable_by_check(written: Path, wheel: Path) -> None:

@@ -14,7 +14,7 @@ import click
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import distcheck, render
+from slimwheel import distcheck, render, torchext
 from slimwheel.commands.size_report import FORMATS, emit
 from slimwheel.render import table_text
 from slimwheel.errors import CheckFailed, ExitCode
@@ -83,6 +83,8 @@ def command(
                                  dependencies=not no_dependencies, installed_budget=cfg.parsed.installed_budget_bytes,
                                  debug_symbols=cfg.debug_symbols, manylinux=cfg.manylinux),  # fmt: skip
             record_problems=archive_record_problems(r.path) if r.path.name.endswith(".whl") else (),
+            torch=torchext.audit_wheel(r.path, {e.name: e.needed for e in r.elfs}) if r.path.name.endswith(".whl")
+            else None,
         )
         for r in reports
     ]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from slimwheel import shown
+from slimwheel import shown, torchext
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.external import parse_externals
 from slimwheel.repair import repair_wheel
@@ -31,6 +31,9 @@ from slimwheel.units import mib
     "through RPATH (e.g. 'libscipy_openblas.so=scipy-openblas32>=0.3.28'). FOLDER: where that wheel installs it, "
     "relative to site-packages; default: looked up in the installed distribution. SONAME may be a glob. Repeatable.",
 )  # fmt: skip
+@click.option("--torch", "torch_version", default=None, metavar="VERSION",
+              help="The torch a PyTorch extension was built against (2.11.0+cu130; the local part names its CUDA); "
+              "default: the torch installed in this Python.")  # fmt: skip
 @click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
               "by default: such a wheel was changed after it was built); the output gets a correct RECORD.")  # fmt: skip
 @click.option("--unvendor/--keep-vendored", default=True, show_default=True,
@@ -42,7 +45,7 @@ from slimwheel.units import mib
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for scripts).")
 def command(
     wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, externals: tuple[str, ...],
-    rewrite_record: bool, unvendor: bool, fmt: str, as_json: bool,
+    rewrite_record: bool, unvendor: bool, torch_version: str | None, fmt: str, as_json: bool,
 ) -> None:  # fmt: skip
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
@@ -50,7 +53,7 @@ def command(
     result = repair_wheel(
         wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat,
         externals=parse_externals(externals, where="--external"), rewrite_record=rewrite_record,
-        unvendor=unvendor,
+        unvendor=unvendor, torch=torchext.parse_torch_option(torch_version) if torch_version else None,
     )  # fmt: skip
     if as_json or fmt == "json":
         click.echo(

@@ -17,6 +17,7 @@ import bisect
 import functools
 import struct
 from dataclasses import dataclass, replace
+from collections.abc import Callable
 from pathlib import Path
 from typing import Literal
 
@@ -392,6 +393,26 @@ class _Elf:
             for i, (lib, ver) in sorted(by_index.items(), key=lambda kv: kv[1])
         )
 
+    def undefined(self, keep: Callable[[str], bool]) -> frozenset[str]:
+        """The names its dynamic symbol tables take from other files (SHN_UNDEF, not local) for which `keep` holds;
+        strings bounded as every string of the file is (MAX_STRING_BYTES)."""
+        sym = self.lay.sym
+        out: set[str] = set()
+        for sec in self.sections:
+            if sec.type != _SHT_DYNSYM:
+                continue
+            strings = self._linked_table(sec)
+            for i in range(1, sec.size // sym.size):
+                fields = sym.unpack_from(self.buf, sec.offset + i * sym.size)
+                st_name = fields[0]
+                info, shndx = (fields[1], fields[3]) if self.lay.is64 else (fields[3], fields[5])
+                if shndx != _SHN_UNDEF or st_name == 0 or info >> 4 == 0:  # defined, unnamed, or STB_LOCAL
+                    continue
+                name = self._string(strings, st_name, "dynamic symbol name")
+                if keep(name):
+                    out.add(name)
+        return frozenset(out)
+
     def file_offset(self, vaddr: int) -> int | None:
         i = bisect.bisect_right(self.loads, (vaddr, float("inf"), 0)) - 1
         if i >= 0:
@@ -545,6 +566,11 @@ def _wrapped_fatbins(
 def defines_symbol(data: Buffer, symbol: str, name: str) -> bool:
     """Whether ELF `data` defines `symbol` in its dynamic symbol table (an extension module defines PyInit_<module>)."""
     return _Elf(data, name).defines(symbol)
+
+
+def undefined_symbols(data: Buffer, name: str, keep: Callable[[str], bool]) -> frozenset[str]:
+    """The dynamic symbols ELF `data` imports whose names `keep` accepts (slimwheel.torchext: torch's)."""
+    return _Elf(data, name).undefined(keep)
 
 
 def read_elf_file(path: Path, name: str, *, fatbins: bool = True) -> ElfReport | None:

@@ -67,6 +67,7 @@ def elf(
     symbols: Iterable[str] = (),
     imports: Mapping[str, Iterable[tuple[str, str]]] = {},
     verneed: bytes | None = None,
+    undefined: Iterable[str] = (),
 ) -> bytes:
     """An ELF64 little-endian x86_64 file with .dynamic/.dynstr, the given PROGBITS sections and .shstrtab.
 
@@ -74,6 +75,7 @@ def elf(
     `symbols` become defined global functions in a .dynsym section. `imports` (library -> (symbol, version) pairs)
     become undefined symbols bound to GNU versions: .gnu.version and .gnu.version_r, as a linker writes them;
     `verneed` replaces the .gnu.version_r bytes (hostile chains).
+    `undefined` become undefined symbols with no version (taken from another file).
     """
     dynstr = b"\0"
     tags: list[tuple[int, int]] = []
@@ -114,11 +116,15 @@ def elf(
         for sym, ver in pairs:  # undefined global functions: shndx 0
             dynsym += struct.pack("<IBBHQQ", s(sym), 0x12, 0, 0, 0, 0)
             versym.append(ndx[ver])
+    for name in undefined:  # SHN_UNDEF, no version
+        dynsym += struct.pack("<IBBHQQ", s(name), 0x12, 0, 0, 0, 0)
+        versym.append(1)  # VER_NDX_GLOBAL: no version needed
+    undefined = list(undefined)
     tags.append((0, 0))
     dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
     # (name, type, data, link, entsize)
     secs: list[tuple[str, int, bytes, int, int]] = [(".dynstr", 3, dynstr, 0, 0), (".dynamic", 6, dynamic, 1, 16)]
-    if symbols or imports:
+    if symbols or imports or undefined:
         secs.append((".dynsym", 11, dynsym, 1, 24))
     if imports or verneed is not None:
         secs.append((".gnu.version", 0x6FFFFFFF, b"".join(struct.pack("<H", v) for v in versym), 0, 2))

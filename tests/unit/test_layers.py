@@ -19,7 +19,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors"}),
     frozenset({"units", "envvars", "fsutil", "rpath", "cuda", "resources", "shown"}),
     frozenset({"inspect"}),
-    frozenset({"wheelfile", "deps", "external", "tools"}),
+    frozenset({"wheelfile", "deps", "external", "tools", "torchext"}),
     frozenset({"config", "toolkit", "plan", "check", "floor", "render", "runtime", "treemap", "distcheck", "fatbin_edit"}),
     frozenset({"context", "prune", "repair", "slim", "variants", "diff", "doctor", "footprint", "container"}),
     frozenset({"build"}),
