@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import posixpath
 import re
 import sys
@@ -33,13 +32,45 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "cuda-wheel-files
 # what its wheel installs.
 EXTRA = (
     "cuda-toolkit",
-    *(f"{name}-cu12" for name in ("nvidia-nccl", "cutensor", "nvidia-cudnn", "nvidia-cusparselt", "nvidia-nvshmem",
-                                  "nvidia-cufile", "nvidia-nvtx", "nvidia-cuda-cupti", "nvidia-npp", "nvidia-nvjpeg",
-                                  "nvidia-nvfatbin", "nvidia-cudss", "nvidia-nvjpeg2k", "nvidia-nvcomp")),
-    *(f"{name}-cu13" for name in ("nvidia-nccl", "cutensor", "nvidia-cudnn", "nvidia-cusparselt", "nvidia-nvshmem",
-                                  "nvidia-cudss", "nvidia-nvjpeg2k", "nvidia-nvcomp")),
-    "nvidia-cufile", "nvidia-nvtx", "nvidia-cuda-cupti", "nvidia-npp", "nvidia-nvjpeg", "nvidia-nvfatbin",
-)  # fmt: skip
+    *(
+        f"{name}-cu12"
+        for name in (
+            "nvidia-nccl",
+            "cutensor",
+            "nvidia-cudnn",
+            "nvidia-cusparselt",
+            "nvidia-nvshmem",
+            "nvidia-cufile",
+            "nvidia-nvtx",
+            "nvidia-cuda-cupti",
+            "nvidia-npp",
+            "nvidia-nvjpeg",
+            "nvidia-nvfatbin",
+            "nvidia-cudss",
+            "nvidia-nvjpeg2k",
+            "nvidia-nvcomp",
+        )
+    ),
+    *(
+        f"{name}-cu13"
+        for name in (
+            "nvidia-nccl",
+            "cutensor",
+            "nvidia-cudnn",
+            "nvidia-cusparselt",
+            "nvidia-nvshmem",
+            "nvidia-cudss",
+            "nvidia-nvjpeg2k",
+            "nvidia-nvcomp",
+        )
+    ),
+    "nvidia-cufile",
+    "nvidia-nvtx",
+    "nvidia-cuda-cupti",
+    "nvidia-npp",
+    "nvidia-nvjpeg",
+    "nvidia-nvfatbin",
+)
 
 
 class _RangeFile(io.RawIOBase):
@@ -91,8 +122,11 @@ def read_package(package: str) -> dict[str, Any]:
     with zipfile.ZipFile(_RangeFile(url)) as z:  # type: ignore[arg-type]
         names = z.namelist()
         meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        requires = [line.split(":", 1)[1].strip() for line in z.read(meta_name).decode().splitlines()
-                    if line.startswith("Requires-Dist:")]  # fmt: skip
+        requires = [
+            line.split(":", 1)[1].strip()
+            for line in z.read(meta_name).decode().splitlines()
+            if line.startswith("Requires-Dist:")
+        ]
     libs = sorted(n for n in names if re.search(r"\.so(\.\d+)*$", posixpath.basename(n)) and ".dist-info/" not in n)
     return {"version": version, "wheel": filename, "shared_libraries": libs, "requires_dist": requires}
 

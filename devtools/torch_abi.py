@@ -24,8 +24,11 @@ from packaging.requirements import Requirement
 from packaging.version import Version
 
 OUT = Path(__file__).resolve().parents[1] / "slimwheel" / "resources" / "torch-abi.json"
-SHIMS = ("torch/include/torch/csrc/inductor/aoti_torch/c/", "torch/include/torch/csrc/stable/c/",
-         "torch/include/torch/csrc/inductor/aoti_torch/generated/")  # fmt: skip
+SHIMS = (
+    "torch/include/torch/csrc/inductor/aoti_torch/c/",
+    "torch/include/torch/csrc/stable/c/",
+    "torch/include/torch/csrc/inductor/aoti_torch/generated/",
+)
 _GATE = re.compile(r"#\s*if\s+TORCH_FEATURE_VERSION\s*>=\s*TORCH_VERSION_(\d+)_(\d+)_0")
 _DECL = re.compile(r"AOTI_TORCH_EXPORT\b[^;{(]*?\b([A-Za-z_]\w*)\s*\(", re.S)
 UNGATED = "2.9"
@@ -60,8 +63,22 @@ def stable_symbols(text: str) -> dict[str, str]:
 def _metadata(version: str) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "r.json"
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
-                        "--no-deps", "--report", str(report), f"torch=={version}"], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--dry-run",
+                "--ignore-installed",
+                "--no-deps",
+                "--report",
+                str(report),
+                f"torch=={version}",
+            ],
+            check=True,
+        )
         meta: dict[str, object] = json.loads(report.read_text())["install"][0]["metadata"]
         return meta
 
@@ -69,11 +86,27 @@ def _metadata(version: str) -> dict[str, object]:
 def _resolved(reqs: list[str]) -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "r.json"
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
-                        "--report", str(report), *reqs], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--dry-run",
+                "--ignore-installed",
+                "--report",
+                str(report),
+                *reqs,
+            ],
+            check=True,
+        )
         items = json.loads(report.read_text())["install"]
-        return {str(i["metadata"]["name"]): str(i["metadata"]["version"]) for i in items
-                if str(i["metadata"]["name"]).startswith("nvidia-")}  # fmt: skip
+        return {
+            str(i["metadata"]["name"]): str(i["metadata"]["version"])
+            for i in items
+            if str(i["metadata"]["name"]).startswith("nvidia-")
+        }
 
 
 def release(version: str) -> dict[str, object]:
@@ -95,16 +128,25 @@ def main() -> None:
     with zipfile.ZipFile(wheel) as zf:
         names = zf.namelist()
         # torch's own libraries; not the libgomp.so.1 it carries (an extension that needs OpenMP brings its own)
-        libs = sorted(Path(n).name for n in names
-                      if n.startswith("torch/lib/") and re.match(r"lib(c10|torch|caffe2|shm)\w*\.so$", Path(n).name))
+        libs = sorted(
+            Path(n).name
+            for n in names
+            if n.startswith("torch/lib/") and re.match(r"lib(c10|torch|caffe2|shm)\w*\.so$", Path(n).name)
+        )
         for n in sorted(names):
             if n.startswith(SHIMS) and n.endswith(".h"):
                 for sym, rel in stable_symbols(zf.read(n).decode("utf-8")).items():
                     symbols.setdefault(sym, rel)
         version = re.search(r"__version__ = '([^']+)'", zf.read("torch/version.py").decode()).group(1)  # type: ignore[union-attr]
     releases = {".".join(v.split(".")[:2]): release(v) for v in versions}
-    data = {"schema": 1, "from": wheel.name, "torch": version, "libraries": libs,
-            "stable_symbols": dict(sorted(symbols.items())), "pypi_releases": releases}  # fmt: skip
+    data = {
+        "schema": 1,
+        "from": wheel.name,
+        "torch": version,
+        "libraries": libs,
+        "stable_symbols": dict(sorted(symbols.items())),
+        "pypi_releases": releases,
+    }
     OUT.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {OUT}: {len(libs)} libraries, {len(symbols)} stable symbols, releases {', '.join(releases)}")
 

@@ -20,8 +20,21 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "torch-pins.json"
 def _report(*reqs: str) -> list[dict[str, object]]:
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "r.json"
-        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--dry-run", "--ignore-installed",
-                        "--report", str(report), *reqs], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--dry-run",
+                "--ignore-installed",
+                "--report",
+                str(report),
+                *reqs,
+            ],
+            check=True,
+        )
         items: list[dict[str, object]] = json.loads(report.read_text())["install"]
         return items
 

@@ -40,11 +40,16 @@ def variants_table(path: Path = VARIANTS) -> str:
     ]
     for w in data["wheels"]:
         gpus = ", ".join(w.get("gpus", [])) or ("every GPU it had" if w["kind"] == "universal" else slim_gpus)
-        lines.append(f"| {w['label']} | {gpus} | {' '.join(w['targets'])} | {_kib(w['bytes'])} | "
-                     f"{_kib(w['installed_bytes'])} | {w['vs_universal']:.2f}x |")  # fmt: skip
+        lines.append(
+            f"| {w['label']} | {gpus} | {' '.join(w['targets'])} | {_kib(w['bytes'])} | "
+            f"{_kib(w['installed_bytes'])} | {w['vs_universal']:.2f}x |"
+        )
     lines.append("")
-    lines.append("Every slimmed and variant wheel passed `slimwheel check` with its GPUs required." if data["checks_ok"]
-                 else "NOT every slimmed and variant wheel passed `slimwheel check` with its GPUs required.")
+    lines.append(
+        "Every slimmed and variant wheel passed `slimwheel check` with its GPUs required."
+        if data["checks_ok"]
+        else "NOT every slimmed and variant wheel passed `slimwheel check` with its GPUs required."
+    )
     return "\n".join(lines) + "\n"
 
 
@@ -72,9 +77,11 @@ TORCH_WHEELS = sorted((REPO / "lab" / "results").glob("torch-wheel-*.json"))  # 
 def torch_op_table() -> str:
     """examples/torch-op: each wheel as built here and as it ran on the H200."""
     h200 = {r["wheel"]: r for r in json.loads(TORCH_OP_H200.read_text(encoding="utf-8"))["results"]}
-    rows = ["| wheel | zip | requires | torch symbols (check) | serves torch | H200: cases equal to torch "
-            "(bitwise / within 1e-6) | CUDA libraries mapped | GPU memory: context, after the first call |",
-            "| --- | ---: | --- | --- | --- | --- | --- | --- |"]
+    rows = [
+        "| wheel | zip | requires | torch symbols (check) | serves torch | H200: cases equal to torch "
+        "(bitwise / within 1e-6) | CUDA libraries mapped | GPU memory: context, after the first call |",
+        "| --- | ---: | --- | --- | --- | --- | --- | --- |",
+    ]
     for path in sorted(TORCH_OP.glob("*.slimwheel.json"), reverse=True):
         b = json.loads(path.read_text(encoding="utf-8"))
         t = b["torch"]
@@ -85,16 +92,23 @@ def torch_op_table() -> str:
         within = sum(c["ok"] for c in cases)
         libs = r["cuda_libraries_mapped"]
         where = "each once, all torch's" if r["each_once"] and r["only_torchs_copies"] else "NOT only torch's"
-        symbols = (f"{t['unstable_symbols']} C++ (classic API)" if t["abi"] == "unstable"
-                   else f"{t['stable_symbols']} stable C shim, newest from {t['stable_floor']}")
+        symbols = (
+            f"{t['unstable_symbols']} C++ (classic API)"
+            if t["abi"] == "unstable"
+            else f"{t['stable_symbols']} stable C shim, newest from {t['stable_floor']}"
+        )
         serves = t["serves"][0] + (" only" if len(t["serves"]) == 1 else " and later")
-        rows.append(f"| {name} | {_kib(r['wheel_bytes'])} | {', '.join(b['repair']['requires'])} | {symbols} | "
-                    f"{serves} | {bitwise} / {within} of {len(cases)} | {len(libs)}, {where} | "
-                    f"{r['memory']['after_context_process_mib']} MiB, {r['memory']['after_first_call_process_mib']} MiB |")
+        rows.append(
+            f"| {name} | {_kib(r['wheel_bytes'])} | {', '.join(b['repair']['requires'])} | {symbols} | "
+            f"{serves} | {bitwise} / {within} of {len(cases)} | {len(libs)}, {where} | "
+            f"{r['memory']['after_context_process_mib']} MiB, {r['memory']['after_first_call_process_mib']} MiB |"
+        )
     gpu = next(iter(h200.values()))
-    note = (f"\nOn {gpu['gpu']} with torch {gpu['torch']} (Python {json.loads(TORCH_OP_H200.read_text())['python']}): "
-            f"`python3 lab/gpu/torch_op_check.py OUT.json WHEEL...`; process memory by nvidia-smi, of which torch's "
-            f"allocator holds {gpu['memory']['torch_allocated_mib']:.0f} MiB (three 4 MiB tensors).")
+    note = (
+        f"\nOn {gpu['gpu']} with torch {gpu['torch']} (Python {json.loads(TORCH_OP_H200.read_text())['python']}): "
+        f"`python3 lab/gpu/torch_op_check.py OUT.json WHEEL...`; process memory by nvidia-smi, of which torch's "
+        f"allocator holds {gpu['memory']['torch_allocated_mib']:.0f} MiB (three 4 MiB tensors)."
+    )
     return "\n".join(rows) + "\n" + note + "\n"
 
 

@@ -189,8 +189,15 @@ def prepare(
     if (tp := torchext.torch_project(project_dir)) is not None:
         torch, isolation = _torch_for(project_dir, tp, plan), False
         if tk is not None:
-            build_env.update(torchext.build_env(tp, plan.arch.targets, compression_flag=plan.compression_flag,
-                                                cuda_root=tk.root, build_dir=build_dir))  # fmt: skip
+            build_env.update(
+                torchext.build_env(
+                    tp,
+                    plan.arch.targets,
+                    compression_flag=plan.compression_flag,
+                    cuda_root=tk.root,
+                    build_dir=build_dir,
+                )
+            )
         if tp.backend != "scikit-build-core":
             settings = []  # the plan goes through the environment; setuptools has no CMake defines
     cmd = build_command(project_dir, outdir, settings, isolation=isolation)
@@ -224,10 +231,12 @@ def host_floor_note(cfg: Config, host_glibc: str | None = None) -> str | None:
     host_policy = next((p for p in policies() if host_glibc in p.versions.get("x86_64", {}).get("GLIBC", ())), None)
     if host_policy is None or host_policy.priority >= target.priority:
         return None
-    return (f"this host's glibc {host_glibc} and compiler give a platform floor up to {host_policy.name}, above the "
-            f"target {target.name}: set [tool.slimwheel] sysroot = \"debian11\" (GCC 10, glibc 2.31: manylinux_2_31, "
-            "no container) or build with `slimwheel container` (manylinux_2_28 image); check fails symbols above "
-            "the target")  # fmt: skip
+    return (
+        f"this host's glibc {host_glibc} and compiler give a platform floor up to {host_policy.name}, above the "
+        f'target {target.name}: set [tool.slimwheel] sysroot = "debian11" (GCC 10, glibc 2.31: manylinux_2_31, '
+        "no container) or build with `slimwheel container` (manylinux_2_28 image); check fails symbols above "
+        "the target"
+    )
 
 
 def _torch_for(project_dir: Path, tp: torchext.TorchProject, plan: BuildPlan) -> torchext.TorchBuild:
@@ -236,13 +245,23 @@ def _torch_for(project_dir: Path, tp: torchext.TorchProject, plan: BuildPlan) ->
     the toolkit's."""
     built = torchext.installed_torch()
     if built is None:
-        raise BadInputError(f"{project_dir} builds a torch extension ({tp.why}), but torch is not installed in "
-                            f"{sys.executable}", hint="install the torch the wheel is for (e.g. pip install torch)")  # fmt: skip
+        raise BadInputError(
+            f"{project_dir} builds a torch extension ({tp.why}), but torch is not installed in {sys.executable}",
+            hint="install the torch the wheel is for (e.g. pip install torch)",
+        )
     if why := torchext.cuda_mismatch(built, plan.cuda.major, where=str(project_dir)):
-        raise BadInputError(why, hint=f"build with the toolkit of torch's CUDA (--cuda {built.cuda}), or install a "
-                            f"torch built with CUDA {plan.cuda.major}")  # fmt: skip
-    log.info("%s: a torch extension (%s); builds in this Python against torch %s (CUDA %s)",
-             project_dir, tp.why, built.version, built.cuda)  # fmt: skip
+        raise BadInputError(
+            why,
+            hint=f"build with the toolkit of torch's CUDA (--cuda {built.cuda}), or install a "
+            f"torch built with CUDA {plan.cuda.major}",
+        )
+    log.info(
+        "%s: a torch extension (%s); builds in this Python against torch %s (CUDA %s)",
+        project_dir,
+        tp.why,
+        built.version,
+        built.cuda,
+    )
     return built
 
 
@@ -250,8 +269,9 @@ def _run_build(setup: BuildSetup, log_path: Path) -> None:
     env = dict(os.environ)
     env.update(setup.env)
     # -v shows the command (tools logs it); the report keeps it too. A day: a faiss build on 2 cores takes hours.
-    proc = run_tool_status(setup.command, what=f"building {setup.project_dir}", env=env, log_to=log_path,
-                           timeout=24 * 3600)  # fmt: skip
+    proc = run_tool_status(
+        setup.command, what=f"building {setup.project_dir}", env=env, log_to=log_path, timeout=24 * 3600
+    )
     if proc.returncode != 0:
         tail = "\n".join(log_path.read_text(encoding="utf-8", errors="replace").splitlines()[-40:])
         raise ToolError(
@@ -281,8 +301,8 @@ def build_project(
     that shares nothing with the project's own build-dir or a concurrent build).
     """
     from slimwheel.check import check_wheel, make_policy, verdict_to_json
-    from slimwheel.inspect.report import inspect_wheel, report_to_json
     from slimwheel.external import parse_externals
+    from slimwheel.inspect.report import inspect_wheel, report_to_json
     from slimwheel.repair import repair_wheel
     from slimwheel.wheelfile import archive_record_problems
 
@@ -314,19 +334,30 @@ def build_project(
             out_dir.mkdir(parents=True, exist_ok=True)
             externals = parse_externals(cfg.external_libs, where="[tool.slimwheel] external-libs")
             repaired = repair_wheel(
-                raw, out_dir, cuda=tk.version, loader=cfg.loader, versions=versions, externals=externals,
+                raw,
+                out_dir,
+                cuda=tk.version,
+                loader=cfg.loader,
+                versions=versions,
+                externals=externals,
                 torch=setup.torch,
             )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:
             report = inspect_wheel(repaired.wheel)
             require = cfg.require_arch_for(setup.plan.arch.wanted)
-            policy = make_policy(report, budget=cfg.parsed.budget_bytes, require_arch=require,
-                                 installed_budget=cfg.parsed.installed_budget_bytes, debug_symbols=cfg.debug_symbols,
-                                 manylinux=cfg.manylinux)  # fmt: skip
+            policy = make_policy(
+                report,
+                budget=cfg.parsed.budget_bytes,
+                require_arch=require,
+                installed_budget=cfg.parsed.installed_budget_bytes,
+                debug_symbols=cfg.debug_symbols,
+                manylinux=cfg.manylinux,
+            )
             torch_use = torchext.audit_wheel(repaired.wheel, {e.name: e.needed for e in report.elfs})
-            verdict = check_wheel(report, policy, record_problems=archive_record_problems(repaired.wheel),
-                                  torch=torch_use)  # fmt: skip
+            verdict = check_wheel(
+                report, policy, record_problems=archive_record_problems(repaired.wheel), torch=torch_use
+            )
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
     report_json = _report_path(repaired.wheel)
     with ph.phase("report") as box:
@@ -351,10 +382,14 @@ def build_project(
                 "built_against": dict(versions or {}),
             },
             "report": report_to_json(report),
-            "torch": None if torch_use is None or setup.torch is None else {
-                "built_against": str(setup.torch.version), "cuda": setup.torch.cuda,
-                **torchext.use_to_json(torch_use, torchext.judge(torch_use, report.requires_dist,
-                                                                  cuda_major=report.cuda_major)),
+            "torch": None
+            if torch_use is None or setup.torch is None
+            else {
+                "built_against": str(setup.torch.version),
+                "cuda": setup.torch.cuda,
+                **torchext.use_to_json(
+                    torch_use, torchext.judge(torch_use, report.requires_dist, cuda_major=report.cuda_major)
+                ),
             },
             "check": verdict_to_json(verdict),
             "phases": {**ph.times, "total": round(time.monotonic() - t_start, 2)},

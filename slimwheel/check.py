@@ -69,10 +69,14 @@ def required_ccs(spec: str | RequireArch, report: WheelReport) -> tuple[tuple[CC
                 hint="give the compute capabilities instead, e.g. --require-arch 7.5-12.0",
             )
         # Numbers nvcc accepts that no product we know of has (10.1, renamed 11.0) are left out.
-        ccs = tuple(cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if counted(cc, exclude_integrated=False))
+        ccs = tuple(
+            cc for cc in supported_archs(CudaVersion(report.cuda_major, 99)) if counted(cc, exclude_integrated=False)
+        )
         if spec == "auto":
             # Code the wheel has: its fatbins' targets, and the CCs its embedded NVRTC sources compile for.
-            have = [t.cc for t in report.targets] + [t.cc for e in report.elfs for r in e.nvrtc for t in nvrtc_targets(r)]
+            have = [t.cc for t in report.targets] + [
+                t.cc for e in report.elfs for r in e.nvrtc for t in nvrtc_targets(r)
+            ]
             if not have:
                 return (), ()
             oldest = min(have)
@@ -113,9 +117,11 @@ def floor_failures(report: WheelReport, target: floor.Policy) -> tuple[list[Fail
     found = floor.offenders(report.elfs, target)
     have = floor.wheel_floor(report.elfs)
     note = f"platform floor {have.name if have else 'above every manylinux policy'} (symbol versions), " + (
-        f"target {target.name}" if found else f"within {target.name}")
-    return [Failure(kind="platform", message=o.message(target.name), exit_code=ExitCode.ABOVE_PLATFORM_FLOOR)
-            for o in found], note  # fmt: skip
+        f"target {target.name}" if found else f"within {target.name}"
+    )
+    return [
+        Failure(kind="platform", message=o.message(target.name), exit_code=ExitCode.ABOVE_PLATFORM_FLOOR) for o in found
+    ], note
 
 
 def check_wheel(

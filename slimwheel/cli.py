@@ -75,11 +75,21 @@ def _quieter(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
 def _global_params() -> list[click.Parameter]:
     """-v/-q on every command too, so they work after the command name (`slimwheel check -v x.whl`) as before it."""
     return [
-        click.Option(["-v", "--verbose"], count=True, expose_value=False, callback=_more_verbose,
-                     help="More detail (also before the command name): -v each step, -vv debug output."),
-        click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_quieter,
-                     help="Only errors and the final verdict (also before the command name)."),
-    ]  # fmt: skip
+        click.Option(
+            ["-v", "--verbose"],
+            count=True,
+            expose_value=False,
+            callback=_more_verbose,
+            help="More detail (also before the command name): -v each step, -vv debug output.",
+        ),
+        click.Option(
+            ["-q", "--quiet"],
+            is_flag=True,
+            expose_value=False,
+            callback=_quieter,
+            help="Only errors and the final verdict (also before the command name).",
+        ),
+    ]
 
 
 def _has_format(cmd: click.Command) -> bool:
@@ -104,11 +114,18 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(slimwheel.__version__, "--version", prog_name="slimwheel")
-@click.option("-v", "--verbose", count=True, help="More detail: -v logs each step and external command, -vv debug output.")
+@click.option(
+    "-v", "--verbose", count=True, help="More detail: -v logs each step and external command, -vv debug output."
+)
 @click.option("-q", "--quiet", is_flag=True, help="Only errors and the final verdict.")
-@click.option("--format", "fmt", default=None, metavar="FORMAT",
-              help="Output format of the command (each command lists its own: table, json, markdown, ...); the same "
-                   "as the command's --format.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    default=None,
+    metavar="FORMAT",
+    help="Output format of the command (each command lists its own: table, json, markdown, ...); the same "
+    "as the command's --format.",
+)
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, fmt: str | None) -> None:
     """Build, repair, check and explain slim, correct CUDA wheels.
@@ -169,8 +186,10 @@ def _main(argv: Sequence[str] | None) -> int:
     except Exception as e:  # the one place a bug is turned into a message
         if logging.getLogger("slimwheel").isEnabledFor(logging.DEBUG):
             traceback.print_exc()
-        click.echo(f"slimwheel: internal error: {type(e).__name__}: {_lines(str(e))} (run with -vv for the traceback)",
-                   err=True)
+        click.echo(
+            f"slimwheel: internal error: {type(e).__name__}: {_lines(str(e))} (run with -vv for the traceback)",
+            err=True,
+        )
         return int(ExitCode.INTERNAL)
     return rv if isinstance(rv, int) else 0
 

@@ -181,7 +181,7 @@ class Config:
     sysroot: str = field(
         default="",
         metadata=_doc(
-            'Build against an old Debian release\'s compiler, glibc and libstdc++ (`slimwheel sysroot`), for a low '
+            "Build against an old Debian release's compiler, glibc and libstdc++ (`slimwheel sysroot`), for a low "
             'platform floor without a container: "debian11" (GCC 10, glibc 2.31: manylinux_2_31). Empty: the '
             "host's compiler."
         ),
@@ -242,8 +242,13 @@ class Config:
         out: dict[str, Any] = {}
         for f in fields(self):
             v = getattr(self, f.name)
-            out[f.name] = "auto" if f.name == "cuda" and v is None else str(v) if isinstance(v, CudaVersion) else (
-                list(v) if isinstance(v, tuple) else v)  # fmt: skip
+            out[f.name] = (
+                "auto"
+                if f.name == "cuda" and v is None
+                else str(v)
+                if isinstance(v, CudaVersion)
+                else (list(v) if isinstance(v, tuple) else v)
+            )
         return out
 
 
@@ -259,8 +264,10 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     kind = f.metadata["kind"]
     where = f"{origin}: {key}"
     if n := _too_long(value):
-        problems.append(f"{where}: a string of {n:,} characters, longer than any setting ({MAX_STRING:,} at most): "
-                        + _REPR.repr(value))  # fmt: skip
+        problems.append(
+            f"{where}: a string of {n:,} characters, longer than any setting ({MAX_STRING:,} at most): "
+            + _REPR.repr(value)
+        )
         return None
     if kind == "bool":
         if isinstance(value, bool):
@@ -402,8 +409,9 @@ def _coerce_externals(value: Any, where: str, *, from_env: bool, problems: list[
                 requirement, sep, folder = v.rpartition("@")
                 requirement, folder = (requirement, folder) if sep else (v, None)
             else:
-                problems.append(f'{at}: expected a requirement string or {{requirement = "...", folder = "..."}}, '
-                                f"got {_shown(v)}")  # fmt: skip
+                problems.append(
+                    f'{at}: expected a requirement string or {{requirement = "...", folder = "..."}}, got {_shown(v)}'
+                )
                 continue
             try:
                 out.append(external_lib(str(soname), requirement, folder, where=at).spec())

@@ -226,7 +226,9 @@ def cibw_config(
     if origin.source is not None:
         mounts += ["--volume", f"{origin.source}:{SOURCE_MOUNT}:ro"]
     create_args = [*mounts, *(["--gpus", "all"] if gpu_test else [])]
-    before_all = " ".join(["bash", f"{SCRIPTS_MOUNT}/cuda{cuda.major}.sh", str(cuda), shlex.quote(origin.container_spec())])
+    before_all = " ".join(
+        ["bash", f"{SCRIPTS_MOUNT}/cuda{cuda.major}.sh", str(cuda), shlex.quote(origin.container_spec())]
+    )
     table: dict[str, Any] = {
         "archs": [arch],
         # no CUDA on musl; no free-threaded builds (an extension must be made ready for them first)

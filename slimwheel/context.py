@@ -48,9 +48,12 @@ def with_toolkit(cfg: Config, env: Mapping[str, str], tk: Toolkit | None) -> Bui
     """The context once the toolkit is known (or known to be absent): the plan, made once."""
     if tk is not None:
         return BuildContext(
-            config=cfg, release=tk.version, toolkit=tk, plan=make_plan(cfg, tk),
+            config=cfg,
+            release=tk.version,
+            toolkit=tk,
+            plan=make_plan(cfg, tk),
             origin=f"CUDA {tk.version} ({tk.source}) at {tk.root}; targets from its nvcc",
-        )  # fmt: skip
+        )
     release = cfg.fallback_release()
     return BuildContext(
         config=cfg,

@@ -49,6 +49,8 @@ def _follows_release(lib: cudalibs.RuntimeLib) -> bool:
     return lib.component in _FOLLOWS_CUDA_RELEASE or (
         lib.component in _FOLLOWS_CUDA_RELEASE_UP_TO_12 and lib.cuda_major <= 12
     )
+
+
 # The dynamic loader is part of the C library; some libraries name it in DT_NEEDED (for __tls_get_addr) and every
 # system has it, though auditwheel's whitelist does not list it.
 SYSTEM_LOADERS = ("ld-linux*.so.*", "ld64.so.*", "ld-musl-*.so.1")
@@ -59,6 +61,7 @@ _PYTHONS = tuple(f"3.{m}" for m in range(8, 16))
 
 
 # ------------------------------------------------------------------------------------------------------ CUDA major
+
 
 def exclusions(major: int | None) -> tuple[str, ...]:
     """Versioned SONAMEs (an unversioned pattern would not match them) of every library the nvidia-* wheels provide,
@@ -125,8 +128,11 @@ def floor_for(
     loader at (`RuntimeLib.since`: nvidia-cusparselt-cu13 moved into nvidia/cu13/lib with 0.9.0)."""
     floor = _floor_for(lib, cuda=cuda, versions=versions, imports=imports)
     if lib.since is not None and Version(lib.since) > Version(floor.version):
-        return Floor(package=lib.package, version=lib.since,
-                     why=f"{floor.why}; raised to {lib.since}, the first release that installs it in {lib.folder}")  # fmt: skip
+        return Floor(
+            package=lib.package,
+            version=lib.since,
+            why=f"{floor.why}; raised to {lib.since}, the first release that installs it in {lib.folder}",
+        )
     return floor
 
 
@@ -152,24 +158,35 @@ def _floor_for(
         newer = sorted(n for so, names in used.items() for n in names - set(exported[so]))
         if not newer and any(used.values()):
             release = _baseline()[str(lib.cuda_major)]["release"]
-            return Floor(package=lib.package, version=_major_minor(base["version"], lib.package),
-                         why=f"every symbol it uses is in CUDA {release}'s {lib.package} {base['version']}")  # fmt: skip
+            return Floor(
+                package=lib.package,
+                version=_major_minor(base["version"], lib.package),
+                why=f"every symbol it uses is in CUDA {release}'s {lib.package} {base['version']}",
+            )
         if newer:
-            why = f"uses {', '.join(newer[:3])}{', ...' if len(newer) > 3 else ''}, newer than the major's first release"
+            why = (
+                f"uses {', '.join(newer[:3])}{', ...' if len(newer) > 3 else ''}, newer than the major's first release"
+            )
         else:
             why = "no symbol version tells which of its symbols come from this library"
     else:
         why = "no baseline to compare its symbols with"
     recorded = {canonicalize_name(k): v for k, v in (versions or {}).items()}.get(canonicalize_name(lib.package))
     if recorded:
-        return Floor(package=lib.package, version=_major_minor(recorded, lib.package),
-                     why=f"{why}: the version it was built against, {recorded}")  # fmt: skip
+        return Floor(
+            package=lib.package,
+            version=_major_minor(recorded, lib.package),
+            why=f"{why}: the version it was built against, {recorded}",
+        )
     if soname_major == lib.cuda_major:
         if _follows_release(lib) and cuda is not None and cuda.major == lib.cuda_major:
-            return Floor(package=lib.package, version=f"{cuda.major}.{cuda.minor}",
-                         why=f"{why}: the CUDA release given, {cuda}")  # fmt: skip
+            return Floor(
+                package=lib.package, version=f"{cuda.major}.{cuda.minor}", why=f"{why}: the CUDA release given, {cuda}"
+            )
         return Floor(package=lib.package, version=f"{soname_major}.0", why=f"{why}: the major's first release")
-    return Floor(package=lib.package, version=str(soname_major), why=f"{why}: the major of the versions that ship its SONAME")
+    return Floor(
+        package=lib.package, version=str(soname_major), why=f"{why}: the major of the versions that ship its SONAME"
+    )
 
 
 def requirement_for(
@@ -251,7 +268,7 @@ def satisfiable(specs: Sequence[SpecifierSet]) -> bool:
                 down = rel[:]
                 down[i] -= 1
                 probes.add(Version(".".join(map(str, down[: i + 1] + [99] * (len(rel) - i - 1)))))
-        probes.add(Version(".".join(map(str, rel + [1]))))
+        probes.add(Version(".".join(map(str, [*rel, 1]))))
     return any(joint.contains(p, prereleases=True) for p in probes)
 
 
@@ -293,13 +310,19 @@ class Installs:
     def environments(self) -> list[dict[str, str]]:
         return [
             {
-                "sys_platform": "linux", "platform_system": "Linux", "os_name": "posix",
-                "platform_machine": machine, "python_version": py, "python_full_version": f"{py}.0",
-                "implementation_name": "cpython", "platform_python_implementation": "CPython", "extra": "",
+                "sys_platform": "linux",
+                "platform_system": "Linux",
+                "os_name": "posix",
+                "platform_machine": machine,
+                "python_version": py,
+                "python_full_version": f"{py}.0",
+                "implementation_name": "cpython",
+                "platform_python_implementation": "CPython",
+                "extra": "",
             }
             for machine in self.machines
             for py in self.pythons
-        ]  # fmt: skip
+        ]
 
 
 def _holds(marker: Marker, envs: list[dict[str, str]]) -> tuple[bool, bool]:
@@ -487,7 +510,9 @@ def _extra_provider(cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> tup
     return None
 
 
-def _cuda_library_problem(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> str | None:
+def _cuda_library_problem(
+    info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements
+) -> str | None:
     wanted = []
     for lib in cands:
         wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
@@ -497,19 +522,25 @@ def _cuda_library_problem(info: ElfInfo, needed: str, cands: list[cudalibs.Runti
         if req.name.lower() == cudalibs.TOOLKIT_PACKAGE:
             if _pinned(lib, req):
                 return None
-            return (f"{info.path} needs {needed} (CUDA {lib.cuda_major}) through Requires-Dist '{req}', which does "
-                    f"not pin {cudalibs.TOOLKIT_PACKAGE} to {lib.cuda_major}.*: pip may install another CUDA major")  # fmt: skip
+            return (
+                f"{info.path} needs {needed} (CUDA {lib.cuda_major}) through Requires-Dist '{req}', which does "
+                f"not pin {cudalibs.TOOLKIT_PACKAGE} to {lib.cuda_major}.*: pip may install another CUDA major"
+            )
         # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
         # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
         version_major = lib.version_major
         if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, version_major):
             return None
-        return (f"{info.path} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
-                f"{lib.package} to {version_major}.*: pip may install another CUDA major")  # fmt: skip
+        return (
+            f"{info.path} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
+            f"{lib.package} to {version_major}.*: pip may install another CUDA major"
+        )
     cond = [r for lib in cands for r in reqs.conditional.get(str(canonicalize_name(lib.package)), [])]
     if cond:
-        return (f"{info.path} needs {needed}: Requires-Dist '{cond[0]}' holds only under its marker, not everywhere "
-                "the wheel installs (Linux, its Python versions), so pip may install the wheel without it")  # fmt: skip
+        return (
+            f"{info.path} needs {needed}: Requires-Dist '{cond[0]}' holds only under its marker, not everywhere "
+            "the wheel installs (Linux, its Python versions), so pip may install the wheel without it"
+        )
     return f"{info.path} needs {needed}: not in the wheel and no Requires-Dist on {' or '.join(wanted)}"
 
 
@@ -522,10 +553,12 @@ def cxx_runtime_problem(info: ElfInfo) -> str | None:
     reads the locale; linked to the shared libstdc++ there, it passed faiss's GPU tests (docs/faiss.md)."""
     if not info.exports_cxx_runtime:
         return None
-    return (f"{info.path} carries libstdc++ linked statically and exports it (std::locale::classic is in its dynamic "
-            "symbol table): in a process that also loads libstdc++.so.6, part of its C++ runtime calls go to the "
-            "other copy and the two copies' state mixes. Link libstdc++ dynamically (it is on the manylinux "
-            "allow-list), or hide the static copy (-Wl,--exclude-libs,ALL)")
+    return (
+        f"{info.path} carries libstdc++ linked statically and exports it (std::locale::classic is in its dynamic "
+        "symbol table): in a process that also loads libstdc++.so.6, part of its C++ runtime calls go to the "
+        "other copy and the two copies' state mixes. Link libstdc++ dynamically (it is on the manylinux "
+        "allow-list), or hide the static copy (-Wl,--exclude-libs,ALL)"
+    )
 
 
 def dependency_problems(
@@ -554,8 +587,10 @@ def dependency_problems(
     notes += [f"Requires-Dist {r!r} cannot be parsed" for r in reqs.unparsable]
     for project, rs in reqs.always.items():
         if len(rs) > 1 and not satisfiable([r.specifier for r in rs]):
-            problems.append(f"Requires-Dist on {project} contradict each other ({'; '.join(map(str, rs))}): "
-                            "pip can install no version of it, so it cannot install the wheel")  # fmt: skip
+            problems.append(
+                f"Requires-Dist on {project} contradict each other ({'; '.join(map(str, rs))}): "
+                "pip can install no version of it, so it cannot install the wheel"
+            )
     inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
     from_extras: dict[tuple[str, str], tuple[Requirement, list[str]]] = {}  # (extra, soname) -> (req, files)
 
@@ -574,7 +609,9 @@ def dependency_problems(
             problems.append(problem)
         resolved = resolve_entries(info.search_path, info.path)
         if bad := [e for e in resolved if not e.safe]:
-            problems.append(f"{info.path}: unsafe RPATH/RUNPATH {'entry' if len(bad) == 1 else 'entries'}: {describe(bad)}")
+            problems.append(
+                f"{info.path}: unsafe RPATH/RUNPATH {'entry' if len(bad) == 1 else 'entries'}: {describe(bad)}"
+            )
         if dead := [e for e in resolved if e.kind == "python-lib"]:
             notes.append(f"{info.path}: RPATH/RUNPATH {describe(dead)}")
         for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
@@ -596,8 +633,10 @@ def dependency_problems(
                     problems.append(problem)
                 continue
             if provided := _external_provider(info, reqs):
-                notes.append(f"{info.path} needs {needed}: found through RPATH {provided[0]}, a folder of "
-                             f"Requires-Dist {provided[1]}")  # fmt: skip
+                notes.append(
+                    f"{info.path} needs {needed}: found through RPATH {provided[0]}, a folder of "
+                    f"Requires-Dist {provided[1]}"
+                )
                 continue
             problems.append(
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
@@ -607,10 +646,12 @@ def dependency_problems(
     for info in elfs:
         if (copy := cudalibs.vendored(info.path)) is not None:
             lib = copy.candidates[-1]
-            notes.append(f"{info.path} is a copy of {copy.real_name} ({lib.package}"
-                         + (", loaded by its library" if copy.companion else "")
-                         + "): a process that also loads the nvidia-* wheels' copy (torch does) holds two; "
-                         "`slimwheel repair` replaces it with that wheel")  # fmt: skip
+            notes.append(
+                f"{info.path} is a copy of {copy.real_name} ({lib.package}"
+                + (", loaded by its library" if copy.companion else "")
+                + "): a process that also loads the nvidia-* wheels' copy (torch does) holds two; "
+                "`slimwheel repair` replaces it with that wheel"
+            )
         before = len(problems)
         judge_file(info)
         if info.path in alts and len(problems) > before:
@@ -618,8 +659,9 @@ def dependency_problems(
             a = alts[info.path]
             n = sum(1 for x in alts.values() if x.group == a.group)
             mine = [p.removeprefix(f"{info.path}: ").removeprefix(f"{info.path} ") for p in problems[before:]]
-            problems[before:] = [f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): "
-                                 + "; ".join(mine)]  # fmt: skip
+            problems[before:] = [
+                f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): " + "; ".join(mine)
+            ]
     provisions = tuple(
         ExtraProvision(extra=extra, soname=soname, requirement=str(req), files=tuple(dict.fromkeys(fs)))
         for (extra, soname), (req, fs) in from_extras.items()

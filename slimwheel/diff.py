@@ -83,7 +83,7 @@ class WheelDiff:
 
 
 def parse_threshold(text: str) -> Threshold:
-    """"5%", "2.5 %", or a size: "1MiB", "500kB", "4096"."""
+    """ "5%", "2.5 %", or a size: "1MiB", "500kB", "4096"."""
     t = text.strip()
     if t.endswith("%"):
         try:
@@ -134,8 +134,15 @@ def _by_position(old: dict[str, int], new: dict[str, int]) -> Iterable[tuple[str
 
 def diff_reports(old: WheelReport, new: WheelReport) -> WheelDiff:
     changes: list[Change] = [
-        Change(level="wheel", file="", what="wheel", old=old.installed_size, new=new.installed_size,
-               old_zip=old.size, new_zip=new.size)  # fmt: skip
+        Change(
+            level="wheel",
+            file="",
+            what="wheel",
+            old=old.installed_size,
+            new=new.installed_size,
+            old_zip=old.size,
+            new_zip=new.size,
+        )
     ]
     old_files = {_file_key(f.name): f for f in old.files}
     new_files = {_file_key(f.name): f for f in new.files}
@@ -145,9 +152,15 @@ def diff_reports(old: WheelReport, new: WheelReport) -> WheelDiff:
     for key in sorted(set(old_files) | set(new_files)):
         of, nf = old_files.get(key), new_files.get(key)
         rest.append(
-            Change(level="file", file=key, what=key, old=of.uncompressed if of else None,
-                   new=nf.uncompressed if nf else None, old_zip=of.compressed if of else None,
-                   new_zip=nf.compressed if nf else None)  # fmt: skip
+            Change(
+                level="file",
+                file=key,
+                what=key,
+                old=of.uncompressed if of else None,
+                new=nf.uncompressed if nf else None,
+                old_zip=of.compressed if of else None,
+                new_zip=nf.compressed if nf else None,
+            )
         )
         oe, ne = old_elfs.get(key), new_elfs.get(key)
         if oe is None and ne is None:
@@ -202,10 +215,18 @@ def diff_to_json(d: WheelDiff, threshold: Threshold | None = None) -> dict[str, 
     """Versioned ("schema": 1); sizes in bytes."""
     return {
         "schema": SCHEMA,
-        "old": {"wheel": str(d.old.path), "bytes": d.old.size, "installed_bytes": d.old.installed_size,
-                "targets": [str(t) for t in d.old.targets]},  # fmt: skip
-        "new": {"wheel": str(d.new.path), "bytes": d.new.size, "installed_bytes": d.new.installed_size,
-                "targets": [str(t) for t in d.new.targets]},  # fmt: skip
+        "old": {
+            "wheel": str(d.old.path),
+            "bytes": d.old.size,
+            "installed_bytes": d.old.installed_size,
+            "targets": [str(t) for t in d.old.targets],
+        },
+        "new": {
+            "wheel": str(d.new.path),
+            "bytes": d.new.size,
+            "installed_bytes": d.new.installed_size,
+            "targets": [str(t) for t in d.new.targets],
+        },
         "growth_bytes": d.growth,
         "growth_percent": round(d.growth_percent, 4),
         "fail_over": None if threshold is None else threshold.text,
@@ -218,8 +239,11 @@ def diff_to_json(d: WheelDiff, threshold: Threshold | None = None) -> dict[str, 
                 "old_bytes": c.old,
                 "new_bytes": c.new,
                 "delta_bytes": c.delta,
-                **({"old_zip_bytes": c.old_zip, "new_zip_bytes": c.new_zip, "zip_delta_bytes": c.zip_delta}
-                   if c.zip_delta is not None else {}),  # fmt: skip
+                **(
+                    {"old_zip_bytes": c.old_zip, "new_zip_bytes": c.new_zip, "zip_delta_bytes": c.zip_delta}
+                    if c.zip_delta is not None
+                    else {}
+                ),
             }
             for c in d.changes
         ],
@@ -244,7 +268,9 @@ def render_markdown(d: WheelDiff, threshold: Threshold | None = None, *, rows: i
     if threshold is not None:
         lines.append("")
         lines.append(
-            f"**Over the limit:** {shown.md_text(why)}" if why else f"Within --fail-over {shown.md_text(threshold.text)}."
+            f"**Over the limit:** {shown.md_text(why)}"
+            if why
+            else f"Within --fail-over {shown.md_text(threshold.text)}."
         )
     if set(d.old.targets) != set(d.new.targets):
         gone = sorted(str(t) for t in set(d.old.targets) - set(d.new.targets))
@@ -275,18 +301,34 @@ def render_table(d: WheelDiff, console: Console, threshold: Threshold | None = N
         f"{human(d.new.installed_size)}"
     )
     table = Table(show_edge=False, pad_edge=False)
-    for col, justify in (("level", "left"), ("file", "left"), ("what", "left"), ("old", "right"), ("new", "right"),
-                         ("change", "right"), ("%", "right")):  # fmt: skip
+    for col, justify in (
+        ("level", "left"),
+        ("file", "left"),
+        ("what", "left"),
+        ("old", "right"),
+        ("new", "right"),
+        ("change", "right"),
+        ("%", "right"),
+    ):
         table.add_column(col, justify=justify)  # type: ignore[arg-type]
     body = [c for c in d.changes if c.level != "wheel"]
     for c in body[:rows]:
         change = _signed(c.delta) + (f" (zip {_signed(c.zip_delta)})" if c.zip_delta is not None else "")
-        table.add_row(c.level, shown.markup(c.file), "" if c.level == "file" else shown.markup(c.what), _size(c.old),
-                      _size(c.new), change, _pct(c))  # fmt: skip
+        table.add_row(
+            c.level,
+            shown.markup(c.file),
+            "" if c.level == "file" else shown.markup(c.what),
+            _size(c.old),
+            _size(c.new),
+            change,
+            _pct(c),
+        )
     console.print(table)
     if len(body) > rows:
         console.print(f"{len(body) - rows} smaller changes not shown (--format json lists all)")
     if threshold is not None:
         why = over_threshold(d, threshold)
-        console.print(f"over the limit: {shown.markup(why)}" if why else f"within --fail-over {shown.markup(threshold.text)}")
+        console.print(
+            f"over the limit: {shown.markup(why)}" if why else f"within --fail-over {shown.markup(threshold.text)}"
+        )
     console.print("sizes: KiB/MiB = 2**10/2**20 bytes; files: installed bytes, zip bytes in brackets")

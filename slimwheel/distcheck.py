@@ -151,9 +151,7 @@ def release_finding(total: ReleaseTotal) -> Finding | None:
     )
 
 
-def findings(
-    report: WheelReport, *, installed_budget: int | None = None, debug: bool = False
-) -> tuple[Finding, ...]:
+def findings(report: WheelReport, *, installed_budget: int | None = None, debug: bool = False) -> tuple[Finding, ...]:
     """The per-wheel checks a policy switched on, in a stable order."""
     out: list[Finding] = []
     if installed_budget is not None and (f := installed_size(report, installed_budget)) is not None:
@@ -161,4 +159,3 @@ def findings(
     if debug:
         out.extend(debug_symbols(report))
     return tuple(out)
-

@@ -19,11 +19,11 @@ from typing import Literal
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, Target, served_by
 from slimwheel.envvars import env_bool
-from slimwheel.tools import run_tool_status
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import ElfReport, gap_text, module_coverage
 from slimwheel.runtime import driver as drv
 from slimwheel.runtime import loader
+from slimwheel.tools import run_tool_status
 
 log = logging.getLogger("slimwheel.doctor")
 
@@ -132,9 +132,13 @@ def system_search(sonames: list[str]) -> dict[str, str | None]:
     this one would make it "already loaded" for everything after."""
     if not sonames:
         return {}
-    proc = run_tool_status([sys.executable, "-c", _SYSTEM_PROBE, *sonames], what="the system library search",
-                           env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}, timeout=120,
-                           separate_stderr=True)  # fmt: skip
+    proc = run_tool_status(
+        [sys.executable, "-c", _SYSTEM_PROBE, *sonames],
+        what="the system library search",
+        env={k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"},
+        timeout=120,
+        separate_stderr=True,
+    )
     lines = [ln for ln in proc.output.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         log.warning("system library search failed: %s", proc.stderr.strip()[-500:])
@@ -155,24 +159,47 @@ def resolve_library(
     tried = []
     hit = loader.already_loaded(lib.soname)
     if hit is not None:
-        return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package, found=hit[1],
-                            via="already-loaded", tried=())  # fmt: skip
+        return LibraryCheck(
+            component=lib.component,
+            soname=lib.soname,
+            package=lib.package,
+            found=hit[1],
+            via="already-loaded",
+            tried=(),
+        )
     if not use_system:
         found, attempts = loader.find_in_wheels(row, roots)
         tried += [f"{place}: {outcome}" for place, outcome in attempts]
         if found:
-            return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package, found=found,
-                                via="wheel", tried=tuple(tried))  # fmt: skip
+            return LibraryCheck(
+                component=lib.component,
+                soname=lib.soname,
+                package=lib.package,
+                found=found,
+                via="wheel",
+                tried=tuple(tried),
+            )
     # What a system search gives (the loader does this only with SLIMWHEEL_USE_SYSTEM_CUDA=1).
     where = system.get(lib.soname)
     if where is None:
         tried.append("system search: not found")
-        return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package, found=None,
-                            via="missing", tried=tuple(tried))  # fmt: skip
+        return LibraryCheck(
+            component=lib.component,
+            soname=lib.soname,
+            package=lib.package,
+            found=None,
+            via="missing",
+            tried=tuple(tried),
+        )
     tried.append(f"system search: {where} ({'used' if use_system else 'ignored unless SLIMWHEEL_USE_SYSTEM_CUDA=1'})")
-    return LibraryCheck(component=lib.component, soname=lib.soname, package=lib.package,
-                        found=where if use_system else None, via="system" if use_system else "missing",
-                        tried=tuple(tried))  # fmt: skip
+    return LibraryCheck(
+        component=lib.component,
+        soname=lib.soname,
+        package=lib.package,
+        found=where if use_system else None,
+        via="system" if use_system else "missing",
+        tried=tuple(tried),
+    )
 
 
 def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) -> DoctorReport:
@@ -220,8 +247,11 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
 
     problems: list[str] = []
     if target:  # without one, the libraries of both majors are a survey: one major missing is normal
-        problems += [f"{lib.soname} not found where the loader looks: pip install {lib.package}"
-                     for lib in checks if lib.via == "missing"]  # fmt: skip
+        problems += [
+            f"{lib.soname} not found where the loader looks: pip install {lib.package}"
+            for lib in checks
+            if lib.via == "missing"
+        ]
     if driver_version and floor and _version_key(driver_version) < _version_key(floor):
         problems.append(f"driver {driver_version} is older than {floor}, which this wheel's code needs")
     if driver_cuda and major is not None and int(driver_cuda.split(".")[0]) < major:

@@ -27,9 +27,7 @@ def parse_bool(value: str | None, *, name: str) -> bool | None:
         return True
     if word in FALSE_WORDS:
         return False
-    raise BadInputError(
-        f"{name}={value!r} is not a boolean: use 1/0, true/false, yes/no or on/off (or leave it unset)"
-    )
+    raise BadInputError(f"{name}={value!r} is not a boolean: use 1/0, true/false, yes/no or on/off (or leave it unset)")
 
 
 def env_bool(env: Mapping[str, str], name: str, *, default: bool) -> bool:

@@ -77,8 +77,10 @@ def external_lib(pattern: str, requirement: str, folder: str | None, *, where: s
         raise BadInputError(f"{where}: requirement {requirement!r} for {pattern} is a URL; PyPI refuses those")
     if req.marker is not None:
         # The wheel's ELF files need the library wherever the wheel installs; a marker would leave it missing elsewhere.
-        raise BadInputError(f"{where}: requirement {requirement!r} for {pattern} has a marker; the library is needed "
-                            "wherever the wheel is installed")  # fmt: skip
+        raise BadInputError(
+            f"{where}: requirement {requirement!r} for {pattern} has a marker; the library is needed "
+            "wherever the wheel is installed"
+        )
     if folder is not None and "://" in folder:
         raise BadInputError(f"{where}: requirement for {pattern} is a URL ({requirement}@{folder}); PyPI refuses those")
     if folder is not None:
@@ -97,8 +99,10 @@ def parse_external(text: str, *, where: str) -> ExternalLib:
     (`name @ https://...`) is refused anyway, so the `@` is never ambiguous."""
     pattern, sep, rest = text.partition("=")
     if not sep or not rest.strip():
-        raise BadInputError(f"{where}: expected SONAME=REQUIREMENT[@FOLDER], e.g. "
-                            f"libscipy_openblas.so=scipy-openblas32>=0.3.28, got {text!r}")  # fmt: skip
+        raise BadInputError(
+            f"{where}: expected SONAME=REQUIREMENT[@FOLDER], e.g. "
+            f"libscipy_openblas.so=scipy-openblas32>=0.3.28, got {text!r}"
+        )
     requirement, at, folder = rest.rpartition("@")
     if not at:
         requirement, folder = rest, ""
@@ -127,11 +131,13 @@ def folder_from_files(ext: ExternalLib, files: Iterable[str] | None) -> str:
             hint=f"pip install '{ext.requirement}', or give the folder: {ext.pattern}={ext.requirement}@FOLDER",
         )
     # Paths with `..` are installed outside site-packages (scripts, data): no $ORIGIN path from an extension is stable.
-    folders = sorted({
-        posixpath.dirname(f) or "."
-        for f in files
-        if ".." not in f.split("/") and fnmatch.fnmatchcase(posixpath.basename(f), ext.pattern)
-    })  # fmt: skip
+    folders = sorted(
+        {
+            posixpath.dirname(f) or "."
+            for f in files
+            if ".." not in f.split("/") and fnmatch.fnmatchcase(posixpath.basename(f), ext.pattern)
+        }
+    )
     if not folders:
         raise BadInputError(
             f"external library {ext.pattern}: the installed {project} has no file of that name",
@@ -139,8 +145,7 @@ def folder_from_files(ext: ExternalLib, files: Iterable[str] | None) -> str:
         )
     if len(folders) > 1:
         raise BadInputError(
-            f"external library {ext.pattern}: the installed {project} has it in several folders "
-            f"({', '.join(folders)})",
+            f"external library {ext.pattern}: the installed {project} has it in several folders ({', '.join(folders)})",
             hint=f"choose one: {ext.pattern}={ext.requirement}@FOLDER",
         )
     return folders[0]

@@ -176,8 +176,14 @@ def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest) -> ElfPlan:
                 ),
             )
         )
-    return ElfPlan(name=report.name, size=report.size, containers=len(report.fatbins), kept=tuple(kept),
-                   kept_targets=frozenset(targets), edits=tuple(edits))  # fmt: skip
+    return ElfPlan(
+        name=report.name,
+        size=report.size,
+        containers=len(report.fatbins),
+        kept=tuple(kept),
+        kept_targets=frozenset(targets),
+        edits=tuple(edits),
+    )
 
 
 CHUNK = 1 << 20

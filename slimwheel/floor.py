@@ -19,8 +19,15 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, VersionNeed
 
 # ELF machine (pyelftools' name) -> the machine auditwheel's policies are keyed by
-_POLICY_ARCH = {"EM_X86_64": "x86_64", "EM_AARCH64": "aarch64", "EM_386": "i686", "EM_PPC64": "ppc64le",
-                "EM_S390": "s390x", "EM_ARM": "armv7l", "EM_RISCV": "riscv64"}  # fmt: skip
+_POLICY_ARCH = {
+    "EM_X86_64": "x86_64",
+    "EM_AARCH64": "aarch64",
+    "EM_386": "i686",
+    "EM_PPC64": "ppc64le",
+    "EM_S390": "s390x",
+    "EM_ARM": "armv7l",
+    "EM_RISCV": "riscv64",
+}
 _SHOWN_SYMBOLS = 6  # symbols named per offending version; the rest are counted
 
 

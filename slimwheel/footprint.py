@@ -113,8 +113,10 @@ def _child(target: str, call: str | None, device: int, mode: str, bare: bool, py
     proc = run_tool_status(cmd, what=what, env=env, timeout=600, separate_stderr=True)
     lines = [ln for ln in proc.output.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
-        raise ToolError(f"footprint child ({mode}, {'bare' if bare else target}) failed (exit {proc.returncode}):\n"
-                        + "\n".join(proc.stderr.strip().splitlines()[-10:]))  # fmt: skip
+        raise ToolError(
+            f"footprint child ({mode}, {'bare' if bare else target}) failed (exit {proc.returncode}):\n"
+            + "\n".join(proc.stderr.strip().splitlines()[-10:])
+        )
     data = json.loads(lines[-1])
     if "error" in data:
         raise ToolError(f"footprint ({mode}): {data['error']}")
@@ -122,9 +124,13 @@ def _child(target: str, call: str | None, device: int, mode: str, bare: bool, py
 
 
 def measure(
-    target: str, *, call: str | None = None, device: int = 0, modes: tuple[str, ...] = MODES,
+    target: str,
+    *,
+    call: str | None = None,
+    device: int = 0,
+    modes: tuple[str, ...] = MODES,
     python: str | None = None,
-) -> FootprintReport:  # fmt: skip
+) -> FootprintReport:
     if not target.replace(".", "").replace("_", "").isalnum():
         raise BadInputError(f"{target!r} is not a module name", hint="give the import name, e.g. faiss or knn")
     if python is not None and shutil.which(python) is None:

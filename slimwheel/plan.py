@@ -44,9 +44,19 @@ COMPRESSION_FLAGS: dict[PlannedCompression, str] = {
 CMAKE_PACKAGE_DIR = Path(__file__).resolve().parent / "cmake"
 
 SYSTEM_DIRS = frozenset(
-    {"/usr/include", "/usr/local/include", "/usr/lib", "/usr/lib64", "/lib", "/lib64", "/usr/lib/x86_64-linux-gnu",
-     "/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/lib/aarch64-linux-gnu"}
-)  # fmt: skip
+    {
+        "/usr/include",
+        "/usr/local/include",
+        "/usr/lib",
+        "/usr/lib64",
+        "/lib",
+        "/lib64",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/aarch64-linux-gnu",
+        "/lib/aarch64-linux-gnu",
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,9 +119,11 @@ def driver_floor(
             reasons.append((MAJOR_DRIVER.get(version.major, "0"), notes_unknown))
     if version.major == 12 and compression in ("size", "balance"):
         reasons.append(
-            (SIZE_COMPRESSION_DRIVER_CUDA12, f"{compression} fatbin compression needs driver >= "
-             f"{SIZE_COMPRESSION_DRIVER_CUDA12} on CUDA 12")
-        )  # fmt: skip
+            (
+                SIZE_COMPRESSION_DRIVER_CUDA12,
+                f"{compression} fatbin compression needs driver >= {SIZE_COMPRESSION_DRIVER_CUDA12} on CUDA 12",
+            )
+        )
     if version.major >= 13 and compression not in ("none", "legacy"):
         reasons.append((MAJOR_DRIVER[13], f"--compress-mode={compression} fatbins need driver >= 580 on CUDA 13"))
     if not reasons:
@@ -127,7 +139,10 @@ def arch_plan(cfg: Config, supported: tuple[CC, ...]) -> ArchPlan:
         if typed.targets:
             return explicit_plan(typed.targets, supported=supported, exclude_integrated=cfg.exclude_integrated)
         return plan(
-            typed.archs.resolve(supported), supported=supported, extra_sass=typed.extra_sass, ptx=typed.ptx,
+            typed.archs.resolve(supported),
+            supported=supported,
+            extra_sass=typed.extra_sass,
+            ptx=typed.ptx,
             exclude_integrated=cfg.exclude_integrated,
         )
     except BadInputError as e:

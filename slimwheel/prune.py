@@ -34,9 +34,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slimwheel import fsutil
+from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, GENERATIONS, Kind, Target
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.cuda import libs as cudalibs
 from slimwheel.toolkit.model import Toolkit
 from slimwheel.tools import run_tool_status
 
@@ -186,8 +186,9 @@ def library_targets(cuobjdump: Path, lib: Path, digest: str, cache: Path) -> tup
     t0 = time.monotonic()
     text = ""
     for flag in ("--list-elf", "--list-ptx"):
-        proc = run_tool_status([str(cuobjdump), flag, str(lib)], what=f"cuobjdump {flag} {lib.name}",
-                               separate_stderr=True)  # fmt: skip
+        proc = run_tool_status(
+            [str(cuobjdump), flag, str(lib)], what=f"cuobjdump {flag} {lib.name}", separate_stderr=True
+        )
         # cuobjdump exits non-zero for "does not contain device code" (host-only archives): no targets then.
         if proc.returncode != 0 and "does not contain" not in proc.stderr:
             raise ToolError(f"cuobjdump {flag} {lib} failed (exit {proc.returncode}): {proc.stderr.strip()[-400:]}")
@@ -288,8 +289,16 @@ def _prune_one(
     key = cache_key(digest, kept, version)
     entry = cache / "lib" / key
     out = entry / src.name
-    made = functools.partial(PrunedLib, component=component, source=src, pruned=out, before=before,
-                             available=available, kept=kept, unserved=unserved)  # fmt: skip
+    made = functools.partial(
+        PrunedLib,
+        component=component,
+        source=src,
+        pruned=out,
+        before=before,
+        available=available,
+        kept=kept,
+        unserved=unserved,
+    )
     t0 = time.monotonic()
     with fsutil.file_lock(cache / "lib" / f"{key}.lock"):
         if out.is_file():

@@ -67,8 +67,10 @@ def _alternative_lines(report: WheelReport) -> list[str]:
 
 def _coverage_lines(report: WheelReport) -> list[str]:
     if report.alternatives:
-        return [f"{len(report.alternatives)} alternatives, one loaded per process by CUDA version; each serves:",
-                *(f"  {line}" for line in _alternative_lines(report))]  # fmt: skip
+        return [
+            f"{len(report.alternatives)} alternatives, one loaded per process by CUDA version; each serves:",
+            *(f"  {line}" for line in _alternative_lines(report)),
+        ]
     return [_coverage_summary(report)]
 
 
@@ -158,7 +160,10 @@ def render_table(report: WheelReport, console: Console, *, entries: bool = False
                 p for p in (f"RPATH {e.rpath}" if e.rpath else "", f"RUNPATH {e.runpath}" if e.runpath else "") if p
             )
             dyn.add_row(
-                shown.markup(e.name), shown.markup(e.soname or ""), shown.markup(paths), shown.markup(", ".join(e.needed))
+                shown.markup(e.name),
+                shown.markup(e.soname or ""),
+                shown.markup(paths),
+                shown.markup(", ".join(e.needed)),
             )
         console.print(dyn)
     totals = target_totals(report.fatbin_entries)
@@ -272,8 +277,15 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
         for cc, gpu, how, via in _coverage(r):
             out.append(f"| {cc} | {gpu} | {_HOW[how]} | {via} |")  # targets and GPU names: ours, from numbers
         out.append("")
-        out.append("\n".join(f"- {shown.md_text(line.strip(), line_start=True)}" if r.alternatives
-                              else shown.md_text(line, line_start=True) for line in _coverage_lines(r)) + "\n")
+        out.append(
+            "\n".join(
+                f"- {shown.md_text(line.strip(), line_start=True)}"
+                if r.alternatives
+                else shown.md_text(line, line_start=True)
+                for line in _coverage_lines(r)
+            )
+            + "\n"
+        )
         out.extend(f"- {shown.md_text(line.strip().removeprefix('- '), line_start=True)}" for line in _driver_lines(r))
         out.append("")
     return "\n".join(out).rstrip() + "\n"
@@ -303,7 +315,9 @@ def render_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
             console.print(f"[red]FAIL[/red] {shown.markup(name)}", highlight=False)
         for f in v.failures:
             console.print(
-                f"  - {f.kind} (exit {int(f.exit_code)}): {shown.terminal(f.message)}", highlight=False, markup=False,
+                f"  - {f.kind} (exit {int(f.exit_code)}): {shown.terminal(f.message)}",
+                highlight=False,
+                markup=False,
                 soft_wrap=True,
             )
         for n in v.notes:

@@ -150,20 +150,29 @@ def repair_wheel(
         per_file = {p: deps.needed_runtime_libs([info], file_major[p]) for p, info in src.elfs.items()}
         majors = sorted({m for p, m in file_major.items() if m is not None and per_file[p]})
         every: list[int | None] = list(majors) or [major]
-        excludes = tuple(dict.fromkeys([*(x for m in every for x in deps.exclusions(m)),
-                                        *(e.pattern for e in externals)]))  # fmt: skip
+        excludes = tuple(
+            dict.fromkeys([*(x for m in every for x in deps.exclusions(m)), *(e.pattern for e in externals)])
+        )
         needed = list(dict.fromkeys(lib for libs in per_file.values() for lib in libs))
         # A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the
         # extra installs are not required again, and those no requirement installs are required under that extra.
         pre = deps.dependency_problems(
-            list(src.elfs.values()), cuda_major=major, requires=src.requires,
-            tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]], files=src.names, name=src.dist_name,
-        )  # fmt: skip
+            list(src.elfs.values()),
+            cuda_major=major,
+            requires=src.requires,
+            tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]],
+            files=src.names,
+            name=src.dist_name,
+        )
         by_extra = {p.soname for p in pre.from_extras}
         extra = pre.extras[0] if len(pre.extras) == 1 else None
         to_require = [lib for lib in needed if lib.soname not in by_extra]
-        floors = tuple({lib.package: deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports)
-                        for lib in to_require}.values())  # fmt: skip
+        floors = tuple(
+            {
+                lib.package: deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports)
+                for lib in to_require
+            }.values()
+        )
         if len(majors) > 1 and extra is None:
             # Alternatives for several CUDA majors, one loaded per process: pip cannot tell which one a process will
             # load (bitsandbytes picks by torch's CUDA), so each major's wheels come with an extra of its own
@@ -172,8 +181,9 @@ def repair_wheel(
             reqs = {}
             for m in majors:
                 libs_m = [lib for lib in to_require if lib.cuda_major == m]
-                for pkg, r in deps.requirements(libs_m, cuda=cuda if cuda and cuda.major == m else None,
-                                                versions=versions, imports=src.imports).items():  # fmt: skip
+                for pkg, r in deps.requirements(
+                    libs_m, cuda=cuda if cuda and cuda.major == m else None, versions=versions, imports=src.imports
+                ).items():
                     reqs[pkg] = f'{r}; extra == "cuda{m}"'
             extra = ", ".join(f"cuda{m}" for m in majors)
         else:
@@ -209,8 +219,10 @@ def repair_wheel(
         external = tuple(resolve_external(e) for e in used)
         for e in external:
             if why := check_can_tie(e):
-                raise BadInputError(f"{wheel.name}: {why}; the repaired wheel would fail check",
-                                    hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER")  # fmt: skip
+                raise BadInputError(
+                    f"{wheel.name}: {why}; the repaired wheel would fail check",
+                    hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER",
+                )
 
         fixed, dropped = _fix_search_paths(work, after, src.elfs, needed, external, per_file)
         after = _scan(work, wheel)
@@ -220,20 +232,31 @@ def repair_wheel(
         if loader and needed and extra is None:
             assert major is not None  # needed is empty without a major
             loader_files = install_loader(
-                work, names, after, needed=needed, reqs=reqs, dist_name=src.dist_name,
-                driver=_driver(repaired, major), wheel_name=wheel.name,
-            )  # fmt: skip
+                work,
+                names,
+                after,
+                needed=needed,
+                reqs=reqs,
+                dist_name=src.dist_name,
+                driver=_driver(repaired, major),
+                wheel_name=wheel.name,
+            )
             after = _scan(work, wheel)
 
         meta_path = work / dist_info / "METADATA"
         where = f"{wheel.name}:{dist_info}/METADATA"
         meta_text, _ = wheelfile.add_requires_dist(meta_path.read_text(encoding="utf-8"), reqs, path=where)
-        meta_text, external_reqs = wheelfile.merge_requires_dist(meta_text, [e.requirement for e in external], path=where)
+        meta_text, external_reqs = wheelfile.merge_requires_dist(
+            meta_text, [e.requirement for e in external], path=where
+        )
         meta_path.write_text(meta_text, encoding="utf-8")
 
         _, _, _, tags = parse_wheel_filename(repaired.name)
         verdict = deps.dependency_problems(
-            list(after.values()), cuda_major=major, requires=requires_dist(meta_text), tags=[str(t) for t in tags],
+            list(after.values()),
+            cuda_major=major,
+            requires=requires_dist(meta_text),
+            tags=[str(t) for t in tags],
             files=names,
         )
         problems = list(verdict.problems)
@@ -251,8 +274,13 @@ def repair_wheel(
         wheelfile.pack(work, dist_info, target, verify=lambda written: _readable_by_check(written, wheel))
         phases["rewrite"] = time.monotonic() - t2
     requires = (*reqs.values(), *external_reqs)
-    log.info("repaired %s -> %s (excluded %d SONAMEs, requires %s)",
-             wheel.name, target, len(excludes), ", ".join(requires) or "nothing")  # fmt: skip
+    log.info(
+        "repaired %s -> %s (excluded %d SONAMEs, requires %s)",
+        wheel.name,
+        target,
+        len(excludes),
+        ", ".join(requires) or "nothing",
+    )
     return RepairResult(
         wheel=target,
         excluded=excludes,
@@ -339,8 +367,15 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
         if any(torchext.is_torch_library(n) for n in info.needed):  # torch's libraries have no symbol versions
             torch_imports[path] = frozenset(n for ns in by_library.values() for n in ns if torchext.is_torch_symbol(n))
     torch = torchext.torch_use({p: i.needed for p, i in elfs.items()}, torch_imports)
-    return _Input(dist_name=dist_name, names=names, elfs=elfs, requires=requires_dist(meta), record_problems=problems,
-                  imports={k: frozenset(v) for k, v in imports.items()}, torch=torch)  # fmt: skip
+    return _Input(
+        dist_name=dist_name,
+        names=names,
+        elfs=elfs,
+        requires=requires_dist(meta),
+        record_problems=problems,
+        imports={k: frozenset(v) for k, v in imports.items()},
+        torch=torch,
+    )
 
 
 def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_name: str) -> torchext.TorchBuild:
@@ -348,8 +383,11 @@ def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_nam
     wheel's."""
     built = given or torchext.installed_torch()
     if built is None:
-        raise BadInputError(f"{wheel_name} needs torch's libraries, but no torch is installed in this Python to tell "
-                            "which release it was built against", hint="pass --torch VERSION (e.g. 2.11.0+cu130)")  # fmt: skip
+        raise BadInputError(
+            f"{wheel_name} needs torch's libraries, but no torch is installed in this Python to tell "
+            "which release it was built against",
+            hint="pass --torch VERSION (e.g. 2.11.0+cu130)",
+        )
     if major is not None and (why := torchext.cuda_mismatch(built, major, where=wheel_name)):
         raise CheckFailed(why, ExitCode.INCONSISTENT_DEPENDENCIES)
     return built
@@ -380,8 +418,16 @@ def _vendored(wheel: Path, src: _Input) -> tuple[Unvendored, ...]:
     for path, v in sorted(found.items()):
         lib = next((c for c in v.candidates if c.cuda_major in majors), v.candidates[-1])
         soname = src.elfs[path].soname or path.rsplit("/", 1)[-1]
-        out.append(Unvendored(file=path, soname=soname, replaced_by=None if v.companion else lib.soname,
-                              package=lib.package, compressed=sizes[path][0], installed=sizes[path][1]))  # fmt: skip
+        out.append(
+            Unvendored(
+                file=path,
+                soname=soname,
+                replaced_by=None if v.companion else lib.soname,
+                package=lib.package,
+                compressed=sizes[path][0],
+                installed=sizes[path][1],
+            )
+        )
     return tuple(out)
 
 
@@ -399,8 +445,14 @@ def _unvendor(root: Path, src: _Input, copies: Sequence[Unvendored], wheel: Path
             replace_needed(root / path, mine, name=path)
     for u in copies:
         (root / u.file).unlink()
-        log.info("%s: removed %s (%d bytes installed), now needed as %s from %s", wheel.name, u.file, u.installed,
-                 u.replaced_by or "nothing (its library loads it)", u.package)  # fmt: skip
+        log.info(
+            "%s: removed %s (%d bytes installed), now needed as %s from %s",
+            wheel.name,
+            u.file,
+            u.installed,
+            u.replaced_by or "nothing (its library loads it)",
+            u.package,
+        )
 
 
 def _rescan(root: Path, src: _Input, wheel: Path) -> _Input:
@@ -422,8 +474,6 @@ def _vendored_versions(src: _Input, copies: Sequence[Unvendored], wheel: Path) -
         if v is not None and v.version and not v.companion:
             out.setdefault(u.package, v.version)
     return out
-
-
 
 
 def major_for(
@@ -488,8 +538,11 @@ def wanted_rpath(
     if not folders:
         return tuple(norm_origin(e) for e in safe) if bad else None
     # the input's entries into the nvidia-* wheels' folders, which auditwheel drops (the one rule: `rpath.resolve_entry`)
-    keep = [e for e in (original.search_path if original else ())
-            if (r := resolve_entry(e, info.path)).kind == "inside" and r.target.startswith("nvidia/")]  # fmt: skip
+    keep = [
+        e
+        for e in (original.search_path if original else ())
+        if (r := resolve_entry(e, info.path)).kind == "inside" and r.target.startswith("nvidia/")
+    ]
     entries = with_folders(safe, info.path, folders, keep)
     return entries if entries is not None or not bad else tuple(norm_origin(e) for e in safe)
 

@@ -45,7 +45,9 @@ def install_dir(wheel_path: str) -> str:
     parts = wheel_path.split("/")
     if len(parts) > 2 and parts[0].endswith(".data") and parts[1] in _SCHEMES:
         base = _SCHEMES[parts[1]]
-        return posixpath.normpath(posixpath.join(base, *parts[2:-1])) if base else posixpath.dirname("/".join(parts[2:]))
+        return (
+            posixpath.normpath(posixpath.join(base, *parts[2:-1])) if base else posixpath.dirname("/".join(parts[2:]))
+        )
     return posixpath.dirname("/".join(parts))
 
 
@@ -73,8 +75,12 @@ class SearchEntry:
 def resolve_entry(entry: str, elf_path: str) -> SearchEntry:
     """The one rule for a search path entry of the file at elf_path (a wheel path), module doc."""
     if entry == "":
-        return SearchEntry(entry=entry, kind="empty", target="the current directory",
-                           why="an empty entry searches the current directory")  # fmt: skip
+        return SearchEntry(
+            entry=entry,
+            kind="empty",
+            target="the current directory",
+            why="an empty entry searches the current directory",
+        )
     n = norm_origin(entry)
     if n.startswith("$ORIGIN"):
         rest = n[len("$ORIGIN") :].lstrip("/")
@@ -88,17 +94,30 @@ def resolve_entry(entry: str, elf_path: str) -> SearchEntry:
             return SearchEntry(entry=entry, kind="inside", target=target, why="")
         shown = f"{SITE}/{target}"
         if ups == 1 and target != "..":
-            return SearchEntry(entry=entry, kind="python-lib", target=shown,
-                               why="outside site-packages, in the Python installation's own library folder, where no "
-                               "wheel installs: it finds nothing, harmless")  # fmt: skip
-        return SearchEntry(entry=entry, kind="outside", target=shown,
-                           why="it leaves site-packages and the Python installation's library folder")  # fmt: skip
+            return SearchEntry(
+                entry=entry,
+                kind="python-lib",
+                target=shown,
+                why="outside site-packages, in the Python installation's own library folder, where no "
+                "wheel installs: it finds nothing, harmless",
+            )
+        return SearchEntry(
+            entry=entry,
+            kind="outside",
+            target=shown,
+            why="it leaves site-packages and the Python installation's library folder",
+        )
     if entry.startswith("/"):
-        return SearchEntry(entry=entry, kind="absolute", target=entry,
-                           why="an absolute path on the build machine; anyone who can write there on the user's "
-                           "machine plants a library")  # fmt: skip
-    return SearchEntry(entry=entry, kind="relative", target=f"./{entry}",
-                       why="a relative path is searched from the current directory")  # fmt: skip
+        return SearchEntry(
+            entry=entry,
+            kind="absolute",
+            target=entry,
+            why="an absolute path on the build machine; anyone who can write there on the user's "
+            "machine plants a library",
+        )
+    return SearchEntry(
+        entry=entry, kind="relative", target=f"./{entry}", why="a relative path is searched from the current directory"
+    )
 
 
 def resolve_entries(entries: Iterable[str], elf_path: str) -> tuple[SearchEntry, ...]:
@@ -135,7 +154,9 @@ def deepen(entries: Sequence[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def with_folders(current: Sequence[str], elf_path: str, folders: Iterable[str], keep: Iterable[str] = ()) -> tuple[str, ...] | None:
+def with_folders(
+    current: Sequence[str], elf_path: str, folders: Iterable[str], keep: Iterable[str] = ()
+) -> tuple[str, ...] | None:
     """`current` (normalized) plus the `keep` entries and an `$ORIGIN/<relative path>` entry for each site-packages
     folder, without duplicates; None when nothing changes."""
     here = install_dir(elf_path)

@@ -160,8 +160,11 @@ def unpack_input(wheel: Path, work: Path, *, rewrite_record: bool = False) -> Un
         text = record.read_text(encoding="utf-8") if record.is_file() else ""
     except UnicodeDecodeError:
         raise BadInputError(f"{wheel}: {dist_info}/RECORD is not UTF-8 text") from None
-    judge_record(wheel, record_problems(text, digest_tree(root), record_name=f"{dist_info}/RECORD"),
-                 rewrite_record=rewrite_record)  # fmt: skip
+    judge_record(
+        wheel,
+        record_problems(text, digest_tree(root), record_name=f"{dist_info}/RECORD"),
+        rewrite_record=rewrite_record,
+    )
     return Unpacked(wheel=wheel, root=root, names=tuple(names), report=report, dist_info=dist_info)
 
 
@@ -247,8 +250,7 @@ def write_rewritten(
         return name
 
     sources = {moved(name): _source(root / moved(name), plan) for name, plan in plans.items() if plan.edits}
-    pack_to(root, dist_info, tmp, sources=sources, extra=extra_files(dist_info) if extra_files else None,
-            label=target)  # fmt: skip
+    pack_to(root, dist_info, tmp, sources=sources, extra=extra_files(dist_info) if extra_files else None, label=target)
     files = tuple(
         FileSlim(name=name, size=plan.size, containers=plan.containers, dropped=plan.dropped)
         for name, plan in sorted(plans.items())
@@ -322,8 +324,15 @@ def slim(
             after = judge_output(tmp, target)
     policy = checkmod.make_policy(after, budget=budget, require_arch=CCRequest.of(ccs))
     verdict = checkmod.check_wheel(after, policy)
-    return SlimResult(source=wheel, request=request, left_out=left_out, rewritten=rewritten, before=before,
-                      after=after, verdict=verdict)  # fmt: skip
+    return SlimResult(
+        source=wheel,
+        request=request,
+        left_out=left_out,
+        rewritten=rewritten,
+        before=before,
+        after=after,
+        verdict=verdict,
+    )
 
 
 def sizes_json(before: WheelReport, after: WheelReport) -> dict[str, int]:

@@ -64,13 +64,27 @@ def run_tool_status(
             with open(log_to, "w", encoding="utf-8") as fh:
                 fh.write(f"$ {shlex.join(cmd)}\n")
                 fh.flush()
-                logged = subprocess.run(cmd, cwd=cwd, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout,
-                                        check=False, env=dict(env) if env is not None else None)  # fmt: skip
+                logged = subprocess.run(
+                    cmd,
+                    cwd=cwd,
+                    stdout=fh,
+                    stderr=subprocess.STDOUT,
+                    timeout=timeout,
+                    check=False,
+                    env=dict(env) if env is not None else None,
+                )
             return ToolRun(returncode=logged.returncode, output="")
         proc = subprocess.run(
-            cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
-            text=True, timeout=timeout, check=False, env=dict(env) if env is not None else None, errors="replace",
-        )  # fmt: skip
+            cmd,
+            cwd=cwd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE if separate_stderr else subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+            env=dict(env) if env is not None else None,
+            errors="replace",
+        )
     except FileNotFoundError:
         raise ToolError(f"{what}: {cmd[0]} not found") from None
     except OSError as e:  # not executable, not a program for this machine
@@ -128,8 +142,9 @@ def replace_needed(path: Path, changes: Mapping[str, str | None], *, name: str) 
     run_tool(cmd, what=f"patchelf on {name}", timeout=300)
 
 
-def run_auditwheel(wheel: Path, out_dir: Path, *, excludes: Sequence[str], plat: str | None, cwd: Path,
-                   shown_as: Path) -> Path:  # fmt: skip
+def run_auditwheel(
+    wheel: Path, out_dir: Path, *, excludes: Sequence[str], plat: str | None, cwd: Path, shown_as: Path
+) -> Path:
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input."""
     cmd = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     if plat:

@@ -122,8 +122,10 @@ class TorchUse:
 
     def summary(self) -> str:
         if self.unstable:
-            return (f"classic C++ API: {len(self.unstable)} C++ symbols of torch (e.g. {self.unstable[0]}), "
-                    f"{len(self.stable)} of the stable C shim")  # fmt: skip
+            return (
+                f"classic C++ API: {len(self.unstable)} C++ symbols of torch (e.g. {self.unstable[0]}), "
+                f"{len(self.stable)} of the stable C shim"
+            )
         floor = f", every one in torch >= {self.floor}" if self.floor else ""
         return f"stable ABI only: {len(self.stable)} C functions of the shim{floor}"
 
@@ -206,8 +208,10 @@ def parse_torch_option(text: str) -> TorchBuild:
         return TorchBuild(version=v, cuda=f"{m.group(1)}.{m.group(2)}")
     rel = {r.minor: r for r in pypi_releases()}.get(_minor(v))
     if rel is None:
-        raise BadInputError(f"--torch {text}: slimwheel does not know PyPI's build of torch {_minor(v)}",
-                            hint="name the CUDA build: e.g. 2.12.0+cu130")  # fmt: skip
+        raise BadInputError(
+            f"--torch {text}: slimwheel does not know PyPI's build of torch {_minor(v)}",
+            hint="name the CUDA build: e.g. 2.12.0+cu130",
+        )
     return TorchBuild(version=v, cuda=rel.cuda)
 
 
@@ -237,11 +241,15 @@ def externals(use: TorchUse, req: str) -> tuple[ExternalLib, ...]:
 def cuda_mismatch(built: TorchBuild, toolkit_major: int, *, where: str) -> str | None:
     """Why a toolkit of this CUDA major must not build against this torch, or None."""
     if built.cuda_major is None:
-        return (f"{where}: torch {built.version} is a CPU build (torch.version.cuda is None), but the extension is "
-                f"built with CUDA {toolkit_major}; install a CUDA build of torch")  # fmt: skip
+        return (
+            f"{where}: torch {built.version} is a CPU build (torch.version.cuda is None), but the extension is "
+            f"built with CUDA {toolkit_major}; install a CUDA build of torch"
+        )
     if built.cuda_major != toolkit_major:
-        return (f"{where}: the toolkit is CUDA {toolkit_major}, but torch {built.version} was built with CUDA "
-                f"{built.cuda}; one process would load two CUDA runtimes")  # fmt: skip
+        return (
+            f"{where}: the toolkit is CUDA {toolkit_major}, but torch {built.version} was built with CUDA "
+            f"{built.cuda}; one process would load two CUDA runtimes"
+        )
     return None
 
 
@@ -268,8 +276,10 @@ def judge(use: TorchUse, requires: Sequence[str], *, cuda_major: int | None) -> 
     notes = [f"torch: {use.summary()}; needs {', '.join(use.needed)}"]
     reqs = [r for r in _parse(requires) if canonicalize_name(r.name) == "torch" and not _extra_only(r)]
     if not reqs:
-        problems.append(f"{', '.join(use.files)} need torch's libraries ({', '.join(use.needed)}), but the wheel has no "
-                        "Requires-Dist on torch: pip may install it without torch, or beside a torch it cannot load")  # fmt: skip
+        problems.append(
+            f"{', '.join(use.files)} need torch's libraries ({', '.join(use.needed)}), but the wheel has no "
+            "Requires-Dist on torch: pip may install it without torch, or beside a torch it cannot load"
+        )
         return TorchVerdict(problems=tuple(problems), notes=tuple(notes), serves=())
     spec = SpecifierSet(",".join(str(r.specifier) for r in reqs if str(r.specifier)))
     minors = admitted_minors(spec)
@@ -277,29 +287,40 @@ def judge(use: TorchUse, requires: Sequence[str], *, cuda_major: int | None) -> 
     if use.abi == "unstable":
         if len(minors) != 1:
             span = f"{minors[0]} to {minors[-1]}" if minors else "no release"
-            problems.append(f"it uses torch's C++ ABI, which changes with every minor release (e.g. {use.unstable[0]}), "
-                            f"but Requires-Dist {shown} admits torch {span}: pin one minor (torch==X.Y.*)")  # fmt: skip
+            problems.append(
+                f"it uses torch's C++ ABI, which changes with every minor release (e.g. {use.unstable[0]}), "
+                f"but Requires-Dist {shown} admits torch {span}: pin one minor (torch==X.Y.*)"
+            )
     else:
         if use.floor and minors and Version(minors[0]) < Version(use.floor):
-            problems.append(f"it uses stable-ABI functions first in torch {use.floor} "
-                            f"({', '.join(s for s in use.stable if _stable_table().get(s) == use.floor)[:200]}), "
-                            f"but Requires-Dist {shown} admits torch {minors[0]}")  # fmt: skip
+            problems.append(
+                f"it uses stable-ABI functions first in torch {use.floor} "
+                f"({', '.join(s for s in use.stable if _stable_table().get(s) == use.floor)[:200]}), "
+                f"but Requires-Dist {shown} admits torch {minors[0]}"
+            )
         if use.unknown:
-            notes.append(f"torch: shim functions newer than slimwheel's table (torch {_data()['torch']}): "
-                         f"{', '.join(use.unknown[:5])}")  # fmt: skip
+            notes.append(
+                f"torch: shim functions newer than slimwheel's table (torch {_data()['torch']}): "
+                f"{', '.join(use.unknown[:5])}"
+            )
     known = {r.minor: r for r in pypi_releases()}
     for minor in minors:
         rel = known.get(minor)
         if rel is None:
             continue
         if cuda_major is not None and rel.cuda_major != cuda_major:
-            problems.append(f"it is built with CUDA {cuda_major}, but Requires-Dist {shown} admits torch {minor}, "
-                            f"whose PyPI build is CUDA {rel.cuda}: one process would load two CUDA runtimes")  # fmt: skip
+            problems.append(
+                f"it is built with CUDA {cuda_major}, but Requires-Dist {shown} admits torch {minor}, "
+                f"whose PyPI build is CUDA {rel.cuda}: one process would load two CUDA runtimes"
+            )
             continue
         problems += _pin_conflicts(rel, requires)
     if minors:
-        notes.append(f"torch: serves {minors[0]}" + (f" to {minors[-1]}" if len(minors) > 1 else " only")
-                     + (" (and later releases)" if use.abi == "stable" and minors[-1] == "3.13" else ""))  # fmt: skip
+        notes.append(
+            f"torch: serves {minors[0]}"
+            + (f" to {minors[-1]}" if len(minors) > 1 else " only")
+            + (" (and later releases)" if use.abi == "stable" and minors[-1] == "3.13" else "")
+        )
     return TorchVerdict(problems=tuple(problems), notes=tuple(notes), serves=tuple(minors))
 
 
@@ -309,8 +330,10 @@ def _pin_conflicts(rel: PypiRelease, requires: Sequence[str]) -> list[str]:
         name = str(canonicalize_name(r.name))
         pin = rel.pins.get(name)
         if pin is not None and not r.specifier.contains(Version(pin), prereleases=True):
-            out.append(f"Requires-Dist '{r}' excludes {name} {pin}, which torch {rel.version} pins: pip cannot "
-                       "install both, and the process would hold torch's copy anyway")  # fmt: skip
+            out.append(
+                f"Requires-Dist '{r}' excludes {name} {pin}, which torch {rel.version} pins: pip cannot "
+                "install both, and the process would hold torch's copy anyway"
+            )
     return out
 
 
@@ -326,10 +349,15 @@ def _extra_only(r: Requirement) -> bool:
 
 def use_to_json(use: TorchUse, verdict: TorchVerdict | None = None) -> dict[str, Any]:
     out: dict[str, Any] = {
-        "abi": use.abi, "files": list(use.files), "needed": list(use.needed), "stable_floor": use.floor,
-        "unstable_symbols": len(use.unstable), "stable_symbols": len(use.stable),
-        "unstable_examples": list(use.unstable[:5]), "stable_list": list(use.stable[:50]),
-    }  # fmt: skip
+        "abi": use.abi,
+        "files": list(use.files),
+        "needed": list(use.needed),
+        "stable_floor": use.floor,
+        "unstable_symbols": len(use.unstable),
+        "stable_symbols": len(use.stable),
+        "unstable_examples": list(use.unstable[:5]),
+        "stable_list": list(use.stable[:50]),
+    }
     if verdict is not None:
         out["serves"] = list(verdict.serves)
         out["problems"] = list(verdict.problems)
@@ -377,19 +405,29 @@ def torch_project(project_dir: Path) -> TorchProject | None:
         raise BadInputError(f"{project_dir / 'pyproject.toml'}: cannot read: {e}") from None
     system = pyproject.get("build-system", {}) if isinstance(pyproject.get("build-system"), dict) else {}
     backend_name = str(system.get("build-backend", "setuptools.build_meta:__legacy__"))
-    backend: Backend = ("scikit-build-core" if backend_name.startswith("scikit_build_core")
-                        else "setuptools" if backend_name.startswith("setuptools") else "other")  # fmt: skip
+    backend: Backend = (
+        "scikit-build-core"
+        if backend_name.startswith("scikit_build_core")
+        else "setuptools"
+        if backend_name.startswith("setuptools")
+        else "other"
+    )
     why = None
     if any(Requirement(r).name == "torch" for r in system.get("requires", []) if isinstance(r, str) and _parses(r)):
         why = "torch is in build-system.requires"
-    for name, pattern in (("CMakeLists.txt", r"find_package\s*\(\s*Torch\b"),
-                          ("setup.py", r"torch\.utils\.cpp_extension")):  # fmt: skip
+    for name, pattern in (
+        ("CMakeLists.txt", r"find_package\s*\(\s*Torch\b"),
+        ("setup.py", r"torch\.utils\.cpp_extension"),
+    ):
         try:
             text = (project_dir / name).read_text(encoding="utf-8", errors="replace")
         except OSError:
             continue
         if re.search(pattern, text):
-            why = why or f"{name} uses {'find_package(Torch)' if name.startswith('CMake') else 'torch.utils.cpp_extension'}"
+            why = (
+                why
+                or f"{name} uses {'find_package(Torch)' if name.startswith('CMake') else 'torch.utils.cpp_extension'}"
+            )
     return TorchProject(backend=backend, why=why) if why else None
 
 

@@ -102,7 +102,7 @@ def squarify(sizes: Sequence[int], box: Rect) -> list[Rect]:
         side = min(w, h)
         row = [areas[i]]
         j = i + 1
-        while j < len(areas) and _worst(row + [areas[j]], side) <= _worst(row, side):
+        while j < len(areas) and _worst([*row, areas[j]], side) <= _worst(row, side):
             row.append(areas[j])
             j += 1
         if j == len(areas):
@@ -134,8 +134,13 @@ def _worst(row: list[float], side: float) -> float:
     return max(max(side * side * r / (s * s), (s * s) / (side * side * r)) if r > 0 else float("inf") for r in row)
 
 
-_SECTION_CLASS = {".text": "text", ".rodata": "rodata", ".data": "data", ".nv_fatbin": "fatbin",
-                  "__nv_relfatbin": "fatbin"}  # fmt: skip
+_SECTION_CLASS = {
+    ".text": "text",
+    ".rodata": "rodata",
+    ".data": "data",
+    ".nv_fatbin": "fatbin",
+    "__nv_relfatbin": "fatbin",
+}
 
 
 def _css_class(node: Node, depth: int) -> str:
@@ -162,9 +167,7 @@ def _svg(node: Node, box: Rect, path: list[str], depth: int, out: list[str]) -> 
         # Leaves carry their label when it fits; parents are named in tooltips and in the table below.
         chars = int(box.w / 6.5)
         label = node.name if len(node.name) <= chars else node.name[: max(chars - 1, 1)] + "…"
-        out.append(
-            f'<text x="{box.x + 3:.3f}" y="{box.y + 12:.3f}">{shown.html(label)}</text>'
-        )
+        out.append(f'<text x="{box.x + 3:.3f}" y="{box.y + 12:.3f}">{shown.html(label)}</text>')
 
 
 _CSS = """
@@ -188,9 +191,15 @@ table{border-collapse:collapse;margin-top:8px} td,th{padding:2px 8px;border-bott
 td.r{text-align:right} .sw{display:inline-block;width:12px;height:12px;margin-right:4px;vertical-align:middle}
 """
 
-_LEGEND = (("#8fb3de", ".text (host code)"), ("#c3a6e0", ".rodata"), ("#7cc47c", "SASS (cubin) by architecture"),
-           ("#f0a860", "PTX by architecture"), ("#c8c8c8", "other sections"), ("#d9d9d9", "files that are not ELF"),
-           ("#f4f4f4", "headers, padding, gaps"))  # fmt: skip
+_LEGEND = (
+    ("#8fb3de", ".text (host code)"),
+    ("#c3a6e0", ".rodata"),
+    ("#7cc47c", "SASS (cubin) by architecture"),
+    ("#f0a860", "PTX by architecture"),
+    ("#c8c8c8", "other sections"),
+    ("#d9d9d9", "files that are not ELF"),
+    ("#f4f4f4", "headers, padding, gaps"),
+)
 
 
 def render_html(reports: Sequence[WheelReport], *, width: float = WIDTH, height: float = HEIGHT) -> str:
@@ -199,12 +208,13 @@ def render_html(reports: Sequence[WheelReport], *, width: float = WIDTH, height:
         '<html lang="en"><head><meta charset="utf-8">',
         "<title>slimwheel size report</title>",
         f"<style>{_CSS}</style></head><body>",
-        "<h1 style=\"font-size:18px\">slimwheel size report</h1>",
+        '<h1 style="font-size:18px">slimwheel size report</h1>',
         "<p>Area is proportional to installed bytes: files, their ELF sections, the fatbin section's architectures, "
         "and the CUDA modules holding each architecture. Hover for names and exact sizes. "
         "MiB = 2**20 bytes, MB = 10**6 bytes.</p>",
-        "<p>" + " ".join(f'<span class="sw" style="background:{c}"></span>{shown.html(t)}&nbsp;&nbsp;'
-                         for c, t in _LEGEND) + "</p>",  # fmt: skip
+        "<p>"
+        + " ".join(f'<span class="sw" style="background:{c}"></span>{shown.html(t)}&nbsp;&nbsp;' for c, t in _LEGEND)
+        + "</p>",
     ]
     for report in reports:
         tree = build_tree(report)

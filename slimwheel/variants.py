@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from slimwheel import check as checkmod
-from slimwheel.config import DEFAULT_BUDGET
 from slimwheel import fsutil
+from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CCRequest, Kind, Target, listing_order
 from slimwheel.errors import BadInputError
 from slimwheel.fatbin_edit import SlimRequest
@@ -134,19 +134,22 @@ def make_variants(
                 # variant.json goes into the wheel as it is written, so the properties come from the plans
                 # beforehand; the written wheel's report must then show exactly those targets.
                 plans = plans_for(src, fam.request)
-                kept = tuple(sorted(frozenset().union(*(p.kept_targets for p in plans.values())),
-                                    key=listing_order))  # fmt: skip
+                kept = tuple(sorted(frozenset().union(*(p.kept_targets for p in plans.values())), key=listing_order))
                 props = {NAMESPACE: {FEATURE: sm_arch_values(kept)}}
                 body = (json.dumps(variant_json(fam.label, props), indent=2, sort_keys=False) + "\n").encode()
                 rewritten = write_rewritten(src, tmp, target, plans, version=None, extra_files=_variant_file(body))
                 report = judge_output(tmp, target)
                 if set(report.targets) != set(kept):
                     raise AssertionError(f"{target.name}: targets {report.targets} differ from the plan {kept}")
-                policy = checkmod.make_policy(report, budget=budget,
-                                              require_arch=CCRequest.of(fam.request.ccs))  # fmt: skip
+                policy = checkmod.make_policy(report, budget=budget, require_arch=CCRequest.of(fam.request.ccs))
                 made.append(
-                    VariantWheel(family=fam, rewritten=rewritten, report=report, properties=props,
-                                 verdict=checkmod.check_wheel(report, policy))  # fmt: skip
+                    VariantWheel(
+                        family=fam,
+                        rewritten=rewritten,
+                        report=report,
+                        properties=props,
+                        verdict=checkmod.check_wheel(report, policy),
+                    )
                 )
             if not same:
                 shutil.copyfile(wheel, tmps[-1])
@@ -158,8 +161,7 @@ def make_variants(
     }
     index_file = out_dir / f"{dist}-{before.version}-variants.json"
     fsutil.write_text_atomic(index_file, json.dumps(index, indent=2) + "\n")
-    return VariantsResult(source=wheel, universal=universal, index_file=index_file, before=before,
-                          variants=tuple(made))  # fmt: skip
+    return VariantsResult(source=wheel, universal=universal, index_file=index_file, before=before, variants=tuple(made))
 
 
 def _variant_file(body: bytes) -> Callable[[str], Mapping[str, bytes]]:
@@ -173,8 +175,12 @@ def result_to_json(r: VariantsResult) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "input": str(r.source),
-        "universal": {"wheel": str(r.universal), "bytes": r.before.size, "installed_bytes": r.before.installed_size,
-                      "targets": [str(t) for t in r.before.targets]},  # fmt: skip
+        "universal": {
+            "wheel": str(r.universal),
+            "bytes": r.before.size,
+            "installed_bytes": r.before.installed_size,
+            "targets": [str(t) for t in r.before.targets],
+        },
         "index_file": str(r.index_file),
         "variants": [
             {
@@ -191,4 +197,3 @@ def result_to_json(r: VariantsResult) -> dict[str, Any]:
             for v in r.variants
         ],
     }
-

@@ -24,7 +24,7 @@ import zipfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
@@ -144,7 +144,7 @@ def pack_to(
             counts = [0, 0]  # bytes, non-zero bytes
             with zf.open(zi, "w") as member:
 
-                def sink(block: bytes, member: IO[bytes] = member) -> None:
+                def sink(block: bytes, member: IO[bytes] = member, h: Any = h, counts: list[int] = counts) -> None:
                     h.update(block)
                     counts[0] += len(block)
                     counts[1] += len(block) - block.count(0)
@@ -213,9 +213,13 @@ def record_problems(record_text: str, members: Mapping[str, MemberDigest], *, re
         if algo != "sha256":
             problems.append(f"{record_name}: {name} has no sha256 hash ({hash_text or 'empty'})")
         elif value != _b64digest(digest.sha256):
-            problems.append(f"{record_name}: {name} has the wrong hash (RECORD {value}, file {_b64digest(digest.sha256)})")
+            problems.append(
+                f"{record_name}: {name} has the wrong hash (RECORD {value}, file {_b64digest(digest.sha256)})"
+            )
         if size_text != str(digest.size):
-            problems.append(f"{record_name}: {name} has the wrong size (RECORD {size_text or 'empty'}, file {digest.size})")
+            problems.append(
+                f"{record_name}: {name} has the wrong size (RECORD {size_text or 'empty'}, file {digest.size})"
+            )
     for name in sorted(set(listed) - set(members)):
         problems.append(f"{record_name} lists {name}, which is not in the wheel")
     return problems
@@ -249,7 +253,8 @@ def judge_record(wheel: Path, problems: Sequence[str], *, rewrite_record: bool) 
     if problems and not rewrite_record:
         raise BadRecordError(
             f"{wheel}: RECORD does not match the wheel's files ({len(problems)} problem(s)): "
-            + "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else ""),
+            + "; ".join(problems[:5])
+            + ("; ..." if len(problems) > 5 else ""),
             hint="a wheel whose files changed after it was built; if you changed them on purpose, pass "
             "--rewrite-record",
         )
@@ -272,6 +277,7 @@ def digest_tree(root: Path) -> dict[str, MemberDigest]:
 
 
 # ------------------------------------------------------------------------------------------------ METADATA requirements
+
 
 def add_requires_dist(metadata: str, reqs: Mapping[str, str], *, path: str) -> tuple[str, tuple[str, ...]]:
     """METADATA with Requires-Dist lines for reqs; a package the wheel already requires (unconditionally) keeps the
@@ -297,7 +303,6 @@ def add_requires_dist(metadata: str, reqs: Mapping[str, str], *, path: str) -> t
         added.append(req)
     lines = head.rstrip("\n") + "".join(f"\nRequires-Dist: {r}" for r in added)
     return lines + "\n\n" + body, tuple(added)
-
 
 
 def merge_requires_dist(metadata: str, reqs: Sequence[str], *, path: str) -> tuple[str, tuple[str, ...]]:
@@ -353,5 +358,3 @@ def _intersect(have: Requirement, want: Requirement) -> Requirement:
     extras = sorted(have.extras | want.extras)
     spec = have.specifier & SpecifierSet(",".join(str(s) for s in new_clauses))
     return Requirement(f"{have.name}{'[' + ','.join(extras) + ']' if extras else ''}{spec}")
-
-

@@ -126,20 +126,37 @@ def main() -> int:
     # Slim: the whole pipeline, as a user runs it.
     slim_out = work / "slim"
     t0 = time.perf_counter()
-    run([sys.executable, "-m", "slimwheel", "build", str(PROJECT), "--cuda", args.cuda, "-o", str(slim_out)],
-        work / "slim.log", env)  # fmt: skip
+    run(
+        [sys.executable, "-m", "slimwheel", "build", str(PROJECT), "--cuda", args.cuda, "-o", str(slim_out)],
+        work / "slim.log",
+        env,
+    )
     slim_total = time.perf_counter() - t0
     slim_log = (work / "slim.log").read_text(errors="replace")
-    build_s = next((float(line.split("done in ")[1].split()[0]) for line in slim_log.splitlines()
-                    if line.startswith("[build] done in")), slim_total)  # fmt: skip
+    build_s = next(
+        (
+            float(line.split("done in ")[1].split()[0])
+            for line in slim_log.splitlines()
+            if line.startswith("[build] done in")
+        ),
+        slim_total,
+    )
     slim = wheel_summary(one(slim_out, "*.whl"), build_s, slim_total - build_s)
 
     def plain_build(name: str, archs: str, compression: str) -> tuple[Path, float]:
         out = work / f"{name}-raw"
         plan = make_plan(config.resolve(cli={"targets": archs, "compression": compression}), tk)
-        cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(PROJECT),
-               *(f"-Ccmake.define.{k}={v}" for k, v in cmake_defines(plan, tk).items()),
-               f"-Cbuild-dir={work / (name + '-build')}"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--outdir",
+            str(out),
+            str(PROJECT),
+            *(f"-Ccmake.define.{k}={v}" for k, v in cmake_defines(plan, tk).items()),
+            f"-Cbuild-dir={work / (name + '-build')}",
+        ]
         secs = run(cmd, work / f"{name}-build.log", env)
         return one(out, "*.whl"), secs
 
@@ -162,8 +179,19 @@ def main() -> int:
         (f"all {len(tk.supported)} SASS, none", all_sass, "none"),
     ):
         gencode = ArchPlan(parse_targets(archs), ()).nvcc_gencode
-        cmd = [str(tk.nvcc), "-O3", "-std=c++17", "-Xcompiler=-fPIC", f"--compress-mode={mode}", *gencode,
-               *(f"-I{d}" for d in tk.include_dirs), "-c", str(PROJECT / "csrc" / "knn.cu"), "-o", str(work / "knn.o")]  # fmt: skip
+        cmd = [
+            str(tk.nvcc),
+            "-O3",
+            "-std=c++17",
+            "-Xcompiler=-fPIC",
+            f"--compress-mode={mode}",
+            *gencode,
+            *(f"-I{d}" for d in tk.include_dirs),
+            "-c",
+            str(PROJECT / "csrc" / "knn.cu"),
+            "-o",
+            str(work / "knn.o"),
+        ]
         nvcc_s[label] = round(run(cmd, work / "nvcc.log", env), 1)
 
     site = [str(tk.root / "site"), *sys.path]
@@ -199,14 +227,24 @@ def main() -> int:
     rows = [
         ("wheel size", human(slim["wheel_bytes"]), human(naive["wheel_bytes"])),
         ("installed size (the wheel's files)", human(slim["installed_bytes"]), human(naive["installed_bytes"])),
-        ("extension .so (its .nv_fatbin)", f"{human(se['bytes'])} ({human(se['nv_fatbin_bytes'])})",
-         f"{human(ne['bytes'])} ({human(ne['nv_fatbin_bytes'])})"),
-        ("GPU code in the extension", f"{' '.join(se['targets'])}; fatbin {'/'.join(se['compression'])}",
-         f"{len(ne['targets'])} SASS: {' '.join(ne['targets'])}; fatbin {'/'.join(ne['compression'])}"),
+        (
+            "extension .so (its .nv_fatbin)",
+            f"{human(se['bytes'])} ({human(se['nv_fatbin_bytes'])})",
+            f"{human(ne['bytes'])} ({human(ne['nv_fatbin_bytes'])})",
+        ),
+        (
+            "GPU code in the extension",
+            f"{' '.join(se['targets'])}; fatbin {'/'.join(se['compression'])}",
+            f"{len(ne['targets'])} SASS: {' '.join(ne['targets'])}; fatbin {'/'.join(ne['compression'])}",
+        ),
         ("CUDA libraries", "required: " + ", ".join(n for n in nvidia), "vendored by auditwheel"),
-        ("build time (PEP 517 build: configure, compile, link)", f"{slim['build_s']:.0f} s", f"{naive['build_s']:.0f} s"),
+        (
+            "build time (PEP 517 build: configure, compile, link)",
+            f"{slim['build_s']:.0f} s",
+            f"{naive['build_s']:.0f} s",
+        ),
         ("repair (+ check) time", f"{slim['repair_s']:.0f} s", f"{naive['repair_s']:.0f} s"),
-    ]  # fmt: skip
+    ]
     print()
     print(f"| examples/knn, CUDA {tk.version} | slimwheel build | naive |")
     print("| --- | --- | --- |")
@@ -214,8 +252,10 @@ def main() -> int:
         print(f"| {r[0]} | {r[1]} | {r[2]} |")
     deps = sum(v or 0 for v in nvidia.values())
     print("\nnvcc on csrc/knn.cu alone: " + ", ".join(f"{k}: {v:.0f} s" for k, v in nvcc_s.items()))
-    print(f"\nThe slim wheel's nvidia-* requirements take {human(deps)} installed, once per environment "
-          f"(shared with torch, CuPy, ...). One-target build: {single_build:.0f} s. Wrote {args.out}.")  # fmt: skip
+    print(
+        f"\nThe slim wheel's nvidia-* requirements take {human(deps)} installed, once per environment "
+        f"(shared with torch, CuPy, ...). One-target build: {single_build:.0f} s. Wrote {args.out}."
+    )
     return 0
 
 

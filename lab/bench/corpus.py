@@ -22,13 +22,13 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-from helpers import corpus  # noqa: E402
+from helpers import corpus
 
-from slimwheel import fsutil  # noqa: E402
-from slimwheel.check import check_wheel, make_policy  # noqa: E402
-from slimwheel.errors import SlimwheelError  # noqa: E402
-from slimwheel.inspect.report import inspect_wheel  # noqa: E402
-from slimwheel.repair import repair_wheel  # noqa: E402
+from slimwheel import fsutil
+from slimwheel.check import check_wheel, make_policy
+from slimwheel.errors import SlimwheelError
+from slimwheel.inspect.report import inspect_wheel
+from slimwheel.repair import repair_wheel
 
 OUT = REPO / "lab" / "results" / "corpus.json"
 DOC = REPO / "docs" / "corpus.md"
@@ -81,28 +81,41 @@ def measure(w: corpus.CorpusWheel) -> dict[str, Any]:
             r2 = inspect_wheel(res.wheel)
             v2 = check_wheel(r2, make_policy(r2, budget="1GiB", require_arch=w.require))
             repair: dict[str, Any] = {
-                "ok": True, "bytes": res.wheel.stat().st_size, "requires": list(res.requires), "extra": res.extra,
-                "unvendored_wheel_bytes": res.unvendored_bytes[0], "check_after": "pass" if v2.ok else
-                "fail: " + "; ".join(f.message for f in v2.failures)[:300],
-            }  # fmt: skip
+                "ok": True,
+                "bytes": res.wheel.stat().st_size,
+                "requires": list(res.requires),
+                "extra": res.extra,
+                "unvendored_wheel_bytes": res.unvendored_bytes[0],
+                "check_after": "pass" if v2.ok else "fail: " + "; ".join(f.message for f in v2.failures)[:300],
+            }
         except SlimwheelError as e:
             repair = {"ok": False, "refusal": str(e)[:400]}
         repair["seconds"] = round(time.perf_counter() - t, 1)
     checked = [c for c in a.checked if c.cuobjdump_status == 0]
     failures = [f"{f.kind}: {f.message}" for f in v.failures]
     return {
-        "wheel": path.name, "requirement": w.requirement, "what": w.why, "require_arch": w.require,
+        "wheel": path.name,
+        "requirement": w.requirement,
+        "what": w.why,
+        "require_arch": w.require,
         "bytes": path.stat().st_size,
-        "containers": a.containers, "containers_by_header": a.by_magic, "sampled": len(a.checked),
+        "containers": a.containers,
+        "containers_by_header": a.by_magic,
+        "sampled": len(a.checked),
         "agree": sum(c.agrees for c in checked),
         "cuobjdump_failed": [f"{c.file}@{c.offset}: {c.cuobjdump_error}" for c in a.checked if c.cuobjdump_status],
         "disagree": [f"{c.file}@{c.offset}: ours {c.ours} cuobjdump {c.theirs}" for c in checked if not c.agrees],
-        "check_ok": v.ok, "failures": failures, "notes": list(v.notes), "why": _why(failures, list(v.notes)),
+        "check_ok": v.ok,
+        "failures": failures,
+        "notes": list(v.notes),
+        "why": _why(failures, list(v.notes)),
         "repair": repair,
-        "size_report_s": round(t_report, 3), "size_report_exit": proc.returncode,
+        "size_report_s": round(t_report, 3),
+        "size_report_exit": proc.returncode,
         "cuobjdump_route_s": round(t_route, 3),
-        "slim_90_bytes": slim_bytes, "slim_90_exit": slim.returncode,
-    }  # fmt: skip
+        "slim_90_bytes": slim_bytes,
+        "slim_90_exit": slim.returncode,
+    }
 
 
 def _cell(text: str, limit: int = 160) -> str:
@@ -113,14 +126,18 @@ def _cell(text: str, limit: int = 160) -> str:
 
 
 def table(data: dict[str, Any]) -> str:
-    rows = ["| wheel | containers (by header) | cuobjdump agreement | verdict and why | repair | "
-            "slim --archs 9.0 | size-report vs unzip + cuobjdump |",
-            "| --- | --- | --- | --- | --- | --- | --- |"]  # fmt: skip
+    rows = [
+        "| wheel | containers (by header) | cuobjdump agreement | verdict and why | repair | "
+        "slim --archs 9.0 | size-report vs unzip + cuobjdump |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for r in data["wheels"]:
         agree = f"{r['agree']}/{r['sampled']} sampled"
         if r["cuobjdump_failed"]:
             agree += f", {len(r['cuobjdump_failed'])} cuobjdump cannot read"
-        verdict = ("pass" if r["check_ok"] else "**fail**") + f" (`--require-arch {r['require_arch']}`): {_cell(r['why'])}"
+        verdict = (
+            "pass" if r["check_ok"] else "**fail**"
+        ) + f" (`--require-arch {r['require_arch']}`): {_cell(r['why'])}"
         rep = r["repair"]
         if rep["ok"]:
             repaired = f"{rep['bytes'] / MIB:.1f} MiB, check {rep['check_after'].split(':')[0]}"
@@ -130,12 +147,17 @@ def table(data: dict[str, Any]) -> str:
                 repaired += f"; under extra {rep['extra']}"
         else:
             repaired = "refused: " + _cell(rep["refusal"].removeprefix(r["wheel"] + ": "), 110)
-        slim = (f"{r['bytes'] / MIB:.1f} -> {r['slim_90_bytes'] / MIB:.1f} MiB" if r["slim_90_bytes"]
-                else f"refused (exit {r['slim_90_exit']})")  # fmt: skip
+        slim = (
+            f"{r['bytes'] / MIB:.1f} -> {r['slim_90_bytes'] / MIB:.1f} MiB"
+            if r["slim_90_bytes"]
+            else f"refused (exit {r['slim_90_exit']})"
+        )
         ratio = r["size_report_s"] / r["cuobjdump_route_s"] if r["cuobjdump_route_s"] else 0.0
-        rows.append(f"| `{r['requirement']}` | {r['containers']} ({r['containers_by_header']}) | {agree} | {verdict} | "
-                    f"{repaired} | {slim} | {r['size_report_s']:.2f} s vs {r['cuobjdump_route_s']:.2f} s "
-                    f"({ratio:.2f}x) |")  # fmt: skip
+        rows.append(
+            f"| `{r['requirement']}` | {r['containers']} ({r['containers_by_header']}) | {agree} | {verdict} | "
+            f"{repaired} | {slim} | {r['size_report_s']:.2f} s vs {r['cuobjdump_route_s']:.2f} s "
+            f"({ratio:.2f}x) |"
+        )
     return "\n".join(rows) + f"\n\nMeasured {data['when']} on {data['machine']}: `{data['command']}`.\n"
 
 
@@ -151,10 +173,14 @@ def main(argv: list[str]) -> int:
         for w in corpus.CORPUS:
             print(w.requirement, file=sys.stderr)
             wheels.append(measure(w))
-        data = {"schema": 1, "when": time.strftime("%Y-%m-%d", time.gmtime()),
-                "machine": f"this project's CPU machine ({platform.machine()}, {len(os.sched_getaffinity(0))} cores, "
-                f"{platform.freedesktop_os_release().get('PRETTY_NAME', platform.system())})",
-                "command": ".venv/bin/python lab/bench/corpus.py", "wheels": wheels}  # fmt: skip
+        data = {
+            "schema": 1,
+            "when": time.strftime("%Y-%m-%d", time.gmtime()),
+            "machine": f"this project's CPU machine ({platform.machine()}, {len(os.sched_getaffinity(0))} cores, "
+            f"{platform.freedesktop_os_release().get('PRETTY_NAME', platform.system())})",
+            "command": ".venv/bin/python lab/bench/corpus.py",
+            "wheels": wheels,
+        }
         with fsutil.atomic_path(OUT) as tmp:
             tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {OUT}", file=sys.stderr)

@@ -34,8 +34,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "lab" / "results" / "cost.json"
 SLIMWHEEL = str(Path(sys.executable).parent / "slimwheel")
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64")  # fmt: skip
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_5_x86_64",
+    "manylinux1_x86_64",
+)
 CUOBJDUMP = "nvidia-cuda-cuobjdump==13.5.37"
 
 # (requirement, Python version its wheel is for)
@@ -74,8 +81,20 @@ def ensure_wheel(requirement: str, python: str = "3.11", folder: Path | None = N
     if found:
         return found[0]
     folder.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", python,
-           *(f"--platform={p}" for p in PLATFORMS), "-d", str(folder), requirement]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        python,
+        *(f"--platform={p}" for p in PLATFORMS),
+        "-d",
+        str(folder),
+        requirement,
+    ]
     subprocess.run(cmd, check=True, capture_output=True)
     found = sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem))
     if not found:
@@ -139,10 +158,12 @@ def _route(wheel: Path, elfs: list[str], exe: Path, repeat: int) -> float:
     return best
 
 
-_RSS = ("import resource, subprocess, sys, time\n"
-        "t = time.perf_counter()\n"
-        "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode\n"
-        "print(rc, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n")  # fmt: skip
+_RSS = (
+    "import resource, subprocess, sys, time\n"
+    "t = time.perf_counter()\n"
+    "rc = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE).returncode\n"
+    "print(rc, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)\n"
+)
 
 
 def _peak(cmd: list[str]) -> tuple[int, float, int]:
@@ -158,19 +179,34 @@ def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int
     elfs = _elf_members(wheel)
     t_report = _best([SLIMWHEEL, "-q", "size-report", str(wheel)], repeat)
     t_route = _route(wheel, elfs, exe, repeat)
-    row: dict[str, Any] = {"requirement": requirement, "wheel": wheel.name, "bytes": wheel.stat().st_size,
-                           "largest_member_bytes": largest, "elf_members": len(elfs),
-                           "size_report_s": round(t_report, 3), "cuobjdump_route_s": round(t_route, 3),
-                           "size_report_ratio": round(t_report / t_route, 3) if t_route else None}  # fmt: skip
+    row: dict[str, Any] = {
+        "requirement": requirement,
+        "wheel": wheel.name,
+        "bytes": wheel.stat().st_size,
+        "largest_member_bytes": largest,
+        "elf_members": len(elfs),
+        "size_report_s": round(t_report, 3),
+        "cuobjdump_route_s": round(t_route, 3),
+        "size_report_ratio": round(t_report / t_route, 3) if t_route else None,
+    }
     with tempfile.TemporaryDirectory() as tmp:
-        rc, wall, rss = _peak([SLIMWHEEL, "-q", "slim", "--archs", "9.0", "--budget", "100GiB", "-o", f"{tmp}/s",
-                               str(wheel)])  # fmt: skip
+        rc, wall, rss = _peak(
+            [SLIMWHEEL, "-q", "slim", "--archs", "9.0", "--budget", "100GiB", "-o", f"{tmp}/s", str(wheel)]
+        )
         made = sorted(Path(tmp, "s").glob("*.whl"))
-        row["slim"] = {"exit": rc, "s": round(wall, 2), "peak_rss_bytes": rss,
-                       "bytes_after": made[0].stat().st_size if made else None}  # fmt: skip
+        row["slim"] = {
+            "exit": rc,
+            "s": round(wall, 2),
+            "peak_rss_bytes": rss,
+            "bytes_after": made[0].stat().st_size if made else None,
+        }
         rc, wall_v, rss_v = _peak([SLIMWHEEL, "-q", "variants", "--budget", "100GiB", "-o", f"{tmp}/v", str(wheel)])
-        row["variants"] = {"exit": rc, "s": round(wall_v, 2), "peak_rss_bytes": rss_v,
-                           "wheels": len(list(Path(tmp, "v").glob("*-sm*x.whl")))}  # fmt: skip
+        row["variants"] = {
+            "exit": rc,
+            "s": round(wall_v, 2),
+            "peak_rss_bytes": rss_v,
+            "wheels": len(list(Path(tmp, "v").glob("*-sm*x.whl"))),
+        }
     for key in ("slim", "variants"):
         r = row[key]
         r["rss_ratio"] = round(r["peak_rss_bytes"] / largest, 3) if largest else None
@@ -181,14 +217,20 @@ def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int
 
 def markdown(doc: dict[str, Any]) -> str:
     """The table for docs and the README, from a results file (never from a run)."""
-    out = [f"Measured {doc['date']} on {doc['machine']} by `lab/bench/cost.py`; ratios against baselines of the same run.",
-           "", "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest | "
-           "variants peak RSS / largest | variants wheels |", "| --- | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+    out = [
+        f"Measured {doc['date']} on {doc['machine']} by `lab/bench/cost.py`; ratios against baselines of the same run.",
+        "",
+        "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest | "
+        "variants peak RSS / largest | variants wheels |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for r in doc["wheels"]:
         s, v = r["slim"], r["variants"]
-        out.append(f"| {r['requirement']} | {r['largest_member_bytes'] / 2**20:.1f} MiB | "
-                   f"{r['size_report_s']:.2f} s / {r['cuobjdump_route_s']:.2f} s = {r['size_report_ratio']:.2f} | "
-                   f"{s['rss_ratio']:.2f} | {v['rss_ratio']:.2f} | {v['wheels']} |")  # fmt: skip
+        out.append(
+            f"| {r['requirement']} | {r['largest_member_bytes'] / 2**20:.1f} MiB | "
+            f"{r['size_report_s']:.2f} s / {r['cuobjdump_route_s']:.2f} s = {r['size_report_ratio']:.2f} | "
+            f"{s['rss_ratio']:.2f} | {v['rss_ratio']:.2f} | {v['wheels']} |"
+        )
     return "\n".join(out) + "\n"
 
 
@@ -206,28 +248,42 @@ def main() -> int:
     chosen = [(r, py) for r, py in WHEELS if not parts or any(p in r for p in parts)]
     exe = cuobjdump()
     # The interpreter with slim's and variants' modules imported: what any run of them costs before reading a byte.
-    _rc, _t, base_rss = _peak([sys.executable, "-c", "import slimwheel.cli, slimwheel.commands.slim, "
-                                                     "slimwheel.commands.variants"])  # fmt: skip
+    _rc, _t, base_rss = _peak(
+        [sys.executable, "-c", "import slimwheel.cli, slimwheel.commands.slim, slimwheel.commands.variants"]
+    )
     rows = []
-    print(f"{'wheel':34} {'MiB':>6} {'largest':>8} {'report':>7} {'route':>7} {'ratio':>6} "
-          f"{'slim RSS/largest':>17} {'variants RSS/largest':>21} {'var/slim time':>14}")  # fmt: skip
+    print(
+        f"{'wheel':34} {'MiB':>6} {'largest':>8} {'report':>7} {'route':>7} {'ratio':>6} "
+        f"{'slim RSS/largest':>17} {'variants RSS/largest':>21} {'var/slim time':>14}"
+    )
     for requirement, python in chosen:
         row = measure(requirement, python, exe, args.repeat, base_rss)
         rows.append(row)
         s, v = row["slim"], row["variants"]
-        print(f"{requirement:34} {row['bytes'] / 2**20:6.1f} {row['largest_member_bytes'] / 2**20:7.1f}M "
-              f"{row['size_report_s']:6.2f}s {row['cuobjdump_route_s']:6.2f}s {row['size_report_ratio']:6.2f} "
-              f"{s['rss_ratio']:8.2f} ({s['rss_ratio_above_start_up']:.2f})"
-              f"{v['rss_ratio']:12.2f} ({v['rss_ratio_above_start_up']:.2f}) "
-              f"{row['variants_over_slim_time']:8.2f} ({v['wheels']} wheels)", flush=True)  # fmt: skip
-    doc = {"schema": 1, "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
-           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "command": " ".join(sys.argv),
-           "cuobjdump": str(exe), "start_up_rss_bytes": base_rss, "wheels": rows}  # fmt: skip
+        print(
+            f"{requirement:34} {row['bytes'] / 2**20:6.1f} {row['largest_member_bytes'] / 2**20:7.1f}M "
+            f"{row['size_report_s']:6.2f}s {row['cuobjdump_route_s']:6.2f}s {row['size_report_ratio']:6.2f} "
+            f"{s['rss_ratio']:8.2f} ({s['rss_ratio_above_start_up']:.2f})"
+            f"{v['rss_ratio']:12.2f} ({v['rss_ratio_above_start_up']:.2f}) "
+            f"{row['variants_over_slim_time']:8.2f} ({v['wheels']} wheels)",
+            flush=True,
+        )
+    doc = {
+        "schema": 1,
+        "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "command": " ".join(sys.argv),
+        "cuobjdump": str(exe),
+        "start_up_rss_bytes": base_rss,
+        "wheels": rows,
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.out.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(args.out)
-    print(f"start-up RSS (slim's modules imported): {base_rss / 2**20:.0f} MiB; in brackets: RSS above it / largest member")
+    print(
+        f"start-up RSS (slim's modules imported): {base_rss / 2**20:.0f} MiB; in brackets: RSS above it / largest member"
+    )
     print(f"wrote {args.out}")
     return 0
 

@@ -32,10 +32,20 @@ def list_archs(nvcc: Path) -> list[str]:
 
 def nvcc_from_wheel(release: str, work: Path) -> tuple[str, Path]:
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:", "-d", str(work),
-         f"nvidia-cuda-nvcc=={release}.*"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-d",
+            str(work),
+            f"nvidia-cuda-nvcc=={release}.*",
+        ],
         check=True,
-    )  # fmt: skip
+    )
     wheel = next(work.glob(f"nvidia_cuda_nvcc-{release}.*.whl"))
     with zipfile.ZipFile(wheel) as zf:
         name = next(n for n in zf.namelist() if n.endswith("/bin/nvcc"))
@@ -71,8 +81,10 @@ def main() -> int:
             row = {"release": release, "nvcc_wheel": version, "compute": list_archs(nvcc)}
             row["ptx_isa"] = ptx_isa(cache_dir() / "toolkits" / f"cuda-{release}", work)
             rows.append(row)
-            print(f"CUDA {release} (nvcc {version}): compute_{', compute_'.join(row['compute'])}; "
-                  f"PTX ISA {row['ptx_isa'] or 'not measured (no assembled toolkit)'}")  # fmt: skip
+            print(
+                f"CUDA {release} (nvcc {version}): compute_{', compute_'.join(row['compute'])}; "
+                f"PTX ISA {row['ptx_isa'] or 'not measured (no assembled toolkit)'}"
+            )
     doc = {
         "schema": 1,
         "command": "python lab/bench/cuda13-archs.py",

@@ -76,10 +76,25 @@ def main() -> int:
     else:
         universal_path = args.wheel.absolute()
     budget = ["--budget", args.budget] if args.budget else []
-    slim = json.loads(run([*CLI, "slim", str(universal_path), "--archs", args.archs, *budget, "-o", str(work / "slim"),
-                           "--format", "json"]))  # fmt: skip
-    variants = json.loads(run([*CLI, "variants", str(universal_path), *budget, "-o", str(work / "variants"),
-                               "--format", "json"]))  # fmt: skip
+    slim = json.loads(
+        run(
+            [
+                *CLI,
+                "slim",
+                str(universal_path),
+                "--archs",
+                args.archs,
+                *budget,
+                "-o",
+                str(work / "slim"),
+                "--format",
+                "json",
+            ]
+        )
+    )
+    variants = json.loads(
+        run([*CLI, "variants", str(universal_path), *budget, "-o", str(work / "variants"), "--format", "json"])
+    )
     universal = inspect_wheel(universal_path)
     slimmed = inspect_wheel(Path(slim["wheel"]))
     slim_label = f"slim --archs {args.archs}"
@@ -98,9 +113,10 @@ def main() -> int:
         + f"universal wheel, slimmed to {args.archs}, one variant per GPU family (PEP 825 draft labels)",
         "measured_on": f"the CPU build machine ({platform.machine()}, {os.cpu_count()} CPUs), Python "
         f"{platform.python_version()}",
-        "command": "nice -n 10 python lab/bench/example-variants.py" + (f" --wheel {universal_path.name}" if args.wheel
-                                                                       else "")  # fmt: skip
-        + (f" --archs {args.archs}" if args.archs != "9.0" else "") + (f" --budget {args.budget}" if args.budget else ""),
+        "command": "nice -n 10 python lab/bench/example-variants.py"
+        + (f" --wheel {universal_path.name}" if args.wheel else "")
+        + (f" --archs {args.archs}" if args.archs != "9.0" else "")
+        + (f" --budget {args.budget}" if args.budget else ""),
         "budget": args.budget,
         "build_seconds": build_s,
         "checks_ok": bool(slim["check"]["ok"]) and all(v["check"]["ok"] for v in variants["variants"]),
@@ -112,8 +128,10 @@ def main() -> int:
     print("| --- | --- | ---: | ---: | ---: | ---: |")
     for label, rep in tables:
         entries = sum(e.stored_size for e in rep.fatbin_entries)
-        print(f"| {label} | {' '.join(map(str, rep.targets))} | {human(rep.size)} | {human(rep.installed_size)} | "
-              f"{human(entries)} | {rep.size / universal.size:.2f}x |")
+        print(
+            f"| {label} | {' '.join(map(str, rep.targets))} | {human(rep.size)} | {human(rep.installed_size)} | "
+            f"{human(entries)} | {rep.size / universal.size:.2f}x |"
+        )
     print(f"\nwrote {args.out}")
     return 0
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -34,19 +33,36 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from slimwheel import floor  # noqa: E402
-from slimwheel.inspect.elf import read_elf_file  # noqa: E402
-from slimwheel.inspect.report import inspect_wheel  # noqa: E402
-from slimwheel.toolkit.sysroot import ensure_sysroot  # noqa: E402
+from slimwheel import floor
+from slimwheel.inspect.elf import read_elf_file
+from slimwheel.inspect.report import inspect_wheel
+from slimwheel.toolkit.sysroot import ensure_sysroot
 
 CLI = [sys.executable, "-m", "slimwheel"]
 # glibc of the distributions GPU servers run (each distribution's own package version): what a manylinux_2_X wheel
 # installs on is every one with glibc >= 2.X (pip compares the glibc version; libstdc++ of these is new enough).
-DISTROS = {"RHEL/Rocky 8": "2.28", "Debian 11": "2.31", "Ubuntu 20.04": "2.31", "RHEL/Rocky 9": "2.34",
-           "Amazon Linux 2023": "2.34", "Ubuntu 22.04": "2.35", "Debian 12": "2.36", "Ubuntu 24.04": "2.39"}  # fmt: skip
-FAISS_FILES = ["faiss/IndexFlat.cpp", "faiss/utils/distances.cpp", "faiss/impl/ProductQuantizer.cpp",
-               "faiss/IndexIVFPQ.cpp", "faiss/utils/utils.cpp", "faiss/IndexHNSW.cpp", "faiss/index_factory.cpp",
-               "faiss/Clustering.cpp", "faiss/utils/random.cpp", "faiss/impl/ScalarQuantizer.cpp"]  # fmt: skip
+DISTROS = {
+    "RHEL/Rocky 8": "2.28",
+    "Debian 11": "2.31",
+    "Ubuntu 20.04": "2.31",
+    "RHEL/Rocky 9": "2.34",
+    "Amazon Linux 2023": "2.34",
+    "Ubuntu 22.04": "2.35",
+    "Debian 12": "2.36",
+    "Ubuntu 24.04": "2.39",
+}
+FAISS_FILES = [
+    "faiss/IndexFlat.cpp",
+    "faiss/utils/distances.cpp",
+    "faiss/impl/ProductQuantizer.cpp",
+    "faiss/IndexIVFPQ.cpp",
+    "faiss/utils/utils.cpp",
+    "faiss/IndexHNSW.cpp",
+    "faiss/index_factory.cpp",
+    "faiss/Clustering.cpp",
+    "faiss/utils/random.cpp",
+    "faiss/impl/ScalarQuantizer.cpp",
+]
 
 
 def _run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -74,9 +90,10 @@ def judge_wheel(wheel: Path, sysroot: Any, lib_dirs: list[Path]) -> dict[str, An
     }
     for target in ("2_28", "2_31"):
         chk = _run([*CLI, "check", "--no-dependencies", "--require-arch", "none", "--manylinux", target, str(wheel)])
-        out[f"check_manylinux_{target}"] = {"rc": chk.returncode,
-                                            "failures": [ln.strip() for ln in chk.stdout.splitlines()
-                                                         if "platform (exit" in ln][:8]}  # fmt: skip
+        out[f"check_manylinux_{target}"] = {
+            "rc": chk.returncode,
+            "failures": [ln.strip() for ln in chk.stdout.splitlines() if "platform (exit" in ln][:8],
+        }
     with tempfile.TemporaryDirectory() as d, zipfile.ZipFile(wheel) as z:
         z.extractall(d)
         probes = {}
@@ -94,8 +111,22 @@ def build_knn(route: str, toolkit_root: Path, work: Path) -> tuple[Path, float, 
     if route != "host":
         env["SLIMWHEEL_SYSROOT"] = route.removeprefix("sysroot-")
     t = time.monotonic()
-    proc = _run([*CLI, "build", str(REPO / "examples" / "knn"), "--archs", "7.5", "--cuda", "13.0", "--toolkit",
-                 str(toolkit_root), "--out-dir", str(out)], env=env)  # fmt: skip
+    proc = _run(
+        [
+            *CLI,
+            "build",
+            str(REPO / "examples" / "knn"),
+            "--archs",
+            "7.5",
+            "--cuda",
+            "13.0",
+            "--toolkit",
+            str(toolkit_root),
+            "--out-dir",
+            str(out),
+        ],
+        env=env,
+    )
     secs = round(time.monotonic() - t, 1)
     if proc.returncode != 0:
         raise SystemExit(f"{route}: build failed\n{proc.stdout}\n{proc.stderr}")
@@ -119,8 +150,9 @@ def container_standin(sysroot: Any, toolkit_root: Path, work: Path) -> dict[str,
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
     env.update(CMAKE_BUILD_PARALLEL_LEVEL="2")
     project = REPO / "examples" / "knn"
-    cfg = cfgmod.load(project, env, {"cuda": "13.0", "toolkit": str(toolkit_root), "archs": "7.5",
-                                     "sysroot": "debian11"})  # fmt: skip
+    cfg = cfgmod.load(
+        project, env, {"cuda": "13.0", "toolkit": str(toolkit_root), "archs": "7.5", "sysroot": "debian11"}
+    )
     raw_dir, dest = work / "container-raw", work / "container-repaired"
     setup = buildmod.prepare(project, cfg, env=env, wheel_dir=raw_dir, build_dir=work / "container-build")
     run_env = dict(env)
@@ -133,8 +165,13 @@ def container_standin(sysroot: Any, toolkit_root: Path, work: Path) -> dict[str,
     audits = container.audit_commands(cfg)
     dest.mkdir(parents=True, exist_ok=True)
     slim = f"{sys.executable} -m slimwheel"
-    r = _run(["bash", "-c", repair.replace("{dest_dir}", str(dest)).replace("{wheel}", str(raw))
-              .replace("slimwheel ", slim + " ", 1)])  # fmt: skip
+    r = _run(
+        [
+            "bash",
+            "-c",
+            repair.replace("{dest_dir}", str(dest)).replace("{wheel}", str(raw)).replace("slimwheel ", slim + " ", 1),
+        ]
+    )
     (fixed,) = dest.glob("*.whl") if r.returncode == 0 else (raw,)
     a = _run(["bash", "-c", audits[0].replace("{wheel}", str(fixed)).replace("slimwheel ", slim + " ", 1)])
     return {
@@ -160,23 +197,71 @@ def faiss_probe(src: Path, sysroot: Any, toolkit_root: Path, work: Path) -> dict
     t0 = time.monotonic()
     for f in FAISS_FILES:
         o = work / (f.replace("/", "_") + ".o")
-        p = _run([str(sysroot.cxx), "-std=c++17", "-O3", "-fPIC", "-fopenmp", "-mavx2", "-mfma", "-DFINTEGER=int",
-                  "-I.", "-c", f, "-o", str(o)], cwd=root)  # fmt: skip
+        p = _run(
+            [
+                str(sysroot.cxx),
+                "-std=c++17",
+                "-O3",
+                "-fPIC",
+                "-fopenmp",
+                "-mavx2",
+                "-mfma",
+                "-DFINTEGER=int",
+                "-I.",
+                "-c",
+                f,
+                "-o",
+                str(o),
+            ],
+            cwd=root,
+        )
         (objs if p.returncode == 0 else failed).append(str(o) if p.returncode == 0 else f)
     host_s = round(time.monotonic() - t0, 1)
     cu = work / "DeviceUtils.o"
     t1 = time.monotonic()
-    p = _run([str(toolkit_root / "bin" / "nvcc"), "-ccbin", str(sysroot.cxx), "-std=c++17", "-O3", "-Xcompiler",
-              "-fPIC", "-arch=sm_75", "-I.", f"-I{toolkit_root / 'include'}", "-c",
-              "faiss/gpu/utils/DeviceUtils.cu", "-o", str(cu)], cwd=root)  # fmt: skip
+    p = _run(
+        [
+            str(toolkit_root / "bin" / "nvcc"),
+            "-ccbin",
+            str(sysroot.cxx),
+            "-std=c++17",
+            "-O3",
+            "-Xcompiler",
+            "-fPIC",
+            "-arch=sm_75",
+            "-I.",
+            f"-I{toolkit_root / 'include'}",
+            "-c",
+            "faiss/gpu/utils/DeviceUtils.cu",
+            "-o",
+            str(cu),
+        ],
+        cwd=root,
+    )
     nvcc_s = round(time.monotonic() - t1, 1)
     if p.returncode != 0:
         failed.append("faiss/gpu/utils/DeviceUtils.cu")
     lib = work / "libfaiss_probe.so"
-    link = _run([str(sysroot.cxx), "-shared", "-fopenmp", "-o", str(lib), *objs, *([str(cu)] if cu.exists() else []),
-                 f"-L{toolkit_root / 'lib'}", "-lcudart"])  # fmt: skip
-    out: dict[str, Any] = {"files": FAISS_FILES + ["faiss/gpu/utils/DeviceUtils.cu"], "failed": failed,
-                           "host_seconds": host_s, "nvcc_seconds": nvcc_s, "link_rc": link.returncode}  # fmt: skip
+    link = _run(
+        [
+            str(sysroot.cxx),
+            "-shared",
+            "-fopenmp",
+            "-o",
+            str(lib),
+            *objs,
+            *([str(cu)] if cu.exists() else []),
+            f"-L{toolkit_root / 'lib'}",
+            "-lcudart",
+        ]
+    )
+    out: dict[str, Any] = {
+        "files": [*FAISS_FILES, "faiss/gpu/utils/DeviceUtils.cu"],
+        "failed": failed,
+        "host_seconds": host_s,
+        "nvcc_seconds": nvcc_s,
+        "link_rc": link.returncode,
+    }
     if link.returncode == 0:
         r = read_elf_file(lib, lib.name, fatbins=False)
         assert r is not None
@@ -192,22 +277,32 @@ def measure(a: argparse.Namespace) -> dict[str, Any]:
 
     tk = ensure_toolkit("13.0")
     lib_dirs = [Path(d) for d in tk.lib_dirs]
-    data: dict[str, Any] = {"schema": 1, "machine": "this machine: 2-core Debian 12 CPU box (glibc "
-                            f"{os.confstr('CS_GNU_LIBC_VERSION')})", "distros_glibc": DISTROS}  # fmt: skip
+    data: dict[str, Any] = {
+        "schema": 1,
+        "machine": f"this machine: 2-core Debian 12 CPU box (glibc {os.confstr('CS_GNU_LIBC_VERSION')})",
+        "distros_glibc": DISTROS,
+    }
     with tempfile.TemporaryDirectory(prefix="floor-route-") as d:
         work = Path(d)
         t = time.monotonic()
         fresh = ensure_sysroot("debian11", into=work / "fresh-sysroot")
         size = sum(p.stat().st_size for p in fresh.root.rglob("*") if p.is_file() and not p.is_symlink())
-        data["sysroot"] = {**fresh.to_json(), "assemble_seconds": round(time.monotonic() - t, 1),
-                           "unpacked_bytes": size}  # fmt: skip
+        data["sysroot"] = {
+            **fresh.to_json(),
+            "assemble_seconds": round(time.monotonic() - t, 1),
+            "unpacked_bytes": size,
+        }
         data["sysroot"].pop("root"), data["sysroot"].pop("env")
         sysroot = ensure_sysroot("debian11")
         data["routes"] = {}
         for route in ("host", "sysroot-debian11"):
             wheel, secs, compiler = build_knn(route, tk.root, work)
-            data["routes"][route] = {"project": "examples/knn (--archs 7.5)", "build_seconds": secs,
-                                     "compiler": compiler, **judge_wheel(wheel, sysroot, lib_dirs)}  # fmt: skip
+            data["routes"][route] = {
+                "project": "examples/knn (--archs 7.5)",
+                "build_seconds": secs,
+                "compiler": compiler,
+                **judge_wheel(wheel, sysroot, lib_dirs),
+            }
         data["container_standin"] = container_standin(sysroot, tk.root, work)
         if a.faiss_src:
             data["faiss_sysroot_probe"] = faiss_probe(a.faiss_src, sysroot, tk.root, work)
@@ -228,15 +323,24 @@ def table(data: dict[str, Any]) -> str:
     pypi = data.get("pypi_faiss_gpu_1_15_1")
     if pypi:
         plat = pypi["wheel"].removesuffix(".whl").split("-")[-1].replace("_x86_64", "").split(".")
-        rows.append(line("PyPI faiss-gpu 1.15.1 (Meta, manylinux_2_28 image)", pypi["auditwheel_show"],
-                         f" (file tags: {', '.join(plat)})"))
+        rows.append(
+            line(
+                "PyPI faiss-gpu 1.15.1 (Meta, manylinux_2_28 image)",
+                pypi["auditwheel_show"],
+                f" (file tags: {', '.join(plat)})",
+            )
+        )
     ours = data.get("ours_faiss")
     if ours:
         rows.append(line(ours["name"], ours["tag"]))
     probe = data.get("faiss_sysroot_probe")
     if probe and probe.get("floor"):
-        rows.append(line("faiss 1.15 sources with `sysroot = \"debian11\"` (10 CPU + 1 CUDA files, linked; "
-                         "not the full wheel)", probe["floor"]))  # fmt: skip
+        rows.append(
+            line(
+                'faiss 1.15 sources with `sysroot = "debian11"` (10 CPU + 1 CUDA files, linked; not the full wheel)',
+                probe["floor"],
+            )
+        )
     return "\n".join(rows)
 
 
@@ -244,8 +348,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--faiss-src", type=Path)
     ap.add_argument("--pypi-faiss", type=Path)
-    ap.add_argument("--ours-faiss", nargs=2, metavar=("NAME", "TAG"),
-                    help="our faiss wheel's name and tag, from the GPU machine's results (its wheel is not here)")
+    ap.add_argument(
+        "--ours-faiss",
+        nargs=2,
+        metavar=("NAME", "TAG"),
+        help="our faiss wheel's name and tag, from the GPU machine's results (its wheel is not here)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "lab" / "results" / "floor-route.json")
     ap.add_argument("--table", type=Path, help="print the README lines from this JSON and exit")
     a = ap.parse_args()

@@ -23,8 +23,7 @@ from lab.blocks import replace_between
 REPO = Path(__file__).resolve().parents[2]
 
 from slimwheel.fsutil import write_text_atomic
-from slimwheel.inspect.report import wheel_embedded_sources
-from slimwheel.inspect.report import inspect_wheel, report_to_json
+from slimwheel.inspect.report import inspect_wheel, report_to_json, wheel_embedded_sources
 
 SIZES = REPO / "lab" / "results" / "nvrtc-sizes.json"
 H200 = REPO / "lab" / "results" / "h200" / "nvrtc_h200.json"
@@ -97,7 +96,9 @@ def render(sizes: dict[str, Any], h200: dict[str, Any]) -> str:
                 f"{ms(cold['prepare_s'])} / {ms(warm['prepare_s'])}",
             ),
         ]
-        if "runtime_driver_cache_only" in mode:  # results from before lab/gpu/nvrtc_check.py separated the driver's cache
+        if (
+            "runtime_driver_cache_only" in mode
+        ):  # results from before lab/gpu/nvrtc_check.py separated the driver's cache
             rows.append(
                 (
                     f"first call: kernel ready ({name}; only the driver's compute cache warm)",
@@ -120,8 +121,13 @@ def render(sizes: dict[str, Any], h200: dict[str, Any]) -> str:
         ),
     ]
     for key, b in sorted(s["bench_ms"].items()):
-        rows.append((f"steady time per launch, {key}", f"{b['precompiled']:.3f} ms", f"{b['runtime']:.3f} ms "
-                     f"({b['runtime_vs_precompiled']:+.1%})"))  # fmt: skip
+        rows.append(
+            (
+                f"steady time per launch, {key}",
+                f"{b['precompiled']:.3f} ms",
+                f"{b['runtime']:.3f} ms ({b['runtime_vs_precompiled']:+.1%})",
+            )
+        )
     rows.append(
         (
             "results",
@@ -144,9 +150,7 @@ def render(sizes: dict[str, Any], h200: dict[str, Any]) -> str:
         lines += [
             "",
             "GPU memory of loading one cached cubin through the driver's module API / library API (fresh processes): "
-            + " / ".join(
-                ", ".join(f"{v:+.0f} MiB" for v in s["load_api_mib"][api]) for api in ("module", "library")
-            )
+            + " / ".join(", ".join(f"{v:+.0f} MiB" for v in s["load_api_mib"][api]) for api in ("module", "library"))
             + ".",
         ]
     return "\n".join(lines) + "\n"
@@ -170,11 +174,15 @@ def break_even(h200: dict[str, Any]) -> str:
         pre, rt = s[mode]["precompiled"], s[mode]["runtime_warm_cache"]
         extra = (pre["import_s"] + pre["init_s"]) - (rt["import_s"] + rt["init_s"])
         if abs(extra) < spread:
-            parts.append(f"{mode.upper()}: {extra * 1000:+.1f} ms, inside the {spread * 1000:.0f} ms spread between "
-                         "fresh processes, so not measurable")  # fmt: skip
+            parts.append(
+                f"{mode.upper()}: {extra * 1000:+.1f} ms, inside the {spread * 1000:.0f} ms spread between "
+                "fresh processes, so not measurable"
+            )
         else:
-            parts.append(f"{mode.upper()}: {extra * 1000:+.1f} ms = {int(max(extra, 0) // compile_s)} compiled or "
-                         f"{int(max(extra, 0) // cached_s)} cached kernels")  # fmt: skip
+            parts.append(
+                f"{mode.upper()}: {extra * 1000:+.1f} ms = {int(max(extra, 0) // compile_s)} compiled or "
+                f"{int(max(extra, 0) // cached_s)} cached kernels"
+            )
     lazy_each = s["precompiled_lazy_load_per_kernel_s"]["median"]
     return (
         "Break-even (the precompiled wheel's extra load, import + context, against the runtime build's cost per "

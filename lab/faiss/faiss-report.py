@@ -30,7 +30,6 @@ from lab.faissbench.report import (
     render_variants,
     replace_block,
 )
-
 from slimwheel.fsutil import write_text_atomic
 
 REPO = Path(__file__).resolve().parents[2]
@@ -51,8 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     reruns = [(name, load(REPO / name)) for name in TEST_RERUNS]
     h200 = load(REPO / MAIN_H200)
-    table = render(load(REPO / PYPI), load(REPO / PROFILES_HERE), h200, reruns, load(REPO / JIT), load(REPO / PTX_RUN),
-                   load(REPO / DLTO))
+    table = render(
+        load(REPO / PYPI),
+        load(REPO / PROFILES_HERE),
+        h200,
+        reruns,
+        load(REPO / JIT),
+        load(REPO / PTX_RUN),
+        load(REPO / DLTO),
+    )
     variants = render_variants(h200)
     if not a.write:
         print(table + "\n" + variants, end="")

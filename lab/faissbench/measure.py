@@ -26,13 +26,21 @@ def measure_wheel(wheel: Path, *, budget: str = BUDGET, require_arch: str = REQU
         "wheel": wheel.name,
         "wheel_size": report.size,
         "installed_size": report.installed_size,
-        "files": sorted(({"name": f.name, "compressed": f.compressed, "uncompressed": f.uncompressed}
-                         for f in report.files if f.uncompressed > 256 * 1024), key=lambda f: -f["compressed"]),
+        "files": sorted(
+            (
+                {"name": f.name, "compressed": f.compressed, "uncompressed": f.uncompressed}
+                for f in report.files
+                if f.uncompressed > 256 * 1024
+            ),
+            key=lambda f: -f["compressed"],
+        ),
         "requires_dist": list(report.requires_dist),
         "targets": [str(t) for t in report.targets],  # SASS by CC, then PTX
-        "coverage": {"native": [str(c) for c in report.coverage.native],
-                     "ptx_only": [str(c) for c in report.coverage.ptx_only],
-                     "none": [str(c) for c in report.coverage.none]},
+        "coverage": {
+            "native": [str(c) for c in report.coverage.native],
+            "ptx_only": [str(c) for c in report.coverage.ptx_only],
+            "none": [str(c) for c in report.coverage.none],
+        },
         "compression": list(report.compression),
         "driver_floor": report.driver_floor,
         "check": verdict_to_json(verdict),
@@ -86,14 +94,16 @@ def object_fatbins(build_dir: Path, top: int = 25) -> dict[str, Any]:
         for e in entries:
             key = f"{'sm' if e.kind == 'sass' else 'compute' if e.kind == 'ptx' else e.kind}_{e.arch}"
             per_target[key] = per_target.get(key, 0) + e.stored_size
-        rows.append({
-            "object": o.name.removesuffix(".o"),
-            "nv_fatbin": r.sections.get(".nv_fatbin", 0),
-            "stored": sum(e.stored_size for e in entries),
-            "uncompressed": sum(e.uncompressed_size for e in entries),
-            "entries": len(entries),
-            "per_target": per_target,
-        })
+        rows.append(
+            {
+                "object": o.name.removesuffix(".o"),
+                "nv_fatbin": r.sections.get(".nv_fatbin", 0),
+                "stored": sum(e.stored_size for e in entries),
+                "uncompressed": sum(e.uncompressed_size for e in entries),
+                "entries": len(entries),
+                "per_target": per_target,
+            }
+        )
     rows.sort(key=lambda x: -int(x["nv_fatbin"]))
     groups: dict[str, int] = {}
     by_target: dict[str, int] = {}
@@ -108,12 +118,24 @@ def object_fatbins(build_dir: Path, top: int = 25) -> dict[str, Any]:
                 large_k[key] += x[key]
             for k, v in x["per_target"].items():
                 large_k["per_target"][k] = large_k["per_target"].get(k, 0) + v
-    return {"objects": len(rows), "total_nv_fatbin": sum(x["nv_fatbin"] for x in rows),
-            "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])), "by_target": by_target,
-            "large_k_only": large_k, "top": rows[:top],
-            # every object, smallest fields only: where the bytes go per module (issue 11's 40 MiB analysis)
-            "all": [{"object": x["object"], "stored": x["stored"], "uncompressed": x["uncompressed"],
-                     "per_target": x["per_target"]} for x in rows]}
+    return {
+        "objects": len(rows),
+        "total_nv_fatbin": sum(x["nv_fatbin"] for x in rows),
+        "groups": dict(sorted(groups.items(), key=lambda kv: -kv[1])),
+        "by_target": by_target,
+        "large_k_only": large_k,
+        "top": rows[:top],
+        # every object, smallest fields only: where the bytes go per module (issue 11's 40 MiB analysis)
+        "all": [
+            {
+                "object": x["object"],
+                "stored": x["stored"],
+                "uncompressed": x["uncompressed"],
+                "per_target": x["per_target"],
+            }
+            for x in rows
+        ],
+    }
 
 
 def ninja_seconds(build_dir: Path) -> dict[str, Any]:
@@ -133,5 +155,9 @@ def ninja_seconds(build_dir: Path) -> dict[str, Any]:
     if not last:
         return {}
     longest = max(last, key=last.__getitem__)
-    return {"cuda_steps": len(last), "sum_of_step_seconds": round(sum(last.values()) / 1000, 1),
-            "longest_step": Path(longest).name, "longest_step_seconds": round(last[longest] / 1000, 1)}
+    return {
+        "cuda_steps": len(last),
+        "sum_of_step_seconds": round(sum(last.values()) / 1000, 1),
+        "longest_step": Path(longest).name,
+        "longest_step_seconds": round(last[longest] / 1000, 1),
+    }

@@ -76,8 +76,15 @@ def wheel_rows(pypi: dict[str, Any], here: dict[str, Any], h200: dict[str, Any])
     """One row per wheel: PyPI's, then each profile built here or (else) on the GPU machine."""
     rows: list[dict[str, Any]] = []
     if pypi.get("wheels"):
-        rows.append({"name": "PyPI faiss-gpu 1.15.1", "size_report": pypi["wheels"][0], "check": pypi["verdicts"][0],
-                     "built": "upstream's release (CUDA 12)", "label": "PyPI `faiss-gpu` 1.15.1"})
+        rows.append(
+            {
+                "name": "PyPI faiss-gpu 1.15.1",
+                "size_report": pypi["wheels"][0],
+                "check": pypi["verdicts"][0],
+                "built": "upstream's release (CUDA 12)",
+                "label": "PyPI `faiss-gpu` 1.15.1",
+            }
+        )
     names = [n for n in ORDER if n in here.get("profiles", {}) or n in h200.get("profiles", {})]
     names += sorted((set(here.get("profiles", {})) | set(h200.get("profiles", {}))) - set(names))
     for name in names:
@@ -92,8 +99,15 @@ def wheel_rows(pypi: dict[str, Any], here: dict[str, Any], h200: dict[str, Any])
         built = f"{secs / 60:.0f} min, {build.get('cpus')} cores, {where}" if secs else where
         if build.get("cxx"):
             built += f", {build['cxx']}"
-        rows.append({"name": name, "size_report": wheel["size_report"], "check": wheel["check"], "built": built,
-                     "label": f"`{name}`"})
+        rows.append(
+            {
+                "name": name,
+                "size_report": wheel["size_report"],
+                "check": wheel["check"],
+                "built": built,
+                "label": f"`{name}`",
+            }
+        )
     return rows
 
 
@@ -122,21 +136,31 @@ def bench_summary(entry: dict[str, Any]) -> dict[str, Any]:
         return _median(vals)
 
     def nvml_delta(point: str) -> float | None:
-        return _median([
-            (b["mem"][point]["nvml_used_mib"] - b["mem"]["before_import"]["nvml_used_mib"])
-            if b["mem"].get(point, {}).get("nvml_used_mib") is not None
-            and b["mem"]["before_import"].get("nvml_used_mib") is not None else None
-            for b in runs
-        ])
+        return _median(
+            [
+                (b["mem"][point]["nvml_used_mib"] - b["mem"]["before_import"]["nvml_used_mib"])
+                if b["mem"].get(point, {}).get("nvml_used_mib") is not None
+                and b["mem"]["before_import"].get("nvml_used_mib") is not None
+                else None
+                for b in runs
+            ]
+        )
 
     return {
-        "runs": len(runs), "failed_runs": len(entry.get("bench", [])) - len(runs),
-        "import_s": med("import_s"), "first_search_s": med("first_search_s"),
-        "flat_qps": med("flat", "qps_median"), "ivf_qps": med("ivf", "qps_median"),
-        "ivfpq_qps": med("ivfpq", "qps_median"), "flat_agree": med("flat", "agree_with_cpu"),
-        "flat_k1024_first_s": med("flat_k1024", "first_s"), "flat_k1024_second_s": med("flat_k1024", "second_s"),
-        "ivf_k1024_first_s": med("ivf_k1024", "first_s"), "ivf_k1024_second_s": med("ivf_k1024", "second_s"),
-        "flat_kmax_first_s": med("flat_kmax", "first_s"), "flat_kmax_second_s": med("flat_kmax", "second_s"),
+        "runs": len(runs),
+        "failed_runs": len(entry.get("bench", [])) - len(runs),
+        "import_s": med("import_s"),
+        "first_search_s": med("first_search_s"),
+        "flat_qps": med("flat", "qps_median"),
+        "ivf_qps": med("ivf", "qps_median"),
+        "ivfpq_qps": med("ivfpq", "qps_median"),
+        "flat_agree": med("flat", "agree_with_cpu"),
+        "flat_k1024_first_s": med("flat_k1024", "first_s"),
+        "flat_k1024_second_s": med("flat_k1024", "second_s"),
+        "ivf_k1024_first_s": med("ivf_k1024", "first_s"),
+        "ivf_k1024_second_s": med("ivf_k1024", "second_s"),
+        "flat_kmax_first_s": med("flat_kmax", "first_s"),
+        "flat_kmax_second_s": med("flat_kmax", "second_s"),
         "mem_import_mib": nvml_delta("after_import"),
         "mem_first_search_mib": med("mem", "after_first_search", "cu_used_mib"),
     }
@@ -174,7 +198,9 @@ def _f(v: float | None, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def _with_reruns(h200: dict[str, Any], reruns: list[tuple[str, dict[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
+def _with_reruns(
+    h200: dict[str, Any], reruns: list[tuple[str, dict[str, Any]]]
+) -> tuple[dict[str, Any], dict[str, str]]:
     """The main run with the tests of later test-only runs put in for the profiles they cover."""
     merged = {**h200, "profiles": {k: dict(v) for k, v in h200.get("profiles", {}).items()}}
     source: dict[str, str] = {}
@@ -194,8 +220,10 @@ def render_jit(jit: dict[str, Any]) -> str:
         cold = m["cold"].get("load_s")
         cached = m["cached"].get("load_s")
         cold_text = f"{cold:.1f}" if cold is not None else f"> {m['cold'].get('timeout_s', '?')} (stopped)"
-        rows.append(f"| {m['ptx'].split('.')[0]} | {m['ptx_bytes'] / 1e6:.1f} | {cold_text} | "
-                    f"{'-' if cached is None else f'{cached:.3f}'} |")
+        rows.append(
+            f"| {m['ptx'].split('.')[0]} | {m['ptx_bytes'] / 1e6:.1f} | {cold_text} | "
+            f"{'-' if cached is None else f'{cached:.3f}'} |"
+        )
     return "\n".join(rows) + "\n"
 
 
@@ -213,21 +241,32 @@ def render_bytes(h200: dict[str, Any], profile: str = "slim") -> str:
     stored = sum(x["stored"] for x in objs["all"])
     raw = sum(x["uncompressed"] for x in objs["all"])
     wheel = repaired["wheel_size"]
-    out = [f"Where the `{profile}` wheel's {wheel / MIB:.1f} MiB go (H200 build): the device code of its "
-           f"{objs['objects']} CUDA objects, {stored / MIB:.1f} MiB compressed ({raw / MIB:.1f} MiB uncompressed), "
-           "before the link into the module:", "",
-           "| part | MiB (objects, compressed) | share of device code |", "| --- | ---: | ---: |"]
+    out = [
+        f"Where the `{profile}` wheel's {wheel / MIB:.1f} MiB go (H200 build): the device code of its "
+        f"{objs['objects']} CUDA objects, {stored / MIB:.1f} MiB compressed ({raw / MIB:.1f} MiB uncompressed), "
+        "before the link into the module:",
+        "",
+        "| part | MiB (objects, compressed) | share of device code |",
+        "| --- | ---: | ---: |",
+    ]
     for target, n in sorted(objs["by_target"].items(), key=lambda kv: _target_order(kv[0])):
         out.append(f"| `{target}` | {n / MIB:.1f} | {n / stored:.0%} |")
     for group, n in objs["groups"].items():
         out.append(f"| {group} | {n / MIB:.1f} | {n / stored:.0%} |")
     lk = objs.get("large_k_only", {})
     if lk.get("objects"):
-        out.append(f"| the {lk['objects']} files that serve only k > 256 | {lk['stored'] / MIB:.1f} | "
-                   f"{lk['stored'] / stored:.0%} |")
+        out.append(
+            f"| the {lk['objects']} files that serve only k > 256 | {lk['stored'] / MIB:.1f} | "
+            f"{lk['stored'] / stored:.0%} |"
+        )
     top = sorted(objs["all"], key=lambda x: -x["stored"])[:4]
-    out.append("| largest: " + ", ".join(f"{x['object']}" for x in top) + " | "
-               + ", ".join(f"{x['stored'] / MIB:.1f}" for x in top) + " | |")
+    out.append(
+        "| largest: "
+        + ", ".join(f"{x['object']}" for x in top)
+        + " | "
+        + ", ".join(f"{x['stored'] / MIB:.1f}" for x in top)
+        + " | |"
+    )
     out.append("")
     return "\n".join(out)
 
@@ -236,8 +275,9 @@ def _stored(files: list[dict[str, Any]], prefixes: tuple[str, ...]) -> int:
     return sum(f["compressed"] for f in files if f["name"].split("/")[-1].startswith(prefixes))
 
 
-def render_cuts(h200: dict[str, Any], ptx_run: dict[str, Any], here: dict[str, Any],
-                dlto: dict[str, Any] | None = None) -> str:
+def render_cuts(
+    h200: dict[str, Any], ptx_run: dict[str, Any], here: dict[str, Any], dlto: dict[str, Any] | None = None
+) -> str:
     """Issue 11's road to 40 MiB: each change measured (two builds, or the same part of two builds), what it saved,
     and the parts not cut yet with their measured size. Rows whose data is missing are left out, never estimated."""
     slim = _h200_build(h200, "slim")
@@ -245,48 +285,67 @@ def render_cuts(h200: dict[str, Any], ptx_run: dict[str, Any], here: dict[str, A
     if not wheel:
         return ""
     rows: list[str] = []
-    before = (_h200_build(ptx_run, "slim").get("repaired") or {})
+    before = _h200_build(ptx_run, "slim").get("repaired") or {}
     if before.get("wheel_size") and "compute_120" in before.get("targets", []):
-        rows.append(f"| PTX 12.0 out of the plan (`ptx = \"none\"`) | the `slim` wheel, built on the H200 with and "
-                    f"without it | {before['wheel_size'] / MIB:.1f} | {wheel / MIB:.1f} | "
-                    f"{(before['wheel_size'] - wheel) / MIB:.1f} |")
+        rows.append(
+            f'| PTX 12.0 out of the plan (`ptx = "none"`) | the `slim` wheel, built on the H200 with and '
+            f"without it | {before['wheel_size'] / MIB:.1f} | {wheel / MIB:.1f} | "
+            f"{(before['wheel_size'] - wheel) / MIB:.1f} |"
+        )
     up = here.get("profiles", {}).get("upstream90", {})
     up_sm90 = (up.get("objects") or {}).get("by_target", {}).get("sm_90")
     slim_sm90 = (slim.get("objects") or {}).get("by_target", {}).get("sm_90")
     if up_sm90 and slim_sm90:
-        rows.append(f"| `size` compression for upstream's `-Xfatbin=-compress-all` | the sm_90 device code of the "
-                    f"same 182 objects (`upstream90` here, `slim` on the H200), per SASS target | "
-                    f"{up_sm90 / MIB:.1f} | {slim_sm90 / MIB:.1f} | {(up_sm90 - slim_sm90) / MIB:.1f} |")
+        rows.append(
+            f"| `size` compression for upstream's `-Xfatbin=-compress-all` | the sm_90 device code of the "
+            f"same 182 objects (`upstream90` here, `slim` on the H200), per SASS target | "
+            f"{up_sm90 / MIB:.1f} | {slim_sm90 / MIB:.1f} | {(up_sm90 - slim_sm90) / MIB:.1f} |"
+        )
     up_files = (up.get("repaired") or {}).get("files", [])
     slim_files = (slim.get("repaired") or {}).get("files", [])
     vendored = ("libopenblas", "libgfortran", "libquadmath", "libgomp")
     if up_files and slim_files:
         a, b = _stored(up_files, vendored), _stored(slim_files, vendored)
-        rows.append(f"| BLAS from the `scipy-openblas32` wheel, not vendored | the vendored OpenBLAS, gfortran, "
-                    f"quadmath and gomp (`upstream90`) vs gomp alone (`slim`), stored | {a / MIB:.1f} | "
-                    f"{b / MIB:.1f} | {(a - b) / MIB:.1f} |")
+        rows.append(
+            f"| BLAS from the `scipy-openblas32` wheel, not vendored | the vendored OpenBLAS, gfortran, "
+            f"quadmath and gomp (`upstream90`) vs gomp alone (`slim`), stored | {a / MIB:.1f} | "
+            f"{b / MIB:.1f} | {(a - b) / MIB:.1f} |"
+        )
     if dlto and dlto.get("per_object", {}).get("bytes") and dlto.get("dlto", {}).get("bytes"):
         b, c = dlto["per_object"]["bytes"], dlto["dlto"]["bytes"]
-        rows.append(f"| device LTO (`-rdc=true -dlto`), did not pay | the {len(dlto['files'])} k-selection files, "
-                    f"{dlto['arch']} SASS before compression (`3c1c548:scripts/faiss-dlto-probe.py`) | {b / MIB:.1f} | "
-                    f"{c / MIB:.1f} | {(b - c) / MIB:.1f} ({(b - c) / b:.1%}) |")
-    out = [f"What each measured change saved, and what is left: the `slim` wheel is {wheel / MIB:.1f} MiB, "
-           f"{wheel / MIB - TARGET_MIB:.1f} MiB from the {TARGET_MIB} MiB target.", "",
-           "| change | measured on | before MiB | after MiB | saved MiB |", "| --- | --- | ---: | ---: | ---: |", *rows]
+        rows.append(
+            f"| device LTO (`-rdc=true -dlto`), did not pay | the {len(dlto['files'])} k-selection files, "
+            f"{dlto['arch']} SASS before compression (`3c1c548:scripts/faiss-dlto-probe.py`) | {b / MIB:.1f} | "
+            f"{c / MIB:.1f} | {(b - c) / MIB:.1f} ({(b - c) / b:.1%}) |"
+        )
+    out = [
+        f"What each measured change saved, and what is left: the `slim` wheel is {wheel / MIB:.1f} MiB, "
+        f"{wheel / MIB - TARGET_MIB:.1f} MiB from the {TARGET_MIB} MiB target.",
+        "",
+        "| change | measured on | before MiB | after MiB | saved MiB |",
+        "| --- | --- | ---: | ---: | ---: |",
+        *rows,
+    ]
     derived = h200.get("derived", {}).get("slim-sm90", {}).get("report", {})
-    dropped = sorted((d for f in derived.get("files", []) for d in f.get("dropped", []) if d["kind"] == "sass"),
-                     key=lambda d: int(d["arch"]))
+    dropped = sorted(
+        (d for f in derived.get("files", []) for d in f.get("dropped", []) if d["kind"] == "sass"),
+        key=lambda d: int(d["arch"]),
+    )
     kept = derived.get("sizes", {}).get("after_fatbin_bytes")
     if dropped:
         costs = ", ".join(f"{d['arch']} {d['bytes'] / MIB:.1f}" for d in dropped)
-        out += ["", "Not cut, measured: each SASS target costs (stored bytes `slimwheel slim` dropped from the real "
-                f"wheel) {costs}" + (f", and 90 (what the 9.0 wheel kept) {kept / MIB:.1f}" if kept else "")
-                + " MiB."]
+        out += [
+            "",
+            "Not cut, measured: each SASS target costs (stored bytes `slimwheel slim` dropped from the real "
+            f"wheel) {costs}" + (f", and 90 (what the 9.0 wheel kept) {kept / MIB:.1f}" if kept else "") + " MiB.",
+        ]
     lk = (slim.get("objects") or {}).get("large_k_only", {})
     if lk.get("objects"):
-        out += [f"The {lk['objects']} files that serve only k > 256 hold {lk['stored'] / MIB:.1f} MiB of the objects' "
-                "device code (table above): the cut that could reach the target (runtime compilation of those "
-                "kernels, `docs/nvrtc.md`), not built yet."]
+        out += [
+            f"The {lk['objects']} files that serve only k > 256 hold {lk['stored'] / MIB:.1f} MiB of the objects' "
+            "device code (table above): the cut that could reach the target (runtime compilation of those "
+            "kernels, `docs/nvrtc.md`), not built yet."
+        ]
     return "\n".join(out) + "\n"
 
 
@@ -302,34 +361,65 @@ def render_variants(h200: dict[str, Any], profile: str = "slim") -> str:
     uni = var["universal"]
 
     def row(label: str, targets: list[str], size: int, check: dict[str, Any] | None, tests: str) -> str:
-        return (f"| {label} | {' '.join(targets)} | {size / MIB:.1f} | {size / uni['bytes']:.2f}x | "
-                f"{_verdict(check)} | {tests} |")
+        return (
+            f"| {label} | {' '.join(targets)} | {size / MIB:.1f} | {size / uni['bytes']:.2f}x | "
+            f"{_verdict(check)} | {tests} |"
+        )
 
-    rows = ["| wheel | targets | zip MiB | vs universal | `check` (its GPUs required) | faiss GPU tests (H200) |",
-            "| --- | --- | ---: | ---: | --- | --- |",
-            row(f"universal (`{profile}`)", uni["targets"], uni["bytes"],
-                (_h200_build(h200, profile).get("repaired") or {}).get("check"), _tests(profiles.get(profile, {})))]
+    rows = [
+        "| wheel | targets | zip MiB | vs universal | `check` (its GPUs required) | faiss GPU tests (H200) |",
+        "| --- | --- | ---: | ---: | --- | --- |",
+        row(
+            f"universal (`{profile}`)",
+            uni["targets"],
+            uni["bytes"],
+            (_h200_build(h200, profile).get("repaired") or {}).get("check"),
+            _tests(profiles.get(profile, {})),
+        ),
+    ]
     if sm90.get("sizes"):
-        rows.append(row("slimmed to 9.0 (`slimwheel slim --archs 9.0`)", sm90["targets_after"],
-                        sm90["sizes"]["after_bytes"], sm90.get("check"), _tests(profiles.get("slim-sm90", {}))))
+        rows.append(
+            row(
+                "slimmed to 9.0 (`slimwheel slim --archs 9.0`)",
+                sm90["targets_after"],
+                sm90["sizes"]["after_bytes"],
+                sm90.get("check"),
+                _tests(profiles.get("slim-sm90", {})),
+            )
+        )
     for v in var.get("variants", []):
         label = f"variant-{v['label']}"
         tests = _tests(profiles[label]) if label in profiles else "not run (another GPU family)"
-        rows.append(row(f"variant `{v['label']}` ({', '.join(v['gpus'])})", v["targets"], v["sizes"]["after_bytes"],
-                        v.get("check"), tests))
+        rows.append(
+            row(
+                f"variant `{v['label']}` ({', '.join(v['gpus'])})",
+                v["targets"],
+                v["sizes"]["after_bytes"],
+                v.get("check"),
+                tests,
+            )
+        )
     return "\n".join(rows) + "\n"
 
 
-def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any],
-           reruns: list[tuple[str, dict[str, Any]]] | None = None, jit: dict[str, Any] | None = None,
-           ptx_run: dict[str, Any] | None = None, dlto: dict[str, Any] | None = None) -> str:
+def render(
+    pypi: dict[str, Any],
+    built_here: dict[str, Any],
+    h200: dict[str, Any],
+    reruns: list[tuple[str, dict[str, Any]]] | None = None,
+    jit: dict[str, Any] | None = None,
+    ptx_run: dict[str, Any] | None = None,
+    dlto: dict[str, Any] | None = None,
+) -> str:
     h200, rerun_source = _with_reruns(h200, reruns or [])
     rows = wheel_rows(pypi, built_here, h200)
     out: list[str] = []
     if rows:
-        out += ["| wheel | targets | wheel MiB | installed MiB | Python | CCs native | CCs by PTX JIT only | CCs not "
-                "served (x86_64) | `check` 60 MiB + 7.5-12.0 | built |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        out += [
+            "| wheel | targets | wheel MiB | installed MiB | Python | CCs native | CCs by PTX JIT only | CCs not "
+            "served (x86_64) | `check` 60 MiB + 7.5-12.0 | built |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for r in rows:
             sr = r["size_report"]
             cov = coverage(sr)
@@ -339,7 +429,8 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
                 f"{sr['wheel']['bytes'] / MIB:.1f} | {sr['wheel']['installed_bytes'] / MIB:.1f} | "
                 f"{pythons(sr['wheel']['tags'])} | {', '.join(cov['native']) or '-'} | "
                 f"{', '.join(cov['ptx_only']) or '-'} | {', '.join(none) or '-'} | "
-                f"{_verdict(r['check'])} | {r['built']} |")
+                f"{_verdict(r['check'])} | {r['built']} |"
+            )
         out.append("")
     gpu_rows: list[str] = []
     summaries: dict[str, dict[str, Any]] = {}
@@ -354,18 +445,23 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
             f"{_f(s['flat_qps'] and s['flat_qps'] / 1000, '.1f')} | {_f(s['ivf_qps'] and s['ivf_qps'] / 1000, '.0f')} | "
             f"{_f(s['ivfpq_qps'] and s['ivfpq_qps'] / 1000, '.0f')} | "
             f"{_f(s['flat_k1024_first_s'], '.2f')} / {_f(s['flat_k1024_second_s'], '.3f')} | "
-            f"{_f(s['flat_kmax_first_s'], '.2f')} / {_f(s['flat_kmax_second_s'], '.3f')} |")
+            f"{_f(s['flat_kmax_first_s'], '.2f')} / {_f(s['flat_kmax_second_s'], '.3f')} |"
+        )
     if gpu_rows:
         m = h200.get("machine", {})
         p = h200.get("params", {})
-        out += [f"On the H200 ({m.get('gpu', '?')}; Python {m.get('python', '?')}; medians of {p.get('runs', '?')} fresh "
-                f"processes per profile; {p.get('n', 0):,} x 128 vectors, {p.get('nq', 0):,} queries, k = {p.get('k')}; "
-                f"largest k = {p.get('k_max', '?')}):",
-                "",
-                "| profile | faiss GPU tests | import s | GPU MiB after import | first search s | GPU MiB after first "
-                "search | Flat kQPS | IVFFlat kQPS | IVFPQ kQPS | k=1024 Flat first / second s | largest k Flat first / "
-                "second s |",
-                "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |", *gpu_rows, ""]
+        out += [
+            f"On the H200 ({m.get('gpu', '?')}; Python {m.get('python', '?')}; medians of {p.get('runs', '?')} fresh "
+            f"processes per profile; {p.get('n', 0):,} x 128 vectors, {p.get('nq', 0):,} queries, k = {p.get('k')}; "
+            f"largest k = {p.get('k_max', '?')}):",
+            "",
+            "| profile | faiss GPU tests | import s | GPU MiB after import | first search s | GPU MiB after first "
+            "search | Flat kQPS | IVFFlat kQPS | IVFPQ kQPS | k=1024 Flat first / second s | largest k Flat first / "
+            "second s |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+            *gpu_rows,
+            "",
+        ]
     sizes = {r["name"]: r["size_report"]["wheel"] for r in rows}
     ratios = []
     for name, s in summaries.items():
@@ -375,10 +471,17 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
         base = summaries[base_name]
         parts = []
         if name in sizes and base_name in sizes:
-            parts.append(f"wheel {sizes[name]['bytes'] / sizes[base_name]['bytes']:.2f}x, installed "
-                         f"{sizes[name]['installed_bytes'] / sizes[base_name]['installed_bytes']:.2f}x")
-        for key, label in (("import_s", "import"), ("first_search_s", "first search"), ("flat_qps", "Flat QPS"),
-                           ("ivf_qps", "IVFFlat QPS"), ("ivfpq_qps", "IVFPQ QPS")):
+            parts.append(
+                f"wheel {sizes[name]['bytes'] / sizes[base_name]['bytes']:.2f}x, installed "
+                f"{sizes[name]['installed_bytes'] / sizes[base_name]['installed_bytes']:.2f}x"
+            )
+        for key, label in (
+            ("import_s", "import"),
+            ("first_search_s", "first search"),
+            ("flat_qps", "Flat QPS"),
+            ("ivf_qps", "IVFFlat QPS"),
+            ("ivfpq_qps", "IVFPQ QPS"),
+        ):
             if s.get(key) and base.get(key):
                 parts.append(f"{label} {s[key] / base[key]:.2f}x")
         ratios.append(f"`{name}` / `{base_name}`: " + ", ".join(parts) + ".")
@@ -391,8 +494,12 @@ def render(pypi: dict[str, Any], built_here: dict[str, Any], h200: dict[str, Any
     if cuts:
         out += [cuts]
     if jit and jit.get("modules"):
-        out += [f"The driver's JIT of the `slim-jit` profile's PTX-only k > 256 modules ({jit.get('gpu', '?')}; "
-                "one fresh process per load):", "", render_jit(jit)]
+        out += [
+            f"The driver's JIT of the `slim-jit` profile's PTX-only k > 256 modules ({jit.get('gpu', '?')}; "
+            "one fresh process per load):",
+            "",
+            render_jit(jit),
+        ]
     return "\n".join(out).rstrip() + "\n"
 
 

@@ -20,9 +20,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from slimwheel.cuda.arch import CC  # noqa: E402
-from slimwheel.inspect.report import inspect_binary, module_coverage  # noqa: E402
-from slimwheel.toolkit import ensure_toolkit  # noqa: E402
+from slimwheel.cuda.arch import CC
+from slimwheel.inspect.report import inspect_binary, module_coverage
+from slimwheel.toolkit import ensure_toolkit
 
 SRC = REPO / "tests" / "packages" / "fatbin-fixtures" / "saxpy.cu"
 OUT = REPO / ".carry" / "inspect"

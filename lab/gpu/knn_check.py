@@ -52,10 +52,13 @@ def gpu_description() -> dict[str, str]:
         return {}
     r = subprocess.run(
         [smi, "--query-gpu=name,compute_cap,driver_version,memory.total", "--format=csv,noheader"],
-        check=False, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     fields = [f.strip() for f in r.stdout.splitlines()[0].split(",")] if r.returncode == 0 and r.stdout else []
-    return dict(zip(("name", "compute_cap", "driver", "memory"), fields))
+    return dict(zip(("name", "compute_cap", "driver", "memory"), fields, strict=False))
 
 
 def timed(fn, repeats: int) -> tuple[object, float, float]:
@@ -96,9 +99,21 @@ def main() -> int:
     try:
         if args.wheel:
             r = subprocess.run(
-                [sys.executable, "-m", "pip", "install", "--no-deps", "--force-reinstall", "--no-index", str(args.wheel)],
-                check=False, capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--no-deps",
+                    "--force-reinstall",
+                    "--no-index",
+                    str(args.wheel),
+                ],
+                check=False,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             result["wheel"] = {
                 "name": args.wheel.name,
                 "returncode": r.returncode,
@@ -108,7 +123,7 @@ def main() -> int:
                 print(result["wheel"]["log"])
                 return 1
         return check(result)
-    except Exception:  # noqa: BLE001 - a crash in the extension or its loader must still leave a result behind
+    except Exception:
         result["error"] = traceback.format_exc()
         print(result["error"])
         return 1
@@ -147,8 +162,16 @@ def check(result: dict[str, object]) -> int:
         (dist, idx), first, best = timed(lambda k=k: knn.search(db, q, k), repeats=3)
         problems = ref.mismatches(db, q, k, dist, idx)
         failed |= bool(problems)
-        cases.append({"case": f"random {n}x{d}, {m} queries", "k": k, "ok": not problems, "problems": problems[:5],
-                      "first_call_s": round(first, 5), "best_s": round(best, 5)})  # fmt: skip
+        cases.append(
+            {
+                "case": f"random {n}x{d}, {m} queries",
+                "k": k,
+                "ok": not problems,
+                "problems": problems[:5],
+                "first_call_s": round(first, 5),
+                "best_s": round(best, 5),
+            }
+        )
     result["libraries"] = loaded_libraries()
 
     base = rng.integers(-3, 4, size=(2000, 16)).astype(np.float32)
@@ -158,8 +181,9 @@ def check(result: dict[str, object]) -> int:
         dist, idx = knn.search(tdb, tq, k)
         problems = ref.mismatches(tdb, tq, k, dist, idx)
         failed |= bool(problems)
-        cases.append({"case": "ties: integer data, every row three times", "k": k, "ok": not problems,
-                      "problems": problems[:5]})  # fmt: skip
+        cases.append(
+            {"case": "ties: integer data, every row three times", "k": k, "ok": not problems, "problems": problems[:5]}
+        )
 
     big = rng.standard_normal((200_000, 16), dtype=np.float32)
     bq = rng.standard_normal((350, 16), dtype=np.float32)
@@ -167,8 +191,16 @@ def check(result: dict[str, object]) -> int:
     sample = np.r_[0:10, 340:350]
     problems = ref.mismatches(big, bq[sample], 32, dist[sample], idx[sample])
     failed |= bool(problems)
-    cases.append({"case": "200000x16, 350 queries (two query chunks)", "k": 32, "ok": not problems,
-                  "problems": problems[:5], "first_call_s": round(first, 5), "best_s": round(best, 5)})  # fmt: skip
+    cases.append(
+        {
+            "case": "200000x16, 350 queries (two query chunks)",
+            "k": 32,
+            "ok": not problems,
+            "problems": problems[:5],
+            "first_call_s": round(first, 5),
+            "best_s": round(best, 5),
+        }
+    )
     result["cases"] = cases
 
     result["no_visible_device"] = nodev = no_device_error()
@@ -176,14 +208,22 @@ def check(result: dict[str, object]) -> int:
 
     tests_dir = REPO / "examples/knn/tests"
     if importlib.util.find_spec("pytest"):
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests_dir)],
-                           check=False, capture_output=True, text=True, timeout=600, cwd=tests_dir)  # fmt: skip
+        r = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(tests_dir)],
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=tests_dir,
+        )
         result["pytest"] = {"returncode": r.returncode, "tail": r.stdout.strip().splitlines()[-3:]}
         failed |= r.returncode != 0
     result["ok"] = not failed
 
-    print(f"knn {knn._knn.__file__}: {result['runtime']}, GPU {result['gpu'].get('name', '?')} "
-          f"(CC {result['gpu'].get('compute_cap', '?')}), import {import_s:.3f} s")  # fmt: skip
+    print(
+        f"knn {knn._knn.__file__}: {result['runtime']}, GPU {result['gpu'].get('name', '?')} "
+        f"(CC {result['gpu'].get('compute_cap', '?')}), import {import_s:.3f} s"
+    )
     for name, path in sorted(result["libraries"].items()):
         print(f"  loaded {name}: {path}")
     for c in cases:

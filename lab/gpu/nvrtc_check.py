@@ -157,8 +157,12 @@ def run_probe(spec: dict[str, Any], env: dict[str, str]) -> dict[str, Any]:
     t0 = time.perf_counter()
     r = subprocess.run(
         [sys.executable, __file__, "--probe", json.dumps(spec)],
-        check=False, capture_output=True, text=True, env=env, timeout=600,
-    )  # fmt: skip
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         return {"spec": spec, "error": (r.stdout + r.stderr)[-4000:], "returncode": r.returncode}
@@ -194,8 +198,11 @@ def install(wheels: Path) -> dict[str, Any]:
             raise SystemExit(f"expected one topk_{v} wheel in {wheels}, found {paths}")
         r = subprocess.run(
             [sys.executable, "-m", "pip", "install", "--no-deps", "--no-index", "--force-reinstall", str(paths[0])],
-            check=False, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         out[v] = {"wheel": paths[0].name, "bytes": paths[0].stat().st_size, "returncode": r.returncode}
         if r.returncode != 0:
             raise SystemExit(r.stdout + r.stderr)
@@ -208,8 +215,11 @@ def environment() -> dict[str, Any]:
     if smi:
         r = subprocess.run(
             [smi, "--query-gpu=name,compute_cap,driver_version", "--format=csv,noheader"],
-            check=False, capture_output=True, text=True, timeout=60,
-        )  # fmt: skip
+            check=False,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         env["gpu"] = r.stdout.strip()
     try:
         from importlib.metadata import version
@@ -217,7 +227,7 @@ def environment() -> dict[str, Any]:
         for dist in ("nvidia-cuda-nvrtc", "nvidia-cuda-runtime", "torch", "numpy"):
             try:
                 env[dist] = version(dist)
-            except Exception:  # noqa: BLE001 - a missing distribution is just not reported
+            except Exception:
                 env[dist] = None
     except ImportError:
         pass
@@ -273,8 +283,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             go({"what": "first", "variant": "runtime"}, loading, cache)  # empty
             go({"what": "first", "variant": "runtime"}, loading, cache)  # warm: a new process reads the disk cache
             # slimwheel's cache empty, the driver's warm from the first compile: what NVRTC costs then.
-            go({"what": "first", "variant": "runtime"}, loading, scratch / f"cache-nvrtc-{loading}-{rep}",
-               driver_cache_of(cache))  # fmt: skip
+            go(
+                {"what": "first", "variant": "runtime"},
+                loading,
+                scratch / f"cache-nvrtc-{loading}-{rep}",
+                driver_cache_of(cache),
+            )
     # Every instantiation: precompiled, compiled (empty cache), from the cache.
     cache_all = scratch / "cache-all"
     go({"what": "all", "variant": "precompiled"}, "LAZY")
@@ -309,11 +323,16 @@ def summarize(probes: list[dict[str, Any]], saved: dict[str, Path]) -> dict[str,
         what: str, variant: str | None, loading: str, cache: str | None = None, driver: str | None = None
     ) -> list[dict[str, Any]]:
         return [
-            p for p in probes
-            if "error" not in p and "superseded" not in p and p["spec"]["what"] == what and p["spec"].get("variant") == variant
-            and p["loading"] == loading and (cache is None or p["cache"] == cache)
+            p
+            for p in probes
+            if "error" not in p
+            and "superseded" not in p
+            and p["spec"]["what"] == what
+            and p["spec"].get("variant") == variant
+            and p["loading"] == loading
+            and (cache is None or p["cache"] == cache)
             and (driver is None or p.get("driver_cache") == driver)
-        ]  # fmt: skip
+        ]
 
     s: dict[str, Any] = {}
     for loading in ("LAZY", "EAGER"):
@@ -394,7 +413,7 @@ def main() -> int:
     try:
         result = measure(args)
         return 0 if result["ok"] else 1
-    except BaseException:  # noqa: BLE001 - whatever happens, leave a result file behind
+    except BaseException:
         result["error"] = traceback.format_exc()
         print(result["error"])
         return 1

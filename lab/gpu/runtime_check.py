@@ -73,8 +73,13 @@ def cuda_libs(maps: list[str]) -> dict[str, list[str]]:
 
 def run_probe(python: str, module: str, call: str, with_torch: bool) -> dict:
     t0 = time.perf_counter()
-    proc = subprocess.run([python, "-c", PROBE, "1" if with_torch else "0", module, call],
-                          capture_output=True, text=True, check=False, cwd="/")  # fmt: skip
+    proc = subprocess.run(
+        [python, "-c", PROBE, "1" if with_torch else "0", module, call],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd="/",
+    )
     out: dict = {"rc": proc.returncode, "seconds": round(time.perf_counter() - t0, 3)}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -103,16 +108,33 @@ def main() -> int:
     # --target, not a venv: the interpreter's own site-packages (torch, the nvidia-* wheels) stays exactly as it is,
     # whether python3 is a system Python or itself a virtual environment.
     target = Path(tempfile.mkdtemp(prefix="slimwheel-rt-")) / "site"
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
-                          str(target), str(wheel)], capture_output=True, text=True, check=False)  # fmt: skip
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(target), str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     result["install"] = {"rc": pip.returncode, "target": str(target), "stderr": pip.stderr[-2000:]}
     # slimwheel's doctor reads the wheel with pyelftools and packaging; the GPU machine may lack them (no network):
     # .carry/runtime-deps/ holds their wheels.
     probe = subprocess.run([sys.executable, "-c", "import elftools, packaging"], capture_output=True, check=False)
     deps = sorted((REPO / ".carry" / "runtime-deps").glob("*.whl"))
     if probe.returncode != 0 and deps:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
-                        str(target), *map(str, deps)], check=False)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--target",
+                str(target),
+                *map(str, deps),
+            ],
+            check=False,
+        )
     old_pp = os.environ.get("PYTHONPATH", "")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(target), str(REPO), old_pp) if p)
     py = sys.executable
@@ -159,28 +181,37 @@ def main() -> int:
         print(f"  {'ok  ' if v else 'FAIL'} {k}")
     for label, r in (("with torch", a), ("alone", b)):
         libs = r.get("libs") or {}
-        print(f"  {label}: cudart {libs.get('libcudart')} cublas {libs.get('libcublas')}"
-              + (f"  stderr: {r['stderr'][-300:]}" if "stderr" in r else ""))  # fmt: skip
+        print(
+            f"  {label}: cudart {libs.get('libcudart')} cublas {libs.get('libcublas')}"
+            + (f"  stderr: {r['stderr'][-300:]}" if "stderr" in r else "")
+        )
     doc = result["doctor"]
     if "gpus" in doc:
-        print(f"  doctor: driver {doc['driver_version']} (CUDA {doc['driver_cuda']}); "
-              + "; ".join(f"GPU {g['index']} {g['name']} CC {g['cc']}: {g['served_by']}" for g in doc["gpus"]))  # fmt: skip
+        print(
+            f"  doctor: driver {doc['driver_version']} (CUDA {doc['driver_cuda']}); "
+            + "; ".join(f"GPU {g['index']} {g['name']} CC {g['cc']}: {g['served_by']}" for g in doc["gpus"])
+        )
     else:
         print(f"  doctor: {doc}")
     fp = result["footprint"]
     if "runs" in fp:
+
         def mib(v: int | None) -> str:
             return "-" if v is None else f"{v / 2**20:.0f}"
 
         for run in fp["runs"]:
             ctx = run["bare"][-1]
-            print(f"  footprint {run['mode']}: bare context {mib(ctx['delta_vs_before'])} MiB (device delta), "
-                  f"{mib(ctx['nvml_process'])} MiB (NVML process)")  # fmt: skip
+            print(
+                f"  footprint {run['mode']}: bare context {mib(ctx['delta_vs_before'])} MiB (device delta), "
+                f"{mib(ctx['nvml_process'])} MiB (NVML process)"
+            )
             own = run["module"][0]["device_used"]
             for s in run["module"]:
                 over = None if own is None or s["device_used"] is None else s["device_used"] - own
-                print(f"    {s['stage']:<10} {s['seconds']:.3f} s  device delta {mib(s['delta_vs_before'])} MiB  "
-                      f"over own context {mib(over)} MiB  NVML process {mib(s['nvml_process'])} MiB")  # fmt: skip
+                print(
+                    f"    {s['stage']:<10} {s['seconds']:.3f} s  device delta {mib(s['delta_vs_before'])} MiB  "
+                    f"over own context {mib(over)} MiB  NVML process {mib(s['nvml_process'])} MiB"
+                )
     else:
         print(f"  footprint: {fp}")
     print(f"results: {args.out}")

@@ -122,14 +122,27 @@ def main() -> int:
         # wheel goes into a folder on PYTHONPATH and runs under this very interpreter.
         site = Path(tmp) / "site"
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target", str(site), str(args.wheel)],
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "-q",
+                "--no-index",
+                "--no-deps",
+                "--target",
+                str(site),
+                str(args.wheel),
+            ],
             check=True,
         )
         try:
             gpu = subprocess.run(
                 ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"],
-                capture_output=True, text=True, check=False,
-            ).stdout.strip()  # fmt: skip
+                capture_output=True,
+                text=True,
+                check=False,
+            ).stdout.strip()
         except FileNotFoundError:
             gpu = "no nvidia-smi"
         results = {"alone": probe(site, False), "with_torch": probe(site, True)}

@@ -124,8 +124,22 @@ def main() -> None:
     results = []
     for wheel in wheels:
         with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--no-compile",
-                            "--target", tmp, str(wheel)], check=True)  # fmt: skip
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "-q",
+                    "--no-index",
+                    "--no-deps",
+                    "--no-compile",
+                    "--target",
+                    tmp,
+                    str(wheel),
+                ],
+                check=True,
+            )
             module = next(n.split("/")[0] for n in zipfile.ZipFile(wheel).namelist() if n.endswith("__init__.py"))
             env = {**os.environ, "PYTHONPATH": tmp + os.pathsep + os.environ.get("PYTHONPATH", "")}
             proc = subprocess.run([sys.executable, "-c", CHILD, module], capture_output=True, text=True, env=env)
@@ -136,8 +150,13 @@ def main() -> None:
                 rec["stderr"] = proc.stderr[-3000:]
             results.append(rec)
             print(json.dumps({k: rec.get(k) for k in ("wheel", "rc", "all_ok", "each_once", "only_torchs_copies")}))
-    data = {"schema": 1, "host": os.uname().nodename, "python": sys.version.split()[0],
-            "command": " ".join(["python3", *sys.argv]), "results": results}  # fmt: skip
+    data = {
+        "schema": 1,
+        "host": os.uname().nodename,
+        "python": sys.version.split()[0],
+        "command": " ".join(["python3", *sys.argv]),
+        "results": results,
+    }
     out.write_text(json.dumps(data, indent=2) + "\n")
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from lab.faissbench.profiles import PROFILE_NAMES, UPSTREAM_TARGETS, make_profile
 
+from lab.faissbench.profiles import PROFILE_NAMES, UPSTREAM_TARGETS, make_profile
 from slimwheel.config import load, read_pyproject
 from slimwheel.cuda.arch import CC, Kind, generation, parse_targets, served_by
 from slimwheel.cuda.versions import CudaVersion, supported_archs

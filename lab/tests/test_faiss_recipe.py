@@ -47,7 +47,9 @@ def profile(name: str) -> faiss_profiles.Profile:
 @pytest.fixture(scope="session")
 def faiss_source() -> Path:
     """The fetch script's tree (unpacked on first use; later runs find it in the cache)."""
-    proc = subprocess.run(["bash", str(REPO / "scripts" / "fetch-faiss.sh")], capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "fetch-faiss.sh")], capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     src = Path(proc.stdout.strip().splitlines()[-1])
     assert (src / "faiss" / "gpu" / "GpuIndex.h").is_file()
@@ -68,17 +70,30 @@ def _configure(build: Path, src: Path, toolkit: Toolkit, defines: dict[str, str]
     # SKBUILD_SABI_VERSION is what scikit-build-core passes for wheel.py-api = "cp310".
     bindir = Path(sys.executable).parent
     cmake = shutil.which("cmake", path=str(bindir)) or "cmake"
-    args = [cmake, "-S", str(RECIPE), "-B", str(build), "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-            f"-DFAISS_SOURCE_DIR={src}", f"-DPython_EXECUTABLE={sys.executable}", "-DSKBUILD_SABI_VERSION=3.10",
-            f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}", f"-DCUDAToolkit_ROOT={toolkit.root}"]
+    args = [
+        cmake,
+        "-S",
+        str(RECIPE),
+        "-B",
+        str(build),
+        "-G",
+        "Ninja",
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DFAISS_SOURCE_DIR={src}",
+        f"-DPython_EXECUTABLE={sys.executable}",
+        "-DSKBUILD_SABI_VERSION=3.10",
+        f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}",
+        f"-DCUDAToolkit_ROOT={toolkit.root}",
+    ]
     args += [f"-D{k}={v}" for k, v in defines.items()]
     env = dict(os.environ, **toolkit.env, PATH=os.pathsep.join([str(bindir), os.environ.get("PATH", "")]))
     return subprocess.run(args, capture_output=True, text=True, env=env, check=False)
 
 
 @pytest.fixture(scope="session")
-def configured(tmp_path_factory: pytest.TempPathFactory, faiss_source: Path,
-               toolkit13: Toolkit) -> Callable[[str], Path]:
+def configured(
+    tmp_path_factory: pytest.TempPathFactory, faiss_source: Path, toolkit13: Toolkit
+) -> Callable[[str], Path]:
     """name -> a build folder of the recipe configured for that profile (once per session)."""
     done: dict[str, Path] = {}
     digest = _tree_digest(faiss_source)
@@ -159,7 +174,9 @@ def test_blas_mapping_covers_faiss_and_exists_in_scipy_openblas(faiss_source: Pa
 
 def test_requirements_follow_the_blas_choice() -> None:
     assert not any("openblas" in r for r in faiss_requires.requirements({"FAISS_BLAS": "system"}))
-    assert any(r.startswith("scipy-openblas32") for r in faiss_requires.requirements({"FAISS_BLAS": "scipy-openblas32"}))
+    assert any(
+        r.startswith("scipy-openblas32") for r in faiss_requires.requirements({"FAISS_BLAS": "scipy-openblas32"})
+    )
     assert "packaging" in faiss_requires.requirements({})  # faiss 1.15's loader.py imports it
     with pytest.raises(ValueError, match="FAISS_BLAS"):
         faiss_requires.requirements({"FAISS_BLAS": "mkl"})
@@ -201,7 +218,10 @@ def test_configure_profile(name: str, configured: Callable[[str], Path], toolkit
         assert "-Dsgemm_=scipy_sgemm_" in ninja
     # IcmEncoder.cu needs cuRAND's device headers, DeviceUtils.cu cuda_profiler_api.h: both of CUDA 13, not the
     # CUDA 11.8 copies a Debian system may have in /usr/include.
-    for obj, header in (("/impl/IcmEncoder.cu.o", "curand_kernel.h"), ("/utils/DeviceUtils.cu.o", "cuda_profiler_api.h")):
+    for obj, header in (
+        ("/impl/IcmEncoder.cu.o", "curand_kernel.h"),
+        ("/utils/DeviceUtils.cu.o", "cuda_profiler_api.h"),
+    ):
         inc = _cuda_vars(build, obj)["INCLUDES"]
         dirs = [d.removeprefix("-isystem=").removeprefix("-I") for d in inc.split() if d != "-isystem"]
         found = [Path(d) / header for d in dirs if (Path(d) / header).is_file()]
@@ -213,12 +233,16 @@ def test_slim_flags_compile_a_faiss_cuda_file(configured: Callable[[str], Path],
     """One small CUDA file of faiss (impl/IndexUtils.cu), compiled as the slim profile compiles all 182: the object
     holds a cubin for each planned SASS target (and PTX where the plan has it), size-compressed (zstd)."""
     build = configured("slim")
-    out = re.search(r"^build (\S*faiss_gpu_objs\.dir/impl/IndexUtils\.cu\.o): ", (build / "build.ninja").read_text(),
-                    flags=re.MULTILINE)
+    out = re.search(
+        r"^build (\S*faiss_gpu_objs\.dir/impl/IndexUtils\.cu\.o): ",
+        (build / "build.ninja").read_text(),
+        flags=re.MULTILINE,
+    )
     assert out
     env = dict(os.environ, **toolkit13.env)
-    proc = subprocess.run(["ninja", "-C", str(build), out.group(1)], capture_output=True, text=True, env=env,
-                          check=False)
+    proc = subprocess.run(
+        ["ninja", "-C", str(build), out.group(1)], capture_output=True, text=True, env=env, check=False
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     obj = build / out.group(1)
     entries = [e for fb in inspect_binary(obj).fatbins for e in fb.entries]
@@ -232,8 +256,9 @@ def test_large_k_files_get_their_own_architectures(configured: Callable[[str], P
     jit = profile("slim-jit")
     build = configured("slim-jit")
     ninja = (build / "build.ninja").read_text()
-    large = re.findall(r"^build (\S*faiss_large_k\.dir/\S+\.cu\.o): CUDA_COMPILER\S*.*?\n((?:  .*\n)+)", ninja,
-                       flags=re.MULTILINE)
+    large = re.findall(
+        r"^build (\S*faiss_large_k\.dir/\S+\.cu\.o): CUDA_COMPILER\S*.*?\n((?:  .*\n)+)", ninja, flags=re.MULTILINE
+    )
     names = {Path(o).name for o, _ in large}
     assert len(names) == 60
     assert {"WarpSelectFloatT512.cu.o", "BlockSelectFloatF1024.cu.o"} <= names
@@ -262,8 +287,13 @@ def test_configure_refuses_an_older_faiss(tmp_path: Path, faiss_source: Path, to
 def test_slimwheel_build_dry_run_plans_the_slim_profile() -> None:
     """`slimwheel build faiss --dry-run` reads faiss/pyproject.toml's [tool.slimwheel] and plans what the slim
     profile builds, without building anything."""
-    proc = subprocess.run([sys.executable, "-m", "slimwheel", "build", str(RECIPE), "--dry-run"],
-                          capture_output=True, text=True, cwd=REPO, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "slimwheel", "build", str(RECIPE), "--dry-run"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        check=False,
+    )
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
     out = proc.stdout.replace("\n", " ")
     defines: dict[str, Any] = dict(re.findall(r"-Ccmake\.define\.(\w+)=([^' ]+)", out))

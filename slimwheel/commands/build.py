@@ -13,8 +13,7 @@ from typing import Any
 import click
 from rich.console import Console
 
-from slimwheel import shown
-from slimwheel import render
+from slimwheel import render, shown
 from slimwheel.build import PhaseEvent, build_project, prepare
 from slimwheel.commands.plan import config_options, load_config, render_plan
 from slimwheel.cuda.arch import listing_order
@@ -47,20 +46,31 @@ class _Reporter:
 @click.command("build")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option(
-    "--out-dir", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
-    show_default=True, help="Where the repaired wheel and its JSON report go.",
-)  # fmt: skip
+    "--out-dir",
+    "-o",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("wheelhouse"),
+    show_default=True,
+    help="Where the repaired wheel and its JSON report go.",
+)
 @click.option("--dry-run", is_flag=True, help="Show the plan, the toolkit and the build command; build nothing.")
 @click.option(
     "--no-isolation", is_flag=True, help="Build in the current environment (scikit-build-core etc. installed)."
 )
 @click.option(
-    "--build-dir", type=click.Path(file_okay=False, path_type=Path),
+    "--build-dir",
+    type=click.Path(file_okay=False, path_type=Path),
     help="CMake build folder to keep for incremental rebuilds (default: a fresh temporary one).",
-)  # fmt: skip
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="json: the build report (the .slimwheel.json written beside the wheel), or with --dry-run the "
-                   "plan and the build command.")  # fmt: skip
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="json: the build report (the .slimwheel.json written beside the wheel), or with --dry-run the "
+    "plan and the build command.",
+)
 @config_options
 @click.pass_context
 def command(
@@ -94,8 +104,13 @@ def command(
             build_dir=build_dir.absolute() if build_dir else tmp / "build",
         )
         if fmt == "json":
-            doc = {"schema": 1, "plan": plan_to_json(setup.plan), "toolkit": setup.toolkit_note,
-                   "command": list(setup.command), "env": setup.env}  # fmt: skip
+            doc = {
+                "schema": 1,
+                "plan": plan_to_json(setup.plan),
+                "toolkit": setup.toolkit_note,
+                "command": list(setup.command),
+                "env": setup.env,
+            }
             click.echo(json.dumps(doc, indent=2))
             return
         render_plan(setup.plan, f"toolkit: {setup.toolkit_note}", out)
@@ -131,8 +146,12 @@ def command(
         out.print("check:    ok", highlight=False)
     else:
         for f in v.failures:
-            out.print(f"check:    FAILED ({f.kind}): {shown.terminal(f.message)}", highlight=False, markup=False,
-                      soft_wrap=True)  # fmt: skip
+            out.print(
+                f"check:    FAILED ({f.kind}): {shown.terminal(f.message)}",
+                highlight=False,
+                markup=False,
+                soft_wrap=True,
+            )
     for note in getattr(v, "notes", ()):
         out.print(f"note:     {shown.terminal(note)}", highlight=False, markup=False, soft_wrap=True)
     from slimwheel.check import raise_for

@@ -16,9 +16,9 @@ from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import distcheck, render, torchext
 from slimwheel.commands.size_report import FORMATS, emit
-from slimwheel.render import table_text
 from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.report import inspect_wheel
+from slimwheel.render import table_text
 from slimwheel.wheelfile import archive_record_problems
 
 
@@ -37,19 +37,31 @@ from slimwheel.wheelfile import archive_record_problems
     "(all that the wheel's CUDA major can target), 'auto' (default: those from the oldest the wheel has code for "
     "up: no newer GPU lost), or 'none'. Config key: require-arch.",
 )
-@click.option("--manylinux", default=None, metavar="POLICY",
-              help="Fail ELF files that need newer glibc/libstdc++ symbol versions (GLIBC_*, GLIBCXX_*, CXXABI_*, "
-              "GCC_*) than this manylinux policy allows (auditwheel's policy data), naming each symbol: 2_28, "
-              "manylinux_2_31, manylinux2014. Config key: manylinux.")  # fmt: skip
+@click.option(
+    "--manylinux",
+    default=None,
+    metavar="POLICY",
+    help="Fail ELF files that need newer glibc/libstdc++ symbol versions (GLIBC_*, GLIBCXX_*, CXXABI_*, "
+    "GCC_*) than this manylinux policy allows (auditwheel's policy data), naming each symbol: 2_28, "
+    "manylinux_2_31, manylinux2014. Config key: manylinux.",
+)
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
-@click.option("--installed-budget", default=None, metavar="SIZE",
-              help="Largest installed size (files uncompressed), e.g. 200MiB. Config key: installed-budget.")
-@click.option("--debug-symbols/--no-debug-symbols", default=None,
-              help="Fail ELF files left unstripped (.debug_* sections, a symbol table over 1 MiB). "
-              "Config key: debug-symbols.")  # fmt: skip
-@click.option("--release-total", is_flag=True,
-              help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit 10 "
-              "when over it.")  # fmt: skip
+@click.option(
+    "--installed-budget",
+    default=None,
+    metavar="SIZE",
+    help="Largest installed size (files uncompressed), e.g. 200MiB. Config key: installed-budget.",
+)
+@click.option(
+    "--debug-symbols/--no-debug-symbols",
+    default=None,
+    help="Fail ELF files left unstripped (.debug_* sections, a symbol table over 1 MiB). Config key: debug-symbols.",
+)
+@click.option(
+    "--release-total",
+    is_flag=True,
+    help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit 10 when over it.",
+)
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option(
     "-o",
@@ -71,19 +83,33 @@ def command(
 ) -> None:
     """Check WHEELs against the budget, the required GPU coverage and their library dependencies."""
     # CLI > SLIMWHEEL_* > [tool.slimwheel] of the current folder's pyproject.toml > defaults.
-    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "require_arch": require_arch,
-                                                     "installed_budget": installed_budget,
-                                                     "debug_symbols": debug_symbols,
-                                                     "manylinux": manylinux})  # fmt: skip
+    cfg = cfgmod.load(
+        Path.cwd(),
+        dict(os.environ),
+        {
+            "budget": budget,
+            "require_arch": require_arch,
+            "installed_budget": installed_budget,
+            "debug_symbols": debug_symbols,
+            "manylinux": manylinux,
+        },
+    )
     reports = [inspect_wheel(w) for w in wheels]
     verdicts = [
         checkmod.check_wheel(
             r,
-            checkmod.make_policy(r, budget=cfg.parsed.budget_bytes, require_arch=cfg.require_arch_for(None),
-                                 dependencies=not no_dependencies, installed_budget=cfg.parsed.installed_budget_bytes,
-                                 debug_symbols=cfg.debug_symbols, manylinux=cfg.manylinux),  # fmt: skip
+            checkmod.make_policy(
+                r,
+                budget=cfg.parsed.budget_bytes,
+                require_arch=cfg.require_arch_for(None),
+                dependencies=not no_dependencies,
+                installed_budget=cfg.parsed.installed_budget_bytes,
+                debug_symbols=cfg.debug_symbols,
+                manylinux=cfg.manylinux,
+            ),
             record_problems=archive_record_problems(r.path) if r.path.name.endswith(".whl") else (),
-            torch=torchext.audit_wheel(r.path, {e.name: e.needed for e in r.elfs}) if r.path.name.endswith(".whl")
+            torch=torchext.audit_wheel(r.path, {e.name: e.needed for e in r.elfs})
+            if r.path.name.endswith(".whl")
             else None,
         )
         for r in reports

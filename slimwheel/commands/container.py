@@ -11,42 +11,88 @@ import click
 
 from slimwheel import config as cfgmod
 from slimwheel import container
-from slimwheel.cuda.versions import DEFAULT_CUDA
-from slimwheel.cuda.versions import CUDA13_RELEASES
+from slimwheel.cuda.versions import CUDA13_RELEASES, DEFAULT_CUDA
 from slimwheel.errors import ToolError
 
 
 @click.command("container")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--cuda", type=click.Choice([str(v) for v in container.CUDA12_RELEASES + CUDA13_RELEASES]),
-              default=None,
-              help="CUDA release: 13.x (assembled from PyPI wheels in the container) or 12.4 (NVIDIA's rpm "
-                   f"repository). Default: [tool.slimwheel] cuda, else {DEFAULT_CUDA}.")  # fmt: skip
-@click.option("--arch", "arch", type=click.Choice(container.ARCHS), default="x86_64", show_default=True,
-              help="Wheel architecture: aarch64 builds for Grace (GH200/GB200) servers, natively on an arm64 host or "
-                   "under QEMU emulation.")  # fmt: skip
-@click.option("--gpu-test", is_flag=True,
-              help="Run the tests with the host's GPUs (--gpus all; needs the NVIDIA container toolkit); the build "
-                   "stops before the tests unless nvidia-smi sees a GPU in the container.")  # fmt: skip
-@click.option("--print-config", is_flag=True,
-              help="Only print the configuration (as [tool.cibuildwheel] TOML and as CIBW_* variables) and exit.")
-@click.option("--format", "fmt", type=click.Choice(["text", "toml", "env", "json"]), default="text",
-              show_default=True, help="With --print-config: both forms (text), or one of them.")  # fmt: skip
-@click.option("--output-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
-              show_default=True, help="Where cibuildwheel puts the repaired wheels.")  # fmt: skip
+@click.option(
+    "--cuda",
+    type=click.Choice([str(v) for v in container.CUDA12_RELEASES + CUDA13_RELEASES]),
+    default=None,
+    help="CUDA release: 13.x (assembled from PyPI wheels in the container) or 12.4 (NVIDIA's rpm "
+    f"repository). Default: [tool.slimwheel] cuda, else {DEFAULT_CUDA}.",
+)
+@click.option(
+    "--arch",
+    "arch",
+    type=click.Choice(container.ARCHS),
+    default="x86_64",
+    show_default=True,
+    help="Wheel architecture: aarch64 builds for Grace (GH200/GB200) servers, natively on an arm64 host or "
+    "under QEMU emulation.",
+)
+@click.option(
+    "--gpu-test",
+    is_flag=True,
+    help="Run the tests with the host's GPUs (--gpus all; needs the NVIDIA container toolkit); the build "
+    "stops before the tests unless nvidia-smi sees a GPU in the container.",
+)
+@click.option(
+    "--print-config",
+    is_flag=True,
+    help="Only print the configuration (as [tool.cibuildwheel] TOML and as CIBW_* variables) and exit.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "toml", "env", "json"]),
+    default="text",
+    show_default=True,
+    help="With --print-config: both forms (text), or one of them.",
+)
+@click.option(
+    "--output-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("wheelhouse"),
+    show_default=True,
+    help="Where cibuildwheel puts the repaired wheels.",
+)
 @click.option("--engine", type=click.Choice(["auto", "docker", "podman"]), default="auto", show_default=True)
-@click.option("--only", default=None,
-              help="Build one identifier only, e.g. cp312-manylinux_x86_64 (cibuildwheel's --only).")
+@click.option(
+    "--only", default=None, help="Build one identifier only, e.g. cp312-manylinux_x86_64 (cibuildwheel's --only)."
+)
 @click.option("--import-name", default=None, help="Module the test command imports (default: from pyproject.toml).")
-@click.option("--env", "extra_env", multiple=True, metavar="NAME=VALUE",
-              help="Add a variable to the container's build environment (repeatable). $VAR and ${VAR} expand in the "
-              "container; command substitution ($(...), `...`), double quotes and backslashes are refused.")
-@click.option("--slimwheel-spec", default=None, metavar="PIP-SPEC",
-              help="What pip installs as slimwheel in the container and for the audit step (default: this "
-                   "checkout when slimwheel runs from one, else slimwheel==<this version> from the index).")  # fmt: skip
-def command(project_dir: Path | None, cuda: str | None, arch: container.Arch, gpu_test: bool, print_config: bool,
-            fmt: str, output_dir: Path, engine: str, only: str | None, import_name: str | None,
-            extra_env: tuple[str, ...], slimwheel_spec: str | None) -> None:  # fmt: skip
+@click.option(
+    "--env",
+    "extra_env",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Add a variable to the container's build environment (repeatable). $VAR and ${VAR} expand in the "
+    "container; command substitution ($(...), `...`), double quotes and backslashes are refused.",
+)
+@click.option(
+    "--slimwheel-spec",
+    default=None,
+    metavar="PIP-SPEC",
+    help="What pip installs as slimwheel in the container and for the audit step (default: this "
+    "checkout when slimwheel runs from one, else slimwheel==<this version> from the index).",
+)
+def command(
+    project_dir: Path | None,
+    cuda: str | None,
+    arch: container.Arch,
+    gpu_test: bool,
+    print_config: bool,
+    fmt: str,
+    output_dir: Path,
+    engine: str,
+    only: str | None,
+    import_name: str | None,
+    extra_env: tuple[str, ...],
+    slimwheel_spec: str | None,
+) -> None:
     """Build PROJECT_DIR's wheels in a manylinux_2_28 container with cibuildwheel.
 
     The configuration comes from [tool.slimwheel] (targets, compression, libraries, external-libs): before-all
@@ -70,8 +116,16 @@ def command(project_dir: Path | None, cuda: str | None, arch: container.Arch, gp
         if not sep:
             raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--env")
         env_pairs[name] = value
-    table = container.cibw_config(cfg, release, project, origin=container.find_origin(slimwheel_spec), arch=arch,
-                                  engine=chosen, gpu_test=gpu_test, extra_env=env_pairs)  # fmt: skip
+    table = container.cibw_config(
+        cfg,
+        release,
+        project,
+        origin=container.find_origin(slimwheel_spec),
+        arch=arch,
+        engine=chosen,
+        gpu_test=gpu_test,
+        extra_env=env_pairs,
+    )
     inv = container.invocation(table, project, output_dir.resolve(), only=only)
     if print_config or problem is not None:
         _show(table, inv, fmt)

@@ -15,12 +15,27 @@ from slimwheel.inspect.report import inspect_file
 @click.command("diff")
 @click.argument("old", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("new", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--format", "fmt", type=click.Choice(("table", "json", "markdown")), default="table",
-              show_default=True, help="markdown: a block for $GITHUB_STEP_SUMMARY.")  # fmt: skip
-@click.option("--fail-over", "fail_over", default=None, metavar="SIZE|PERCENT",
-              help="Exit 10 when NEW is larger than OLD by more than this: 1MiB, 500kB, 5%.")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write the report to FILE (atomically) instead of standard output.")  # fmt: skip
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(("table", "json", "markdown")),
+    default="table",
+    show_default=True,
+    help="markdown: a block for $GITHUB_STEP_SUMMARY.",
+)
+@click.option(
+    "--fail-over",
+    "fail_over",
+    default=None,
+    metavar="SIZE|PERCENT",
+    help="Exit 10 when NEW is larger than OLD by more than this: 1MiB, 500kB, 5%.",
+)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report to FILE (atomically) instead of standard output.",
+)
 @click.option("--rows", default=40, show_default=True, help="Table/Markdown: the largest changes shown.")
 def command(old: Path, new: Path, fmt: str, fail_over: str | None, output: Path | None, rows: int) -> None:
     """Compare two wheels (or two binaries): which file, section, GPU architecture and CUDA module grew or shrank.

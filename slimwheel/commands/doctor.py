@@ -33,8 +33,10 @@ def command(target: str | None, fmt: str) -> None:
 
 def _print_table(report: DoctorReport) -> None:
     console = Console()
-    console.print(f"driver: {report.driver_version or 'none'} (CUDA {report.driver_cuda or '-'})   "
-                  f"module loading: {report.module_loading} ({report.module_loading_source})")  # fmt: skip
+    console.print(
+        f"driver: {report.driver_version or 'none'} (CUDA {report.driver_cuda or '-'})   "
+        f"module loading: {report.module_loading} ({report.module_loading_source})"
+    )
     if report.gpus:
         t = Table(title="GPUs")
         for col in ("#", "name", "CC", "served by"):
@@ -48,8 +50,9 @@ def _print_table(report: DoctorReport) -> None:
             t.add_column(col)
         for lib in report.libraries:
             system = [t for t in lib.tried if t.startswith("system search: /")]
-            where = lib.found or (f"not in {len(lib.tried) - 1} folders (--format json lists them)"
-                                  + (f"; {system[0]}" if system else ""))  # fmt: skip
+            where = lib.found or (
+                f"not in {len(lib.tried) - 1} folders (--format json lists them)" + (f"; {system[0]}" if system else "")
+            )
             via = lib.via if lib.via != "missing" else f"[red]missing[/red] (pip install {lib.package})"
             t.add_row(lib.soname, via, where)
         console.print(t)

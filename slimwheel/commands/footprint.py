@@ -19,8 +19,12 @@ def _mib(v: int | None) -> str:
 
 @click.command("footprint")
 @click.argument("module")
-@click.option("--call", default=None, help='A Python expression for the first call, e.g. "knn.search(x, 5)"; '
-              "the module is bound to its top-level name and to m.")  # fmt: skip
+@click.option(
+    "--call",
+    default=None,
+    help='A Python expression for the first call, e.g. "knn.search(x, 5)"; '
+    "the module is bound to its top-level name and to m.",
+)
 @click.option("--device", default=0, show_default=True, help="GPU index.")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Only these modes (default both).")
 @click.option("--python", "python", default=None, help="Interpreter of the package's environment (default: this one).")
@@ -39,6 +43,13 @@ def command(module: str, call: str | None, device: int, modes: tuple[str, ...], 
             ctx = stages[0].device_used
             for s in stages:
                 over = None if ctx is None or s.device_used is None else s.device_used - ctx
-                t.add_row(run.mode, label, s.stage, f"{s.seconds:.3f}", _mib(s.delta_vs_before), _mib(over),
-                          _mib(s.nvml_process))  # fmt: skip
+                t.add_row(
+                    run.mode,
+                    label,
+                    s.stage,
+                    f"{s.seconds:.3f}",
+                    _mib(s.delta_vs_before),
+                    _mib(over),
+                    _mib(s.nvml_process),
+                )
     Console().print(t)

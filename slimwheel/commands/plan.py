@@ -36,9 +36,20 @@ _OPTIONS: tuple[Callable[[Any], Any], ...] = (
     click.option("--loader/--no-loader", default=None, help="Put slimwheel's run-time loader into the wheel."),
 )
 CONFIG_KEYS = (
-    "cuda", "toolkit", "archs", "targets", "extra_sass", "ptx", "exclude_integrated", "compression", "link",
-    "libraries", "budget", "require_arch", "loader",
-)  # fmt: skip
+    "cuda",
+    "toolkit",
+    "archs",
+    "targets",
+    "extra_sass",
+    "ptx",
+    "exclude_integrated",
+    "compression",
+    "link",
+    "libraries",
+    "budget",
+    "require_arch",
+    "loader",
+)
 
 
 def config_options(fn: Callable[..., Any]) -> Callable[..., Any]:

@@ -18,43 +18,90 @@ from slimwheel.units import mib
 @click.command("repair")
 @click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
-    "-w", "--wheel-dir", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
-    show_default=True, help="Folder for the repaired wheel.",
-)  # fmt: skip
-@click.option("--cuda", "cuda", default=None, help="CUDA release the wheel was built with (e.g. 13.0); default: "
-              "the major its DT_NEEDED libraries name, lower bounds X.0.")  # fmt: skip
+    "-w",
+    "--wheel-dir",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("wheelhouse"),
+    show_default=True,
+    help="Folder for the repaired wheel.",
+)
+@click.option(
+    "--cuda",
+    "cuda",
+    default=None,
+    help="CUDA release the wheel was built with (e.g. 13.0); default: "
+    "the major its DT_NEEDED libraries name, lower bounds X.0.",
+)
 @click.option("--plat", default=None, help="Platform tag, e.g. manylinux_2_28_x86_64 (default: auditwheel's auto).")
 @click.option("--no-loader", is_flag=True, help="Do not add slimwheel's run-time loader (rely on RPATH alone).")
 @click.option(
-    "--external", "externals", multiple=True, metavar="SPEC",
+    "--external",
+    "externals",
+    multiple=True,
+    metavar="SPEC",
     help="SONAME=REQUIREMENT[@FOLDER]: a library another PyPI wheel provides; not bundled, but required and found "
     "through RPATH (e.g. 'libscipy_openblas.so=scipy-openblas32>=0.3.28'). FOLDER: where that wheel installs it, "
     "relative to site-packages; default: looked up in the installed distribution. SONAME may be a glob. Repeatable.",
-)  # fmt: skip
-@click.option("--torch", "torch_version", default=None, metavar="VERSION",
-              help="The torch a PyTorch extension was built against (2.11.0+cu130; the local part names its CUDA); "
-              "default: the torch installed in this Python.")  # fmt: skip
-@click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
-              "by default: such a wheel was changed after it was built); the output gets a correct RECORD.")  # fmt: skip
-@click.option("--unvendor/--keep-vendored", default=True, show_default=True,
-              help="Copies of CUDA libraries the wheel carries (auditwheel's libcudart-<hash>.so.12 under <name>.libs/, "
-              "or unrenamed): replace them with the nvidia-* wheels (required, found by RPATH and the loader), or "
-              "refuse the wheel (exit 12).")  # fmt: skip
-@click.option("--format", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-              help="How to print the result.")  # fmt: skip
+)
+@click.option(
+    "--torch",
+    "torch_version",
+    default=None,
+    metavar="VERSION",
+    help="The torch a PyTorch extension was built against (2.11.0+cu130; the local part names its CUDA); "
+    "default: the torch installed in this Python.",
+)
+@click.option(
+    "--rewrite-record",
+    is_flag=True,
+    help="Accept an input whose RECORD does not match its files (refused "
+    "by default: such a wheel was changed after it was built); the output gets a correct RECORD.",
+)
+@click.option(
+    "--unvendor/--keep-vendored",
+    default=True,
+    show_default=True,
+    help="Copies of CUDA libraries the wheel carries (auditwheel's libcudart-<hash>.so.12 under <name>.libs/, "
+    "or unrenamed): replace them with the nvidia-* wheels (required, found by RPATH and the loader), or "
+    "refuse the wheel (exit 12).",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="How to print the result.",
+)
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for scripts).")
 def command(
-    wheel: Path, out_dir: Path, cuda: str | None, plat: str | None, no_loader: bool, externals: tuple[str, ...],
-    rewrite_record: bool, unvendor: bool, torch_version: str | None, fmt: str, as_json: bool,
-) -> None:  # fmt: skip
+    wheel: Path,
+    out_dir: Path,
+    cuda: str | None,
+    plat: str | None,
+    no_loader: bool,
+    externals: tuple[str, ...],
+    rewrite_record: bool,
+    unvendor: bool,
+    torch_version: str | None,
+    fmt: str,
+    as_json: bool,
+) -> None:
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
     `slimwheel repair -w {dest_dir} {wheel}`."""
     result = repair_wheel(
-        wheel, out_dir, cuda=CudaVersion.parse(cuda) if cuda else None, loader=not no_loader, plat=plat,
-        externals=parse_externals(externals, where="--external"), rewrite_record=rewrite_record,
-        unvendor=unvendor, torch=torchext.parse_torch_option(torch_version) if torch_version else None,
-    )  # fmt: skip
+        wheel,
+        out_dir,
+        cuda=CudaVersion.parse(cuda) if cuda else None,
+        loader=not no_loader,
+        plat=plat,
+        externals=parse_externals(externals, where="--external"),
+        rewrite_record=rewrite_record,
+        unvendor=unvendor,
+        torch=torchext.parse_torch_option(torch_version) if torch_version else None,
+    )
     if as_json or fmt == "json":
         click.echo(
             json.dumps(
@@ -70,9 +117,16 @@ def command(
                     "rpath_dropped": list(result.rpath_dropped),
                     "record_rewritten": result.record_rewritten,
                     "extra": result.extra,
-                    "unvendored": [{"file": u.file, "needed_as": u.replaced_by, "package": u.package,
-                                    "wheel_bytes": u.compressed, "installed_bytes": u.installed}
-                                   for u in result.unvendored],
+                    "unvendored": [
+                        {
+                            "file": u.file,
+                            "needed_as": u.replaced_by,
+                            "package": u.package,
+                            "wheel_bytes": u.compressed,
+                            "installed_bytes": u.installed,
+                        }
+                        for u in result.unvendored
+                    ],
                     "unvendored_bytes": {"wheel": result.unvendored_bytes[0], "installed": result.unvendored_bytes[1]},
                     "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in result.floors],
                     "external": [e.to_json() for e in result.external],

@@ -22,7 +22,9 @@ def emit(text: str, output: Path | None) -> None:
         # `-o dist/*.whl` takes the first wheel as the output file and would replace it with the report.
         raise BadInputError(f"-o {output}: a report is never a wheel; refusing to overwrite a .whl file")
     if output is None:
-        click.echo(text, nl=False, color=True)  # colour was decided by render.color_wanted; click would strip it off a tty
+        click.echo(
+            text, nl=False, color=True
+        )  # colour was decided by render.color_wanted; click would strip it off a tty
     else:
         from slimwheel import fsutil
 

@@ -22,8 +22,10 @@ from slimwheel.units import human
 def _draw(r: SlimResult, console: Console) -> None:
     b, a = r.before, r.after
     console.print(f"slimmed: {shown.markup(str(r.rewritten.wheel))}")
-    console.print(f"  kept for: {', '.join(str(cc) for cc in r.request.ccs)}; PTX: {r.request.ptx}"
-                  + (f" + {', '.join(str(c) for c in r.request.ptx_ccs)}" if r.request.ptx_ccs else ""))  # fmt: skip
+    console.print(
+        f"  kept for: {', '.join(str(cc) for cc in r.request.ccs)}; PTX: {r.request.ptx}"
+        + (f" + {', '.join(str(c) for c in r.request.ptx_ccs)}" if r.request.ptx_ccs else "")
+    )
     if r.left_out:
         console.print(f"  left out (integrated aarch64 GPUs): {', '.join(map(str, r.left_out))}")
     console.print(f"  targets: {' '.join(map(str, b.targets))} -> {' '.join(map(str, a.targets))}")
@@ -32,8 +34,11 @@ def _draw(r: SlimResult, console: Console) -> None:
         sizes.add_column(col, justify="left" if not col else "right")
     fat_b = sum(e.fatbin_bytes for e in b.elfs)
     fat_a = sum(e.fatbin_bytes for e in a.elfs)
-    for label, x, y in (("wheel (zip)", b.size, a.size), ("installed", b.installed_size, a.installed_size),
-                        ("fatbin containers", fat_b, fat_a)):  # fmt: skip
+    for label, x, y in (
+        ("wheel (zip)", b.size, a.size),
+        ("installed", b.installed_size, a.installed_size),
+        ("fatbin containers", fat_b, fat_a),
+    ):
         sizes.add_row(label, human(x), human(y), f"{human(x - y)} ({100 * (x - y) / x if x else 0:.1f}%)")
     console.print(sizes)
     dropped = Table(title="dropped device code", show_edge=False, pad_edge=False)
@@ -46,31 +51,66 @@ def _draw(r: SlimResult, console: Console) -> None:
         console.print(dropped)
     else:
         console.print("  nothing dropped: every entry serves a requested GPU")
-    console.print("sizes: KiB/MiB = 2**10/2**20 bytes; freed bytes stay in the files as zeros (installed size unchanged)")
+    console.print(
+        "sizes: KiB/MiB = 2**10/2**20 bytes; freed bytes stay in the files as zeros (installed size unchanged)"
+    )
     render.render_verdicts([r.verdict], console)
 
 
 @click.command("slim")
 @click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--archs", required=True,
-              help="GPUs to keep code for: 9.0, 8.0-9.0, 8.0+, 8.6,9.0. Each CUDA module keeps the cubin (or PTX) "
-              "the driver would pick for each of them.")  # fmt: skip
-@click.option("--ptx", default="needed", show_default=True,
-              help="PTX to keep: needed (only where a requested GPU has no cubin), newest (each module's newest PTX "
-              "too: newer GPUs still JIT-compile it), or compute capabilities (9.0) whose PTX to keep.")  # fmt: skip
-@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
-              show_default=True, help="Folder for the slimmed wheel.")  # fmt: skip
+@click.option(
+    "--archs",
+    required=True,
+    help="GPUs to keep code for: 9.0, 8.0-9.0, 8.0+, 8.6,9.0. Each CUDA module keeps the cubin (or PTX) "
+    "the driver would pick for each of them.",
+)
+@click.option(
+    "--ptx",
+    default="needed",
+    show_default=True,
+    help="PTX to keep: needed (only where a requested GPU has no cubin), newest (each module's newest PTX "
+    "too: newer GPUs still JIT-compile it), or compute capabilities (9.0) whose PTX to keep.",
+)
+@click.option(
+    "-o",
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("wheelhouse"),
+    show_default=True,
+    help="Folder for the slimmed wheel.",
+)
 @click.option("--budget", default=None, help="Size budget the result is checked against (as `check --budget`).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
-@click.option("--report", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Also write the JSON report to FILE (atomically).")  # fmt: skip
-@click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
-              "with exit 14 by default, as by repair); the output gets a correct RECORD.")  # fmt: skip
-@click.option("--allow-unserved", is_flag=True,
-              help="Write the wheel even when none of its CUDA modules runs on any --archs GPU (all its device code "
-              "is dropped); without it that is refused, exit 11, and nothing is written.")  # fmt: skip
-def command(wheel: Path, archs: str, ptx: str, out_dir: Path, budget: str | None, fmt: str,
-            report: Path | None, rewrite_record: bool, allow_unserved: bool) -> None:  # fmt: skip
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Also write the JSON report to FILE (atomically).",
+)
+@click.option(
+    "--rewrite-record",
+    is_flag=True,
+    help="Accept an input whose RECORD does not match its files (refused "
+    "with exit 14 by default, as by repair); the output gets a correct RECORD.",
+)
+@click.option(
+    "--allow-unserved",
+    is_flag=True,
+    help="Write the wheel even when none of its CUDA modules runs on any --archs GPU (all its device code "
+    "is dropped); without it that is refused, exit 11, and nothing is written.",
+)
+def command(
+    wheel: Path,
+    archs: str,
+    ptx: str,
+    out_dir: Path,
+    budget: str | None,
+    fmt: str,
+    report: Path | None,
+    rewrite_record: bool,
+    allow_unserved: bool,
+) -> None:
     """Rewrite WHEEL's fatbins to keep only the code that serves the --archs GPUs, in place (no rebuild, no relink).
 
     The new wheel gets a local version label (1.0+slim.sm90), keeps its tags, and is checked with the requested
@@ -79,8 +119,15 @@ def command(wheel: Path, archs: str, ptx: str, out_dir: Path, budget: str | None
     never changed.
     """
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
-    result = slim(wheel, out_dir, archs=archs, ptx=ptx, budget=cfg.budget, rewrite_record=rewrite_record,
-                  allow_unserved=allow_unserved)
+    result = slim(
+        wheel,
+        out_dir,
+        archs=archs,
+        ptx=ptx,
+        budget=cfg.budget,
+        rewrite_record=rewrite_record,
+        allow_unserved=allow_unserved,
+    )
     data = json.dumps(result_to_json(result), indent=2) + "\n"
     if report is not None:
         emit(data, report)

@@ -24,14 +24,18 @@ def _draw(r: VariantsResult, console: Console) -> None:
     for col in ("variant", "GPUs", "targets", "nvidia :: sm_arch", "zip", "installed"):
         table.add_column(col, justify="right" if col in ("zip", "installed") else "left")
     b = r.before
-    table.add_row("(universal)", "all it serves", " ".join(map(str, b.targets)), "-",
-                  human(b.size), human(b.installed_size))  # fmt: skip
+    table.add_row(
+        "(universal)", "all it serves", " ".join(map(str, b.targets)), "-", human(b.size), human(b.installed_size)
+    )
     for v in r.variants:
         table.add_row(
-            v.family.label, ", ".join(str(c) for c in v.family.request.ccs),
-            " ".join(map(str, v.report.targets)), ", ".join(v.properties["nvidia"]["sm_arch"]),
-            human(v.report.size), human(v.report.installed_size),
-        )  # fmt: skip
+            v.family.label,
+            ", ".join(str(c) for c in v.family.request.ccs),
+            " ".join(map(str, v.report.targets)),
+            ", ".join(v.properties["nvidia"]["sm_arch"]),
+            human(v.report.size),
+            human(v.report.installed_size),
+        )
     console.print(table)
     console.print(f"universal: {shown.markup(str(r.universal))}")
     for v in r.variants:
@@ -43,12 +47,22 @@ def _draw(r: VariantsResult, console: Console) -> None:
 
 @click.command("variants")
 @click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("wheelhouse"),
-              show_default=True, help="Folder for the variant wheels, the universal wheel and the index JSON.")
+@click.option(
+    "-o",
+    "--out-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=Path("wheelhouse"),
+    show_default=True,
+    help="Folder for the variant wheels, the universal wheel and the index JSON.",
+)
 @click.option("--budget", default=None, help="Size budget each variant is checked against (as `check --budget`).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
-@click.option("--rewrite-record", is_flag=True, help="Accept an input whose RECORD does not match its files (refused "
-              "with exit 14 by default, as by repair); the output gets a correct RECORD.")  # fmt: skip
+@click.option(
+    "--rewrite-record",
+    is_flag=True,
+    help="Accept an input whose RECORD does not match its files (refused "
+    "with exit 14 by default, as by repair); the output gets a correct RECORD.",
+)
 def command(wheel: Path, out_dir: Path, budget: str | None, fmt: str, rewrite_record: bool) -> None:
     """Split WHEEL into one variant wheel per GPU family of its SASS (7.5, 8.x, 9.0, 10.x, 12.x ...), each with only
     that family's code (the newest family keeps the newest PTX), labelled `-sm<major>x` with a variant.json under the

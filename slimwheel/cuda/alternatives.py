@@ -51,4 +51,6 @@ def version_of(file: str) -> str:
 
 def alternatives(names: Iterable[str]) -> dict[str, AlternativeFile]:
     """file -> its AlternativeFile, for every file that is one of a group's alternatives."""
-    return {f: AlternativeFile(group=g, file=f, cuda=version_of(f)) for g, files in groups(names).items() for f in files}
+    return {
+        f: AlternativeFile(group=g, file=f, cuda=version_of(f)) for g, files in groups(names).items() for f in files
+    }

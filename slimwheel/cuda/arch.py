@@ -478,9 +478,18 @@ def explicit_plan(
         )
     steps = tuple(PlanStep(t, (), "listed explicitly") for t in targets)
     wanted = tuple(
-        sorted({c for c in KNOWN_CCS for t in targets if t.runs_on(c) and counted(c, exclude_integrated=exclude_integrated)})
+        sorted(
+            {
+                c
+                for c in KNOWN_CCS
+                for t in targets
+                if t.runs_on(c) and counted(c, exclude_integrated=exclude_integrated)
+            }
+        )
     )
     return ArchPlan(
-        tuple(sorted(targets, key=lambda t: (t.kind is Kind.PTX, t.cc))), wanted, steps,
+        tuple(sorted(targets, key=lambda t: (t.kind is Kind.PTX, t.cc))),
+        wanted,
+        steps,
         exclude_integrated=exclude_integrated,
-    )  # fmt: skip
+    )

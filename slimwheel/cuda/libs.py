@@ -38,19 +38,39 @@ class RuntimeLib:
         return int(self.soname.rsplit(".so.", 1)[1].split(".")[0])
 
 
-def _row(component: str, major: int, soname: str, package: str, folder: str, after: tuple[str, ...] = (),
-         package_major: int | None = None, since: str | None = None) -> RuntimeLib:  # fmt: skip
+def _row(
+    component: str,
+    major: int,
+    soname: str,
+    package: str,
+    folder: str,
+    after: tuple[str, ...] = (),
+    package_major: int | None = None,
+    since: str | None = None,
+) -> RuntimeLib:
     module = folder.removesuffix("/lib").replace("/", ".")
     return RuntimeLib(component, major, soname, package, folder, module, after, package_major, since)
 
 
-def _cu12(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = (),
-          package_major: int | None = None) -> RuntimeLib:  # fmt: skip
+def _cu12(
+    component: str,
+    soname: str,
+    package: str,
+    pkgdir: str,
+    after: tuple[str, ...] = (),
+    package_major: int | None = None,
+) -> RuntimeLib:
     return _row(component, 12, soname, package, f"nvidia/{pkgdir}/lib", after, package_major)
 
 
-def _cu13(component: str, soname: str, package: str, after: tuple[str, ...] = (), folder: str = "nvidia/cu13/lib",
-          package_major: int | None = None) -> RuntimeLib:  # fmt: skip
+def _cu13(
+    component: str,
+    soname: str,
+    package: str,
+    after: tuple[str, ...] = (),
+    folder: str = "nvidia/cu13/lib",
+    package_major: int | None = None,
+) -> RuntimeLib:
     return _row(component, 13, soname, package, folder, after, package_major)
 
 
@@ -59,8 +79,18 @@ def _cu11(component: str, soname: str, package: str, pkgdir: str, after: tuple[s
 
 
 _NPP = ("nppc", "nppial", "nppicc", "nppidei", "nppif", "nppig", "nppim", "nppist", "nppisu", "nppitc", "npps")
-_CUDNN = ("cudnn", "cudnn_adv", "cudnn_cnn", "cudnn_engines_precompiled", "cudnn_engines_runtime_compiled",
-          "cudnn_engines_tensor_ir", "cudnn_ext", "cudnn_graph", "cudnn_heuristic", "cudnn_ops")  # fmt: skip
+_CUDNN = (
+    "cudnn",
+    "cudnn_adv",
+    "cudnn_cnn",
+    "cudnn_engines_precompiled",
+    "cudnn_engines_runtime_compiled",
+    "cudnn_engines_tensor_ir",
+    "cudnn_ext",
+    "cudnn_graph",
+    "cudnn_heuristic",
+    "cudnn_ops",
+)
 _CUTENSOR = ("cutensor", "cutensorMg", "cutensorMp")
 
 
@@ -77,8 +107,14 @@ def _family(major: int) -> tuple[RuntimeLib, ...]:
     sfx = f"-cu{major}"
     own = "nvidia/cu13/lib" if cu13 else None  # CUDA 13's toolkit components share one folder
 
-    def tk(component: str, soname: str, package: str, pkgdir: str, after: tuple[str, ...] = (),
-           package_major: int | None = None) -> RuntimeLib:  # fmt: skip
+    def tk(
+        component: str,
+        soname: str,
+        package: str,
+        pkgdir: str,
+        after: tuple[str, ...] = (),
+        package_major: int | None = None,
+    ) -> RuntimeLib:
         name = package if cu13 else package + sfx
         return _row(component, major, soname, name, own or f"nvidia/{pkgdir}/lib", after, package_major)
 
@@ -98,19 +134,42 @@ def _family(major: int) -> tuple[RuntimeLib, ...]:
         # Wheels with a -cuNN name on both majors, in their own folders (cuSPARSELt and cuDSS moved into the shared
         # folder on CUDA 13; cuDSS's cu12 wheel already had one, nvidia/cu12/lib).
         _row("nccl", major, "libnccl.so.2", f"nvidia-nccl{sfx}", "nvidia/nccl/lib"),
-        *(_row(n, major, f"lib{n}.so.9", f"nvidia-cudnn{sfx}", "nvidia/cudnn/lib",
-               ("cudnn",) if n != "cudnn" else ("cublasLt", "cublas")) for n in _CUDNN),
-        *(_row(n, major, f"lib{n}.so.2", f"cutensor{sfx}", "cutensor/lib",
-               ("cutensor",) if n != "cutensor" else ()) for n in _CUTENSOR),
+        *(
+            _row(
+                n,
+                major,
+                f"lib{n}.so.9",
+                f"nvidia-cudnn{sfx}",
+                "nvidia/cudnn/lib",
+                ("cudnn",) if n != "cudnn" else ("cublasLt", "cublas"),
+            )
+            for n in _CUDNN
+        ),
+        *(
+            _row(n, major, f"lib{n}.so.2", f"cutensor{sfx}", "cutensor/lib", ("cutensor",) if n != "cutensor" else ())
+            for n in _CUTENSOR
+        ),
         # cuSPARSELt for CUDA 13 moved into the shared folder with 0.9.0 (0.8.1, torch 2.11's pin, has
         # nvidia/cusparselt/lib; 0.9.0, 0.9.1 and 0.10.0 read from the wheels)
-        _row("cusparseLt", major, "libcusparseLt.so.0", f"nvidia-cusparselt{sfx}",
-             own or "nvidia/cusparselt/lib", since="0.9.0" if cu13 else None),
+        _row(
+            "cusparseLt",
+            major,
+            "libcusparseLt.so.0",
+            f"nvidia-cusparselt{sfx}",
+            own or "nvidia/cusparselt/lib",
+            since="0.9.0" if cu13 else None,
+        ),
         _row("nvshmem", major, "libnvshmem_host.so.3", f"nvidia-nvshmem{sfx}", "nvidia/nvshmem/lib"),
-        _row("cudss", major, "libcudss.so.1", f"nvidia-cudss{sfx}", f"nvidia/cu{major}/lib",
-             ("cudart", "cublasLt", "cublas")),
+        _row(
+            "cudss",
+            major,
+            "libcudss.so.1",
+            f"nvidia-cudss{sfx}",
+            f"nvidia/cu{major}/lib",
+            ("cudart", "cublasLt", "cublas"),
+        ),
         _row("nvjpeg2k", major, "libnvjpeg2k.so.0", f"nvidia-nvjpeg2k{sfx}", "nvidia/nvjpeg2k/lib"),
-    ]  # fmt: skip
+    ]
     return tuple(rows)
 
 
@@ -128,7 +187,13 @@ RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
     _cu12("nvrtc", "libnvrtc.so.12", "nvidia-cuda-nvrtc-cu12", "cuda_nvrtc"),
     _cu12("cusparse", "libcusparse.so.12", "nvidia-cusparse-cu12", "cusparse", ("cudart", "nvJitLink")),
     _cu12("cufft", "libcufft.so.11", "nvidia-cufft-cu12", "cufft", ("cudart",)),
-    _cu12("cusolver", "libcusolver.so.11", "nvidia-cusolver-cu12", "cusolver", ("cudart", "cublasLt", "cublas", "cusparse")),
+    _cu12(
+        "cusolver",
+        "libcusolver.so.11",
+        "nvidia-cusolver-cu12",
+        "cusolver",
+        ("cudart", "cublasLt", "cublas", "cusparse"),
+    ),
     *_family(12),
     _cu13("cudart", "libcudart.so.13", "nvidia-cuda-runtime"),
     _cu13("nvJitLink", "libnvJitLink.so.13", "nvidia-nvjitlink", ("cudart",)),
@@ -138,9 +203,11 @@ RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
     _cu13("nvrtc", "libnvrtc.so.13", "nvidia-cuda-nvrtc"),
     _cu13("cusparse", "libcusparse.so.12", "nvidia-cusparse", ("cudart", "nvJitLink")),
     _cu13("cufft", "libcufft.so.12", "nvidia-cufft", ("cudart",)),
-    _cu13("cusolver", "libcusolver.so.12", "nvidia-cusolver", ("cudart", "nvJitLink", "cublasLt", "cublas", "cusparse")),
+    _cu13(
+        "cusolver", "libcusolver.so.12", "nvidia-cusolver", ("cudart", "nvJitLink", "cublasLt", "cublas", "cusparse")
+    ),
     *_family(13),
-)  # fmt: skip
+)
 
 # CUDA 13's `cuda-toolkit` metapackage: which nvidia-* wheels each of its extras installs (cuda-toolkit 13.5.0's
 # Requires-Dist, tests/data/cuda-wheel-files.json). Projects require CUDA through it (`cuda-toolkit[cublas,cudart]==13.*`:
@@ -251,7 +318,9 @@ def vendored(filename: str) -> Vendored | None:
         return Vendored(candidates=rows, real_name=real, companion=False)
     for component, pattern in _COMPANIONS:
         if c := pattern.match(real):
-            rows = tuple(lib for lib in RUNTIME_LIBS if lib.component == component and lib.cuda_major == int(c["major"]))
+            rows = tuple(
+                lib for lib in RUNTIME_LIBS if lib.component == component and lib.cuda_major == int(c["major"])
+            )
             if rows:
                 return Vendored(candidates=rows, real_name=real, companion=True)
     return None

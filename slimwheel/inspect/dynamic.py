@@ -27,8 +27,18 @@ if TYPE_CHECKING:
     from slimwheel.inspect.elf import ElfReport
 
 # pyelftools signals malformed input with many exception types; all mean the same to a user.
-_MALFORMED = (ELFError, ConstructError, ValueError, KeyError, IndexError, UnicodeDecodeError, AttributeError,
-              TypeError, AssertionError, OverflowError)  # fmt: skip
+_MALFORMED = (
+    ELFError,
+    ConstructError,
+    ValueError,
+    KeyError,
+    IndexError,
+    UnicodeDecodeError,
+    AttributeError,
+    TypeError,
+    AssertionError,
+    OverflowError,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,9 +109,10 @@ def _symbols(path: Path, *, defined: bool) -> frozenset[str]:
             if not isinstance(dynsym, SymbolTableSection):
                 return frozenset()
             return frozenset(
-                s.name for s in dynsym.iter_symbols()
+                s.name
+                for s in dynsym.iter_symbols()
                 if s.name and (s["st_shndx"] != "SHN_UNDEF") == defined and s["st_info"]["bind"] != "STB_LOCAL"
-            )  # fmt: skip
+            )
     except OSError as e:
         raise BadInputError(f"{path}: cannot read: {e.strerror or e}") from None
     except _MALFORMED as e:

@@ -15,15 +15,16 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import struct
-from dataclasses import dataclass, replace
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.files import Buffer, mapped_file
 from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, RecordBudget, parse_fatbin, parse_fatbins, scan_fatbins
+from slimwheel.inspect.files import Buffer, mapped_file
 from slimwheel.inspect.nvrtc import SECTION as NVRTC_SECTION
 from slimwheel.inspect.nvrtc import EmbeddedSources, parse_section
 
@@ -46,8 +47,16 @@ ElfKind = Literal["shared", "executable", "relocatable", "core", "fatbin", "othe
 _KIND: dict[int, ElfKind] = {1: "relocatable", 2: "executable", 3: "shared", 4: "core"}
 # pyelftools' names of the machines wheels are built for, known without importing it (its enums module costs
 # size-report more start-up than reading a small wheel); any other number is named by pyelftools.
-_COMMON_MACHINES = {3: "EM_386", 20: "EM_PPC", 21: "EM_PPC64", 22: "EM_S390", 40: "EM_ARM", 62: "EM_X86_64",
-                    183: "EM_AARCH64", 243: "EM_RISCV"}  # fmt: skip
+_COMMON_MACHINES = {
+    3: "EM_386",
+    20: "EM_PPC",
+    21: "EM_PPC64",
+    22: "EM_S390",
+    40: "EM_ARM",
+    62: "EM_X86_64",
+    183: "EM_AARCH64",
+    243: "EM_RISCV",
+}
 
 
 @functools.lru_cache(maxsize=64)
@@ -59,6 +68,7 @@ def machine_name(number: int) -> str:
 
     names = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
     return str(names.get(number, number))
+
 
 _SHT_NULL, _SHT_PROGBITS, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 1, 3, 6, 8, 11
 _SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4
@@ -356,8 +366,10 @@ class _Elf:
                 for _i in range(cnt):
                     count += 1
                     if count > MAX_VERSION_NEEDS or a + vna.size > end or a < sec.offset:
-                        raise self._bad(f"malformed ELF file: {sec.name} has more than {MAX_VERSION_NEEDS} entries "
-                                        "or one outside the section")  # fmt: skip
+                        raise self._bad(
+                            f"malformed ELF file: {sec.name} has more than {MAX_VERSION_NEEDS} entries "
+                            "or one outside the section"
+                        )
                     _h, _flags, other, name_off, anext = vna.unpack_from(self.buf, a)
                     by_index[other & 0x7FFF] = (library, self._string(strings, name_off, "version name"))
                     if not anext:
@@ -458,8 +470,11 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
             continue
         where = f"{name} [{sec.name}]"
         if sec.name in FATBIN_SECTIONS:
-            found.extend(parse_fatbins(data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget,
-                                       section=sec.name))  # fmt: skip
+            found.extend(
+                parse_fatbins(
+                    data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget, section=sec.name
+                )
+            )
         elif sec.name == ".nvFatBinSegment":
             for i in range(sec.size // _WRAPPER.size):
                 magic, version, addr, _u = _WRAPPER.unpack_from(data, sec.offset + i * _WRAPPER.size)
@@ -473,8 +488,11 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
                 if at is not None:
                     wrappers.append((at, version))
         elif _scanned(sec):
-            found.extend(scan_fatbins(data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget,
-                                      section=sec.name))  # fmt: skip
+            found.extend(
+                scan_fatbins(
+                    data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget, section=sec.name
+                )
+            )
     soname, needed, rpath, runpath = elf.dynamic()
     # libstdc++.so.6 itself (the one a process shares) defines it too; only another library carrying a copy counts.
     exports_cxx = not (soname or "").startswith("libstdc++.so") and elf.defines(CXX_RUNTIME_MARKER)
@@ -512,7 +530,7 @@ def _scanned(sec: Section) -> bool:
 def _refuse_overlaps(name: str, found: list[Fatbin]) -> None:
     """No byte may belong to two containers (`found` sorted by offset): sections over the same bytes, or a container
     inside another's entries, would count code twice and let an edit of one corrupt the other."""
-    for a, b in zip(found, found[1:]):
+    for a, b in itertools.pairwise(found):
         if b.offset < a.offset + a.size:
             how = "is the same container as" if b.offset == a.offset else "starts inside"
             raise BadInputError(

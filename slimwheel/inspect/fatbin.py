@@ -163,7 +163,10 @@ def parse_fatbin(
             )
         budget.take(base + p)
         entry = _entry(kind_n, verword, sm, flags, padded, csize, usize)
-        if entry.compression != "none" and entry.uncompressed_size > _MAX_INFLATE[entry.compression] * entry.stored_size:
+        if (
+            entry.compression != "none"
+            and entry.uncompressed_size > _MAX_INFLATE[entry.compression] * entry.stored_size
+        ):
             raise _fail(
                 where,
                 base + offset,
@@ -264,9 +267,7 @@ def looks_like_container(data: Buffer, at: int, end: int) -> bool:
     )
 
 
-def scan_fatbins(
-    data: Buffer, *, where: str, start: int, end: int, budget: RecordBudget, section: str
-) -> list[Fatbin]:
+def scan_fatbins(data: Buffer, *, where: str, start: int, end: int, budget: RecordBudget, section: str) -> list[Fatbin]:
     """The containers among other data in `data[start:end]` (one section): found by `looks_like_container` with one
     C-level search per container (`find` on bytes or a map), each parsed strictly and bounded by the section, the
     search going on after its end (bytes inside a container are its own, never a second container)."""

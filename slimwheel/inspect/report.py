@@ -235,8 +235,12 @@ def inspect_unpacked(path: Path, root: Path, names: list[str]) -> WheelReport:
         meta = archive.metadata()
         wheel_size = archive.size
         files = tuple(
-            FileEntry(name=m.name, compressed=m.compressed, uncompressed=m.uncompressed,
-                      share=m.compressed / wheel_size if wheel_size else 0.0)  # fmt: skip
+            FileEntry(
+                name=m.name,
+                compressed=m.compressed,
+                uncompressed=m.uncompressed,
+                share=m.compressed / wheel_size if wheel_size else 0.0,
+            )
             for m in archive.members
         )
     elfs: list[ElfReport] = []
@@ -382,9 +386,12 @@ def module_coverage(
         out[worst].append(cc)
         if len(hows) > 1:
             count, names = hows[worst]
-            kinds = sorted(tuple(str(t) for t in sorted(ts, key=lambda t: (t.kind is Kind.PTX, t.cc))) for ts in sets[worst])
-            gaps.append(CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names),
-                                    targets=tuple(kinds)))  # fmt: skip
+            kinds = sorted(
+                tuple(str(t) for t in sorted(ts, key=lambda t: (t.kind is Kind.PTX, t.cc))) for ts in sets[worst]
+            )
+            gaps.append(
+                CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names), targets=tuple(kinds))
+            )
     return Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"])), tuple(gaps)
 
 
@@ -405,15 +412,21 @@ def _assemble(
         ptx_release = CudaVersion(*rel) if rel is not None else None
     groups = alternative_groups(elfs)
     in_groups = {f for files in groups.values() for f in files}
-    evidence = cuda_major([(e.name, e.needed) for e in elfs if e.name not in in_groups], meta.requires_dist,
-                          ptx_release, embedded=[r.cuda_major for e in elfs for r in e.nvrtc])  # fmt: skip
+    evidence = cuda_major(
+        [(e.name, e.needed) for e in elfs if e.name not in in_groups],
+        meta.requires_dist,
+        ptx_release,
+        embedded=[r.cuda_major for e in elfs for r in e.nvrtc],
+    )
     major, major_why = evidence.major, evidence.why
     alternatives = _alternatives(elfs, groups)
     alt_majors = sorted({a.cuda_major for a in alternatives if a.cuda_major is not None})
     if alt_majors and (major is None or major_why.startswith("PTX ISA")):
         major = alt_majors[-1]
-        major_why = (f"alternatives for CUDA {', '.join(a.cuda for a in alternatives)}, one loaded per process: "
-                     f"CUDA {major} is the newest; each alternative is stated on its own")  # fmt: skip
+        major_why = (
+            f"alternatives for CUDA {', '.join(a.cuda for a in alternatives)}, one loaded per process: "
+            f"CUDA {major} is the newest; each alternative is stated on its own"
+        )
     compression = tuple(sorted({e.compression for e in entries}))
     why: list[str] = []
     floor: str | None = None
@@ -429,7 +442,9 @@ def _assemble(
             )
     elif major is not None and major in MAJOR_DRIVER and any(e.nvrtc for e in elfs):
         floor = MAJOR_DRIVER[major]
-        why.append(f"kernels compiled at run time by the NVRTC of CUDA {major} load on that major's drivers, {floor} up")
+        why.append(
+            f"kernels compiled at run time by the NVRTC of CUDA {major} load on that major's drivers, {floor} up"
+        )
     ptx_floor = None
     if ptx_release is not None:
         ptx_floor = driver_for_release(ptx_release)
@@ -449,8 +464,10 @@ def _assemble(
     if alt_floors:
         oldest = min(alt_floors, key=lambda a: driver_key(a.driver_floor or "0"))
         floor = oldest.driver_floor
-        why.append(f"each alternative needs its own CUDA major's driver; the oldest that runs one of them: {floor} "
-                   f"({oldest.file}, CUDA {oldest.cuda})")  # fmt: skip
+        why.append(
+            f"each alternative needs its own CUDA major's driver; the oldest that runs one of them: {floor} "
+            f"({oldest.file}, CUDA {oldest.cuda})"
+        )
     return WheelReport(
         path=path,
         name=meta.name,
@@ -484,9 +501,17 @@ def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]
             m = cuda_major([(f, e.needed)]).major or int(cuda.split(".")[0])
             sass = any(t.kind is Kind.SASS for fb in e.fatbins for en in fb.entries if (t := en.target) is not None)
             cov, _ = module_coverage((e,))
-            out.append(Alternative(group=group, file=f, cuda=cuda, cuda_major=m,
-                                   driver_floor=MAJOR_DRIVER.get(m) if sass else None,
-                                   sass=tuple(map(str, cov.native)), ptx_only=tuple(map(str, cov.ptx_only))))  # fmt: skip
+            out.append(
+                Alternative(
+                    group=group,
+                    file=f,
+                    cuda=cuda,
+                    cuda_major=m,
+                    driver_floor=MAJOR_DRIVER.get(m) if sass else None,
+                    sass=tuple(map(str, cov.native)),
+                    ptx_only=tuple(map(str, cov.ptx_only)),
+                )
+            )
     return tuple(sorted(out, key=lambda a: (a.group, tuple(int(x) for x in a.cuda.split(".")))))
 
 
@@ -516,8 +541,10 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "runpath": elf.runpath,
         "exports_cxx_runtime": elf.exports_cxx_runtime,
         # library -> the GNU symbol versions required of it (the platform floor: slimwheel.floor)
-        "symbol_versions": {lib: [v.version for v in elf.version_needs if v.library == lib]
-                            for lib in dict.fromkeys(v.library for v in elf.version_needs)},
+        "symbol_versions": {
+            lib: [v.version for v in elf.version_needs if v.library == lib]
+            for lib in dict.fromkeys(v.library for v in elf.version_needs)
+        },
         "cuda_modules": elf.modules,
         "fatbin_bytes": elf.fatbin_bytes,
         "fatbins": [
@@ -546,8 +573,10 @@ def gap_text(gap: CoverageGap) -> str:
         )
         if older and gap.how == "none":
             # cuBLAS 11.8 ships such modules (openai_sgemm: sm_50/60/61 only) and launches them on those GPUs only.
-            text += (" (SASS for older GPUs only and no PTX: a library's kernels for older GPUs, which it does not "
-                     "launch on this one, look like this; code of your own needs this GPU's SASS or PTX)")  # fmt: skip
+            text += (
+                " (SASS for older GPUs only and no PTX: a library's kernels for older GPUs, which it does not "
+                "launch on this one, look like this; code of your own needs this GPU's SASS or PTX)"
+            )
     return text
 
 

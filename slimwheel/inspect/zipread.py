@@ -23,6 +23,7 @@ A zip's directory declares each member's sizes and CRC; nothing forces the data 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import mmap
 import os
 import posixpath
@@ -264,7 +265,7 @@ class ZipReader:
             raise self._bad(min(clash), "is both a file and a folder")
         # Members sharing bytes let a small zip declare many times its size (overlapping-file bombs).
         spans = sorted((m.header_offset, m.data_offset + m.compressed, m.name) for m in members)
-        for (_a, end, first), (start, _b, second) in zip(spans, spans[1:]):
+        for (_a, end, first), (start, _b, second) in itertools.pairwise(spans):
             if start < end:
                 raise self._bad(second, f"overlaps member {first!r} in the zip: the same bytes cannot be two files")
         return tuple(members), frozenset(folders)

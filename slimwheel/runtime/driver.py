@@ -98,8 +98,15 @@ class Nvml:
                 cc = f"{major.value}.{minor.value}"
             mem = _NvmlMemory()
             ok = self.lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(mem)) == 0
-            out.append(Gpu(index=i, name=name.value.decode(errors="replace"), cc=cc or "?",
-                           memory_total=mem.total if ok else None, memory_used=mem.used if ok else None))  # fmt: skip
+            out.append(
+                Gpu(
+                    index=i,
+                    name=name.value.decode(errors="replace"),
+                    cc=cc or "?",
+                    memory_total=mem.total if ok else None,
+                    memory_used=mem.used if ok else None,
+                )
+            )
         return out
 
     def process_memory(self, pid: int, index: int = 0) -> int | None:
@@ -158,8 +165,15 @@ class CudaDriver:
             self.lib.cuDeviceGetName(name, len(name), dev)
             total = ctypes.c_size_t(0)
             self.lib.cuDeviceTotalMem_v2(ctypes.byref(total), dev)
-            out.append(Gpu(index=i, name=name.value.decode(errors="replace"), cc=f"{major.value}.{minor.value}",
-                           memory_total=total.value, memory_used=None))  # fmt: skip
+            out.append(
+                Gpu(
+                    index=i,
+                    name=name.value.decode(errors="replace"),
+                    cc=f"{major.value}.{minor.value}",
+                    memory_total=total.value,
+                    memory_used=None,
+                )
+            )
         return out
 
     def retain_primary_context(self, index: int = 0) -> int:

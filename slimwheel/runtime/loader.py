@@ -148,9 +148,7 @@ def env_flag(env: Mapping[str, str], name: str, default: bool = False) -> bool:
         return True
     if word in _FALSE:
         return False
-    raise LoadError(
-        f"{name}={value!r} is not a boolean: use 1/0, true/false, yes/no or on/off (or leave it unset)"
-    )
+    raise LoadError(f"{name}={value!r} is not a boolean: use 1/0, true/false, yes/no or on/off (or leave it unset)")
 
 
 _MAX_SYMLINKS = 40  # the kernel's own limit (ELOOP)
@@ -376,9 +374,16 @@ DRIVER_SONAME = "libcuda.so.1"
 # Where glibc's loader looks after LD_LIBRARY_PATH and /etc/ld.so.conf (its built-in trusted folders, x86_64 and
 # aarch64 multiarch and lib64 layouts), and where WSL puts the driver.
 _DEFAULT_LIB_DIRS = (
-    "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-    "/lib64", "/usr/lib64", "/lib", "/usr/lib", "/usr/lib/wsl/lib",
-)  # fmt: skip
+    "/lib/x86_64-linux-gnu",
+    "/usr/lib/x86_64-linux-gnu",
+    "/lib/aarch64-linux-gnu",
+    "/usr/lib/aarch64-linux-gnu",
+    "/lib64",
+    "/usr/lib64",
+    "/lib",
+    "/usr/lib",
+    "/usr/lib/wsl/lib",
+)
 
 
 def _ld_so_conf(path: str = "/etc/ld.so.conf", depth: int = 0) -> list[str]:
@@ -460,14 +465,18 @@ def _not_found_message(
     config: Mapping[str, Any], lib: Mapping[str, Any], tried: list[tuple[str, str]], system: bool
 ) -> str:
     lines = [
-        (f"{config.get('dist', 'this package')} needs {lib['soname']} (CUDA {lib['cuda_major']} {lib['component']}), "
-         "which could not be loaded."),
+        (
+            f"{config.get('dist', 'this package')} needs {lib['soname']} (CUDA {lib['cuda_major']} {lib['component']}), "
+            "which could not be loaded."
+        ),
         "  looked in:",
     ]
     lines += [f"    - {place}: {outcome}" for place, outcome in tried]
     if system:
-        lines.append(f"  fix: install CUDA {lib['cuda_major']} so the system loader finds {lib['soname']}, "
-                     f"or unset {USE_SYSTEM_ENV} and run: pip install '{lib['requirement']}'")
+        lines.append(
+            f"  fix: install CUDA {lib['cuda_major']} so the system loader finds {lib['soname']}, "
+            f"or unset {USE_SYSTEM_ENV} and run: pip install '{lib['requirement']}'"
+        )
     else:
         lines.append(f"  fix: pip install '{lib['requirement']}'")
         lines.append(f"  (or set {USE_SYSTEM_ENV}=1 to load a system CUDA installation by SONAME)")

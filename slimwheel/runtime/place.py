@@ -50,7 +50,6 @@ def driver_floor(major: int, report_floor: str | None = None, why: str | None = 
     )
 
 
-
 @dataclass(frozen=True, kw_only=True)
 class LoaderPlan:
     packages: tuple[str, ...]  # folders (posix, in the wheel) that get _slimwheel_loader.py + an __init__ import
@@ -143,8 +142,12 @@ def install_loader(
         os.replace(work / ext_path, work / moved)
         info = elfs[ext_path]
         if info.search_path:
-            set_rpath(work / moved, deepen(info.search_path), use_rpath_tag=bool(info.rpath) and not info.runpath,
-                      name=ext_path)  # fmt: skip
+            set_rpath(
+                work / moved,
+                deepen(info.search_path),
+                use_rpath_tag=bool(info.rpath) and not info.runpath,
+                name=ext_path,
+            )
         (work / hidden / f"{generate.LOADER_NAME}.py").write_text(loader_text(hidden), encoding="utf-8")
         (work / shim).write_text(
             generate.shim_source(module=leaf, ext_filename=posixpath.basename(ext_path)), encoding="utf-8"

@@ -25,7 +25,6 @@ __all__ = ["DEFAULT_CUDA", "Toolkit", "ensure_toolkit", "find_toolkit", "parse_r
 log = logging.getLogger(__name__)
 
 
-
 def _source_of(root: Path) -> str:
     """The source label of a given root: "pypi" when slimwheel assembled it (it has the manifest), else "system"."""
     from slimwheel.toolkit.pypi13 import read_manifest
@@ -36,18 +35,24 @@ def _source_of(root: Path) -> str:
 def _explained(version: CudaVersion, provide: Callable[[], Toolkit]) -> Toolkit:
     """Run a CUDA 12 or 11.8 toolkit provider; its errors (not its bugs) get why PyPI cannot serve that release and
     what to run instead. A provider's bad-input errors stay exit 3; anything else it reports is a tool failure."""
-    why = {12: "PyPI has no CUDA 12 nvcc (nvidia-cuda-nvcc-cu12 ships ptxas and nvvm only)",
-           11: "CUDA 11.8 comes from Debian 12's non-free nvidia-cuda-toolkit"}[version.major]  # fmt: skip
-    hint = {12: "run scripts/setup-cuda12.sh, or set CUDA_HOME to a CUDA 12 toolkit",
-            11: "run scripts/setup-cuda11.sh (Debian 12), then pass --cuda 11.8"}[version.major]  # fmt: skip
+    why = {
+        12: "PyPI has no CUDA 12 nvcc (nvidia-cuda-nvcc-cu12 ships ptxas and nvvm only)",
+        11: "CUDA 11.8 comes from Debian 12's non-free nvidia-cuda-toolkit",
+    }[version.major]
+    hint = {
+        12: "run scripts/setup-cuda12.sh, or set CUDA_HOME to a CUDA 12 toolkit",
+        11: "run scripts/setup-cuda11.sh (Debian 12), then pass --cuda 11.8",
+    }[version.major]
     try:
         return provide()
     except BadInputError as e:
-        raise BadInputError(f"no CUDA {version} toolkit on this machine, and {why}: {e.message}",
-                            hint=e.hint or hint) from None  # fmt: skip
+        raise BadInputError(
+            f"no CUDA {version} toolkit on this machine, and {why}: {e.message}", hint=e.hint or hint
+        ) from None
     except SlimwheelError as e:
-        raise ToolError(f"no CUDA {version} toolkit on this machine, and {why}: {e.message}",
-                        hint=e.hint or hint) from None  # fmt: skip
+        raise ToolError(
+            f"no CUDA {version} toolkit on this machine, and {why}: {e.message}", hint=e.hint or hint
+        ) from None
 
 
 def _assemble(version: CudaVersion, cache: Path) -> Toolkit:

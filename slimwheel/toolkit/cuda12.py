@@ -42,8 +42,8 @@ from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import file_lock, remove_stale_temps, sha256_file, temp_sibling, write_text_atomic
-from slimwheel.tools import run_tool, run_tool_status
 from slimwheel.toolkit.model import Toolkit
+from slimwheel.tools import run_tool, run_tool_status
 
 log = logging.getLogger("slimwheel.toolkit.cuda12")
 T = TypeVar("T")
@@ -194,8 +194,13 @@ def assemble_cuda12(version: CudaVersion, cache: Path) -> Toolkit:
         if cached is not None:
             return cached
         t0 = time.monotonic()
-        log.info("assembling CUDA %s into %s (Debian %s %s + PyPI wheels)", version, dest, release.debian_suite,
-                 release.debian_package)
+        log.info(
+            "assembling CUDA %s into %s (Debian %s %s + PyPI wheels)",
+            version,
+            dest,
+            release.debian_suite,
+            release.debian_package,
+        )
         # Under the lock no other run is assembling this release: its temp folders here are orphans of killed runs.
         remove_stale_temps(dest, min_age_s=0, legacy=(rf"\.{re.escape(dest.name)}\.[a-z0-9_]{{8}}",))
         with temp_sibling(dest, directory=True) as work:
@@ -206,9 +211,7 @@ def assemble_cuda12(version: CudaVersion, cache: Path) -> Toolkit:
         return result
 
 
-def _assemble_in(
-    work: Path, dest: Path, release: Cuda12Release, version: CudaVersion, cache: Path, t0: float
-) -> None:
+def _assemble_in(work: Path, dest: Path, release: Cuda12Release, version: CudaVersion, cache: Path, t0: float) -> None:
     """Download, unpack and verify the toolkit in `work`, then rename it to `dest`."""
     dev_unpack: _Extraction | None = None
     try:
@@ -313,8 +316,9 @@ def host_compiler_for(version: CudaVersion, env: Mapping[str, str]) -> Path | No
         if cand is not None:
             return Path(cand)
     if gxx is None:
-        raise ToolError(f"no C++ compiler (g++) on PATH for CUDA {version}",
-                        hint="install g++ (Debian: apt-get install g++)")  # fmt: skip
+        raise ToolError(
+            f"no C++ compiler (g++) on PATH for CUDA {version}", hint="install g++ (Debian: apt-get install g++)"
+        )
     raise ToolError(
         f"{gxx} is GCC {_gcc_major(gxx)}, newer than CUDA {version} accepts (GCC <= {limit}), and no g++-{limit} or "
         "older is on PATH",
@@ -341,8 +345,9 @@ def list_gpu_archs(nvcc: Path) -> tuple[CC, ...]:
 # --- downloads -------------------------------------------------------------------------------------------------
 
 
-def apt_options(state: Path, release: Cuda12Release, *, mirror: str = DEBIAN_MIRROR,
-                keyring: Path = DEBIAN_KEYRING) -> tuple[list[str], str]:
+def apt_options(
+    state: Path, release: Cuda12Release, *, mirror: str = DEBIAN_MIRROR, keyring: Path = DEBIAN_KEYRING
+) -> tuple[list[str], str]:
     """apt-get options for a private apt world under `state` (sources list text returned beside them).
 
     The host's sources, lists, cache, status and locks are never touched: this downloads one .deb of another
@@ -351,8 +356,9 @@ def apt_options(state: Path, release: Cuda12Release, *, mirror: str = DEBIAN_MIR
     return private_apt(state, release.debian_suite, "non-free", mirror=mirror, keyring=keyring)
 
 
-def private_apt(state: Path, suite: str, component: str, *, mirror: str = DEBIAN_MIRROR,
-                keyring: Path = DEBIAN_KEYRING) -> tuple[list[str], str]:
+def private_apt(
+    state: Path, suite: str, component: str, *, mirror: str = DEBIAN_MIRROR, keyring: Path = DEBIAN_KEYRING
+) -> tuple[list[str], str]:
     """apt-get options for a private apt world under `state` that reads `suite`'s `component` of Debian's archive,
     and the sources list text to write to `state/sources.list` (also used by slimwheel.toolkit.sysroot)."""
     sources = f"deb [signed-by={keyring}] {mirror} {suite} {component}\n"
@@ -389,21 +395,29 @@ def _download_debs(release: Cuda12Release, folder: Path) -> dict[str, Path]:
                 "repository)",
             )
     if not DEBIAN_KEYRING.is_file():
-        raise ToolError(f"{DEBIAN_KEYRING} is missing: it verifies Debian's archive",
-                        hint="apt-get install debian-archive-keyring")  # fmt: skip
+        raise ToolError(
+            f"{DEBIAN_KEYRING} is missing: it verifies Debian's archive", hint="apt-get install debian-archive-keyring"
+        )
     state = folder / ".apt"
     for sub in ("lists/partial", "cache/archives/partial"):
         (state / sub).mkdir(parents=True, exist_ok=True)
     opts, sources = apt_options(state, release)
     write_text_atomic(state / "sources.list", sources)
     (state / "status").touch()
-    run_tool(["apt-get", *opts, "update"], what=f"apt-get update ({release.debian_suite} non-free, private lists)",
-             timeout=1800)
+    run_tool(
+        ["apt-get", *opts, "update"],
+        what=f"apt-get update ({release.debian_suite} non-free, private lists)",
+        timeout=1800,
+    )
     # a sibling temp folder (not tempfile's tmpXXXXXXXX): a killed download (up to 1 GB) is removed by the next one
     with temp_sibling(folder / "apt-download", directory=True) as tmp:
         specs = [f"{pkg}={wanted[pkg]}" for pkg in missing]
-        run_tool(["apt-get", *opts, "download", *specs], what=f"apt-get download {' '.join(specs)}", cwd=Path(tmp),
-                 timeout=1800)
+        run_tool(
+            ["apt-get", *opts, "download", *specs],
+            what=f"apt-get download {' '.join(specs)}",
+            cwd=Path(tmp),
+            timeout=1800,
+        )
         for pkg in missing:
             got = list(Path(tmp).glob(f"{pkg}_*.deb"))
             if len(got) != 1:
@@ -431,10 +445,10 @@ def _start_deb_extract(deb: Path, files: Mapping[str, str], into: Path) -> _Extr
     """dpkg-deb --fsys-tarfile | tar -x of just `files`, started in the background."""
     into.mkdir(parents=True, exist_ok=True)
     log.debug("$ dpkg-deb --fsys-tarfile %s | tar -x -C %s ...", deb, into)
-    feed = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)  # fmt: skip
-    untar = subprocess.Popen(["tar", "-x", "-C", str(into), "-f", "-", *(f"./{m}" for m in files)],
-                             stdin=feed.stdout, stderr=subprocess.PIPE)  # fmt: skip
+    feed = subprocess.Popen(["dpkg-deb", "--fsys-tarfile", str(deb)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    untar = subprocess.Popen(
+        ["tar", "-x", "-C", str(into), "-f", "-", *(f"./{m}" for m in files)], stdin=feed.stdout, stderr=subprocess.PIPE
+    )
     assert feed.stdout is not None
     feed.stdout.close()  # tar owns the pipe now: dpkg-deb gets SIGPIPE if tar dies
     return _Extraction(feed=feed, untar=untar, deb=deb, files=files, into=into)
@@ -445,8 +459,10 @@ def _finish_deb_extract(job: _Extraction, root: Path) -> None:
     feed_err = job.feed.communicate()[1]
     if job.untar.returncode != 0 or job.feed.returncode != 0:
         msg = (feed_err + untar_err).decode(errors="replace").strip()[-2000:]
-        raise ToolError(f"unpacking {job.deb.name} failed (dpkg-deb exit {job.feed.returncode}, tar exit "
-                        f"{job.untar.returncode}):\n{msg}")  # fmt: skip
+        raise ToolError(
+            f"unpacking {job.deb.name} failed (dpkg-deb exit {job.feed.returncode}, tar exit "
+            f"{job.untar.returncode}):\n{msg}"
+        )
     for member, place in job.files.items():
         src = job.into / member
         if not src.is_file():
@@ -467,10 +483,25 @@ def _download_wheels(release: Cuda12Release, folder: Path) -> list[Path]:
         have = sorted(folder.glob(pattern))
         if not have:
             run_tool(
-                [_python(), "-m", "pip", "download", "--disable-pip-version-check", "--no-deps", "--only-binary=:all:",
-                 "--platform", "manylinux2014_x86_64", "--python-version", "3", "-d", str(folder), req],
-                what=f"pip download {req}", timeout=1800,
-            )  # fmt: skip
+                [
+                    _python(),
+                    "-m",
+                    "pip",
+                    "download",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--only-binary=:all:",
+                    "--platform",
+                    "manylinux2014_x86_64",
+                    "--python-version",
+                    "3",
+                    "-d",
+                    str(folder),
+                    req,
+                ],
+                what=f"pip download {req}",
+                timeout=1800,
+            )
             have = sorted(folder.glob(pattern))
         if not have:
             raise ToolError(f"pip download {req} did not leave a wheel matching {pattern} in {folder}")
@@ -516,8 +547,14 @@ def _unpack(release: Cuda12Release, deb: Path, wheels: list[Path], root: Path) -
         link = lib64 / (so.name.split(".so")[0] + ".so")
         if not link.exists():
             link.symlink_to(so.name)  # the -lcublas name the linker looks for; the SONAME stays libcublas.so.12
-    for required in ("include/cuda_runtime.h", "include/crt/host_config.h", "include/cublas_v2.h",
-                     "include/thrust/version.h", "lib64/libcudart.so", "lib64/libcublas.so"):  # fmt: skip
+    for required in (
+        "include/cuda_runtime.h",
+        "include/crt/host_config.h",
+        "include/cublas_v2.h",
+        "include/thrust/version.h",
+        "lib64/libcudart.so",
+        "lib64/libcublas.so",
+    ):
         if not (root / required).exists():
             raise ToolError(f"assembled CUDA {release.version} lacks {required}: a wheel's layout changed")
 
@@ -567,12 +604,24 @@ def verify(toolkit: Toolkit, work: Path) -> ProbeResult:
     ccbin = ["-ccbin", str(toolkit.host_compiler)] if toolkit.host_compiler else []
     nvcc = [str(toolkit.nvcc), *ccbin]
     gencode = ["-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]
-    run_tool([*nvcc, "-c", "-Xcompiler", "-fPIC", *gencode, "probe.cu", "-o", "probe.o"], what="nvcc (compile)",
-             env=env, cwd=work)
-    run_tool([*nvcc, "-shared", "-cudart", "shared", "probe.o", "-lcublas", "-o", "libprobe.so"],
-             what="nvcc (link a shared library, dynamic cudart)", env=env, cwd=work)
-    run_tool([*nvcc, "probe.o", "main.cpp", "-lcublas", "-o", "probe"], what="nvcc (link an executable, static cudart)",
-             env=env, cwd=work)
+    run_tool(
+        [*nvcc, "-c", "-Xcompiler", "-fPIC", *gencode, "probe.cu", "-o", "probe.o"],
+        what="nvcc (compile)",
+        env=env,
+        cwd=work,
+    )
+    run_tool(
+        [*nvcc, "-shared", "-cudart", "shared", "probe.o", "-lcublas", "-o", "libprobe.so"],
+        what="nvcc (link a shared library, dynamic cudart)",
+        env=env,
+        cwd=work,
+    )
+    run_tool(
+        [*nvcc, "probe.o", "main.cpp", "-lcublas", "-o", "probe"],
+        what="nvcc (link an executable, static cudart)",
+        env=env,
+        cwd=work,
+    )
     so = work / "libprobe.so"
     needed, fatbin = _needed_and_fatbin(so)
     for want in ("libcudart.so.12", "libcublas.so.12"):

@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
+from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ToolError
-from slimwheel.cuda import libs as cudalibs
 from slimwheel.toolkit.model import Toolkit
 from slimwheel.tools import run_tool
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import ToolError
@@ -330,8 +329,21 @@ def cuobjdump_for(toolkit: Toolkit | None = None) -> Path:
         if not exe.is_file():
             tmp = target.with_name(target.name + ".partial")
             shutil.rmtree(tmp, ignore_errors=True)
-            run_tool([sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-deps",
-                      "--target", str(tmp), "nvidia-cuda-cuobjdump==13.*"], what="installing cuobjdump from PyPI")
+            run_tool(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--target",
+                    str(tmp),
+                    "nvidia-cuda-cuobjdump==13.*",
+                ],
+                what="installing cuobjdump from PyPI",
+            )
             shutil.rmtree(target, ignore_errors=True)
             tmp.rename(target)  # whole or not at all
     return exe

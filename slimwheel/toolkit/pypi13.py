@@ -27,8 +27,8 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import file_lock, remove_stale_temps, temp_sibling, write_text_atomic
 from slimwheel.toolkit.find import check_build, describe
-from slimwheel.tools import run_tool
 from slimwheel.toolkit.model import Toolkit
+from slimwheel.tools import run_tool
 
 log = logging.getLogger(__name__)
 
@@ -174,9 +174,18 @@ def _pip_install(site: Path, reqs: tuple[str, ...]) -> None:
             hint=f"{sys.executable} -m ensurepip, or run slimwheel from a virtual environment made with pip",
         )
     cmd = [
-        sys.executable, "-m", "pip", "install", "--target", str(site), "--no-input", "--disable-pip-version-check",
-        "--no-warn-script-location", "--quiet", *reqs,
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--target",
+        str(site),
+        "--no-input",
+        "--disable-pip-version-check",
+        "--no-warn-script-location",
+        "--quiet",
+        *reqs,
+    ]
     try:
         run_tool(cmd, what="installing the CUDA toolkit wheels from PyPI", timeout=1800)
     except ToolError as e:
@@ -227,8 +236,13 @@ def assemble(version: CudaVersion, cache: Path) -> Toolkit:
                 with temp_sibling(prefix, directory=True) as stale:
                     os.replace(prefix, stale / "old")
             os.replace(tmp, prefix)
-            log.info("CUDA %s assembled in %.1f s (pip %.1f s, check %.1f s)", version,
-                     time.monotonic() - t0, t_pip, check["seconds"])  # fmt: skip
+            log.info(
+                "CUDA %s assembled in %.1f s (pip %.1f s, check %.1f s)",
+                version,
+                time.monotonic() - t0,
+                t_pip,
+                check["seconds"],
+            )
     return describe(prefix / "bin" / "nvcc", source="pypi")
 
 

@@ -59,20 +59,48 @@ SPECS: dict[str, SysrootSpec] = {
         policy="manylinux_2_31",
         packages=(
             # glibc and the kernel headers
-            "libc6", "libc6-dev", "linux-libc-dev", "libcrypt1", "libcrypt-dev", "libnsl2", "libnsl-dev", "libtirpc3",
+            "libc6",
+            "libc6-dev",
+            "linux-libc-dev",
+            "libcrypt1",
+            "libcrypt-dev",
+            "libnsl2",
+            "libnsl-dev",
+            "libtirpc3",
             "libtirpc-dev",
             # GCC 10: drivers, compilers, libgcc, libstdc++ and the run-time libraries a link may name
-            "gcc-10", "g++-10", "cpp-10", "gcc-10-base", "libgcc-10-dev", "libstdc++-10-dev", "libstdc++6",
-            "libgcc-s1", "libgomp1", "libitm1", "libatomic1", "libquadmath0", "libcc1-0",
+            "gcc-10",
+            "g++-10",
+            "cpp-10",
+            "gcc-10-base",
+            "libgcc-10-dev",
+            "libstdc++-10-dev",
+            "libstdc++6",
+            "libgcc-s1",
+            "libgomp1",
+            "libitm1",
+            "libatomic1",
+            "libquadmath0",
+            "libcc1-0",
             # what cc1/cc1plus/lto1 need to run
-            "libisl23", "libmpc3", "libmpfr6", "libgmp10", "zlib1g", "libzstd1",
+            "libisl23",
+            "libmpc3",
+            "libmpfr6",
+            "libgmp10",
+            "zlib1g",
+            "libzstd1",
         ),
     ),
 }
 # The compiler's own libraries, copied where the compiler finds them through its RPATH (globs in the root).
-_COMPILER_LIBS = ("usr/lib/x86_64-linux-gnu/libisl.so.23*", "usr/lib/x86_64-linux-gnu/libmpc.so.3*",
-                  "usr/lib/x86_64-linux-gnu/libmpfr.so.6*", "usr/lib/x86_64-linux-gnu/libgmp.so.10*",
-                  "lib/x86_64-linux-gnu/libz.so.1*", "lib/x86_64-linux-gnu/libzstd.so.1*")  # fmt: skip
+_COMPILER_LIBS = (
+    "usr/lib/x86_64-linux-gnu/libisl.so.23*",
+    "usr/lib/x86_64-linux-gnu/libmpc.so.3*",
+    "usr/lib/x86_64-linux-gnu/libmpfr.so.6*",
+    "usr/lib/x86_64-linux-gnu/libgmp.so.10*",
+    "lib/x86_64-linux-gnu/libz.so.1*",
+    "lib/x86_64-linux-gnu/libzstd.so.1*",
+)
 _COMPILER_PROGRAMS = ("cc1", "cc1plus", "lto1")
 
 
@@ -108,14 +136,25 @@ class Sysroot:
         found), empty when everything loads as it would on Debian 11."""
         dirs = [*self.library_path(), *library_dirs]
         cmd = [str(self.loader), "--library-path", os.pathsep.join(map(str, dirs)), "--list", str(path)]
-        out = run_tool_status(cmd, what=f"ld.so --list {path.name} (sysroot {self.spec.name})", check=False,
-                              env={"PATH": os.environ.get("PATH", "")}).output  # fmt: skip
+        out = run_tool_status(
+            cmd,
+            what=f"ld.so --list {path.name} (sysroot {self.spec.name})",
+            check=False,
+            env={"PATH": os.environ.get("PATH", "")},
+        ).output
         return load_problems(out)
 
     def to_json(self) -> dict[str, object]:
-        return {"name": self.spec.name, "debian": self.spec.suite, "glibc": self.spec.glibc, "gcc": self.spec.gcc,
-                "policy": self.spec.policy, "root": str(self.root), "packages": dict(sorted(self.packages.items())),
-                "env": self.env()}  # fmt: skip
+        return {
+            "name": self.spec.name,
+            "debian": self.spec.suite,
+            "glibc": self.spec.glibc,
+            "gcc": self.spec.gcc,
+            "policy": self.spec.policy,
+            "root": str(self.root),
+            "packages": dict(sorted(self.packages.items())),
+            "env": self.env(),
+        }
 
 
 def load_problems(output: str) -> list[str]:
@@ -192,11 +231,14 @@ def _assemble(spec: SysrootSpec, root: Path) -> Sysroot:
         raise ToolError(f"sysroot {spec.name} is x86_64; this host is {os.uname().machine}")
     for tool in ("apt-get", "dpkg-deb", "as", "ld"):
         if shutil.which(tool) is None:
-            raise ToolError(f"assembling sysroot {spec.name} needs {tool}", hint="a Debian or Ubuntu host with binutils")
+            raise ToolError(
+                f"assembling sysroot {spec.name} needs {tool}", hint="a Debian or Ubuntu host with binutils"
+            )
     patchelf_bin = patchelf()
     if not DEBIAN_KEYRING.is_file():
-        raise ToolError(f"{DEBIAN_KEYRING} is missing: it verifies Debian's archive",
-                        hint="apt-get install debian-archive-keyring")  # fmt: skip
+        raise ToolError(
+            f"{DEBIAN_KEYRING} is missing: it verifies Debian's archive", hint="apt-get install debian-archive-keyring"
+        )
     with temp_sibling(root, directory=True) as tmp:
         state, debs, tree = tmp / "apt", tmp / "debs", tmp / "root"
         for sub in ("lists/partial", "cache/archives/partial"):
@@ -205,10 +247,15 @@ def _assemble(spec: SysrootSpec, root: Path) -> Sysroot:
         opts, sources = private_apt(state, spec.suite, "main")
         (state / "sources.list").write_text(sources, encoding="utf-8")
         (state / "status").touch()
-        run_tool(["apt-get", *opts, "update"], what=f"apt-get update (Debian {spec.suite} main, private lists)",
-                 timeout=1800)  # fmt: skip
-        run_tool(["apt-get", *opts, "download", *spec.packages], what=f"apt-get download ({spec.suite})", cwd=debs,
-                 timeout=1800)  # fmt: skip
+        run_tool(
+            ["apt-get", *opts, "update"], what=f"apt-get update (Debian {spec.suite} main, private lists)", timeout=1800
+        )
+        run_tool(
+            ["apt-get", *opts, "download", *spec.packages],
+            what=f"apt-get download ({spec.suite})",
+            cwd=debs,
+            timeout=1800,
+        )
         packages: dict[str, str] = {}
         for deb in sorted(debs.glob("*.deb")):
             pkg, version, _arch = deb.name.removesuffix(".deb").split("_")
@@ -226,8 +273,16 @@ def _assemble(spec: SysrootSpec, root: Path) -> Sysroot:
         gcc_dir = tree / "usr" / "lib" / "gcc" / "x86_64-linux-gnu" / spec.gcc
         for prog in _COMPILER_PROGRAMS:
             # DT_RPATH, not RUNPATH: it also serves the libraries' own needs (libmpc needs libmpfr and libgmp).
-            run_tool([patchelf_bin, "--force-rpath", "--set-rpath", "$ORIGIN/../../../../../compiler-libs",
-                      str(gcc_dir / prog)], what=f"patchelf {prog}")  # fmt: skip
+            run_tool(
+                [
+                    patchelf_bin,
+                    "--force-rpath",
+                    "--set-rpath",
+                    "$ORIGIN/../../../../../compiler-libs",
+                    str(gcc_dir / prog),
+                ],
+                what=f"patchelf {prog}",
+            )
         (tree / "bin").mkdir()
         for prog in ("gcc", "g++"):
             w = tree / "bin" / prog

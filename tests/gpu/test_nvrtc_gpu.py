@@ -7,10 +7,9 @@ import subprocess
 from pathlib import Path
 from types import ModuleType
 
+import pytest
 from helpers.cmakerun import CMAKE
 from helpers.scripts import load_script
-
-import pytest
 
 from slimwheel.runtime.driver import CudaDriver
 
@@ -28,9 +27,17 @@ def checks_module() -> ModuleType:
 
 def test_runtime_compiles_caches_and_refuses_tampered_files(tmp_path: Path) -> None:
     build = tmp_path / "build"
-    for cmd in ([CMAKE, "-S", str(REPO / "tests/packages/nvrtc-embed"), "-B", str(build),
-                 f"-Dslimwheel_DIR={REPO / 'slimwheel/cmake'}"],
-                [CMAKE, "--build", str(build), "--target", "gpu_check"]):  # fmt: skip
+    for cmd in (
+        [
+            CMAKE,
+            "-S",
+            str(REPO / "tests/packages/nvrtc-embed"),
+            "-B",
+            str(build),
+            f"-Dslimwheel_DIR={REPO / 'slimwheel/cmake'}",
+        ],
+        [CMAKE, "--build", str(build), "--target", "gpu_check"],
+    ):
         r = subprocess.run(cmd, check=False, capture_output=True, text=True)
         assert r.returncode == 0, f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
     mod = checks_module()

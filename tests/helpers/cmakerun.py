@@ -22,7 +22,16 @@ def tool_env(toolkit: Any) -> dict[str, str]:
 
 def configure(toolkit: Any, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
     cmd = [
-        CMAKE, "-S", str(src), "-B", str(build), "-G", "Unix Makefiles", "-DCMAKE_BUILD_TYPE=Release",
-        f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", *defines,
-    ]  # fmt: skip
+        CMAKE,
+        "-S",
+        str(src),
+        "-B",
+        str(build),
+        "-G",
+        "Unix Makefiles",
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-DCMAKE_CUDA_COMPILER={toolkit.nvcc}",
+        "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+        *defines,
+    ]
     return subprocess.run(cmd, check=False, env=tool_env(toolkit), capture_output=True, text=True, timeout=300)

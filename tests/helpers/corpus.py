@@ -32,39 +32,72 @@ class CorpusWheel:
     require: str = "7.5-12.0"  # the GPUs its maintainers mean it for (check --require-arch)
 
 
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux_2_5_x86_64", "manylinux1_x86_64")  # fmt: skip
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux_2_5_x86_64",
+    "manylinux1_x86_64",
+)
 
 CORPUS: tuple[CorpusWheel, ...] = (
-    CorpusWheel(requirement="cupy-cuda13x==14.2.0", filename="cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
-                why="CUDA libraries through the extra ctk; NCCL and cuTENSOR; NVRTC"),
-    CorpusWheel(requirement="bitsandbytes==0.50.2", filename="bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl",
-                why="seven per-CUDA alternatives, one loaded per process", require="auto"),
-    CorpusWheel(requirement="jax-cuda13-plugin==0.12.0.1", python="3.12",
-                filename="jax_cuda13_plugin-0.12.0.1-cp312-cp312-manylinux_2_27_x86_64.whl",
-                why="RPATH into site-packages/nvidia/cu13/lib, repeated"),
-    CorpusWheel(requirement="jax-cuda13-pjrt==0.12.0.1",
-                filename="jax_cuda13_pjrt-0.12.0.1-py3-none-manylinux_2_27_x86_64.whl",
-                why="one 378 MiB library"),
-    CorpusWheel(requirement="faiss-gpu-cu12==1.14.1.post1",
-                filename="faiss_gpu_cu12-1.14.1.post1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-                why="SASS 7.0 and 8.0 only: no Hopper", require="7.0-12.0"),
-    CorpusWheel(requirement="faiss-gpu==1.15.1",
-                filename="faiss_gpu-1.15.1-cp310-abi3-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
-                why="Meta's wheel: SASS 7.0-9.0 + PTX 9.0, OpenBLAS vendored", require="7.0-12.0"),
-    CorpusWheel(requirement="nvidia-cufft==12.5.0.14",
-                filename="nvidia_cufft-12.5.0.14-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
-                why="18,227 fatbin containers in .data"),
-    CorpusWheel(requirement="cumm-cu120==0.6.3",
-                filename="cumm_cu120-0.6.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
-                why="vendors libcudart and libnvrtc renamed by auditwheel; compiles its kernels with NVRTC",
-                require="none"),
-    CorpusWheel(requirement="nvidia-curand==10.4.0.35",
-                filename="nvidia_curand-10.4.0.35-py3-none-manylinux_2_27_x86_64.whl",
-                why="an NVIDIA library wheel of CUDA 13"),
-)  # fmt: skip
-CUOBJDUMP = CorpusWheel(requirement="nvidia-cuda-cuobjdump==13.5.37",
-                        filename="nvidia_cuda_cuobjdump-13.5.37-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl")  # fmt: skip
+    CorpusWheel(
+        requirement="cupy-cuda13x==14.2.0",
+        filename="cupy_cuda13x-14.2.0-cp311-cp311-manylinux2014_x86_64.whl",
+        why="CUDA libraries through the extra ctk; NCCL and cuTENSOR; NVRTC",
+    ),
+    CorpusWheel(
+        requirement="bitsandbytes==0.50.2",
+        filename="bitsandbytes-0.50.2-py3-none-manylinux_2_24_x86_64.whl",
+        why="seven per-CUDA alternatives, one loaded per process",
+        require="auto",
+    ),
+    CorpusWheel(
+        requirement="jax-cuda13-plugin==0.12.0.1",
+        python="3.12",
+        filename="jax_cuda13_plugin-0.12.0.1-cp312-cp312-manylinux_2_27_x86_64.whl",
+        why="RPATH into site-packages/nvidia/cu13/lib, repeated",
+    ),
+    CorpusWheel(
+        requirement="jax-cuda13-pjrt==0.12.0.1",
+        filename="jax_cuda13_pjrt-0.12.0.1-py3-none-manylinux_2_27_x86_64.whl",
+        why="one 378 MiB library",
+    ),
+    CorpusWheel(
+        requirement="faiss-gpu-cu12==1.14.1.post1",
+        filename="faiss_gpu_cu12-1.14.1.post1-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        why="SASS 7.0 and 8.0 only: no Hopper",
+        require="7.0-12.0",
+    ),
+    CorpusWheel(
+        requirement="faiss-gpu==1.15.1",
+        filename="faiss_gpu-1.15.1-cp310-abi3-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        why="Meta's wheel: SASS 7.0-9.0 + PTX 9.0, OpenBLAS vendored",
+        require="7.0-12.0",
+    ),
+    CorpusWheel(
+        requirement="nvidia-cufft==12.5.0.14",
+        filename="nvidia_cufft-12.5.0.14-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+        why="18,227 fatbin containers in .data",
+    ),
+    CorpusWheel(
+        requirement="cumm-cu120==0.6.3",
+        filename="cumm_cu120-0.6.3-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+        why="vendors libcudart and libnvrtc renamed by auditwheel; compiles its kernels with NVRTC",
+        require="none",
+    ),
+    CorpusWheel(
+        requirement="nvidia-curand==10.4.0.35",
+        filename="nvidia_curand-10.4.0.35-py3-none-manylinux_2_27_x86_64.whl",
+        why="an NVIDIA library wheel of CUDA 13",
+    ),
+)
+CUOBJDUMP = CorpusWheel(
+    requirement="nvidia-cuda-cuobjdump==13.5.37",
+    filename="nvidia_cuda_cuobjdump-13.5.37-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",
+)
 
 
 def corpus_dir() -> Path:
@@ -79,14 +112,28 @@ def ensure(w: CorpusWheel) -> Path:
     if target.is_file():
         return target
     with tempfile.TemporaryDirectory(dir=corpus_dir(), prefix=".dl-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:",
-               "--python-version", w.python, *(a for p in PLATFORMS for a in ("--platform", p)),
-               "-d", tmp, w.requirement]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary",
+            ":all:",
+            "--python-version",
+            w.python,
+            *(a for p in PLATFORMS for a in ("--platform", p)),
+            "-d",
+            tmp,
+            w.requirement,
+        ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
         got = Path(tmp) / w.filename
         if proc.returncode != 0 or not got.is_file():
-            raise RuntimeError(f"corpus download of {w.requirement} ({w.filename}) failed (exit {proc.returncode}): "
-                               f"{proc.stdout[-1500:]}{proc.stderr[-1500:]}; found {os.listdir(tmp)}")  # fmt: skip
+            raise RuntimeError(
+                f"corpus download of {w.requirement} ({w.filename}) failed (exit {proc.returncode}): "
+                f"{proc.stdout[-1500:]}{proc.stderr[-1500:]}; found {os.listdir(tmp)}"
+            )
         os.replace(got, target)
     return target
 
@@ -97,9 +144,12 @@ def cuobjdump() -> Path:
     if exe.is_file():
         return exe
     exe.parent.mkdir(exist_ok=True)
-    with zipfile.ZipFile(ensure(CUOBJDUMP)) as z, tempfile.NamedTemporaryFile(dir=exe.parent, delete=False) as out:
-        with z.open("nvidia/cu13/bin/cuobjdump") as src:
-            shutil.copyfileobj(src, out)
+    with (
+        zipfile.ZipFile(ensure(CUOBJDUMP)) as z,
+        tempfile.NamedTemporaryFile(dir=exe.parent, delete=False) as out,
+        z.open("nvidia/cu13/bin/cuobjdump") as src,
+    ):
+        shutil.copyfileobj(src, out)
     os.chmod(out.name, 0o755)
     os.replace(out.name, exe)
     return exe
@@ -117,7 +167,7 @@ def containers_by_magic(data: bytes) -> list[tuple[int, int]]:
     while pos >= 0:
         if pos + 16 <= len(data):
             magic, version, header, size = _HEADER.unpack_from(data, pos)
-            if magic == _MAGIC and version == 1 and header == 16 and 0 < size and pos + 16 + size <= len(data):
+            if magic == _MAGIC and version == 1 and header == 16 and size > 0 and pos + 16 + size <= len(data):
                 out.append((pos, 16 + size))
                 pos = data.find(b"\x50\xed\x55\xba", pos + 16 + size)
                 continue
@@ -130,8 +180,9 @@ _LISTED = re.compile(r"^(ELF|PTX) file\s+\d+: .*?\.(sm_\w+?)\.(cubin|ptx)$", re.
 
 def cuobjdump_targets(exe: Path, fatbin: Path) -> tuple[int, Counter[tuple[str, str]], str]:
     """(exit status, Counter of (sass|ptx, sm_XX) that `cuobjdump --list-elf --list-ptx` lists, its stderr)."""
-    proc = subprocess.run([str(exe), "--list-elf", "--list-ptx", str(fatbin)], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+    proc = subprocess.run(
+        [str(exe), "--list-elf", "--list-ptx", str(fatbin)], capture_output=True, text=True, timeout=120
+    )
     got: Counter[tuple[str, str]] = Counter()
     for kind, arch, _ in _LISTED.findall(proc.stdout):
         got["sass" if kind == "ELF" else "ptx", arch] += 1
@@ -204,8 +255,20 @@ def agreement(path: Path, *, per_wheel: int = 24) -> Agreement:
             blob.write_bytes(data_of[name][fb.offset : fb.offset + fb.size])
             status, theirs, err = cuobjdump_targets(exe, blob)
             mine = Counter(_key(e.kind, e.arch) for e in fb.entries if e.kind in ("sass", "ptx"))
-            checks.append(ContainerCheck(file=name, offset=fb.offset, ours=dict(mine),
-                                         theirs={f"{k} {a}": n for (k, a), n in theirs.items()},
-                                         cuobjdump_status=status, cuobjdump_error=err[-300:]))  # fmt: skip
-    return Agreement(wheel=path.name, containers=len(ours), by_magic=by_magic, files_disagreeing=tuple(disagreeing),
-                     checked=tuple(checks))  # fmt: skip
+            checks.append(
+                ContainerCheck(
+                    file=name,
+                    offset=fb.offset,
+                    ours=dict(mine),
+                    theirs={f"{k} {a}": n for (k, a), n in theirs.items()},
+                    cuobjdump_status=status,
+                    cuobjdump_error=err[-300:],
+                )
+            )
+    return Agreement(
+        wheel=path.name,
+        containers=len(ours),
+        by_magic=by_magic,
+        files_disagreeing=tuple(disagreeing),
+        checked=tuple(checks),
+    )

@@ -23,8 +23,17 @@ def grown_wheel(out: Path, version: str, grow: int = 0) -> Path:
     mods = []
     for i in range(3):
         extra = grow if i == 1 else 0
-        mods.append(pad8(fatbin([fatbin_entry(sm=80, payload=_random(i, 4096)),
-                                 fatbin_entry(sm=90, payload=_random(100 + i, 4096 + extra))])))  # fmt: skip
+        mods.append(
+            pad8(
+                fatbin(
+                    [
+                        fatbin_entry(sm=80, payload=_random(i, 4096)),
+                        fatbin_entry(sm=90, payload=_random(100 + i, 4096 + extra)),
+                    ]
+                )
+            )
+        )
     lib = elf(sections={".text": _random(7, 2048), ".nv_fatbin": b"".join(mods)}, needed=("libcudart.so.13",))
-    return make_wheel(out, name="pkg", version=version, tag=TAG,
-                      files={"pkg/_ext.abi3.so": lib, "pkg/__init__.py": b"x = 1\n"})  # fmt: skip
+    return make_wheel(
+        out, name="pkg", version=version, tag=TAG, files={"pkg/_ext.abi3.so": lib, "pkg/__init__.py": b"x = 1\n"}
+    )

@@ -9,8 +9,9 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
+
+import tomllib
 
 from slimwheel.fsutil import cache_dir, file_lock
 
@@ -32,8 +33,9 @@ def torch_env() -> Path:
         shutil.rmtree(root, ignore_errors=True)
         subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
         deps = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
-        subprocess.run([str(python), "-m", "pip", "install", "--quiet", f"torch=={TORCH}", *BUILD_TOOLS, *deps],
-                       check=True)  # fmt: skip
+        subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", f"torch=={TORCH}", *BUILD_TOOLS, *deps], check=True
+        )
         stamp.write_text(TORCH + "\n")
     return python
 

@@ -59,9 +59,7 @@ def ext_suffix() -> str:
     return sysconfig.get_config_var("EXT_SUFFIX")
 
 
-def build_extension(
-    out: Path, module: str, *, lib_dirs: list[Path], libs: list[str], runpath: list[str] = ()
-) -> Path:
+def build_extension(out: Path, module: str, *, lib_dirs: list[Path], libs: list[str], runpath: list[str] = ()) -> Path:
     """A real extension module `module` that DT_NEEDs the given libraries (e.g. ["cudart", "cublas"])."""
     src = out.parent / f"{module}.c"
     src.write_text(EXT_SOURCE.replace("MODNAME", module), encoding="utf-8")

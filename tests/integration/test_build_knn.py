@@ -42,10 +42,23 @@ def built(knn, toolkit13, tmp_path_factory):
     out_dir = tmp_path_factory.mktemp("wheelhouse")
     t0 = time.monotonic()
     proc = subprocess.run(
-        [*CLI, "build", str(knn), "--archs", "7.5,8.0,9.0", "--cuda", "13.0", "--toolkit", str(toolkit13.root),
-         "--out-dir", str(out_dir)],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        [
+            *CLI,
+            "build",
+            str(knn),
+            "--archs",
+            "7.5,8.0,9.0",
+            "--cuda",
+            "13.0",
+            "--toolkit",
+            str(toolkit13.root),
+            "--out-dir",
+            str(out_dir),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     secs = time.monotonic() - t0
     print(f"\nslimwheel build examples/knn (3 targets): {secs:.1f} s\n{proc.stdout}")
     return proc, out_dir, secs
@@ -94,10 +107,25 @@ def test_wheel_has_the_planned_targets_and_passes_check(built):
 def test_failed_check_gives_a_nonzero_exit(knn, toolkit13, tmp_path):
     """A budget no wheel can meet: the build completes, the report says why, the exit status is 10."""
     proc = subprocess.run(
-        [*CLI, "build", str(knn), "--archs", "9.0", "--cuda", "13.0", "--toolkit", str(toolkit13.root),
-         "--budget", "1KiB", "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        [
+            *CLI,
+            "build",
+            str(knn),
+            "--archs",
+            "9.0",
+            "--cuda",
+            "13.0",
+            "--toolkit",
+            str(toolkit13.root),
+            "--budget",
+            "1KiB",
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 10, proc.stdout + proc.stderr
     assert "FAILED (budget)" in proc.stdout
     (report,) = tmp_path.glob("*.slimwheel.json")
@@ -107,10 +135,22 @@ def test_failed_check_gives_a_nonzero_exit(knn, toolkit13, tmp_path):
 
 def test_dry_run_builds_nothing(knn, toolkit13, tmp_path):
     proc = subprocess.run(
-        [*CLI, "build", str(knn), "--dry-run", "--archs", "7.5,8.0,9.0", "--toolkit", str(toolkit13.root),
-         "--out-dir", str(tmp_path / "wh")],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        [
+            *CLI,
+            "build",
+            str(knn),
+            "--dry-run",
+            "--archs",
+            "7.5,8.0,9.0",
+            "--toolkit",
+            str(toolkit13.root),
+            "--out-dir",
+            str(tmp_path / "wh"),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     assert "75-real;80-real;90" in proc.stdout
     assert "-m build --wheel" in proc.stdout and f"cmake.define.CMAKE_CUDA_COMPILER={toolkit13.nvcc}" in proc.stdout
@@ -126,8 +166,10 @@ def test_project_without_slimwheel_table_gets_defaults(knn, toolkit13, tmp_path)
     (project / "pyproject.toml").write_text(text[:start] + text[end + 1 :])
     proc = subprocess.run(
         [*CLI, "build", str(project), "--dry-run", "--toolkit", str(toolkit13.root)],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr
     # default: every non-integrated GPU CUDA 13 targets -> one cubin per major + PTX of the newest
     assert "75-real;80-real;90-real;100-real;120" in proc.stdout
@@ -138,8 +180,10 @@ def test_bad_arch_string_is_one_clear_error(knn, tmp_path, archs):
     t0 = time.monotonic()
     proc = subprocess.run(
         [*CLI, "build", str(knn), "--archs", archs, "--out-dir", str(tmp_path / "wh")],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 3, proc.stdout + proc.stderr
     errors = [ln for ln in proc.stderr.splitlines() if ln.startswith("slimwheel: error:")]
     assert len(errors) == 1 and repr(archs) in errors[0] and "Traceback" not in proc.stderr
@@ -162,8 +206,10 @@ def test_cuda12_build_requires_the_cu12_wheels(knn, tmp_path):
     tk12 = ensure_toolkit("12.4")
     proc = subprocess.run(
         [*CLI, "build", str(knn), "--cuda", "12.4", "--archs", "8.0,9.0", "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = tmp_path.glob("*.whl")
     rep = inspect_wheel(wheel)
@@ -198,11 +244,16 @@ def test_a_fresh_venv_installs_it_with_pypis_cuda13_wheels(built, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     py = str(venv / "bin" / "python")
-    pip = subprocess.run([py, "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)],
-                         capture_output=True, text=True)  # fmt: skip
+    pip = subprocess.run(
+        [py, "-m", "pip", "install", "--disable-pip-version-check", "-q", str(wheel)], capture_output=True, text=True
+    )
     assert pip.returncode == 0, pip.stdout + pip.stderr
-    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    site = subprocess.run(
+        [py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     # run outside the repo, so that nothing from the source tree can be imported by accident
     proc = subprocess.run([py, "-c", FRESH_VENV_PROBE], capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

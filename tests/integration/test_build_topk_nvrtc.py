@@ -15,8 +15,7 @@ import pytest
 
 from slimwheel.inspect.dynamic import imports_by_library
 from slimwheel.inspect.nvrtc import served_ccs
-from slimwheel.inspect.report import wheel_embedded_sources
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.report import inspect_wheel, wheel_embedded_sources
 
 pytestmark = pytest.mark.integration
 
@@ -27,10 +26,24 @@ def test_runtime_wheel_embeds_the_kernel_sources(toolkit13: Any, tmp_path: Path)
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = "2"
     proc = subprocess.run(
-        [sys.executable, "-m", "slimwheel", "build", str(REPO / "examples/topk-nvrtc/runtime"), "--cuda", "13.0",
-         "--toolkit", str(toolkit13.root), "--out-dir", str(tmp_path)],
-        capture_output=True, text=True, env=env, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "slimwheel",
+            "build",
+            str(REPO / "examples/topk-nvrtc/runtime"),
+            "--cuda",
+            "13.0",
+            "--toolkit",
+            str(toolkit13.root),
+            "--out-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     (wheel,) = tmp_path.glob("topk_runtime-*.whl")
     found = wheel_embedded_sources(wheel)

@@ -128,11 +128,21 @@ def built_wheel(toolkit13, tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = write_project(root / "src", "find_package(slimwheel CONFIG REQUIRED)")
     out = root / "dist"
     cmd = [
-        sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), str(src),
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        str(out),
+        str(src),
         f"-Ccmake.define.CMAKE_CUDA_COMPILER={toolkit13.nvcc}",
-        "-Ccmake.define.SLIMWHEEL_CUDA_ARCHITECTURES=80-real;90", "-Ccmake.define.SLIMWHEEL_COMPRESSION=size",
-        f"-Cbuild-dir={root / 'build'}", "-Cbuild.verbose=true",
-    ]  # fmt: skip
+        "-Ccmake.define.SLIMWHEEL_CUDA_ARCHITECTURES=80-real;90",
+        "-Ccmake.define.SLIMWHEEL_COMPRESSION=size",
+        f"-Cbuild-dir={root / 'build'}",
+        "-Cbuild.verbose=true",
+    ]
     env = tool_env(toolkit13)
     env.pop("slimwheel_DIR", None)
     r = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True, timeout=600)
@@ -188,9 +198,13 @@ def subdir_build(toolkit13, tmp_path_factory: pytest.TempPathFactory) -> Path:
     src = write_project(root / "src", f'add_subdirectory("{REPO}" slimwheel)')
     build = root / "build"
     r = configure(
-        toolkit13, src, build, "-DSLIMWHEEL_CUDA_ARCHITECTURES=75-real;120", "-DSLIMWHEEL_COMPRESSION=legacy",
+        toolkit13,
+        src,
+        build,
+        "-DSLIMWHEEL_CUDA_ARCHITECTURES=75-real;120",
+        "-DSLIMWHEEL_COMPRESSION=legacy",
         f"-DSLIMWHEEL_CUDA_LIBDIRS={';'.join(map(str, toolkit13.lib_dirs))}",
-    )  # fmt: skip
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     return build
 
@@ -229,9 +243,12 @@ def test_unset_variables_come_from_slimwheel_plan_when_python_has_slimwheel(tool
     src = write_project(tmp_path / "src", "find_package(slimwheel CONFIG REQUIRED)")
     (src / "pyproject.toml").write_text(PYPROJECT + '\n[tool.slimwheel]\narchs = "9.0+"\ncompression = "balance"\n')
     r = configure(
-        toolkit13, src, tmp_path / "build", f"-DPython_EXECUTABLE={sys.executable}",
+        toolkit13,
+        src,
+        tmp_path / "build",
+        f"-DPython_EXECUTABLE={sys.executable}",
         f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}",
-    )  # fmt: skip
+    )
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
     assert "-m slimwheel plan` for" in _flat(r.stdout)
     cu = compile_command(tmp_path / "build", "kernel.cu")
@@ -277,8 +294,13 @@ def _version_cases() -> list[tuple[str, bool]]:
     import slimwheel
 
     major, minor = (int(x) for x in slimwheel.__version__.split(".")[:2])
-    cases = [("", True), (f"{major}.{minor}", True), (slimwheel.__version__, True), (f"{major}.{minor + 1}", False),
-             (f"{major + 1}.0", False)]  # fmt: skip
+    cases = [
+        ("", True),
+        (f"{major}.{minor}", True),
+        (slimwheel.__version__, True),
+        (f"{major}.{minor + 1}", False),
+        (f"{major + 1}.0", False),
+    ]
     # While the major is 0, a new minor may break: 0.1 does not satisfy a request for 0.0.
     if major == 0 and minor > 0:
         cases.append((f"0.{minor - 1}", False))

@@ -25,8 +25,11 @@ PYPROJECT = '[project]\nname = "cuda-thing"\nversion = "0.1"\nrequires-python = 
 def identifiers(project: Path, env: dict[str, str] | None = None) -> list[str]:
     proc = subprocess.run(
         [sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--print-build-identifiers", str(project)],
-        capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=project,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env={**os.environ, **(env or {})},
+        cwd=project,
+    )
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.split()
 
@@ -41,12 +44,16 @@ def resolved(project: Path, identifier: str, env: dict[str, str] | None = None) 
     full_env = {**os.environ, "SLIMWHEEL_ARCHS": "8.0+", **(env or {})}  # set on the host: passed through
     bo = compute_options(platform="linux", command_line_arguments=args, env=full_env).build_options(identifier)
     return {
-        "before_all": bo.before_all, "before_test": bo.before_test, "repair": bo.repair_command,
-        "audit": bo.audit_command, "audit_requires": bo.audit_requires, "config_settings": sorted(shlex.split(bo.config_settings)),
+        "before_all": bo.before_all,
+        "before_test": bo.before_test,
+        "repair": bo.repair_command,
+        "audit": bo.audit_command,
+        "audit_requires": bo.audit_requires,
+        "config_settings": sorted(shlex.split(bo.config_settings)),
         "engine": (bo.container_engine.name, tuple(bo.container_engine.create_args)),
         "environment": bo.environment.as_dictionary({"PATH": "/usr/bin", "SLIMWHEEL_ARCHS": "8.0+"}),
         "images": bo.manylinux_images,
-    }  # fmt: skip
+    }
 
 
 @pytest.mark.parametrize("arch", container.ARCHS)
@@ -76,7 +83,10 @@ def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(
     # the options cibuildwheel resolves carry ours, identically from both forms
     from_file = resolved(as_toml, from_toml[0])
     assert from_file == resolved(as_env, from_toml[0], container.render_env(table))
-    assert from_file["audit"] == ["slimwheel check --budget 60MiB --manylinux manylinux_2_28 {wheel}", "abi3audit --strict --report {abi3_wheel}"]
+    assert from_file["audit"] == [
+        "slimwheel check --budget 60MiB --manylinux manylinux_2_28 {wheel}",
+        "abi3audit --strict --report {abi3_wheel}",
+    ]
     assert from_file["audit_requires"] == [str(tmp_path), "abi3audit"]
     assert "--external 'libfoo.so=foo>=1'" in str(from_file["repair"])
     assert from_file["environment"]["SLIMWHEEL_ARCHS"] == "8.0+"  # type: ignore[index]
@@ -84,13 +94,16 @@ def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(
     assert ("--gpus" in from_file["engine"][1]) == gpu_test  # type: ignore[index]
     assert (from_file["before_test"] or "").startswith("nvidia-smi") == gpu_test
 
+
 def test_cibuildwheel_would_reject_a_broken_config(tmp_path: Path) -> None:
     # the acceptance test above can fail: cibuildwheel validates the table it is given
     (tmp_path / "pyproject.toml").write_text(PYPROJECT + '[tool.cibuildwheel]\nbefore-al = "true"\n')
     proc = subprocess.run(
         [sys.executable, "-m", "cibuildwheel", "--platform", "linux", "--print-build-identifiers", str(tmp_path)],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode != 0
     assert "before-al" in proc.stderr
 
@@ -99,10 +112,19 @@ def test_without_a_container_engine_it_prints_the_plan_and_exits_4(tmp_path: Pat
     # PATH holds only this venv: neither docker nor podman can be found, whatever the machine has
     env = {**os.environ, "PATH": str(BIN)}
     proc = subprocess.run(
-        [str(BIN / "slimwheel"), "container", str(repo_root / "examples" / "knn"), "--cuda", "12.4",
-         "--output-dir", str(tmp_path / "wheelhouse")],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        [
+            str(BIN / "slimwheel"),
+            "container",
+            str(repo_root / "examples" / "knn"),
+            "--cuda",
+            "12.4",
+            "--output-dir",
+            str(tmp_path / "wheelhouse"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 4, proc.stdout + proc.stderr
     assert "[tool.cibuildwheel]" in proc.stdout
     assert "export CIBW_BEFORE_ALL='bash /slimwheel-scripts/cuda12.sh 12.4 /slimwheel'" in proc.stdout
@@ -118,16 +140,28 @@ def test_a_client_without_an_engine_is_reported(tmp_path: Path, repo_root: Path)
     (fake / "docker").chmod(0o755)
     env = {**os.environ, "PATH": f"{fake}:{BIN}"}
     proc = subprocess.run(
-        [str(BIN / "slimwheel"), "container", str(repo_root / "examples" / "knn"), "--engine", "docker",
-         "--print-config", "--format", "json"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        [
+            str(BIN / "slimwheel"),
+            "container",
+            str(repo_root / "examples" / "knn"),
+            "--engine",
+            "docker",
+            "--print-config",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stderr  # --print-config needs no engine
     assert json.loads(proc.stdout)["cibuildwheel"]["container-engine"]["name"] == "docker"
     proc = subprocess.run(
         [str(BIN / "slimwheel"), "container", str(repo_root / "examples" / "knn"), "--engine", "docker"],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 4
     assert "`docker info` failed (exit 1): Cannot connect to the Docker daemon" in proc.stderr
 
@@ -137,23 +171,39 @@ def test_an_installed_slimwheel_configures_containers_without_a_checkout(tmp_pat
     scripts are package data, mounted from site-packages, and the container installs the same version."""
     import venv
 
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(repo_root)],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path / "dist"), str(repo_root)],
+        check=True,
+        capture_output=True,
+    )
     (wheel,) = (tmp_path / "dist").glob("slimwheel-*.whl")
     venv.create(tmp_path / "venv", with_pip=True)
     py = tmp_path / "venv" / "bin" / "python"
     subprocess.run([str(py), "-m", "pip", "install", "--quiet", str(wheel)], check=True, capture_output=True)
     proc = subprocess.run(
-        [str(tmp_path / "venv" / "bin" / "slimwheel"), "container", str(repo_root / "examples" / "knn"),
-         "--print-config", "--format", "json"],
-        capture_output=True, text=True, cwd=tmp_path,
-    )  # fmt: skip
+        [
+            str(tmp_path / "venv" / "bin" / "slimwheel"),
+            "container",
+            str(repo_root / "examples" / "knn"),
+            "--print-config",
+            "--format",
+            "json",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     table = json.loads(proc.stdout)["cibuildwheel"]
     version = wheel.name.split("-")[1]
     # cwd away from the checkout: `python -c` puts the current folder first on sys.path
-    site = subprocess.run([str(py), "-c", "import slimwheel, os; print(os.path.dirname(slimwheel.__file__))"],
-                          capture_output=True, text=True, check=True, cwd=tmp_path).stdout.strip()  # fmt: skip
+    site = subprocess.run(
+        [str(py), "-c", "import slimwheel, os; print(os.path.dirname(slimwheel.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    ).stdout.strip()
     scripts = Path(site) / "resources" / "manylinux"
     assert table["container-engine"]["create-args"] == ["--volume", f"{scripts}:/slimwheel-scripts:ro"]
     assert table["before-all"] == f"bash /slimwheel-scripts/cuda13.sh 13.0 slimwheel=={version}"

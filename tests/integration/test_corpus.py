@@ -63,12 +63,20 @@ def test_cupy_needs_nccl_and_cutensor_and_gets_cuda_with_its_extra() -> None:
     v = verdict("cupy-cuda13x")
     deps = failures(v, "dependencies")
     assert sorted(m.split(" needs ")[1].split(":")[0] for m in deps) == [
-        "libcutensor.so.2", "libcutensorMg.so.2", "libnccl.so.2",
-    ], deps  # fmt: skip
+        "libcutensor.so.2",
+        "libcutensorMg.so.2",
+        "libnccl.so.2",
+    ], deps
     assert all("cutensor-cu13" in m or "nvidia-nccl-cu13" in m for m in deps)
     (note,) = [n for n in v.notes if "extra 'ctk'" in n]
-    for so in ("libcublas.so.13", "libcufft.so.12", "libcurand.so.10", "libcusolver.so.12", "libcusparse.so.12",
-               "libnvrtc.so.13"):  # fmt: skip
+    for so in (
+        "libcublas.so.13",
+        "libcufft.so.12",
+        "libcurand.so.10",
+        "libcusolver.so.12",
+        "libcusparse.so.12",
+        "libnvrtc.so.13",
+    ):
         assert so in note
     assert not failures(v, "coverage")
 
@@ -113,11 +121,14 @@ def test_bitsandbytes_alternatives_are_stated_one_by_one() -> None:
     r = report("bitsandbytes")
     alts = [(a.file.rsplit("_", 1)[1], a.cuda_major, a.driver_floor) for a in r.alternatives]
     assert alts == [
-        ("cuda118.so", 11, MAJOR_DRIVER[11]), ("cuda121.so", 12, MAJOR_DRIVER[12]),
-        ("cuda124.so", 12, MAJOR_DRIVER[12]), ("cuda126.so", 12, MAJOR_DRIVER[12]),
-        ("cuda128.so", 12, MAJOR_DRIVER[12]), ("cuda130.so", 13, MAJOR_DRIVER[13]),
+        ("cuda118.so", 11, MAJOR_DRIVER[11]),
+        ("cuda121.so", 12, MAJOR_DRIVER[12]),
+        ("cuda124.so", 12, MAJOR_DRIVER[12]),
+        ("cuda126.so", 12, MAJOR_DRIVER[12]),
+        ("cuda128.so", 12, MAJOR_DRIVER[12]),
+        ("cuda130.so", 13, MAJOR_DRIVER[13]),
         ("cuda132.so", 13, MAJOR_DRIVER[13]),
-    ]  # fmt: skip
+    ]
 
 
 def test_cufft_serves_turing_to_blackwell() -> None:
@@ -151,9 +162,10 @@ def test_cumm_repair_requires_the_runtime_wheels_instead_of_its_copies(tmp_path:
 
     res = repair_wheel(wheel("cumm-cu120"), tmp_path)
     assert {(u.replaced_by, u.package) for u in res.unvendored} == {
-        ("libcudart.so.12", "nvidia-cuda-runtime-cu12"), ("libnvrtc.so.12", "nvidia-cuda-nvrtc-cu12"),
+        ("libcudart.so.12", "nvidia-cuda-runtime-cu12"),
+        ("libnvrtc.so.12", "nvidia-cuda-nvrtc-cu12"),
         (None, "nvidia-cuda-nvrtc-cu12"),  # libnvrtc-builtins: libnvrtc loads its own
-    }  # fmt: skip
+    }
     assert sorted(res.requires) == ["nvidia-cuda-nvrtc-cu12>=12.0,<13", "nvidia-cuda-runtime-cu12>=12.0,<13"]
     saved = wheel("cumm-cu120").stat().st_size - res.wheel.stat().st_size
     assert saved > 20 * 2**20 and res.unvendored_bytes[0] > saved  # the loader adds a few kB

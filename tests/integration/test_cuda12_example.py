@@ -32,7 +32,7 @@ pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN003
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
@@ -84,8 +84,9 @@ def test_it_carries_no_cuda_library_and_finds_the_component_folders(wheel: Path)
 
 
 def test_slimwheel_check_passes_with_the_projects_budget(wheel: Path, repo_root: Path) -> None:
-    proc = subprocess.run([str(BIN / "slimwheel"), "check", str(wheel), "--budget", "20MiB"], capture_output=True,
-                          text=True)  # fmt: skip
+    proc = subprocess.run(
+        [str(BIN / "slimwheel"), "check", str(wheel), "--budget", "20MiB"], capture_output=True, text=True
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -74,7 +74,7 @@ def upstream_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path,
 def test_repair_excludes_cuda_12_and_keeps_the_rest(pair: str, request: pytest.FixtureRequest) -> None:
     src, out, result = request.getfixturevalue(pair)
     assert result["cuda_major"] == 12
-    assert CUDA12_SONAMES <= set(result["excluded"])
+    assert set(result["excluded"]) >= CUDA12_SONAMES
     assert "libcuda.so.1" in result["excluded"]
     with zipfile.ZipFile(src) as a, zipfile.ZipFile(out) as b:
         before, after = set(a.namelist()), set(b.namelist())
@@ -95,8 +95,9 @@ def test_repair_keeps_one_requirement_per_cu12_package(pair: str, request: pytes
         reqs = [r for r in plain if canonicalize_name(r.name) == pkg]
         assert len(reqs) == 1, (pkg, [str(r) for r in reqs])
         assert reqs[0].specifier.contains("12.9.79" if "runtime" in pkg else "12.9.3.13"), str(reqs[0])
-    assert not [r for r in after if canonicalize_name(r.name) in ("nvidia-cuda-runtime", "nvidia-cublas")], \
+    assert not [r for r in after if canonicalize_name(r.name) in ("nvidia-cuda-runtime", "nvidia-cublas")], (
         "a CUDA 12 wheel must not pull CUDA 13 packages"
+    )
 
 
 def test_faiss_cu12_coverage_verdicts(cu12_pair: tuple[Path, Path, dict]) -> None:

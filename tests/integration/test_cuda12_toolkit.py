@@ -52,13 +52,13 @@ def toolkit12():
     return assemble_cuda12(CudaVersion(12, 4), cache_dir())
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:  # noqa: ANN003
+def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
     proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
 
-def test_it_is_cuda_12_4(toolkit12) -> None:  # noqa: ANN001
+def test_it_is_cuda_12_4(toolkit12) -> None:
     out = run([str(toolkit12.nvcc), "--version"]).stdout
     assert "release 12.4, V12.4.131" in out
     assert toolkit12.version == CudaVersion(12, 4)
@@ -74,7 +74,7 @@ def test_it_is_cuda_12_4(toolkit12) -> None:  # noqa: ANN001
     assert all(len(h) == 64 for h in manifest["wheels"].values())
 
 
-def test_the_runtime_and_cublas_are_the_12_4_ones(toolkit12) -> None:  # noqa: ANN001
+def test_the_runtime_and_cublas_are_the_12_4_ones(toolkit12) -> None:
     lib = toolkit12.root / "lib64"
     assert (lib / "libcudart.so").resolve().name == "libcudart.so.12"
     assert (lib / "libcublas.so").resolve().name == "libcublas.so.12"
@@ -84,14 +84,31 @@ def test_the_runtime_and_cublas_are_the_12_4_ones(toolkit12) -> None:  # noqa: A
     assert "#define CUBLAS_VER_MINOR 4" in cublas
 
 
-def test_it_compiles_and_links_a_cublas_shared_library(toolkit12, tmp_path: Path) -> None:  # noqa: ANN001
+def test_it_compiles_and_links_a_cublas_shared_library(toolkit12, tmp_path: Path) -> None:
     src = tmp_path / "k.cu"
     src.write_text(KERNEL)
     so = tmp_path / "libk.so"
     env = {**os.environ, **toolkit12.env}
-    run([str(toolkit12.nvcc), "-shared", "-Xcompiler", "-fPIC", "-cudart", "shared",
-         "-gencode", "arch=compute_80,code=sm_80", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
-         str(src), "-lcublas", "-o", str(so)], env=env, cwd=tmp_path)  # fmt: skip
+    run(
+        [
+            str(toolkit12.nvcc),
+            "-shared",
+            "-Xcompiler",
+            "-fPIC",
+            "-cudart",
+            "shared",
+            "-gencode",
+            "arch=compute_80,code=sm_80",
+            "-gencode",
+            "arch=compute_90,code=[sm_90,compute_90]",
+            str(src),
+            "-lcublas",
+            "-o",
+            str(so),
+        ],
+        env=env,
+        cwd=tmp_path,
+    )
     elf = inspect_binary(so)
     assert {"libcudart.so.12", "libcublas.so.12"} <= set(elf.needed)
     entries = [e for fb in elf.fatbins for e in fb.entries]
@@ -108,7 +125,7 @@ def test_it_compiles_and_links_a_cublas_shared_library(toolkit12, tmp_path: Path
     assert ptxs == ["90"]
 
 
-def test_cmake_accepts_it(toolkit12, tmp_path: Path) -> None:  # noqa: ANN001
+def test_cmake_accepts_it(toolkit12, tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(KERNEL)
     (tmp_path / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(k LANGUAGES CXX CUDA)\nfind_package(CUDAToolkit REQUIRED)\n"
@@ -118,15 +135,16 @@ def test_cmake_accepts_it(toolkit12, tmp_path: Path) -> None:  # noqa: ANN001
         'message(STATUS "toolkit ${CUDAToolkit_VERSION} at ${CUDAToolkit_LIBRARY_DIR}")\n'
     )
     env = {**os.environ, **toolkit12.env}
-    conf = run(["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "b"), f"-DCUDAToolkit_ROOT={toolkit12.root}"],
-               env=env)  # fmt: skip
+    conf = run(
+        ["cmake", "-S", str(tmp_path), "-B", str(tmp_path / "b"), f"-DCUDAToolkit_ROOT={toolkit12.root}"], env=env
+    )
     assert "The CUDA compiler identification is NVIDIA 12.4.131" in conf.stdout
     assert f"toolkit 12.4.131 at {toolkit12.root / 'lib64'}" in conf.stdout
     run(["cmake", "--build", str(tmp_path / "b")], env=env)
     assert {"libcudart.so.12", "libcublas.so.12"} <= set(inspect_binary(tmp_path / "b" / "libk.so").needed)
 
 
-def test_it_is_cached_and_handed_out_by_ensure_toolkit(toolkit12) -> None:  # noqa: ANN001
+def test_it_is_cached_and_handed_out_by_ensure_toolkit(toolkit12) -> None:
     from slimwheel.toolkit import ensure_toolkit
 
     t = time.monotonic()
@@ -138,7 +156,7 @@ def test_it_is_cached_and_handed_out_by_ensure_toolkit(toolkit12) -> None:  # no
     assert ensure_toolkit("12.4", env=env).root == toolkit12.root
 
 
-def test_the_cli_reports_it(toolkit12) -> None:  # noqa: ANN001
+def test_the_cli_reports_it(toolkit12) -> None:
     import shutil
     import sys
 
@@ -158,7 +176,7 @@ def test_unknown_releases_are_refused_with_a_hint() -> None:
     assert "12.4" in str(e.value)
 
 
-def test_a_cache_entry_from_other_pins_or_half_made_is_not_reused(toolkit12, tmp_path: Path) -> None:  # noqa: ANN001
+def test_a_cache_entry_from_other_pins_or_half_made_is_not_reused(toolkit12, tmp_path: Path) -> None:
     from slimwheel.toolkit.cuda12 import _load_cached
 
     release = release_for(CudaVersion(12, 4))
@@ -176,7 +194,7 @@ def test_a_cache_entry_from_other_pins_or_half_made_is_not_reused(toolkit12, tmp
     assert _load_cached(fake, release) is None
 
 
-def test_the_setup_script_hands_out_the_same_toolkit(toolkit12, repo_root: Path) -> None:  # noqa: ANN001
+def test_the_setup_script_hands_out_the_same_toolkit(toolkit12, repo_root: Path) -> None:
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}

@@ -48,10 +48,23 @@ def built(toolkit135, repo_root: Path, tmp_path_factory: pytest.TempPathFactory)
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = "2"
     t0 = time.monotonic()
     proc = subprocess.run(
-        [*CLI, "build", str(repo_root / "examples" / "knn"), "--cuda", "13.5", "--archs", "9.0,10.0",
-         "--toolkit", toolkit135["root"], "--out-dir", str(out)],
-        capture_output=True, text=True, env=env,
-    )  # fmt: skip
+        [
+            *CLI,
+            "build",
+            str(repo_root / "examples" / "knn"),
+            "--cuda",
+            "13.5",
+            "--archs",
+            "9.0,10.0",
+            "--toolkit",
+            toolkit135["root"],
+            "--out-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     print(f"\nslimwheel build examples/knn --cuda 13.5 (SASS 90, 100 + PTX 100): {time.monotonic() - t0:.1f} s")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (wheel,) = out.glob("*.whl")
@@ -77,8 +90,11 @@ def test_family_and_thor_cubins_from_nvcc_13_5_read_back(toolkit135, tmp_path: P
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")
     obj = tmp_path / "k.o"
-    gencode = ["-gencode=arch=compute_100f,code=sm_100f", "-gencode=arch=compute_110,code=sm_110",
-               "-gencode=arch=compute_120f,code=[sm_120f,compute_120f]"]  # fmt: skip
+    gencode = [
+        "-gencode=arch=compute_100f,code=sm_100f",
+        "-gencode=arch=compute_110,code=sm_110",
+        "-gencode=arch=compute_120f,code=[sm_120f,compute_120f]",
+    ]
     subprocess.run([str(Path(toolkit135["nvcc"])), "-c", *gencode, str(src), "-o", str(obj)], check=True)
     targets = {e.target for fb in inspect_binary(obj).fatbins for e in fb.entries if e.target is not None}
     assert sorted(str(t) for t in targets) == ["compute_120f", "sm_100f", "sm_110", "sm_120f"]

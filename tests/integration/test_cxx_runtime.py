@@ -44,8 +44,10 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for kind, extra in LINKS.items():
         so = d / f"{kind}.so"
-        subprocess.run(["g++", "-O1", "-fPIC", "-shared", "-fvisibility=hidden", "-o", str(so), str(d / "demo.cpp"),
-                        *extra], check=True)  # fmt: skip
+        subprocess.run(
+            ["g++", "-O1", "-fPIC", "-shared", "-fvisibility=hidden", "-o", str(so), str(d / "demo.cpp"), *extra],
+            check=True,
+        )
         out[kind] = so
     return out
 
@@ -53,12 +55,18 @@ def libs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 def test_the_reader_tells_the_three_links_apart(libs: dict[str, Path]) -> None:
     seen = {kind: read_elf_file(so, so.name) for kind, so in libs.items()}
     assert {k: r.exports_cxx_runtime for k, r in seen.items() if r} == {
-        "dynamic": False, "static-exported": True, "static-hidden": False}  # fmt: skip
+        "dynamic": False,
+        "static-exported": True,
+        "static-hidden": False,
+    }
     assert "libstdc++.so.6" in seen["dynamic"].needed  # type: ignore[union-attr]
     assert "libstdc++.so.6" not in seen["static-exported"].needed  # type: ignore[union-attr]
     # The shared libstdc++ itself defines the marker and is never a problem.
-    system = Path(subprocess.run(["g++", "-print-file-name=libstdc++.so.6"], capture_output=True, text=True,
-                                 check=True).stdout.strip())  # fmt: skip
+    system = Path(
+        subprocess.run(
+            ["g++", "-print-file-name=libstdc++.so.6"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    )
     assert read_dynamic(system.resolve(), "libstdc++.so.6").exports_cxx_runtime is False  # type: ignore[union-attr]
 
 
@@ -68,14 +76,16 @@ def test_only_the_exported_static_copy_is_a_problem(libs: dict[str, Path]) -> No
         assert info is not None
         problem = cxx_runtime_problem(info)
         assert (problem is not None) == (kind == "static-exported"), kind
-    bad = ElfInfo(path="demo/_demo.so", soname=None, needed=("libc.so.6",), rpath=(), runpath=(),
-                  exports_cxx_runtime=True)  # fmt: skip
+    bad = ElfInfo(
+        path="demo/_demo.so", soname=None, needed=("libc.so.6",), rpath=(), runpath=(), exports_cxx_runtime=True
+    )
     v = dependency_problems([bad], cuda_major=None, requires=[], tags=["cp312-abi3-manylinux_2_28_x86_64"])
     assert len(v.problems) == 1 and "libstdc++ linked statically" in v.problems[0]
 
 
-def test_check_fails_and_repair_refuses_a_wheel_with_an_exported_copy(libs: dict[str, Path], tmp_path: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_check_fails_and_repair_refuses_a_wheel_with_an_exported_copy(
+    libs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     good = make_wheel(tmp_path / "good", files={"demo/_demo.abi3.so": libs["static-hidden"].read_bytes()})
     bad = make_wheel(tmp_path / "bad", files={"demo/_demo.abi3.so": libs["static-exported"].read_bytes()})
     assert main(["check", "--require-arch", "none", str(good)]) == ExitCode.OK
@@ -121,7 +131,7 @@ def relocated_gcc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         script.parent.mkdir(exist_ok=True)
         # The second also finds no libstdc++.so.6 at all: nothing shared to link.
         hide_line = 'for a in "$@"; do [[ "$a" == -print-file-name=libstdc++.so.6 ]] && { echo libstdc++.so.6; exit 0; }; done\n'
-        script.write_text(f"#!/bin/bash\n{hide_line if hide else ''}exec g++ -B{gccdir}/ \"$@\"\n")
+        script.write_text(f'#!/bin/bash\n{hide_line if hide else ""}exec g++ -B{gccdir}/ "$@"\n')
         script.chmod(0o755)
         compilers[name] = script
     return compilers
@@ -129,8 +139,15 @@ def relocated_gcc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def _configure(toolkit, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
     """slimwheel's package from this checkout, sm_90 only; `defines` name the compiler under test."""
-    return configure(toolkit, src, build, f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}",
-                     "-DSLIMWHEEL_CUDA_ARCHITECTURES=90-real", "-DSLIMWHEEL_COMPRESSION=size", *defines)
+    return configure(
+        toolkit,
+        src,
+        build,
+        f"-Dslimwheel_DIR={REPO / 'slimwheel' / 'cmake'}",
+        "-DSLIMWHEEL_CUDA_ARCHITECTURES=90-real",
+        "-DSLIMWHEEL_COMPRESSION=size",
+        *defines,
+    )
 
 
 def _project(root: Path) -> Path:
@@ -144,18 +161,33 @@ def test_the_simulated_compiler_links_libstdcxx_statically(relocated_gcc: dict[s
     # The premise of the next tests: without slimwheel this compiler makes what the GPU machine's made.
     (tmp_path / "demo.cpp").write_text(SOURCE)
     so = tmp_path / "demo.so"
-    subprocess.run([str(relocated_gcc["g++"]), "-O1", "-fPIC", "-shared", "-fvisibility=hidden", "-o", str(so),
-                    str(tmp_path / "demo.cpp")], check=True)  # fmt: skip
+    subprocess.run(
+        [
+            str(relocated_gcc["g++"]),
+            "-O1",
+            "-fPIC",
+            "-shared",
+            "-fvisibility=hidden",
+            "-o",
+            str(so),
+            str(tmp_path / "demo.cpp"),
+        ],
+        check=True,
+    )
     report = read_elf_file(so, so.name)
     assert report is not None and report.exports_cxx_runtime
     assert "libstdc++.so.6" not in report.needed
     # and the driver's own answer would not have told: it names a shared libstdc++ all the same
-    assert subprocess.run([str(relocated_gcc["g++"]), "-print-file-name=libstdc++.so"], capture_output=True,
-                          text=True, check=True).stdout.strip().startswith("/")  # fmt: skip
+    assert (
+        subprocess.run(
+            [str(relocated_gcc["g++"]), "-print-file-name=libstdc++.so"], capture_output=True, text=True, check=True
+        )
+        .stdout.strip()
+        .startswith("/")
+    )
 
 
-def test_slimwheel_targets_link_the_shared_libstdcxx(toolkit13, relocated_gcc: dict[str, Path],
-                                                      tmp_path: Path) -> None:
+def test_slimwheel_targets_link_the_shared_libstdcxx(toolkit13, relocated_gcc: dict[str, Path], tmp_path: Path) -> None:
     src = _project(tmp_path / "src")
     build = tmp_path / "build"
     r = _configure(toolkit13, src, build, f"-DCMAKE_CXX_COMPILER={relocated_gcc['g++']}")
@@ -180,8 +212,9 @@ def test_a_healthy_compiler_is_left_alone(toolkit13, tmp_path: Path) -> None:
     assert not (tmp_path / "build" / "slimwheel-cxx-runtime").exists()
 
 
-def test_no_shared_libstdcxx_at_all_fails_configure_clearly(toolkit13, relocated_gcc: dict[str, Path],
-                                                            tmp_path: Path) -> None:
+def test_no_shared_libstdcxx_at_all_fails_configure_clearly(
+    toolkit13, relocated_gcc: dict[str, Path], tmp_path: Path
+) -> None:
     src = _project(tmp_path / "src")
     r = _configure(toolkit13, src, tmp_path / "build", f"-DCMAKE_CXX_COMPILER={relocated_gcc['g++-no-so6']}")
     assert r.returncode != 0
@@ -207,8 +240,9 @@ extern "C" __attribute__((visibility("default"))) int demo_len(const char* s) {
 """
 
 
-def test_a_cuda_only_project_is_probed_through_its_host_compiler(toolkit13, relocated_gcc: dict[str, Path],
-                                                                  tmp_path: Path) -> None:
+def test_a_cuda_only_project_is_probed_through_its_host_compiler(
+    toolkit13, relocated_gcc: dict[str, Path], tmp_path: Path
+) -> None:
     # No CXX language: nvcc links with its host compiler (CMAKE_CUDA_HOST_COMPILER), which is what gets probed.
     src = tmp_path / "src"
     src.mkdir()

@@ -94,18 +94,37 @@ def pip_wheel(toolkit: Toolkit, project: Path, out: Path, build_dir: Path) -> su
     # One target keeps the compile short; the README's file says "all". The variable overrides the file as it would
     # for a user, so the plan still goes through [tool.slimwheel] and slimwheel's configuration, not a CMake flag.
     env["SLIMWHEEL_ARCHS"] = "8.0"
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-build-isolation", "--no-deps", "-w", str(out), str(project),
-           f"-Cbuild-dir={build_dir}"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-build-isolation",
+        "--no-deps",
+        "-w",
+        str(out),
+        str(project),
+        f"-Cbuild-dir={build_dir}",
+    ]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
 @pytest.mark.parametrize(
     ("doc", "make", "package", "module"),
-    [(REPO / "README.md", readme_project, "knn", "_knn"), (REPO / "docs" / "cmake-example.md", docs_project, "myext", "_ext")],
+    [
+        (REPO / "README.md", readme_project, "knn", "_knn"),
+        (REPO / "docs" / "cmake-example.md", docs_project, "myext", "_ext"),
+    ],
     ids=["README", "cmake-example"],
-)  # fmt: skip
-def test_the_snippet_builds_as_a_new_project(toolkit13, tmp_path: Path, doc: Path, make, package: str,  # type: ignore[no-untyped-def]
-                                             module: str) -> None:  # fmt: skip
+)
+def test_the_snippet_builds_as_a_new_project(
+    toolkit13,
+    tmp_path: Path,
+    doc: Path,
+    make,
+    package: str,  # type: ignore[no-untyped-def]
+    module: str,
+) -> None:
     project = make(tmp_path / "src", cmake_snippet(doc))
     proc = pip_wheel(toolkit13, project, tmp_path / "dist", tmp_path / "build")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -125,7 +144,9 @@ def test_the_snippet_builds_as_a_new_project(toolkit13, tmp_path: Path, doc: Pat
 
 def test_a_snippet_without_nanobinds_package_fails_as_users_saw(toolkit13, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     # the check above can fail: the README's old snippet had no find_package(Python/nanobind)
-    snippet = "\n".join(ln for ln in cmake_snippet(REPO / "README.md").splitlines() if "find_package(nanobind" not in ln)
+    snippet = "\n".join(
+        ln for ln in cmake_snippet(REPO / "README.md").splitlines() if "find_package(nanobind" not in ln
+    )
     project = readme_project(tmp_path / "src", snippet + "\n")
     proc = pip_wheel(toolkit13, project, tmp_path / "dist", tmp_path / "build")
     assert proc.returncode != 0

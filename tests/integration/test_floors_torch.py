@@ -25,16 +25,35 @@ def _stubs(folder: Path) -> None:
     """Empty wheels of torch (requiring exactly its published CUDA component versions) and of each component."""
     for name, version in PINS["resolved"].items():
         make_wheel(folder, name=name, version=version, tag="py3-none-any")
-    make_wheel(folder, name="torch", version=PINS["torch"], tag="py3-none-any",
-               requires=[f"{n}=={v}" for n, v in PINS["resolved"].items()])  # fmt: skip
+    make_wheel(
+        folder,
+        name="torch",
+        version=PINS["torch"],
+        tag="py3-none-any",
+        requires=[f"{n}=={v}" for n, v in PINS["resolved"].items()],
+    )
 
 
 def _resolve(folder: Path, *wanted: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-index", "--find-links",
-         str(folder), "--report", str(folder / "report.json"), *wanted],
-        capture_output=True, text=True, env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--no-index",
+            "--find-links",
+            str(folder),
+            "--report",
+            str(folder / "report.json"),
+            *wanted,
+        ],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PIP_CONFIG_FILE": os.devnull},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -43,9 +62,24 @@ def built_135(repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     out = tmp_path_factory.mktemp("wh135")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = "2"
-    proc = subprocess.run([sys.executable, "-m", "slimwheel", "build", str(repo_root / "examples" / "knn"),
-                           "--cuda", "13.5", "--archs", "9.0", "--out-dir", str(out)],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "slimwheel",
+            "build",
+            str(repo_root / "examples" / "knn"),
+            "--cuda",
+            "13.5",
+            "--archs",
+            "9.0",
+            "--out-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     (wheel,) = sorted(out.glob("*.whl"))
     return wheel
@@ -67,8 +101,10 @@ def test_it_resolves_beside_torchs_cuda_13_pins(built_135: Path, tmp_path: Path)
     make_wheel(tmp_path, name="numpy", version="2.0.0", tag="py3-none-any")  # the example's own requirement
     proc = _resolve(tmp_path, str(built_135), f"torch=={PINS['torch']}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    chosen = {i["metadata"]["name"]: i["metadata"]["version"]
-              for i in json.loads((tmp_path / "report.json").read_text())["install"]}  # fmt: skip
+    chosen = {
+        i["metadata"]["name"]: i["metadata"]["version"]
+        for i in json.loads((tmp_path / "report.json").read_text())["install"]
+    }
     assert chosen["nvidia-cublas"] == PINS["resolved"]["nvidia-cublas"]
 
 

@@ -39,7 +39,13 @@ print(json.dumps({
 def _libz() -> str:
     import ctypes.util
 
-    for folder in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib/aarch64-linux-gnu"):
+    for folder in (
+        "/lib/x86_64-linux-gnu",
+        "/usr/lib/x86_64-linux-gnu",
+        "/lib64",
+        "/usr/lib64",
+        "/lib/aarch64-linux-gnu",
+    ):
         p = Path(folder) / "libz.so.1"
         if p.is_file():
             return str(p.resolve())
@@ -55,9 +61,13 @@ def test_planted_libdl_and_libcuda_never_run(tmp_path: Path, ld_library_path: st
     build_fake_lib(cwd / "libcudart.so.13", "libcudart.so.13", tag="libcudart", version=13000)
     libz = _libz()
     proc = subprocess.run(
-        [sys.executable, "-c", PROBE, slimwheel.runtime.loader.__file__, libz], cwd=cwd, capture_output=True,
-        text=True, check=False, env=clean_env(LD_LIBRARY_PATH=ld_library_path, FAKE_CUDA_MARKER=str(marker)),
-    )  # fmt: skip
+        [sys.executable, "-c", PROBE, slimwheel.runtime.loader.__file__, libz],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+        env=clean_env(LD_LIBRARY_PATH=ld_library_path, FAKE_CUDA_MARKER=str(marker)),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
     assert not marker.exists(), marker.read_text()  # no constructor of a planted file ran

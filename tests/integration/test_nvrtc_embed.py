@@ -56,7 +56,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (src / "local.cuh").write_bytes(hostile(rng, 3_000))
     (src / "inc" / "found_in_include_dir.cuh").write_bytes(b'#include "deep/empty.cuh"\n' + hostile(rng, 70_000))
     (src / "inc" / "deep" / "empty.cuh").write_bytes(b"")
-    (src / "second.cu").write_bytes(b")slw0\"" * 5000 + b'#include "local.cuh"\n')
+    (src / "second.cu").write_bytes(b')slw0"' * 5000 + b'#include "local.cuh"\n')
     build = root / "build"
     configure(src, build, [src / "main.cuh", src / "second.cu"])
     return root
@@ -64,10 +64,20 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def configure(src: Path, build: Path, sources: list[Path]) -> None:
     subprocess.run(
-        [CMAKE, "-S", str(PACKAGE), "-B", str(build), f"-Dslimwheel_DIR={SLIMWHEEL_CMAKE}",
-         f"-DNVT_SOURCES={';'.join(map(str, sources))}", f"-DNVT_INCLUDE_DIRS={src / 'inc'}"],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            CMAKE,
+            "-S",
+            str(PACKAGE),
+            "-B",
+            str(build),
+            f"-Dslimwheel_DIR={SLIMWHEEL_CMAKE}",
+            f"-DNVT_SOURCES={';'.join(map(str, sources))}",
+            f"-DNVT_INCLUDE_DIRS={src / 'inc'}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     r = subprocess.run([CMAKE, "--build", str(build), "-j", "2"], check=False, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]
 
@@ -127,12 +137,26 @@ def test_regenerated_when_an_included_header_changes_or_gains_an_include(built: 
 def test_a_nul_byte_is_refused(tmp_path: Path) -> None:
     (tmp_path / "bad.cuh").write_bytes(b"int a;\0int b;\n")
     r = subprocess.run(
-        [CMAKE, "-D_SLWN_SOURCES=" + str(tmp_path / "bad.cuh"), "-D_SLWN_OUTPUT=" + str(tmp_path / "out.h"),
-         "-D_SLWN_NAMESPACE=x", "-D_SLWN_CUDA_MAJOR=13", "-D_SLWN_SONAME=libnvrtc.so.13", "-D_SLWN_FOLDER=f",
-         "-D_SLWN_PACKAGE=p", "-D_SLWN_DEPTH=1", "-P", str(SLIMWHEEL_CMAKE / "SlimWheelNvrtc.cmake")],
-        check=False, capture_output=True, text=True,
-    )  # fmt: skip
-    assert r.returncode != 0 and "contains a NUL byte" in " ".join(r.stderr.split()) and not (tmp_path / "out.h").exists()
+        [
+            CMAKE,
+            "-D_SLWN_SOURCES=" + str(tmp_path / "bad.cuh"),
+            "-D_SLWN_OUTPUT=" + str(tmp_path / "out.h"),
+            "-D_SLWN_NAMESPACE=x",
+            "-D_SLWN_CUDA_MAJOR=13",
+            "-D_SLWN_SONAME=libnvrtc.so.13",
+            "-D_SLWN_FOLDER=f",
+            "-D_SLWN_PACKAGE=p",
+            "-D_SLWN_DEPTH=1",
+            "-P",
+            str(SLIMWHEEL_CMAKE / "SlimWheelNvrtc.cmake"),
+        ],
+        check=False,
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        r.returncode != 0 and "contains a NUL byte" in " ".join(r.stderr.split()) and not (tmp_path / "out.h").exists()
+    )
 
 
 def test_detects_the_sources_in_a_stripped_gc_sectioned_library(built: Path) -> None:
@@ -148,10 +172,22 @@ def test_detects_the_sources_in_a_stripped_gc_sectioned_library(built: Path) -> 
 def test_cache_rejects_planted_corrupted_and_foreign_files(tmp_path: Path) -> None:
     exe = tmp_path / "cache_test"
     subprocess.run(
-        [CXX, "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{SLIMWHEEL_CMAKE / 'include'}",
-         str(REPO / "tests/cpp/nvrtc_cache_test.cpp"), "-o", str(exe), "-ldl"],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+        [
+            CXX,
+            "-std=c++17",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            f"-I{SLIMWHEEL_CMAKE / 'include'}",
+            str(REPO / "tests/cpp/nvrtc_cache_test.cpp"),
+            "-o",
+            str(exe),
+            "-ldl",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLIMWHEEL_NVRTC", "XDG_"))}
@@ -162,9 +198,13 @@ def test_cache_rejects_planted_corrupted_and_foreign_files(tmp_path: Path) -> No
     assert any("planted file for another key is not loaded" in line for line in oks)
     assert any("forged header" in line for line in oks)
     # issue 24 item 7: the path as given and as resolved, at each use; writers' temporary files
-    for check in ("a cache reached through a link in a world-writable folder is refused", "the next store is refused",
-                  "a parent made world-writable stops loads and stores", "a killed writer's temporary file is removed",
-                  "a live temporary file counts against the cap"):  # fmt: skip
+    for check in (
+        "a cache reached through a link in a world-writable folder is refused",
+        "the next store is refused",
+        "a parent made world-writable stops loads and stores",
+        "a killed writer's temporary file is removed",
+        "a live temporary file counts against the cap",
+    ):
         assert any(check in line for line in oks), check
 
 

@@ -47,11 +47,23 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     (build / "libslimext.so").symlink_to(SONAME)
     (build / "_ext.c").write_text(EXT_SOURCE, encoding="utf-8")
     ext = build / f"_ext{ext_suffix()}"
-    gcc(["-shared", "-fPIC", "-O1", "-o", str(ext), str(build / "_ext.c"), f"-I{sysconfig.get_paths()['include']}",
-         f"-L{build}", "-lslimext"])  # fmt: skip
+    gcc(
+        [
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-o",
+            str(ext),
+            str(build / "_ext.c"),
+            f"-I{sysconfig.get_paths()['include']}",
+            f"-L{build}",
+            "-lslimext",
+        ]
+    )
     provider_files = {"slimext_provider/__init__.py": b"", f"{FOLDER}/{SONAME}": build / SONAME}
-    provider = make_wheel(tmp / "provider", name="slimext-provider", version="1.0", tag="py3-none-linux_x86_64",
-                          files=provider_files)  # fmt: skip
+    provider = make_wheel(
+        tmp / "provider", name="slimext-provider", version="1.0", tag="py3-none-linux_x86_64", files=provider_files
+    )
     files = {"consumer/__init__.py": b"from ._ext import answer\n", f"consumer/_ext{ext_suffix()}": ext}
     plain = make_wheel(tmp / "plain", name="consumer", version="0.1", files=files)
     own = make_wheel(tmp / "own", name="consumer", version="0.1", files=files, requires=("slimext-provider<2",))
@@ -79,8 +91,17 @@ def test_the_library_is_left_to_the_provider_wheel_and_found_at_run_time(
     wheels: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    rc = main(["repair", "-w", str(out), "--json", "--external", f"{SONAME}=slimext-provider>=1.0@{FOLDER}",
-               str(wheels["plain"])])  # fmt: skip
+    rc = main(
+        [
+            "repair",
+            "-w",
+            str(out),
+            "--json",
+            "--external",
+            f"{SONAME}=slimext-provider>=1.0@{FOLDER}",
+            str(wheels["plain"]),
+        ]
+    )
     assert rc == 0
     result = json.loads(capsys.readouterr().out)
     assert result["external"] == [{"soname": SONAME, "requirement": "slimext-provider>=1.0", "folder": FOLDER}]
@@ -101,18 +122,39 @@ def test_the_library_is_left_to_the_provider_wheel_and_found_at_run_time(
     subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, env=clean_env())
     py = env_dir / "bin" / "python"
     proc = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-index",
-         "--find-links", str(wheels["provider"].parent), str(repaired)],
-        capture_output=True, text=True, check=False, env=clean_env(),
-    )  # fmt: skip
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-index",
+            "--find-links",
+            str(wheels["provider"].parent),
+            str(repaired),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=clean_env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     for p in wheels["build"].glob("libslimext*"):
         p.unlink()
     proc = subprocess.run(
-        [str(py), "-c", "import consumer, json; print(json.dumps([consumer.answer(), "
-         "[l.split()[-1] for l in open('/proc/self/maps') if 'libslimext' in l][:1]]))"],
-        capture_output=True, text=True, check=False, env=clean_env(), cwd=tmp_path,
-    )  # fmt: skip
+        [
+            str(py),
+            "-c",
+            "import consumer, json; print(json.dumps([consumer.answer(), "
+            "[l.split()[-1] for l in open('/proc/self/maps') if 'libslimext' in l][:1]]))",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=clean_env(),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     answer, (loaded,) = json.loads(proc.stdout)
     assert answer == 42
@@ -126,14 +168,40 @@ def test_the_folder_is_looked_up_in_the_installed_provider_and_requirements_merg
     # The provider installed where slimwheel's Python finds it (PYTHONPATH), the folder not given: repair reads it
     # from the distribution's RECORD. The consumer already requires slimext-provider<2: one line, both bounds.
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps",
-                    "--target", str(target), str(wheels["provider"])], check=True, env=clean_env())  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheels["provider"]),
+        ],
+        check=True,
+        env=clean_env(),
+    )
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "slimwheel", "repair", "-w", str(out), "--external",
-         "libslimext.so.*=slimext-provider>=1.0", str(wheels["own"])],
-        capture_output=True, text=True, check=False, env=clean_env(PYTHONPATH=str(target)),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "slimwheel",
+            "repair",
+            "-w",
+            str(out),
+            "--external",
+            "libslimext.so.*=slimext-provider>=1.0",
+            str(wheels["own"]),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=clean_env(PYTHONPATH=str(target)),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (repaired,) = out.glob("*.whl")
     m = members(repaired)
@@ -155,8 +223,9 @@ def test_without_external_the_library_is_unaccounted_and_the_message_says_how(
 def test_a_provider_that_is_not_installed_is_a_clear_error(
     wheels: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    rc = main(["repair", "-w", str(tmp_path / "out"), "--external", f"{SONAME}=slimext-provider>=1.0",
-               str(wheels["plain"])])  # fmt: skip
+    rc = main(
+        ["repair", "-w", str(tmp_path / "out"), "--external", f"{SONAME}=slimext-provider>=1.0", str(wheels["plain"])]
+    )
     assert rc == 3
     err = capsys.readouterr().err
     assert f"external library {SONAME}: slimext-provider is not installed" in err and "@FOLDER" in err

@@ -31,11 +31,19 @@ def vendoring_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     os.rename(stubs / "libcudart.so.12", stubs / "libcudart.so.12.0.107")
     (stubs / "libcudart.so.12").symlink_to("libcudart.so.12.0.107")
     ext = build_extension(tmp / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart"])
-    plain = make_wheel(tmp / "dist", name="fakespconv", version="0.1",
-                       files={"fakespconv/__init__.py": b"", f"fakespconv/_ext{ext_suffix()}": ext})  # fmt: skip
+    plain = make_wheel(
+        tmp / "dist",
+        name="fakespconv",
+        version="0.1",
+        files={"fakespconv/__init__.py": b"", f"fakespconv/_ext{ext_suffix()}": ext},
+    )
     env = {**os.environ, "LD_LIBRARY_PATH": str(stubs), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-    subprocess.run([sys.executable, "-m", "auditwheel", "repair", "-w", str(tmp / "aw"), str(plain)], env=env,
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "auditwheel", "repair", "-w", str(tmp / "aw"), str(plain)],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
     (made,) = (tmp / "aw").glob("*.whl")
     names = zipfile.ZipFile(made).namelist()
     assert any(n.startswith("fakespconv.libs/libcudart-") and n.endswith(".so.12.0.107") for n in names), names

@@ -41,10 +41,19 @@ def cu13_libdir(toolkit13) -> Path:
 @pytest.fixture(scope="module")
 def cu13_wheel(tmp_path_factory: pytest.TempPathFactory, cu13_libdir: Path) -> Path:
     tmp = tmp_path_factory.mktemp("cu13")
-    ext = build_extension(tmp / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir], libs=["cudart", "cublas"],
-                          runpath=["$ORIGIN/../nvidia/cu13/lib"])  # fmt: skip
-    return make_wheel(tmp / "dist", name="fakecuda", version="0.1",
-                      files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    ext = build_extension(
+        tmp / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[cu13_libdir],
+        libs=["cudart", "cublas"],
+        runpath=["$ORIGIN/../nvidia/cu13/lib"],
+    )
+    return make_wheel(
+        tmp / "dist",
+        name="fakecuda",
+        version="0.1",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
 
 
 def sha(p: Path) -> str:
@@ -105,8 +114,9 @@ def test_cu13_wheel_repaired(cu13_wheel: Path, tmp_path: Path) -> None:
     reqs = sorted(str(r) for r in metadata(members).requires_dist or [])
     assert reqs == ["nvidia-cublas<14,>=13.0", "nvidia-cuda-runtime<14,>=13.0"]
     assert_record_valid(members)
-    twine = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", str(out)],
-                           capture_output=True, text=True, check=False)  # fmt: skip
+    twine = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", str(out)], capture_output=True, text=True, check=False
+    )
     assert twine.returncode == 0, twine.stdout + twine.stderr
     ext = dynamic(members[f"fakecuda/_ext{ext_suffix()}"])
     assert "$ORIGIN/../nvidia/cu13/lib" in ext["runpath"] + ext["rpath"]
@@ -127,11 +137,19 @@ def test_bundling_another_library_keeps_the_nvidia_rpath(tmp_path: Path, cu13_li
     helper_dir = tmp_path / "helper"
     build_fake_lib(helper_dir / "libhelper.so.1", "libhelper.so.1", tag="helper", version=1)
     (helper_dir / "libhelper.so").symlink_to("libhelper.so.1")
-    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir, helper_dir],
-                          libs=["cudart", "cublas", "helper"],
-                          runpath=["$ORIGIN/../nvidia/cu13/lib", str(helper_dir)])  # fmt: skip
-    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.2",
-                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[cu13_libdir, helper_dir],
+        libs=["cudart", "cublas", "helper"],
+        runpath=["$ORIGIN/../nvidia/cu13/lib", str(helper_dir)],
+    )
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda",
+        version="0.2",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
     rc, out = repair(wheel, tmp_path / "out")
     assert rc == 0 and out is not None
     members = read_members(out)
@@ -147,8 +165,12 @@ def test_bundling_another_library_keeps_the_nvidia_rpath(tmp_path: Path, cu13_li
 def test_cuda12_variant_requires_cu12_wheels(tmp_path: Path) -> None:
     stubs = stub_dir(tmp_path, {"libcudart.so.12": 12040, "libcublas.so.12": 12040})
     ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart", "cublas"])
-    wheel = make_wheel(tmp_path / "dist", name="fakecuda12", version="0.1",
-                       files={"fakecuda12/__init__.py": INIT, f"fakecuda12/_ext{ext_suffix()}": ext})  # fmt: skip
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda12",
+        version="0.1",
+        files={"fakecuda12/__init__.py": INIT, f"fakecuda12/_ext{ext_suffix()}": ext},
+    )
     rc, out = repair(wheel, tmp_path / "out", "--cuda", "12.4")
     assert rc == 0 and out is not None
     members = read_members(out)
@@ -165,10 +187,19 @@ def test_driver_is_never_bundled(tmp_path: Path, cu13_libdir: Path) -> None:
     drv = tmp_path / "driver"
     build_fake_lib(drv / "libcuda.so.1", "libcuda.so.1", tag="driver", version=13000)
     (drv / "libcuda.so").symlink_to("libcuda.so.1")
-    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir, drv],
-                          libs=["cudart", "cublas", "cuda"], runpath=[str(drv)])  # fmt: skip
-    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.3",
-                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[cu13_libdir, drv],
+        libs=["cudart", "cublas", "cuda"],
+        runpath=[str(drv)],
+    )
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda",
+        version="0.3",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
     rc, out = repair(wheel, tmp_path / "out")
     assert rc == 0 and out is not None
     members = read_members(out)
@@ -181,23 +212,33 @@ def test_unaccounted_library_is_refused_with_exit_12(tmp_path: Path, cu13_libdir
     gone = tmp_path / "gone"
     build_fake_lib(gone / "libmissing.so.7", "libmissing.so.7", tag="missing", version=1)
     (gone / "libmissing.so").symlink_to("libmissing.so.7")
-    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir, gone],
-                          libs=["cudart", "missing"])  # fmt: skip
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir, gone], libs=["cudart", "missing"]
+    )
     for p in gone.iterdir():
         p.unlink()
-    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.4",
-                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda",
+        version="0.4",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
     rc, out = repair(wheel, tmp_path / "out")
     assert rc == 12 and out is None
 
 
 def test_two_cuda_majors_are_refused_with_exit_12(tmp_path: Path, cu13_libdir: Path) -> None:
     stubs = stub_dir(tmp_path, {"libcublas.so.12": 12040})
-    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs, cu13_libdir],
-                          libs=["cudart", "cublas"])  # fmt: skip
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs, cu13_libdir], libs=["cudart", "cublas"]
+    )
     assert dynamic(ext.read_bytes())["needed"][:2] == ["libcudart.so.13", "libcublas.so.12"]
-    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.5",
-                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda",
+        version="0.5",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
     rc, out = repair(wheel, tmp_path / "out")
     assert rc == 12 and out is None
 
@@ -211,8 +252,13 @@ def test_no_loader(cu13_wheel: Path, tmp_path: Path) -> None:
 
 
 def test_top_level_extension_gets_a_shim(tmp_path: Path, cu13_libdir: Path) -> None:
-    ext = build_extension(tmp_path / f"topmod{ext_suffix()}", "topmod", lib_dirs=[cu13_libdir],
-                          libs=["cudart", "cublas"], runpath=["$ORIGIN/nvidia/cu13/lib"])  # fmt: skip
+    ext = build_extension(
+        tmp_path / f"topmod{ext_suffix()}",
+        "topmod",
+        lib_dirs=[cu13_libdir],
+        libs=["cudart", "cublas"],
+        runpath=["$ORIGIN/nvidia/cu13/lib"],
+    )
     wheel = make_wheel(tmp_path / "dist", name="topmod", version="0.1", files={f"topmod{ext_suffix()}": ext})
     rc, out = repair(wheel, tmp_path / "out", "--plat", "manylinux_2_28_x86_64")
     assert rc == 0 and out is not None
@@ -229,10 +275,19 @@ def test_top_level_extension_gets_a_shim(tmp_path: Path, cu13_libdir: Path) -> N
 def test_unsafe_runpath_entries_are_dropped_and_the_output_passes_check(tmp_path: Path, cu13_libdir: Path) -> None:
     # Issue 12 item 5: `.`, an empty entry and an absolute build folder survived repair and passed check; after
     # install, a libz.so.1 in the current directory ran at import.
-    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir], libs=["cudart"],
-                          runpath=[".", "/tmp/buildfolder", "$ORIGIN/../nvidia/cu13/lib"])  # fmt: skip
-    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.8",
-                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[cu13_libdir],
+        libs=["cudart"],
+        runpath=[".", "/tmp/buildfolder", "$ORIGIN/../nvidia/cu13/lib"],
+    )
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda",
+        version="0.8",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
     assert main(["check", "--require-arch", "none", str(wheel)]) == 12
     rc, out = repair(wheel, tmp_path / "out")
     assert rc == 0 and out is not None
@@ -244,10 +299,20 @@ def test_unsafe_runpath_entries_are_dropped_and_the_output_passes_check(tmp_path
 
 def test_a_requirement_of_another_major_is_refused_not_emitted(tmp_path: Path, cu13_libdir: Path) -> None:
     # Issue 12 item 7: repair kept `nvidia-cublas<13` on a CUDA 13 wheel, exited 0, and check then failed it.
-    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[cu13_libdir], libs=["cudart", "cublas"],
-                          runpath=["$ORIGIN/../nvidia/cu13/lib"])  # fmt: skip
-    wheel = make_wheel(tmp_path / "dist", name="fakecuda", version="0.9", requires=("nvidia-cublas<13",),
-                       files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[cu13_libdir],
+        libs=["cudart", "cublas"],
+        runpath=["$ORIGIN/../nvidia/cu13/lib"],
+    )
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda",
+        version="0.9",
+        requires=("nvidia-cublas<13",),
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
     rc, out = repair(wheel, tmp_path / "out")
     assert rc == 12 and out is None
 

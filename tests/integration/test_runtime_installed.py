@@ -46,12 +46,26 @@ print(json.dumps(res))
 def repaired(tmp_path_factory: pytest.TempPathFactory, toolkit13) -> dict[str, Path]:
     libdir = next(Path(d) for d in toolkit13.lib_dirs if (Path(d) / "libcublas.so").exists())
     tmp = tmp_path_factory.mktemp("rt-wheels")
-    ext = build_extension(tmp / f"_ext{ext_suffix()}", "_ext", lib_dirs=[libdir], libs=["cudart", "cublas"],
-                          runpath=["$ORIGIN/../nvidia/cu13/lib"])  # fmt: skip
-    top = build_extension(tmp / f"topmod{ext_suffix()}", "topmod", lib_dirs=[libdir], libs=["cudart", "cublas"],
-                          runpath=["$ORIGIN/nvidia/cu13/lib"])  # fmt: skip
-    pkg_wheel = make_wheel(tmp / "dist", name="fakecuda", version="0.1",
-                           files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext})  # fmt: skip
+    ext = build_extension(
+        tmp / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[libdir],
+        libs=["cudart", "cublas"],
+        runpath=["$ORIGIN/../nvidia/cu13/lib"],
+    )
+    top = build_extension(
+        tmp / f"topmod{ext_suffix()}",
+        "topmod",
+        lib_dirs=[libdir],
+        libs=["cudart", "cublas"],
+        runpath=["$ORIGIN/nvidia/cu13/lib"],
+    )
+    pkg_wheel = make_wheel(
+        tmp / "dist",
+        name="fakecuda",
+        version="0.1",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
     top_wheel = make_wheel(tmp / "dist", name="topmod", version="0.1", files={f"topmod{ext_suffix()}": top})
     out = tmp / "repaired"
     assert main(["repair", "-w", str(out), str(pkg_wheel)]) == 0
@@ -60,8 +74,13 @@ def repaired(tmp_path_factory: pytest.TempPathFactory, toolkit13) -> dict[str, P
 
 
 def pip(py: Path, *args: str) -> None:
-    proc = subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
-                          capture_output=True, text=True, check=False, env=clean_env())  # fmt: skip
+    proc = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=clean_env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
 
 
@@ -92,8 +111,9 @@ def site_of(py: Path) -> Path:
 
 
 def probe(py: Path, *, cwd: Path, code: str = PROBE, **env: str) -> dict:
-    proc = subprocess.run([str(py), "-c", code], capture_output=True, text=True, check=False, cwd=cwd,
-                          env=clean_env(**env))  # fmt: skip
+    proc = subprocess.run(
+        [str(py), "-c", code], capture_output=True, text=True, check=False, cwd=cwd, env=clean_env(**env)
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -139,10 +159,13 @@ def test_installed_wheel_loads_its_nvidia_folder(cu13_env: Path, tmp_path: Path)
     assert cuda_maps(res["maps"], "libcublas") == [str(lib / "libcublas.so.13")]
     assert {r["via"] for r in res["state"]["libraries"]} == {"wheel"}
     # the shimmed top-level module: same libraries, and `import topmod` is the extension itself
-    code = ("import json, topmod; print(json.dumps([topmod.versions(), topmod.__file__, "
-            "sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libcudart' in l})]))")  # fmt: skip
-    proc = subprocess.run([str(cu13_env), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=clean_env(),
-                          check=False)  # fmt: skip
+    code = (
+        "import json, topmod; print(json.dumps([topmod.versions(), topmod.__file__, "
+        "sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libcudart' in l})]))"
+    )
+    proc = subprocess.run(
+        [str(cu13_env), "-c", code], capture_output=True, text=True, cwd=tmp_path, env=clean_env(), check=False
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     versions, file, cudart = json.loads(proc.stdout)
     assert versions == [13000, 13] and file.endswith(f"topmod.slimwheel/topmod{ext_suffix()}")
@@ -157,7 +180,10 @@ def test_planted_copies_are_never_loaded(cu13_env: Path, bare_env: Path, fakes: 
     res = probe(bare_env, cwd=fakes["cwd"], **env)
     assert marks(fakes) == []
     ww = fakes["ww"]
-    assert f"{ww / 'nvidia/cu13/lib'}: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)" in res["error"]
+    assert (
+        f"{ww / 'nvidia/cu13/lib'}: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)"
+        in res["error"]
+    )
     assert not cuda_maps(res["maps"], "libcudart")
 
 
@@ -166,7 +192,10 @@ def test_symlink_from_a_world_writable_folder_is_refused(bare_env: Path, fakes: 
     ww = fakes["ww_link"]  # run from fakes["cwd"]: from tmp, ww-link would be refused as under the current directory
     res = probe(bare_env, cwd=fakes["cwd"], FAKE_CUDA_MARKER=str(fakes["marker"]), PYTHONPATH=str(ww))
     assert marks(fakes) == [] and not cuda_maps(res["maps"], "libcudart")
-    assert f"{ww / 'nvidia/cu13/lib'}: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)" in res["error"]
+    assert (
+        f"{ww / 'nvidia/cu13/lib'}: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)"
+        in res["error"]
+    )
 
 
 def test_relative_pythonpath_is_refused(bare_env: Path, fakes: dict[str, Path]) -> None:
@@ -191,21 +220,31 @@ def test_use_system_cuda_is_a_boolean(cu13_env: Path, fakes: dict[str, Path]) ->
 
 
 def test_missing_nvidia_package_message(bare_env: Path, tmp_path: Path) -> None:
-    paths = json.loads(subprocess.run([str(bare_env), "-c", "import json, sys; print(json.dumps(sys.path))"],
-                                      capture_output=True, text=True, cwd=tmp_path, env=clean_env(), check=True).stdout)  # fmt: skip
+    paths = json.loads(
+        subprocess.run(
+            [str(bare_env), "-c", "import json, sys; print(json.dumps(sys.path))"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=clean_env(),
+            check=True,
+        ).stdout
+    )
     # `python -c` puts '' (the current directory) first on sys.path: reported as refused, in its place
     roots = [str(site_of(bare_env))] + [p for p in paths if p == "" or (os.path.isabs(p) and os.path.isdir(p))]
     roots = list(dict.fromkeys(roots))
     refused = f"'' in sys.path: refused: a relative entry, it means the current directory {tmp_path.resolve()}"
     res = probe(bare_env, cwd=tmp_path)
-    expected = "\n".join([
-        "fakecuda needs libcudart.so.13 (CUDA 13 cudart), which could not be loaded.",
-        "  looked in:",
-        "    - already-loaded libraries of this process: not loaded",
-        *[f"    - {r}/nvidia/cu13/lib: not there" if r else f"    - {refused}" for r in roots],
-        "  fix: pip install 'nvidia-cuda-runtime>=13.0,<14'",
-        "  (or set SLIMWHEEL_USE_SYSTEM_CUDA=1 to load a system CUDA installation by SONAME)",
-    ])  # fmt: skip
+    expected = "\n".join(
+        [
+            "fakecuda needs libcudart.so.13 (CUDA 13 cudart), which could not be loaded.",
+            "  looked in:",
+            "    - already-loaded libraries of this process: not loaded",
+            *[f"    - {r}/nvidia/cu13/lib: not there" if r else f"    - {refused}" for r in roots],
+            "  fix: pip install 'nvidia-cuda-runtime>=13.0,<14'",
+            "  (or set SLIMWHEEL_USE_SYSTEM_CUDA=1 to load a system CUDA installation by SONAME)",
+        ]
+    )
     assert res["error"] == expected
 
 

@@ -17,7 +17,8 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGED = REPO / "slimwheel" / "resources" / "manylinux"
 # Every *.sh outside hidden folders (.venv, .git) and build outputs: a new script is checked without a list to edit.
 SCRIPTS = sorted(
-    p for p in REPO.rglob("*.sh")
+    p
+    for p in REPO.rglob("*.sh")
     if not any(part.startswith(".") or part in ("build", "wheelhouse", "dist") for part in p.relative_to(REPO).parts)
 )
 
@@ -49,15 +50,16 @@ def test_bash_parses_it(script: Path) -> None:
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_shellcheck_passes(script: Path) -> None:
-    proc = subprocess.run([shellcheck(), "-x", "--severity=style", script.name], capture_output=True, text=True,
-                          cwd=script.parent)  # fmt: skip
+    proc = subprocess.run(
+        [shellcheck(), "-x", "--severity=style", script.name], capture_output=True, text=True, cwd=script.parent
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_shellcheck_finds_problems(tmp_path: Path) -> None:
     # the lint above can fail: an unquoted expansion is reported
     bad = tmp_path / "bad.sh"
-    bad.write_text('#!/usr/bin/env bash\nrm -rf $1/tmp\n')
+    bad.write_text("#!/usr/bin/env bash\nrm -rf $1/tmp\n")
     proc = subprocess.run([shellcheck(), str(bad)], capture_output=True, text=True)
     assert proc.returncode != 0
     assert "SC2086" in proc.stdout
@@ -75,8 +77,7 @@ def test_setup_cuda12_refuses_without_slimwheel(tmp_path: Path) -> None:
 
 def test_manylinux_cuda12_checks_its_argument() -> None:
     # argument validation runs before any dnf call, so it can run here
-    proc = subprocess.run(["bash", str(PACKAGED / "cuda12.sh"), "13.0", "/slimwheel"], capture_output=True,
-                          text=True)  # fmt: skip
+    proc = subprocess.run(["bash", str(PACKAGED / "cuda12.sh"), "13.0", "/slimwheel"], capture_output=True, text=True)
     assert proc.returncode == 2
     assert "expected a CUDA 12 release" in proc.stderr
 

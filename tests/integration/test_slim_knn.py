@@ -32,10 +32,23 @@ def universal(repo_root: Path, toolkit13: Toolkit, tmp_path_factory: pytest.Temp
     """The example built once per session for four families: SASS 7.5, 8.0, 9.0, 12.0 + PTX 12.0."""
     out = tmp_path_factory.mktemp("knn-universal")
     proc = subprocess.run(
-        [*CLI, "build", str(repo_root / "examples" / "knn"), "--archs", "7.5,8.0,9.0,12.0", "--cuda", "13.0",
-         "--toolkit", str(toolkit13.root), "--out-dir", str(out)],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        [
+            *CLI,
+            "build",
+            str(repo_root / "examples" / "knn"),
+            "--archs",
+            "7.5,8.0,9.0,12.0",
+            "--cuda",
+            "13.0",
+            "--toolkit",
+            str(toolkit13.root),
+            "--out-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = out.glob("*.whl")
     return wheel
@@ -70,8 +83,12 @@ def test_cuobjdump_lists_exactly_the_kept_entries(universal: Path, toolkit13: To
         ("12.0", "needed", (["sm_120"], [])),  # the cubin serves 12.0: its PTX goes
     ):
         out = tmp_path / f"slim-{archs}-{ptx}"
-        proc = subprocess.run([*CLI, "slim", str(universal), "--archs", archs, "--ptx", ptx, "-o", str(out),
-                               "--format", "json"], capture_output=True, text=True, env=_env())  # fmt: skip
+        proc = subprocess.run(
+            [*CLI, "slim", str(universal), "--archs", archs, "--ptx", ptx, "-o", str(out), "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=_env(),
+        )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         report = json.loads(proc.stdout)
         assert report["check"]["ok"] is True
@@ -87,12 +104,17 @@ def test_a_gpu_nothing_serves_fails_the_check(universal: Path, toolkit13: Toolki
     nothing written; with --allow-unserved the wheel is written with empty containers, cuobjdump reads it, and the
     check fails it with 11."""
     out = tmp_path / "slim"
-    proc = subprocess.run([*CLI, "slim", str(universal), "--archs", "10.0", "-o", str(out)],
-                          capture_output=True, text=True, env=_env())  # fmt: skip
+    proc = subprocess.run(
+        [*CLI, "slim", str(universal), "--archs", "10.0", "-o", str(out)], capture_output=True, text=True, env=_env()
+    )
     assert proc.returncode == 11 and "no wheel was written" in proc.stderr, proc.stdout + proc.stderr
     assert not list(out.glob("*.whl"))
-    proc = subprocess.run([*CLI, "slim", str(universal), "--archs", "10.0", "--allow-unserved", "-o", str(out),
-                           "--format", "json"], capture_output=True, text=True, env=_env())  # fmt: skip
+    proc = subprocess.run(
+        [*CLI, "slim", str(universal), "--archs", "10.0", "--allow-unserved", "-o", str(out), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 11, proc.stdout + proc.stderr
     report = json.loads(proc.stdout)
     assert [f["kind"] for f in report["check"]["failures"]] == ["coverage"]
@@ -103,14 +125,16 @@ def test_a_gpu_nothing_serves_fails_the_check(universal: Path, toolkit13: Toolki
 
 def test_the_kept_cubin_is_byte_identical(universal: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     out = tmp_path / "slim"
-    subprocess.run([*CLI, "slim", str(universal), "--archs", "9.0", "-o", str(out)], check=True, env=_env(),
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*CLI, "slim", str(universal), "--archs", "9.0", "-o", str(out)], check=True, env=_env(), capture_output=True
+    )
     (slimmed,) = out.glob("*.whl")
     cubins = {}
     for label, wheel in (("orig", universal), ("slim", slimmed)):
         so = _so(wheel, tmp_path / label)
-        subprocess.run([str(toolkit13.cuobjdump), "-xelf", "all", str(so)], cwd=so.parent, check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            [str(toolkit13.cuobjdump), "-xelf", "all", str(so)], cwd=so.parent, check=True, capture_output=True
+        )
         (cubin,) = so.parent.glob("*sm_90.cubin")
         cubins[label] = cubin.read_bytes()
     assert cubins["orig"] == cubins["slim"] and len(cubins["orig"]) > 1000
@@ -118,8 +142,12 @@ def test_the_kept_cubin_is_byte_identical(universal: Path, toolkit13: Toolkit, t
 
 def test_variants_of_the_example(universal: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     out = tmp_path / "variants"
-    proc = subprocess.run([*CLI, "variants", str(universal), "-o", str(out), "--format", "json"],
-                          capture_output=True, text=True, env=_env())  # fmt: skip
+    proc = subprocess.run(
+        [*CLI, "variants", str(universal), "-o", str(out), "--format", "json"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     data = json.loads(proc.stdout)
     labels = {v["label"]: v for v in data["variants"]}
@@ -127,8 +155,12 @@ def test_variants_of_the_example(universal: Path, toolkit13: Toolkit, tmp_path: 
     assert (out / universal.name).read_bytes() == universal.read_bytes()
     cuobjdump = toolkit13.cuobjdump
     assert cuobjdump is not None
-    for label, want in (("sm7x", (["sm_75"], [])), ("sm8x", (["sm_80"], [])), ("sm9x", (["sm_90"], [])),
-                        ("sm12x", (["sm_120"], ["sm_120"]))):  # fmt: skip
+    for label, want in (
+        ("sm7x", (["sm_75"], [])),
+        ("sm8x", (["sm_80"], [])),
+        ("sm9x", (["sm_90"], [])),
+        ("sm12x", (["sm_120"], ["sm_120"])),
+    ):
         wheel = Path(labels[label]["wheel"])
         assert wheel.name.endswith(f"-{label}.whl")
         assert _listed(cuobjdump, _so(wheel, tmp_path / label)) == want
@@ -138,11 +170,16 @@ def test_variants_of_the_example(universal: Path, toolkit13: Toolkit, tmp_path: 
 
 def test_diff_of_universal_and_slim(universal: Path, tmp_path: Path) -> None:
     out = tmp_path / "slim"
-    subprocess.run([*CLI, "slim", str(universal), "--archs", "9.0", "-o", str(out)], check=True, env=_env(),
-                   capture_output=True)  # fmt: skip
+    subprocess.run(
+        [*CLI, "slim", str(universal), "--archs", "9.0", "-o", str(out)], check=True, env=_env(), capture_output=True
+    )
     (slimmed,) = out.glob("*.whl")
-    proc = subprocess.run([*CLI, "diff", str(slimmed), str(universal), "--format", "markdown", "--fail-over", "5%"],
-                          capture_output=True, text=True, env=_env())  # fmt: skip
+    proc = subprocess.run(
+        [*CLI, "diff", str(slimmed), str(universal), "--format", "markdown", "--fail-over", "5%"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 10, proc.stdout + proc.stderr
     before, after = inspect_wheel(slimmed), inspect_wheel(universal)
     assert "sass 75" in proc.stdout and "ptx 120" in proc.stdout

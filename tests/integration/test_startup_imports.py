@@ -15,8 +15,16 @@ pytestmark = pytest.mark.integration
 
 # What the other commands need and size-report must not pay for: the dependency rules (check, deps: pyelftools,
 # auditwheel), the treemap, the build's progress line.
-NOT_FOR_SIZE_REPORT = ("elftools", "auditwheel", "slimwheel.check", "slimwheel.deps", "slimwheel.treemap",
-                       "slimwheel.repair", "slimwheel.slim", "rich.live")  # fmt: skip
+NOT_FOR_SIZE_REPORT = (
+    "elftools",
+    "auditwheel",
+    "slimwheel.check",
+    "slimwheel.deps",
+    "slimwheel.treemap",
+    "slimwheel.repair",
+    "slimwheel.slim",
+    "rich.live",
+)
 
 
 def test_size_report_imports_only_what_it_needs(tmp_path: Path) -> None:

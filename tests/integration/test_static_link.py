@@ -95,9 +95,23 @@ def static_wheel(toolkit118, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """
     out = tmp_path_factory.mktemp("static-wheel")
     cmd = [
-        sys.executable, "-m", "slimwheel", "build", str(PACKAGE), "--cuda", "11.8", "--link", "static",
-        "--archs", "9.0", "--budget", "60MiB", "--no-isolation", "-o", str(out),
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "slimwheel",
+        "build",
+        str(PACKAGE),
+        "--cuda",
+        "11.8",
+        "--link",
+        "static",
+        "--archs",
+        "9.0",
+        "--budget",
+        "60MiB",
+        "--no-isolation",
+        "-o",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (wheel,) = out.glob("*.whl")
@@ -153,8 +167,10 @@ def test_static_wheel_imports_in_a_fresh_venv_without_nvidia_wheels(static_wheel
 def test_static_wheel_passes_check(static_wheel: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "slimwheel", "check", str(static_wheel), "--budget", "60MiB"],
-        capture_output=True, text=True, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -205,11 +221,19 @@ def test_cmake_static_link_resolves_libraries_linked_later(toolkit118, tmp_path:
     (src / "CMakeLists.txt").write_text(CMAKELISTS)
     env = {**os.environ, **toolkit118.env}
     configure = [
-        "cmake", "-S", str(src), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release",
-        f"-Dslimwheel_DIR={REPO / 'slimwheel/cmake'}", "-DSLIMWHEEL_LINK=static", "-DSLIMWHEEL_CUDA_ARCHITECTURES=90",
-        f"-DSLIMWHEEL_STATIC_LIBDIR={pruned.libdir}", f"-DCMAKE_CUDA_COMPILER={toolkit118.nvcc}",
+        "cmake",
+        "-S",
+        str(src),
+        "-B",
+        str(build),
+        "-DCMAKE_BUILD_TYPE=Release",
+        f"-Dslimwheel_DIR={REPO / 'slimwheel/cmake'}",
+        "-DSLIMWHEEL_LINK=static",
+        "-DSLIMWHEEL_CUDA_ARCHITECTURES=90",
+        f"-DSLIMWHEEL_STATIC_LIBDIR={pruned.libdir}",
+        f"-DCMAKE_CUDA_COMPILER={toolkit118.nvcc}",
         f"-DCMAKE_CUDA_HOST_COMPILER={toolkit118.host_compiler}",
-    ]  # fmt: skip
+    ]
     proc = subprocess.run(configure, capture_output=True, text=True, env=env, check=False)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "links cublas cublasLt culibos cudart statically" in proc.stdout

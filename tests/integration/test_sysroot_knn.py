@@ -33,9 +33,24 @@ def built(repo_root, toolkit13, sysroot, tmp_path_factory):  # type: ignore[no-u
     out = tmp_path_factory.mktemp("wheelhouse")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
     env.update(SLIMWHEEL_SYSROOT="debian11", SLIMWHEEL_MANYLINUX="2_31", CMAKE_BUILD_PARALLEL_LEVEL="2")
-    proc = subprocess.run([*CLI, "build", str(repo_root / "examples" / "knn"), "--archs", "7.5", "--cuda", "13.0",
-                           "--toolkit", str(toolkit13.root), "--out-dir", str(out)],
-                          capture_output=True, text=True, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [
+            *CLI,
+            "build",
+            str(repo_root / "examples" / "knn"),
+            "--archs",
+            "7.5",
+            "--cuda",
+            "13.0",
+            "--toolkit",
+            str(toolkit13.root),
+            "--out-dir",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     (wheel,) = out.glob("*.whl")
     return proc, wheel
@@ -54,8 +69,9 @@ def test_build_used_the_sysroots_compiler_and_stays_within_its_floor(built, sysr
     mod = _module(wheel, tmp_path)
     comment = subprocess.run(["readelf", "-p", ".comment", str(mod)], capture_output=True, text=True).stdout
     assert "Debian 10.2.1" in comment, comment
-    check = subprocess.run([*CLI, "check", "--manylinux", "2_31", "--require-arch", "7.5", str(wheel)],
-                           capture_output=True, text=True)  # fmt: skip
+    check = subprocess.run(
+        [*CLI, "check", "--manylinux", "2_31", "--require-arch", "7.5", str(wheel)], capture_output=True, text=True
+    )
     assert check.returncode == 0, check.stdout + check.stderr
 
 

@@ -76,7 +76,8 @@ def test_assembles_from_pypi_once_under_concurrency(tmp_path):
     assert manifest["installed"]["nvidia-cublas"].startswith("13.0.")
     # nothing half-built is left beside it
     assert sorted(p.name for p in (cache / "toolkits").iterdir() if "cuda-13.0" in p.name) == [
-        ".cuda-13.0.lock", "cuda-13.0"
+        ".cuda-13.0.lock",
+        "cuda-13.0",
     ]
 
     t1 = time.monotonic()
@@ -109,12 +110,21 @@ def test_cmake_accepts_the_assembled_prefix(toolkit13, tmp_path):
     )
     b = tmp_path / "b"
     conf = subprocess.run(
-        ["cmake", "-S", str(src), "-B", str(b), f"-DCMAKE_CUDA_COMPILER={toolkit13.nvcc}",
-         f"-DCUDAToolkit_ROOT={toolkit13.root}"],
-        capture_output=True, text=True, env=_env(),
-    )  # fmt: skip
+        [
+            "cmake",
+            "-S",
+            str(src),
+            "-B",
+            str(b),
+            f"-DCMAKE_CUDA_COMPILER={toolkit13.nvcc}",
+            f"-DCUDAToolkit_ROOT={toolkit13.root}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert conf.returncode == 0, conf.stdout + conf.stderr
-    assert 'Found CUDAToolkit' in conf.stdout and "13.0" in conf.stdout
+    assert "Found CUDAToolkit" in conf.stdout and "13.0" in conf.stdout
     build = subprocess.run(["cmake", "--build", str(b), "-j2"], capture_output=True, text=True)
     assert build.returncode == 0, build.stdout + build.stderr
     needed = _needed(b / "probe")
@@ -127,26 +137,37 @@ def test_device_lto_links_with_the_assembled_prefix(toolkit13, tmp_path):
     link stops with "nvlink fatal: elfLink linker library load error"."""
     (tmp_path / "a.cu").write_text("__device__ float twice(float v) { return 2.0f * v; }\n")
     (tmp_path / "b.cu").write_text(
-        "__device__ float twice(float v);\n"
-        "__global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n")
+        "__device__ float twice(float v);\n__global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n"
+    )
     nvcc = str(toolkit13.nvcc)
     for name in ("a", "b"):
-        r = subprocess.run([nvcc, "-rdc=true", "-gencode", "arch=compute_90,code=lto_90", "-c", f"{name}.cu",
-                            "-o", f"{name}.o"], cwd=tmp_path, capture_output=True, text=True)  # fmt: skip
+        r = subprocess.run(
+            [nvcc, "-rdc=true", "-gencode", "arch=compute_90,code=lto_90", "-c", f"{name}.cu", "-o", f"{name}.o"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
-    r = subprocess.run([nvcc, "-dlink", "-dlto", "-arch=sm_90", "a.o", "b.o", "-o", "dlink.o"], cwd=tmp_path,
-                       capture_output=True, text=True)  # fmt: skip
+    r = subprocess.run(
+        [nvcc, "-dlink", "-dlto", "-arch=sm_90", "a.o", "b.o", "-o", "dlink.o"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
-    elves = subprocess.run([str(toolkit13.root / "bin" / "cuobjdump"), "-lelf", "dlink.o"], cwd=tmp_path,
-                           capture_output=True, text=True)  # fmt: skip
+    elves = subprocess.run(
+        [str(toolkit13.root / "bin" / "cuobjdump"), "-lelf", "dlink.o"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert "sm_90" in elves.stdout, elves.stdout + elves.stderr
 
 
 def test_cli_reports_the_toolkit(toolkit13):
     out = subprocess.run(
-        [*CLI, "toolkit", "--root", str(toolkit13.root), "--format", "json"], capture_output=True, text=True,
+        [*CLI, "toolkit", "--root", str(toolkit13.root), "--format", "json"],
+        capture_output=True,
+        text=True,
         env=_env(),
-    )  # fmt: skip
+    )
     assert out.returncode == 0, out.stderr
     info = json.loads(out.stdout)
     assert info["schema"] == 1 and info["cuda_major"] == 13 and info["release"] == "13.0"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -31,8 +30,20 @@ def built(repo_root: Path, torch_python: Path, tmp_path_factory: pytest.TempPath
     out = tmp_path_factory.mktemp("torchop")
     reports = {}
     for name in EXAMPLES:
-        proc = subprocess.run([str(torch_python), "-m", "slimwheel", "build", str(repo_root / "examples" / "torch-op" / name),
-                               "--out-dir", str(out / name)], capture_output=True, text=True, env=env_for(torch_python))  # fmt: skip
+        proc = subprocess.run(
+            [
+                str(torch_python),
+                "-m",
+                "slimwheel",
+                "build",
+                str(repo_root / "examples" / "torch-op" / name),
+                "--out-dir",
+                str(out / name),
+            ],
+            capture_output=True,
+            text=True,
+            env=env_for(torch_python),
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         (report,) = sorted((out / name).glob("*.slimwheel.json"))
         reports[name] = json.loads(report.read_text())
@@ -62,16 +73,34 @@ def test_check_tells_stable_from_classic(built: dict[str, dict]) -> None:
 
 
 def _resolve(python: Path, *wanted: str, tmp: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(python), "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-                           "--report", str(tmp / "r.json"), *wanted], capture_output=True, text=True)  # fmt: skip
+    return subprocess.run(
+        [
+            str(python),
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            "--report",
+            str(tmp / "r.json"),
+            *wanted,
+        ],
+        capture_output=True,
+        text=True,
+    )
 
 
-def test_pip_installs_each_beside_torch_with_torchs_pins(built: dict[str, dict], torch_python: Path,
-                                                        tmp_path: Path) -> None:  # fmt: skip
+def test_pip_installs_each_beside_torch_with_torchs_pins(
+    built: dict[str, dict], torch_python: Path, tmp_path: Path
+) -> None:
     wheels = [report["wheel"] for report in built.values()]
     proc = _resolve(torch_python, *wheels, f"torch=={TORCH}", tmp=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    chosen = {i["metadata"]["name"]: i["metadata"]["version"] for i in json.loads((tmp_path / "r.json").read_text())["install"]}
+    chosen = {
+        i["metadata"]["name"]: i["metadata"]["version"]
+        for i in json.loads((tmp_path / "r.json").read_text())["install"]
+    }
     pins = {r.minor: r for r in torchext.pypi_releases()}["2.11"].pins
     assert chosen["nvidia-cuda-runtime"] == pins["nvidia-cuda-runtime"]
     assert chosen["torch"] == TORCH
@@ -102,16 +131,46 @@ print("loaded")
 def test_each_loads_into_torch_here(built: dict[str, dict], torch_python: Path, tmp_path: Path) -> None:
     for name, report in built.items():
         target = tmp_path / name
-        subprocess.run([str(torch_python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target),
-                        report["wheel"]], check=True)  # fmt: skip
-        proc = subprocess.run([str(torch_python), "-c", LOAD, f"torch_op_{name}"], capture_output=True, text=True,
-                              env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"}, cwd=tmp_path)  # fmt: skip
+        subprocess.run(
+            [
+                str(torch_python),
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(target),
+                report["wheel"],
+            ],
+            check=True,
+        )
+        proc = subprocess.run(
+            [str(torch_python), "-c", LOAD, f"torch_op_{name}"],
+            capture_output=True,
+            text=True,
+            env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+            cwd=tmp_path,
+        )
         assert proc.returncode == 0 and "loaded" in proc.stdout, proc.stderr[-3000:]
 
 
 def test_a_toolkit_of_another_cuda_major_is_refused(repo_root: Path, torch_python: Path) -> None:
-    proc = subprocess.run([str(torch_python), "-m", "slimwheel", "build", str(repo_root / "examples" / "torch-op" / "stable"),
-                           "--cuda", "12.4", "--dry-run"], capture_output=True, text=True, env=env_for(torch_python))  # fmt: skip
+    proc = subprocess.run(
+        [
+            str(torch_python),
+            "-m",
+            "slimwheel",
+            "build",
+            str(repo_root / "examples" / "torch-op" / "stable"),
+            "--cuda",
+            "12.4",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        env=env_for(torch_python),
+    )
     text = proc.stdout + proc.stderr
     assert proc.returncode == 3, text
     assert "CUDA 12" in text and "13.0" in text and TORCH in text, text

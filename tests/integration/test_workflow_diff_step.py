@@ -99,8 +99,9 @@ def uploaded_artifact_name() -> str:
     return names[0].replace("${{ matrix.cuda }}", CUDA).replace("${{ matrix.arch }}", ARCH)
 
 
-def run_step(tmp_path: Path, *, old: Path | None, new: Path,
-             artifact_name: str | None = None) -> tuple[subprocess.CompletedProcess[str], str, str]:
+def run_step(
+    tmp_path: Path, *, old: Path | None, new: Path, artifact_name: str | None = None
+) -> tuple[subprocess.CompletedProcess[str], str, str]:
     """Run the step's script in a fresh work folder with NEW in wheelhouse/ and, unless `old` is None, a successful
     build of main whose artifact holds OLD. Returns the process, the job summary and the stub's call log."""
     _, script = the_step()
@@ -142,8 +143,15 @@ def run_step(tmp_path: Path, *, old: Path | None, new: Path,
         "GH_STUB_ARTIFACT_DIR": str(artifact),
     }
     # GitHub Actions' `shell: bash`: bash --noprofile --norc -eo pipefail {0}
-    proc = subprocess.run([bash, "--noprofile", "--norc", "-eo", "pipefail", str(tmp_path / "step.sh")], cwd=work,
-                          env=env, capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    proc = subprocess.run(
+        [bash, "--noprofile", "--norc", "-eo", "pipefail", str(tmp_path / "step.sh")],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     return proc, summary.read_text(encoding="utf-8"), log.read_text()
 
 
@@ -178,11 +186,14 @@ def test_a_planted_regression_is_in_the_summary_and_fails_the_job(tmp_path: Path
         r"^\*\*Over the limit:\*\* the wheel grew by [\d.]+% .*more than --fail-over 5%$", md, re.MULTILINE
     ), out
     rows = table_rows(md)
-    assert rows[:2] == ["| level | file | what | old | new | change | % |",
-                        "| --- | --- | --- | ---: | ---: | ---: | ---: |"], out  # fmt: skip
+    assert rows[:2] == [
+        "| level | file | what | old | new | change | % |",
+        "| --- | --- | --- | ---: | ---: | ---: | ---: |",
+    ], out
     top = rows[2:6]
-    assert any(r.startswith("| module | `pkg/_ext.abi3.so` | module #1 (sm_80,sm_90) | ") and "+64.0 KiB" in r
-               for r in top), out  # fmt: skip
+    assert any(
+        r.startswith("| module | `pkg/_ext.abi3.so` | module #1 (sm_80,sm_90) | ") and "+64.0 KiB" in r for r in top
+    ), out
     arch = "| arch | `pkg/_ext.abi3.so` | sass 90 | 12.0 KiB | 76.0 KiB | +64.0 KiB |"
     assert any(r.startswith(arch) for r in top), out
     assert any(r.startswith("| section | `pkg/_ext.abi3.so` | .nv_fatbin | ") and "+64.0 KiB" in r for r in top), out
@@ -227,5 +238,6 @@ def test_a_baseline_run_without_this_artifact_passes_and_says_so(tmp_path: Path)
     proc, md, calls = run_step(tmp_path, old=old, new=new, artifact_name="knn-cuda12.4-x86_64")
     out = f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}\nsummary:\n{md}\ngh calls:\n{calls}"
     assert proc.returncode == 0, out
-    assert md == (f"slimwheel diff: main's run 123 has no artifact knn-cuda{CUDA}-{ARCH} (a new matrix entry, or "
-                  "expired).\n"), out  # fmt: skip
+    assert md == (
+        f"slimwheel diff: main's run 123 has no artifact knn-cuda{CUDA}-{ARCH} (a new matrix entry, or expired).\n"
+    ), out

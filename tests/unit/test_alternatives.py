@@ -19,7 +19,9 @@ def _lib(needed: str, *sms: int) -> bytes:
 
 
 def _wheel(tmp_path: Path, names: dict[str, bytes]) -> Path:
-    return make_wheel(tmp_path, name="bnb", files={**names, "bnb/__init__.py": b""}, tag="py3-none-manylinux_2_28_x86_64")
+    return make_wheel(
+        tmp_path, name="bnb", files={**names, "bnb/__init__.py": b""}, tag="py3-none-manylinux_2_28_x86_64"
+    )
 
 
 ALTS = {

@@ -15,7 +15,6 @@ from slimwheel.cuda.arch import (
     Variant,
     counted,
     explicit_plan,
-    generation,
     parse_cc_set,
     parse_targets,
     plan,
@@ -91,8 +90,9 @@ def test_plan_wanted_and_coverage_agree_with_the_counting_rule(spec: str, exclud
 
 
 def test_explicit_plans_count_the_same_way() -> None:
-    p = explicit_plan("75-real 80-real 86-real 90a-real 100f-real 120a-real 120", supported=CUDA13,
-                      exclude_integrated=True)  # fmt: skip
+    p = explicit_plan(
+        "75-real 80-real 86-real 90a-real 100f-real 120a-real 120", supported=CUDA13, exclude_integrated=True
+    )
     assert CC(8, 7) not in p.wanted and CC(12, 1) not in p.coverage.native
     assert {CC(9, 0), CC(10, 0), CC(10, 3), CC(12, 0)} <= set(p.coverage.native)
     kept = explicit_plan("80-real", supported=CUDA13)
@@ -220,8 +220,9 @@ def test_cuda13_tables_agree_with_the_measured_nvcc_lists() -> None:
 
 def test_family_and_thor_targets_in_plans() -> None:
     """RAPIDS' CUDA 13 list (shared/cuda-facts.md section 3) and an aarch64 plan with Thor (11.0)."""
-    rapids = explicit_plan("75-real 80-real 86-real 90a-real 100f-real 120a-real 120", supported=CUDA13,
-                           exclude_integrated=True)  # fmt: skip
+    rapids = explicit_plan(
+        "75-real 80-real 86-real 90a-real 100f-real 120a-real 120", supported=CUDA13, exclude_integrated=True
+    )
     cov = rapids.coverage
     assert {CC(10, 0), CC(10, 3)} <= set(cov.native)  # 100f: the whole 10.x family
     assert served_by(CC(10, 3), rapids.targets) == ("sass", T("100f"))

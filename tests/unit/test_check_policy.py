@@ -19,8 +19,8 @@ from slimwheel.check import (
     required_ccs,
 )
 from slimwheel.cli import main
-from slimwheel.deps import system_policy
 from slimwheel.cuda.arch import CC
+from slimwheel.deps import system_policy
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.report import inspect_wheel
 
@@ -130,7 +130,12 @@ def test_require_toolkit_needs_a_cuda_major(tmp_path: Path) -> None:
         (("libcudart.so.13",), ("nvidia-cuda-runtime>=12",), {}, "does not pin nvidia-cuda-runtime to 13.*"),
         # issue 22: a CUDA library under an extra is installed on request: a note, not a failure (test_extras.py)
         (("libcudart.so.12",), ('nvidia-cuda-runtime-cu12; extra == "gpu"',), {}, None),
-        (("libcudart.so.13",), ('nvidia-cuda-runtime>=12; extra == "gpu"',), {}, "no Requires-Dist on nvidia-cuda-runtime"),
+        (
+            ("libcudart.so.13",),
+            ('nvidia-cuda-runtime>=12; extra == "gpu"',),
+            {},
+            "no Requires-Dist on nvidia-cuda-runtime",
+        ),
         (("libcudart.so.12",), ("nvidia-cuda-runtime-cu11",), {}, "no Requires-Dist on nvidia-cuda-runtime-cu12"),
     ],
 )
@@ -260,8 +265,16 @@ def test_modules_made_for_newer_gpus_or_one_other_generation_do_not_count_agains
 def test_modules_of_newer_gpus_ptx_included_do_not_count_against_an_older_gpu(tmp_path: Path) -> None:
     """cuFFT and cuBLASLt: one module per architecture, some PTX for a newer GPU only (compute_90 alone, sm_107 alone,
     sm_100 sm_120 compute_120). They said 7.5, 8.0 and 10.0 were served by nothing; the library loads another."""
-    w = _one_lib(tmp_path, [("sass", 75)], [("ptx", 75)], [("ptx", 90)], [("sass", 80)], [("sass", 100)],
-                 [("sass", 107)], [("sass", 100), ("sass", 120), ("ptx", 120)])  # fmt: skip
+    w = _one_lib(
+        tmp_path,
+        [("sass", 75)],
+        [("ptx", 75)],
+        [("ptx", 90)],
+        [("sass", 80)],
+        [("sass", 100)],
+        [("sass", 107)],
+        [("sass", 100), ("sass", 120), ("ptx", 120)],
+    )
     r = inspect_wheel(w)
     # Served, each at worst through the PTX 7.5 module (kept on its own, as cuFFT keeps it beside its sm_75 one).
     assert {CC(7, 5), CC(8, 0), CC(9, 0), CC(10, 0), CC(12, 0)} <= set(r.coverage.ptx_only)
@@ -324,8 +337,12 @@ def test_text_from_the_wheel_is_printed_verbatim_not_as_rich_markup(tmp_path: Pa
 def test_distcheck_findings_through_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # issue 14 item 8: installed-size budget, unstripped objects, and the release total, through `slimwheel check`
     big = elf(sections={".nv_fatbin": FB, ".debug_info": b"\1" * 4096}, needed=("libcudart.so.12", "libc.so.6"))
-    w = make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": big, "pkg/blob.bin": b"\0" * 300_000},
-                   requires=("nvidia-cuda-runtime-cu12",))  # fmt: skip
+    w = make_wheel(
+        tmp_path,
+        name="pkg",
+        files={"pkg/_ext.abi3.so": big, "pkg/blob.bin": b"\0" * 300_000},
+        requires=("nvidia-cuda-runtime-cu12",),
+    )
     assert main(["check", str(w), "--require-arch", "none"]) == 0
     assert main(["check", str(w), "--require-arch", "none", "--installed-budget", "100KiB"]) == ExitCode.OVER_BUDGET
     assert "installed size" in capsys.readouterr().out

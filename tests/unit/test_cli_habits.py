@@ -27,14 +27,22 @@ ANSI = "\x1b["
 def wheel(tmp_path: Path) -> Path:
     fb = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
     so = elf(sections={".nv_fatbin": fb}, needed=("libcudart.so.12", "libc.so.6"))
-    return Path(make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": so}, requires=("nvidia-cuda-runtime-cu12",)))
+    return Path(
+        make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": so}, requires=("nvidia-cuda-runtime-cu12",))
+    )
 
 
 @pytest.mark.parametrize(
     ("argv", "level"),
-    [(["-v", "check"], logging.INFO), (["check", "-v"], logging.INFO), (["check", "-vv"], logging.DEBUG),
-     (["-v", "check", "-v"], logging.DEBUG), (["check", "-q"], logging.ERROR), (["check"], logging.WARNING)],
-)  # fmt: skip
+    [
+        (["-v", "check"], logging.INFO),
+        (["check", "-v"], logging.INFO),
+        (["check", "-vv"], logging.DEBUG),
+        (["-v", "check", "-v"], logging.DEBUG),
+        (["check", "-q"], logging.ERROR),
+        (["check"], logging.WARNING),
+    ],
+)
 def test_verbosity_works_before_and_after_the_command(wheel: Path, argv: list[str], level: int) -> None:
     assert main([*argv, str(wheel), "--budget", "1GiB"]) == 0
     assert logging.getLogger().level == level
@@ -111,9 +119,13 @@ def test_no_color_wins_on_a_terminal_and_force_color_colours_a_pipe(
 
 @pytest.mark.parametrize(
     ("log", "steps"),
-    [("[1/3] Building CUDA object a.o\n[2/3] Building CXX object b.o\n", "2/3 steps"),
-     ("[ 33%] Building CUDA object a.o\n[ 66%] Linking\n", "66%"), ("-- Configuring done\n", None), ("", None)],
-)  # fmt: skip
+    [
+        ("[1/3] Building CUDA object a.o\n[2/3] Building CXX object b.o\n", "2/3 steps"),
+        ("[ 33%] Building CUDA object a.o\n[ 66%] Linking\n", "66%"),
+        ("-- Configuring done\n", None),
+        ("", None),
+    ],
+)
 def test_build_steps_from_the_build_tools_log(log: str, steps: str | None) -> None:
     assert render.build_steps(log) == steps
 

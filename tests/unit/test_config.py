@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from slimwheel import config as cfgmod
-from slimwheel.config import Config, load, resolve
 from slimwheel.cli import main
+from slimwheel.config import Config, load, resolve
 from slimwheel.errors import BadInputError, ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,8 +124,12 @@ def test_a_bad_budget_names_where_it_was_set() -> None:
 def test_every_bad_value_is_reported_at_once() -> None:
     # Issue 12 item 12: a bad budget hid bad archs/cuda/ptx, and the plan reported only the first.
     with pytest.raises(ConfigError) as e:
-        resolve({"archs": "banana", "cuda": "99.1", "ptx": "x.y", "budget": "lots", "targets": "sm_", "require-arch": "z"},
-                {}, {}, file_name="p/pyproject.toml")  # fmt: skip
+        resolve(
+            {"archs": "banana", "cuda": "99.1", "ptx": "x.y", "budget": "lots", "targets": "sm_", "require-arch": "z"},
+            {},
+            {},
+            file_name="p/pyproject.toml",
+        )
     text = "\n".join(e.value.problems)
     assert len(e.value.problems) == 6, text
     for key in ("archs", "cuda", "ptx", "budget", "targets", "require-arch"):
@@ -185,7 +189,11 @@ def test_list_settings_are_judged_by_the_plans_parsers_when_read(tmp_path, capsy
 
 def test_known_libraries_of_either_link_mode_pass() -> None:
     assert resolve({"libraries": ["cudart", "cuBLAS", "nvJitLink", "culibos"]}).libraries == (
-        "cudart", "cuBLAS", "nvJitLink", "culibos")  # fmt: skip
+        "cudart",
+        "cuBLAS",
+        "nvJitLink",
+        "culibos",
+    )
 
 
 @pytest.mark.parametrize("key", ["archs", "budget", "libraries", "external-libs"])
@@ -206,16 +214,27 @@ def test_settings_with_a_syntax_are_carried_typed() -> None:
     # parsed once by the parsers config validates with; the plan and the checks take these, not the strings
     from slimwheel.cuda.arch import CC, CCRequest, Kind, Target
 
-    cfg = resolve({"archs": "8.0+", "ptx": "9.0", "budget": "10MiB", "installed-budget": "1GB",
-                   "extra-sass": ["90a"], "require-arch": "toolkit"})  # fmt: skip
+    cfg = resolve(
+        {
+            "archs": "8.0+",
+            "ptx": "9.0",
+            "budget": "10MiB",
+            "installed-budget": "1GB",
+            "extra-sass": ["90a"],
+            "require-arch": "toolkit",
+        }
+    )
     p = cfg.parsed
     assert isinstance(p.archs, CCRequest) and p.archs.resolve([CC(7, 5), CC(8, 0), CC(9, 0)]) == (CC(8, 0), CC(9, 0))
     assert isinstance(p.ptx, CCRequest) and p.ptx.resolve() == (CC(9, 0),)
     assert p.targets == () and p.extra_sass == (Target.parse("90a", kind=Kind.SASS),)
     assert (p.budget_bytes, p.installed_budget_bytes, p.require_arch) == (10 * 2**20, 10**9, "toolkit")
     assert resolve({}).parsed.installed_budget_bytes is None and resolve({}).parsed.ptx == "newest"
-    assert resolve({"targets": "80-real;90"}).parsed.targets == (Target.parse("sm_80"), Target.parse("sm_90"),
-                                                                  Target.parse("compute_90"))  # fmt: skip
+    assert resolve({"targets": "80-real;90"}).parsed.targets == (
+        Target.parse("sm_80"),
+        Target.parse("sm_90"),
+        Target.parse("compute_90"),
+    )
     # the build's check requires what the plan wanted unless require-arch says otherwise
     assert resolve({}).require_arch_for((CC(9, 0), CC(8, 0))) == CCRequest.of([CC(8, 0), CC(9, 0)])
     assert str(resolve({}).require_arch_for((CC(9, 0), CC(8, 0)))) == "8.0,9.0"

@@ -34,7 +34,7 @@ def test_the_family_is_covered() -> None:
                 continue
             if "builtins" in name or ".alt." in name or name == "libOpenCL.so.1":
                 continue  # loaded by libnvrtc itself / an alternative build / the ICD loader (not linked by wheels)
-            if name.startswith("libcudss_") or name.startswith("libnvshmem_") and "host" not in name:
+            if name.startswith("libcudss_") or (name.startswith("libnvshmem_") and "host" not in name):
                 continue  # cuDSS's communication/threading layers and NVSHMEM's transports are plug-ins it dlopens
             if (package, f) not in rows:
                 missing.append(f"{package}: {f}")

@@ -14,6 +14,7 @@ from slimwheel.diff import diff_reports, parse_threshold
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_wheel
 
+
 @pytest.fixture
 def pair(tmp_path: Path) -> tuple[Path, Path]:
     return grown_wheel(tmp_path / "old", "1.0"), grown_wheel(tmp_path / "new", "1.1", grow=64 * 1024)
@@ -32,8 +33,9 @@ def test_markdown_block_names_the_grown_module_and_fails_over_the_limit(pair, ca
     assert rows[0] == "| level | file | what | old | new | change | % |"
     # the largest changes first: the module, its arch, the section and the file all grew by the same 64 KiB
     top = rows[2:6]
-    assert any(r.startswith("| module | `pkg/_ext.abi3.so` | module #1 (sm_80,sm_90) | ") and "+64.0 KiB" in r
-               for r in top)  # fmt: skip
+    assert any(
+        r.startswith("| module | `pkg/_ext.abi3.so` | module #1 (sm_80,sm_90) | ") and "+64.0 KiB" in r for r in top
+    )
     assert any(r.startswith("| arch | `pkg/_ext.abi3.so` | sass 90 | 12.0 KiB | 76.0 KiB | +64.0 KiB |") for r in top)
     assert any(r.startswith("| section | `pkg/_ext.abi3.so` | `.nv_fatbin` | ") and "+64.0 KiB" in r for r in top)
     assert any(r.startswith("| file | `pkg/_ext.abi3.so` | ") for r in top)
@@ -73,8 +75,9 @@ def test_identical_wheels_show_no_change(tmp_path: Path) -> None:
     assert [c.level for c in d.changes] == ["wheel"] and d.growth == 0
 
 
-@pytest.mark.parametrize(("text", "ok"), [("5%", True), ("1MiB", True), ("4096", True), ("-3%", False),
-                                          ("five", False), ("%", False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "ok"), [("5%", True), ("1MiB", True), ("4096", True), ("-3%", False), ("five", False), ("%", False)]
+)
 def test_threshold_parsing(text: str, ok: bool) -> None:
     if ok:
         t = parse_threshold(text)

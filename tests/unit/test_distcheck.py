@@ -65,9 +65,25 @@ def test_debug_sections_and_a_large_symtab_are_found_per_file(tmp_path: Path) ->
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.dictionaries(st.sampled_from([".debug_info", ".debug_str", ".zdebug_abbrev", ".symtab", ".strtab",
-                                        ".text", ".rodata", ".debugger", ".comment"]),
-                       st.integers(min_value=1, max_value=3000), max_size=6))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.sampled_from(
+            [
+                ".debug_info",
+                ".debug_str",
+                ".zdebug_abbrev",
+                ".symtab",
+                ".strtab",
+                ".text",
+                ".rodata",
+                ".debugger",
+                ".comment",
+            ]
+        ),
+        st.integers(min_value=1, max_value=3000),
+        max_size=6,
+    )
+)
 def test_debug_info_counts_exactly_the_strippable_sections(sections: dict[str, int]) -> None:
     blob = elf(sections={k: b"x" * n for k, n in sections.items()})
     info = distcheck.debug_info(read_elf(blob, "x.so"))

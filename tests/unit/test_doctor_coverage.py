@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import json
+from pathlib import Path
 
 import pytest
 from helpers.binsynth import elf, fatbin, fatbin_entry
@@ -36,14 +35,20 @@ def test_a_module_without_code_for_the_gpu_fails_doctor_even_if_another_has_it(
     # libold has Ampere SASS only (no PTX): its kernels cannot run on Hopper, though libnew's sm_90 can.
     old = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=80)])}, needed=("libc.so.6",))
     new = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90)])}, needed=("libc.so.6",))
-    w = make_wheel(tmp_path, name="pkg", files={"pkg/libold.so": old, "pkg/libnew.so": new}, requires=(),
-                   tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    w = make_wheel(
+        tmp_path,
+        name="pkg",
+        files={"pkg/libold.so": old, "pkg/libnew.so": new},
+        requires=(),
+        tag="cp312-abi3-manylinux_2_28_x86_64",
+    )
     report = doctor.run_doctor(str(w), env={})
     (gpu,) = report.gpus
     assert not gpu.ok and gpu.served_by.startswith("none") and "pkg/libold.so" in gpu.served_by
     assert not report.ok
-    good = make_wheel(tmp_path / "g", name="pkg", files={"pkg/libnew.so": new}, requires=(),
-                      tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    good = make_wheel(
+        tmp_path / "g", name="pkg", files={"pkg/libnew.so": new}, requires=(), tag="cp312-abi3-manylinux_2_28_x86_64"
+    )
     (gpu,) = doctor.run_doctor(str(good), env={}).gpus
     assert gpu.ok and gpu.served_by == "sass sm_90"
 
@@ -53,15 +58,19 @@ def test_doctor_exits_15_when_it_finds_problems(
 ) -> None:
     ampere = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=80)])}, needed=("libc.so.6",))
     hopper = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90)])}, needed=("libc.so.6",))
-    bad = make_wheel(tmp_path / "b", name="pkg", files={"pkg/lib.so": ampere}, requires=(),
-                     tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
-    good = make_wheel(tmp_path / "g", name="pkg", files={"pkg/lib.so": hopper}, requires=(),
-                      tag="cp312-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    bad = make_wheel(
+        tmp_path / "b", name="pkg", files={"pkg/lib.so": ampere}, requires=(), tag="cp312-abi3-manylinux_2_28_x86_64"
+    )
+    good = make_wheel(
+        tmp_path / "g", name="pkg", files={"pkg/lib.so": hopper}, requires=(), tag="cp312-abi3-manylinux_2_28_x86_64"
+    )
     assert int(ExitCode.DOCTOR_PROBLEMS) == 15
     assert main(["doctor", str(bad), "--format", "json"]) == 15
     out, err = capsys.readouterr()
     report = json.loads(out)  # the report still comes out whole, on stdout
-    assert report["ok"] is False and report["problems"] == [f"GPU 0 H200 (CC 9.0): served by {report['gpus'][0]['served_by']}"]
+    assert report["ok"] is False and report["problems"] == [
+        f"GPU 0 H200 (CC 9.0): served by {report['gpus'][0]['served_by']}"
+    ]
     assert "doctor: 1 problem(s):" in err and "GPU 0 H200 (CC 9.0): served by none" in err
     assert main(["doctor", str(bad)]) == 15
     assert main(["doctor", str(good)]) == 0
@@ -91,7 +100,10 @@ def test_doctor_refuses_what_the_loader_refuses(tmp_path: Path) -> None:
     ww.mkdir()
     (ww / "nvidia").symlink_to(tmp_path / "decoy" / "nvidia")
     ww.chmod(0o777)
-    check = doctor.resolve_library(cudalibs.lookup("cudart", 13), loader.search_roots(None, [str(ww)], cwd="/"),
-                                   use_system=False, system={})  # fmt: skip
+    check = doctor.resolve_library(
+        cudalibs.lookup("cudart", 13), loader.search_roots(None, [str(ww)], cwd="/"), use_system=False, system={}
+    )
     assert check.via == "missing" and check.found is None
-    assert check.tried[0] == f"{ww}/nvidia/cu13/lib: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)"
+    assert (
+        check.tried[0] == f"{ww}/nvidia/cu13/lib: refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)"
+    )

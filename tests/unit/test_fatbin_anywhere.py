@@ -93,12 +93,12 @@ def test_a_container_starting_inside_another_ones_entry_is_refused() -> None:
 
 def test_an_inflated_size_the_format_cannot_reach_is_refused() -> None:
     """An uncompressed size of 2**64-1 for a 64-byte payload was shown as 17 billion GiB and passed."""
-    lie = fatbin([fatbin_entry(sm=90, flags=0x8011, compressed_size=64, uncompressed_size=2**64 - 1,
-                               payload=b"\5" * 64)])  # fmt: skip
+    lie = fatbin(
+        [fatbin_entry(sm=90, flags=0x8011, compressed_size=64, uncompressed_size=2**64 - 1, payload=b"\5" * 64)]
+    )
     with pytest.raises(BadInputError, match="inflate to 18446744073709551615, more than zstd can make"):
         read_elf(elf(sections={".nv_fatbin": lie}), "x.so")
-    honest = fatbin([fatbin_entry(sm=90, flags=0x2011, compressed_size=64, uncompressed_size=640,
-                                  payload=b"\5" * 64)])  # fmt: skip
+    honest = fatbin([fatbin_entry(sm=90, flags=0x2011, compressed_size=64, uncompressed_size=640, payload=b"\5" * 64)])
     (fb,) = read_elf(elf(sections={".nv_fatbin": honest}), "x.so").fatbins
     assert fb.entries[0].uncompressed_size == 640 and fb.entries[0].compression == "lz4"
 

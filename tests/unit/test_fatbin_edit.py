@@ -26,8 +26,14 @@ def _payload(rng: random.Random, n: int) -> bytes:
 
 def _entry(kind: str, sm: int, payload: bytes, *, compressed: bool = False) -> bytes:
     if compressed:
-        return fatbin_entry(kind=kind, sm=sm, flags=0x8011, payload=pad8(payload), compressed_size=len(payload),
-                            uncompressed_size=len(payload) * 4)  # fmt: skip
+        return fatbin_entry(
+            kind=kind,
+            sm=sm,
+            flags=0x8011,
+            payload=pad8(payload),
+            compressed_size=len(payload),
+            uncompressed_size=len(payload) * 4,
+        )
     return fatbin_entry(kind=kind, sm=sm, payload=payload)
 
 
@@ -80,8 +86,12 @@ def _expected_kept(ents: list[tuple[str, int, bytes, bool]], request: SlimReques
 
 requests = st.builds(
     SlimRequest,
-    ccs=st.lists(st.sampled_from([CC(7, 5), CC(8, 0), CC(8, 6), CC(8, 9), CC(9, 0), CC(10, 0), CC(12, 0)]),
-                 min_size=1, max_size=3, unique=True).map(tuple),  # fmt: skip
+    ccs=st.lists(
+        st.sampled_from([CC(7, 5), CC(8, 0), CC(8, 6), CC(8, 9), CC(9, 0), CC(10, 0), CC(12, 0)]),
+        min_size=1,
+        max_size=3,
+        unique=True,
+    ).map(tuple),
     ptx=st.sampled_from(["needed", "newest"]),
     ptx_ccs=st.lists(st.sampled_from([CC(8, 0), CC(12, 0)]), max_size=1, unique=True).map(tuple),
 )

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from helpers.binsynth import elf, fatbin, fatbin_entry
 from helpers.wheelmaker import make_wheel
+from packaging.specifiers import SpecifierSet
 
 from slimwheel import fsutil
 from slimwheel.check import check_wheel, make_policy
@@ -21,8 +22,6 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
 from slimwheel.wheelfile import archive_record_problems
-
-from packaging.specifiers import SpecifierSet
 
 TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
 CU13 = "nvidia-cuda-runtime>=13.0,<14"
@@ -62,14 +61,20 @@ def test_check_fails_unsafe_search_path_entries(tmp_path: Path, rpath: str, why:
 
 
 def test_safe_search_paths_pass(tmp_path: Path) -> None:
-    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so(runpath="$ORIGIN:$ORIGIN/../nvidia/cu13/lib")},
-                   requires=[CU13])  # fmt: skip
+    w = make_wheel(
+        tmp_path, files={"pkg/_ext.abi3.so": so(runpath="$ORIGIN:$ORIGIN/../nvidia/cu13/lib")}, requires=[CU13]
+    )
     assert verdict_of(w).ok, messages(w)
 
 
 def test_repair_drops_unsafe_entries_and_keeps_the_rest() -> None:
-    info = ElfInfo(path="pkg/_x.so", soname=None, needed=("libc.so.6",), rpath=(),
-                   runpath=(".", "$ORIGIN/../pkg.libs", "", "/tmp/x", "$ORIGIN/../../../.."))  # fmt: skip
+    info = ElfInfo(
+        path="pkg/_x.so",
+        soname=None,
+        needed=("libc.so.6",),
+        rpath=(),
+        runpath=(".", "$ORIGIN/../pkg.libs", "", "/tmp/x", "$ORIGIN/../../../.."),
+    )
     assert wanted_rpath(info, None, []) == ("$ORIGIN/../pkg.libs",)
     clean = ElfInfo(path="pkg/_x.so", soname=None, needed=(), rpath=(), runpath=("$ORIGIN/../pkg.libs",))
     assert wanted_rpath(clean, None, []) is None
@@ -83,21 +88,31 @@ def test_repair_drops_unsafe_entries_and_keeps_the_rest() -> None:
     ['python_version < "3"', 'sys_platform == "win32"', 'platform_machine == "aarch64"', 'python_version >= "3.12"'],
 )
 def test_cuda_requirement_under_a_marker_that_does_not_always_hold_fails(tmp_path: Path, marker: str) -> None:
-    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[f"{CU13}; {marker}"],
-                   tag="cp310-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    w = make_wheel(
+        tmp_path,
+        files={"pkg/_ext.abi3.so": so()},
+        requires=[f"{CU13}; {marker}"],
+        tag="cp310-abi3-manylinux_2_28_x86_64",
+    )
     assert any("only under its marker" in m for m in messages(w)), messages(w)
 
 
 def test_cuda_requirement_under_a_marker_that_always_holds_passes(tmp_path: Path) -> None:
-    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()},
-                   requires=[f'{CU13}; sys_platform == "linux" and python_version >= "3.10"'],
-                   tag="cp310-abi3-manylinux_2_28_x86_64")  # fmt: skip
+    w = make_wheel(
+        tmp_path,
+        files={"pkg/_ext.abi3.so": so()},
+        requires=[f'{CU13}; sys_platform == "linux" and python_version >= "3.10"'],
+        tag="cp310-abi3-manylinux_2_28_x86_64",
+    )
     assert verdict_of(w).ok, messages(w)
 
 
 def test_contradictory_requirements_fail(tmp_path: Path) -> None:
-    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so(needed=("libcublas.so.13",))},
-                   requires=["nvidia-cublas<13", "nvidia-cublas==13.*"])  # fmt: skip
+    w = make_wheel(
+        tmp_path,
+        files={"pkg/_ext.abi3.so": so(needed=("libcublas.so.13",))},
+        requires=["nvidia-cublas<13", "nvidia-cublas==13.*"],
+    )
     assert any("contradict" in m for m in messages(w)), messages(w)
 
 
@@ -197,8 +212,10 @@ def _assert_refused(wheel: Path, out: Path, match: str, **kw: object) -> None:
 
 
 def test_repair_refuses_a_file_folder_clash(tmp_path: Path) -> None:
-    w = _zip(tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl",
-             [("d/x", b"file"), ("d/x/y.so", so()), ("d-1.0.dist-info/METADATA", b"Name: d\nVersion: 1.0\n")])  # fmt: skip
+    w = _zip(
+        tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl",
+        [("d/x", b"file"), ("d/x/y.so", so()), ("d-1.0.dist-info/METADATA", b"Name: d\nVersion: 1.0\n")],
+    )
     _assert_refused(w, tmp_path / "out", "both a file and a folder")
 
 
@@ -224,9 +241,14 @@ def test_repair_refuses_a_zip_without_dist_info(tmp_path: Path) -> None:
 
 
 def test_repair_refuses_a_wheel_without_record(tmp_path: Path) -> None:
-    w = _zip(tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl",
-             [("d/_x.so", so()), ("d-1.0.dist-info/METADATA", b"Name: d\nVersion: 1.0\n"),
-              ("d-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\n")])  # fmt: skip
+    w = _zip(
+        tmp_path / "d-1.0-cp311-cp311-linux_x86_64.whl",
+        [
+            ("d/_x.so", so()),
+            ("d-1.0.dist-info/METADATA", b"Name: d\nVersion: 1.0\n"),
+            ("d-1.0.dist-info/WHEEL", b"Wheel-Version: 1.0\n"),
+        ],
+    )
     _assert_refused(w, tmp_path / "out", "RECORD is missing")
 
 
@@ -304,7 +326,9 @@ def _fat(records: int) -> bytes:
     return elf(needed=("libc.so.6",), sections={".nv_fatbin": fatbin([fatbin_entry()] * (records - 1))})
 
 
-def test_repair_refuses_an_input_check_refuses_before_auditwheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_repair_refuses_an_input_check_refuses_before_auditwheel(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)  # check's bound (262,144), lowered
     calls = _fake_auditwheel(monkeypatch, {})
     w = make_wheel(tmp_path, files={"demo/a.so": _fat(6), "demo/b.so": _fat(6)}, tag="cp311-cp311-linux_x86_64")
@@ -322,8 +346,11 @@ def test_repair_never_writes_a_wheel_check_refuses(tmp_path: Path, monkeypatch: 
     assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.OK
     out = tmp_path / "out"
     out.mkdir()
-    with pytest.raises(BadInputError, match=r"^demo-1\.0-cp311-cp311-linux_x86_64\.whl: the repaired wheel would be "
-                       r"refused by `slimwheel check`, so none was written: the repaired wheel: more than 10") as e:
+    with pytest.raises(
+        BadInputError,
+        match=r"^demo-1\.0-cp311-cp311-linux_x86_64\.whl: the repaired wheel would be "
+        r"refused by `slimwheel check`, so none was written: the repaired wheel: more than 10",
+    ) as e:
         repair_wheel(w, out)
     assert calls and list(out.iterdir()) == [] and ".tmp" not in str(e.value)
     monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 12)  # at the bound: written, and check reads it
@@ -350,7 +377,9 @@ def test_repair_names_the_input_for_a_corrupt_symbol_table(tmp_path: Path) -> No
     _assert_refused(w, tmp_path / "out", r"demo-1\.0-cp311-cp311-linux_x86_64\.whl: demo/a\.so: cannot read ELF symbol")
 
 
-def test_repair_names_the_input_for_whatever_fails_in_its_work_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_repair_names_the_input_for_whatever_fails_in_its_work_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def failing(wheel: Path, out_dir: Path, **_: object) -> Path:  # a tool whose message names repair's own files
         raise ToolError(f"auditwheel failed on {wheel}: see {out_dir}/log")
 
@@ -363,7 +392,9 @@ def test_repair_names_the_input_for_whatever_fails_in_its_work_folder(tmp_path: 
     _assert_refused(w, tmp_path / "out", r"demo\.libs/libbad\.so")
 
 
-def test_a_relative_cache_folder_is_taken_from_the_current_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_relative_cache_folder_is_taken_from_the_current_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     assert fsutil.cache_dir({"SLIMWHEEL_CACHE": "rel/cache"}) == tmp_path / "rel" / "cache"
     assert fsutil.cache_dir({"XDG_CACHE_HOME": "rel"}) == Path.home() / ".cache" / "slimwheel"  # XDG: ignore relative

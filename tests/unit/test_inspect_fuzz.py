@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from helpers.binsynth import elf, fatbin, fatbin_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -187,9 +189,18 @@ def test_no_byte_belongs_to_two_containers(draw: st.DataObject) -> None:
     wrappers = b"".join(
         struct.pack("<IIQQ", 0x466243B1, 1, draw.draw(st.integers(0, len(DATA_ELF))), 0) for _ in range(n_wrappers)
     )
-    data = bytearray(elf(sections={".rodata": b"\x01" * 8 + FB, ".nv_fatbin": FB,
-                                   ".data": b"\x33" * 16 + FB + b"\x44" * 8 + FB, ".nvFatBinSegment": wrappers},
-                         needed=("libcudart.so.13",), load_segment=True))  # fmt: skip
+    data = bytearray(
+        elf(
+            sections={
+                ".rodata": b"\x01" * 8 + FB,
+                ".nv_fatbin": FB,
+                ".data": b"\x33" * 16 + FB + b"\x44" * 8 + FB,
+                ".nvFatBinSegment": wrappers,
+            },
+            needed=("libcudart.so.13",),
+            load_segment=True,
+        )
+    )
     shoff, shnum = struct.unpack_from("<Q", data, 0x28)[0], struct.unpack_from("<H", data, 0x3C)[0]
     for _ in range(draw.draw(st.integers(1, 3))):
         i = draw.draw(st.integers(1, shnum - 1))
@@ -202,5 +213,5 @@ def test_no_byte_belongs_to_two_containers(draw: st.DataObject) -> None:
         assert str(e).startswith("fuzz.so")
         return
     spans = sorted((fb.offset, fb.offset + fb.size) for fb in r.fatbins)
-    assert all(a_end <= b_start for (_a, a_end), (b_start, _b) in zip(spans, spans[1:]))
+    assert all(a_end <= b_start for (_a, a_end), (b_start, _b) in itertools.pairwise(spans))
     _slim_elf(bytes(data))

@@ -127,7 +127,9 @@ def test_size_report_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str],
         assert json.loads(out)["schema"] == 1 and json.loads(out)["wheels"][0]["wheel"]["name"] == "demo"
     else:
         # Markdown escapes the units note: raw, "2**20 bytes, MB = 10**" rendered bold
-        note = "MiB = 2**20 bytes, MB = 10**6 bytes" if fmt == "table" else "MiB = 2\\*\\*20 bytes, MB = 10\\*\\*6 bytes"
+        note = (
+            "MiB = 2**20 bytes, MB = 10**6 bytes" if fmt == "table" else "MiB = 2\\*\\*20 bytes, MB = 10\\*\\*6 bytes"
+        )
         assert "sm_90a" in out and "compute_120" in out and note in out
         assert "PTX JIT" in out and "580.65.06" in out
     if fmt == "markdown":

@@ -107,8 +107,9 @@ def test_the_ratio_limit_counts_non_zero_bytes_as_they_stream(tmp_path: Path) ->
     dense = elf(needed=("libc.so.6",)) + b"\x5a" * (4 * MiB)
     c = zlib.compressobj(9, zlib.DEFLATED, -15)
     packed = c.compress(dense) + c.flush()
-    bomb = wheel(tmp_path / "d", RawMember(name="demo/_ext.so", payload=packed, crc=zlib.crc32(dense),
-                                           declared=len(dense)))  # fmt: skip
+    bomb = wheel(
+        tmp_path / "d", RawMember(name="demo/_ext.so", payload=packed, crc=zlib.crc32(dense), declared=len(dense))
+    )
     with pytest.raises(BadInputError, match=rf"'demo/_ext\.so' inflates {len(packed)} bytes to more than .* non-zero"):
         inspect_wheel(bomb, limits)
     assert ratio_problem(len(dense), len(dense), len(packed), limits) is not None
@@ -226,17 +227,13 @@ def test_a_directory_offset_that_puts_members_before_the_file_is_refused(tmp_pat
 
 @settings(max_examples=25, deadline=None)
 @given(
-    st.dictionaries(
-        st.sampled_from(NAMES), st.tuples(st.binary(max_size=3000), st.booleans()), min_size=1, max_size=6
-    )
+    st.dictionaries(st.sampled_from(NAMES), st.tuples(st.binary(max_size=3000), st.booleans()), min_size=1, max_size=6)
 )
 def test_extract_round_trips_files_and_modes(files: dict[str, tuple[bytes, bool]]) -> None:
     import tempfile
 
     with tempfile.TemporaryDirectory() as tmp:
-        members = [
-            RawMember.deflated(n, d, mode=0o100755 if x else 0o100644) for n, (d, x) in files.items()
-        ]
+        members = [RawMember.deflated(n, d, mode=0o100755 if x else 0o100644) for n, (d, x) in files.items()]
         w = raw_zip(Path(tmp) / "w.whl", members)
         got = extract(w, Path(tmp) / "out")
         assert got == list(files)

@@ -20,7 +20,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"units", "envvars", "fsutil", "rpath", "cuda", "resources", "shown"}),
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools", "torchext"}),
-    frozenset({"config", "toolkit", "plan", "check", "floor", "render", "runtime", "treemap", "distcheck", "fatbin_edit"}),
+    frozenset(
+        {"config", "toolkit", "plan", "check", "floor", "render", "runtime", "treemap", "distcheck", "fatbin_edit"}
+    ),
     frozenset({"context", "prune", "repair", "slim", "variants", "diff", "doctor", "footprint", "container"}),
     frozenset({"build"}),
     frozenset({"commands", "cli", "__main__", "cmake"}),
@@ -138,8 +140,10 @@ def test_no_layer_imports_a_higher_one() -> None:
             continue
         for name, line in _imports(module, path):
             if name in MODULES and _part(name) not in (mine, "__init__") and _layer(_part(name)) > _layer(mine):
-                wrong.append(f"{path.relative_to(REPO)}:{line}: {module} (layer {_layer(mine)}) imports {name} "
-                             f"(layer {_layer(_part(name))})")
+                wrong.append(
+                    f"{path.relative_to(REPO)}:{line}: {module} (layer {_layer(mine)}) imports {name} "
+                    f"(layer {_layer(_part(name))})"
+                )
     assert not wrong, "\n".join(wrong)
 
 
@@ -154,7 +158,9 @@ def _printing_calls(path: Path) -> Iterator[int]:
         if isinstance(node, ast.Call):
             f = node.func
             if (isinstance(f, ast.Name) and f.id == "print") or (
-                isinstance(f, ast.Attribute) and f.attr in ("echo", "secho") and isinstance(f.value, ast.Name)
+                isinstance(f, ast.Attribute)
+                and f.attr in ("echo", "secho")
+                and isinstance(f.value, ast.Name)
                 and f.value.id == "click"
             ):
                 yield node.lineno
@@ -162,8 +168,12 @@ def _printing_calls(path: Path) -> Iterator[int]:
 
 def test_only_the_cli_and_the_renderers_print() -> None:
     # Code that runs in a child interpreter (doctor's and footprint's probes) is a string here, not a call.
-    wrong = [f"{p.relative_to(REPO)}:{line}" for m, p in MODULES.items() if _part(m) not in PRINTERS
-             for line in _printing_calls(p)]
+    wrong = [
+        f"{p.relative_to(REPO)}:{line}"
+        for m, p in MODULES.items()
+        if _part(m) not in PRINTERS
+        for line in _printing_calls(p)
+    ]
     assert not wrong, f"print/click.echo outside the CLI: {wrong}"
 
 
@@ -188,7 +198,11 @@ def test_the_product_tests_load_no_lab_script_by_path() -> None:
         if p.name == "test_layers.py" or "packages" in p.relative_to(REPO).parts:
             continue
         for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"), str(p))):
-            if isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if node.value.startswith("lab/") and node.value.endswith(".py"):
-                    wrong.append(f"{p.relative_to(REPO)}:{node.lineno}: {node.value}")
+            if (
+                isinstance(node, ast.Constant)
+                and isinstance(node.value, str)
+                and node.value.startswith("lab/")
+                and node.value.endswith(".py")
+            ):
+                wrong.append(f"{p.relative_to(REPO)}:{node.lineno}: {node.value}")
     assert not wrong, "\n".join(wrong)

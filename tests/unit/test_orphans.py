@@ -39,8 +39,15 @@ def test_killed_writers_temp_files_go_with_the_next_write(tmp_path: Path) -> Non
     dead_dir = orphan(target.parent / f".{target.name}.abcdefgh.tmp", directory=True)
     young = orphan(target.parent / f".{target.name}.youngone.tmp", mtime=time.time())
     held = orphan(target.parent / f".{target.name}.heldheld.tmp")
-    others = [target.parent / n for n in (f".{target.name}.lock", f".{target.name}.abcdefg.tmp",
-                                          f".other.whl.abcdefgh.tmp", f"{target.name}.abcdefgh.tmp")]  # fmt: skip
+    others = [
+        target.parent / n
+        for n in (
+            f".{target.name}.lock",
+            f".{target.name}.abcdefg.tmp",
+            ".other.whl.abcdefgh.tmp",
+            f"{target.name}.abcdefgh.tmp",
+        )
+    ]
     for p in others:
         orphan(p)
     link = target.parent / f".{target.name}.linklink.tmp"
@@ -80,9 +87,16 @@ def test_a_live_temp_sibling_is_never_taken_for_an_orphan(tmp_path: Path) -> Non
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(names=st.lists(st.one_of(st.text(alphabet="abcz_09.-tmpxwhl", min_size=1, max_size=24),
-                                st.from_regex(r"\.x\.whl\.[a-z0-9_]{7,9}\.tmp", fullmatch=True)),
-                      max_size=12, unique=True))  # fmt: skip
+@given(
+    names=st.lists(
+        st.one_of(
+            st.text(alphabet="abcz_09.-tmpxwhl", min_size=1, max_size=24),
+            st.from_regex(r"\.x\.whl\.[a-z0-9_]{7,9}\.tmp", fullmatch=True),
+        ),
+        max_size=12,
+        unique=True,
+    )
+)
 def test_only_our_own_temp_names_are_touched(tmp_path_factory: pytest.TempPathFactory, names: list[str]) -> None:
     folder = tmp_path_factory.mktemp("out")
     target = folder / "x.whl"
@@ -103,9 +117,11 @@ def test_toolkit_orphans_are_removed_under_the_toolkit_lock_even_if_this_run_fai
     # what a killed `slimwheel toolkit --cuda 13.0` left: slimwheel 0.1's names and the current ones (~1 GB each)
     toolkits = tmp_path / "toolkits"
     toolkits.mkdir()
-    left = [orphan(toolkits / ".cuda-13.0.tmp-q1w2e3r4", directory=True),
-            orphan(toolkits / ".cuda-13.0.stale-abcdefgh", directory=True),
-            orphan(toolkits / ".cuda-13.0.zzzzzzzz.tmp", directory=True, mtime=time.time())]  # fmt: skip
+    left = [
+        orphan(toolkits / ".cuda-13.0.tmp-q1w2e3r4", directory=True),
+        orphan(toolkits / ".cuda-13.0.stale-abcdefgh", directory=True),
+        orphan(toolkits / ".cuda-13.0.zzzzzzzz.tmp", directory=True, mtime=time.time()),
+    ]
     other_release = orphan(toolkits / ".cuda-13.1.tmp-q1w2e3r4", directory=True)
     seen: list[Path] = []
 

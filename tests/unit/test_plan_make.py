@@ -9,12 +9,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimwheel.build import build_command, config_settings
-from slimwheel.plan import CMAKE_PACKAGE_DIR, cmake_defines
 from slimwheel.config import resolve
-from slimwheel.cuda.arch import CC, Coverage, Kind, counted, generation
+from slimwheel.cuda.arch import CC, Coverage, Kind, counted
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ExitCode
-from slimwheel.plan import cmake_cache_script, make_plan, make_plan_for_release, plan_to_json
+from slimwheel.plan import (
+    CMAKE_PACKAGE_DIR,
+    cmake_cache_script,
+    cmake_defines,
+    make_plan,
+    make_plan_for_release,
+    plan_to_json,
+)
 from slimwheel.toolkit.model import Toolkit
 
 V13 = CudaVersion(13, 0)
@@ -144,8 +150,11 @@ def test_release_table_plan_for_12_4_cannot_target_blackwell():
 def test_dynamic_link_lists_runtime_libraries_in_load_order(tmp_path):
     p = make_plan(cfg(), toolkit13(tmp_path))
     assert [lib.soname for lib in p.libraries] == [
-        "libcudart.so.13", "libnvJitLink.so.13", "libcublasLt.so.13", "libcublas.so.13",
-    ]  # fmt: skip
+        "libcudart.so.13",
+        "libnvJitLink.so.13",
+        "libcublasLt.so.13",
+        "libcublas.so.13",
+    ]
     assert make_plan(cfg(link="static"), toolkit13(tmp_path)).libraries == ()
 
 
@@ -212,10 +221,14 @@ def test_plan_is_minimal_and_serves_every_wanted_cc_natively(wanted):
 
 def test_system_folders_are_not_passed_as_toolkit_dirs(tmp_path):
     tk = Toolkit(
-        root=Path("/usr/lib/nvidia-cuda-toolkit"), nvcc=Path("/usr/lib/nvidia-cuda-toolkit/bin/nvcc"),
-        version=CudaVersion(11, 8), source="debian", supported=(CC(7, 5), CC(8, 0)),
-        include_dirs=(Path("/usr/include"),), lib_dirs=(Path("/usr/lib/x86_64-linux-gnu"), tmp_path),
-    )  # fmt: skip
+        root=Path("/usr/lib/nvidia-cuda-toolkit"),
+        nvcc=Path("/usr/lib/nvidia-cuda-toolkit/bin/nvcc"),
+        version=CudaVersion(11, 8),
+        source="debian",
+        supported=(CC(7, 5), CC(8, 0)),
+        include_dirs=(Path("/usr/include"),),
+        lib_dirs=(Path("/usr/lib/x86_64-linux-gnu"), tmp_path),
+    )
     d = cmake_defines(make_plan(cfg(link="static"), tk))
     assert "SLIMWHEEL_CUDA_INCLUDEDIRS" not in d
     assert d["SLIMWHEEL_CUDA_LIBDIRS"] == str(tmp_path)

@@ -19,10 +19,14 @@ from slimwheel.inspect.report import inspect_wheel
 
 # What Debian 11's GCC 10 and glibc 2.31 give a C++ extension that calls exp() and std::filesystem: facts of glibc
 # (exp/log/pow got new versions in 2.29) and libstdc++ (3.4.26 is GCC 9's, 3.4.28 GCC 10's), not of slimwheel.
-OLD = {"libc.so.6": [("malloc", "GLIBC_2.2.5"), ("memcpy", "GLIBC_2.14")],
-       "libstdc++.so.6": [("_ZdlPv", "GLIBCXX_3.4"), ("__cxa_begin_catch", "CXXABI_1.3")]}  # fmt: skip
-NEW = {"libm.so.6": [("exp", "GLIBC_2.29"), ("log", "GLIBC_2.29"), ("pow", "GLIBC_2.29")],
-       "libstdc++.so.6": [("_ZNSt10filesystem4pathD1Ev", "GLIBCXX_3.4.26"), ("_ZdlPv", "GLIBCXX_3.4")]}  # fmt: skip
+OLD = {
+    "libc.so.6": [("malloc", "GLIBC_2.2.5"), ("memcpy", "GLIBC_2.14")],
+    "libstdc++.so.6": [("_ZdlPv", "GLIBCXX_3.4"), ("__cxa_begin_catch", "CXXABI_1.3")],
+}
+NEW = {
+    "libm.so.6": [("exp", "GLIBC_2.29"), ("log", "GLIBC_2.29"), ("pow", "GLIBC_2.29")],
+    "libstdc++.so.6": [("_ZNSt10filesystem4pathD1Ev", "GLIBCXX_3.4.26"), ("_ZdlPv", "GLIBCXX_3.4")],
+}
 
 
 def ext(imports: dict[str, list[tuple[str, str]]]) -> bytes:
@@ -68,15 +72,24 @@ def test_an_old_wheel_is_within_an_old_policy(tmp_path: Path) -> None:
 
 def test_private_and_unlisted_versions() -> None:
     # GLIBC_PRIVATE is never on a policy's list; a library's own versions (libcublas.so.13) are not judged here.
-    r = read_elf(ext({"libc.so.6": [("_dl_x", "GLIBC_PRIVATE")], "libcublas.so.13": [("cublasCreate_v2",
-                                                                                        "libcublas.so.13")]}), "a.so")
+    r = read_elf(
+        ext({"libc.so.6": [("_dl_x", "GLIBC_PRIVATE")], "libcublas.so.13": [("cublasCreate_v2", "libcublas.so.13")]}),
+        "a.so",
+    )
     (o,) = floor.offenders([r], floor.parse_target("2_39"))
     assert o.need.version == "GLIBC_PRIVATE" and "_dl_x@GLIBC_PRIVATE" in o.message("manylinux_2_39")
 
 
-@pytest.mark.parametrize("spec,name", [("2_28", "manylinux_2_28"), ("manylinux_2_31", "manylinux_2_31"),
-                                       ("manylinux_2_28_x86_64", "manylinux_2_28"), ("manylinux2014", "manylinux_2_17"),
-                                       (" MANYLINUX_2_34 ", "manylinux_2_34")])  # fmt: skip
+@pytest.mark.parametrize(
+    "spec,name",
+    [
+        ("2_28", "manylinux_2_28"),
+        ("manylinux_2_31", "manylinux_2_31"),
+        ("manylinux_2_28_x86_64", "manylinux_2_28"),
+        ("manylinux2014", "manylinux_2_17"),
+        (" MANYLINUX_2_34 ", "manylinux_2_34"),
+    ],
+)
 def test_targets(spec: str, name: str) -> None:
     assert floor.parse_target(spec).name == name
 
@@ -87,8 +100,9 @@ def test_unknown_targets_are_refused(spec: str) -> None:
         floor.parse_target(spec)
 
 
-def test_cli_and_config_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_and_config_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     w = str(wheel(tmp_path, {"pkg/_ext.so": ext(NEW)}))
     base = ["check", "--require-arch", "none", "--no-dependencies"]
     assert main([*base, "--manylinux", "2_28", w]) == ExitCode.ABOVE_PLATFORM_FLOOR
@@ -111,14 +125,17 @@ def _verneed(cnt: int, aux: int, nxt: int, anext: int = 0) -> bytes:
     return struct.pack("<HHIII", 1, cnt, 1, aux, nxt) + struct.pack("<IHHII", 0, 0, 2, 1, anext)
 
 
-@pytest.mark.parametrize("table,problem", [
-    (_verneed(1, 16, 0), None),  # well formed: read
-    (_verneed(1, 16, 0)[:20], "outside"),  # an aux entry cut off by the section's end
-    (_verneed(1, 4096, 0), "outside"),  # aux offset past the section
-    (_verneed(2, 16, 0, anext=0x7FFFFFF0), "outside"),  # the second aux past the section
-    (_verneed(1, 16, 0x10000), "outside"),  # the next library entry past the section
-    (_verneed(60000, 16, 0), None),  # a count larger than the chain: the chain's end (anext 0) ends it
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "table,problem",
+    [
+        (_verneed(1, 16, 0), None),  # well formed: read
+        (_verneed(1, 16, 0)[:20], "outside"),  # an aux entry cut off by the section's end
+        (_verneed(1, 4096, 0), "outside"),  # aux offset past the section
+        (_verneed(2, 16, 0, anext=0x7FFFFFF0), "outside"),  # the second aux past the section
+        (_verneed(1, 16, 0x10000), "outside"),  # the next library entry past the section
+        (_verneed(60000, 16, 0), None),  # a count larger than the chain: the chain's end (anext 0) ends it
+    ],
+)
 def test_hostile_version_tables(table: bytes, problem: str | None) -> None:
     data = elf(needed=("libc.so.6",), imports={"libc.so.6": [("malloc", "GLIBC_2.2.5")]}, verneed=table)
     if problem is None:

@@ -49,10 +49,13 @@ def test_unknown_component_is_named() -> None:
 def test_nvprune_args_spell_sass_and_ptx() -> None:
     args = nvprune_args(parse_targets("80-real;90"))
     assert args == (
-        "-gencode", "arch=compute_80,code=sm_80",
-        "-gencode", "arch=compute_90,code=sm_90",
-        "-gencode", "arch=compute_90,code=compute_90",
-    )  # fmt: skip
+        "-gencode",
+        "arch=compute_80,code=sm_80",
+        "-gencode",
+        "arch=compute_90,code=sm_90",
+        "-gencode",
+        "arch=compute_90,code=compute_90",
+    )
 
 
 def test_turing_keeps_the_volta_cubins_it_runs() -> None:
@@ -204,8 +207,12 @@ def test_concurrent_prunes_run_nvprune_once_per_library(tmp_path: Path, monkeypa
     monkeypatch.setattr(prune_mod, "nvprune_version", lambda nvprune: "11.8.86")
     monkeypatch.setattr(prune_mod, "library_targets", lambda cuobjdump, lib, digest, cache: CUBLAS_118)
     libs = {}
-    for comp, name in (("cublas", "libcublas_static.a"), ("cublasLt", "libcublasLt_static.a"),
-                       ("culibos", "libculibos.a"), ("cudart", "libcudart_static.a")):  # fmt: skip
+    for comp, name in (
+        ("cublas", "libcublas_static.a"),
+        ("cublasLt", "libcublasLt_static.a"),
+        ("culibos", "libculibos.a"),
+        ("cudart", "libcudart_static.a"),
+    ):
         libs[comp] = tmp_path / name
         libs[comp].write_bytes(name.encode() * 100)
     tool = tmp_path / "tool"
@@ -217,7 +224,7 @@ def test_concurrent_prunes_run_nvprune_once_per_library(tmp_path: Path, monkeypa
     def work() -> None:
         try:
             results.append(prune_libraries(tk, parse_targets("90-real"), ("cublas",), cache=tmp_path / "cache"))
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:
             errors.append(e)
 
     threads = [threading.Thread(target=work) for _ in range(4)]
@@ -235,7 +242,27 @@ def test_concurrent_prunes_run_nvprune_once_per_library(tmp_path: Path, monkeypa
 
 
 # `nvcc --list-gpu-arch` of Debian's CUDA 11.8 (measured)
-CUDA_118 = tuple(CC.parse(c) for c in "3.5 3.7 5.0 5.2 5.3 6.0 6.1 6.2 7.0 7.2 7.5 8.0 8.6 8.7 8.9 9.0".split())
+CUDA_118 = tuple(
+    CC.parse(c)
+    for c in [
+        "3.5",
+        "3.7",
+        "5.0",
+        "5.2",
+        "5.3",
+        "6.0",
+        "6.1",
+        "6.2",
+        "7.0",
+        "7.2",
+        "7.5",
+        "8.0",
+        "8.6",
+        "8.7",
+        "8.9",
+        "9.0",
+    ]
+)
 
 
 def test_kepler_cubins_stay_when_the_plan_targets_kepler() -> None:
@@ -252,7 +279,10 @@ def test_kepler_cubins_stay_when_the_plan_targets_kepler() -> None:
 
 def test_static_hint_names_cuda_118_installed_or_not(tmp_path: Path) -> None:
     hint = static_toolkit_hint(tmp_path)
-    assert hint == "static linking needs CUDA 11.8: run `sudo bash scripts/setup-cuda11.sh` (Debian 12), then pass --cuda 11.8"
+    assert (
+        hint
+        == "static linking needs CUDA 11.8: run `sudo bash scripts/setup-cuda11.sh` (Debian 12), then pass --cuda 11.8"
+    )
     for _, path in debian11.missing_files(tmp_path):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(b"")

@@ -16,8 +16,20 @@ def test_generated_parts_are_current(repo_root, page: str) -> None:
 
 def test_every_command_and_config_key_is_documented(repo_root) -> None:
     text = (repo_root / "docs" / "reference.md").read_text(encoding="utf-8")
-    for name in ("build", "check", "size-report", "repair", "prune", "toolkit", "plan", "doctor", "container", "slim", "variants",
-                 "diff"):
+    for name in (
+        "build",
+        "check",
+        "size-report",
+        "repair",
+        "prune",
+        "toolkit",
+        "plan",
+        "doctor",
+        "container",
+        "slim",
+        "variants",
+        "diff",
+    ):
         assert f"### `slimwheel {name}`" in text
     for key in ("archs", "budget", "compression", "link", "extra-sass"):
         assert f"| `{key}` |" in text

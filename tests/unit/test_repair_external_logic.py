@@ -16,9 +16,8 @@ from slimwheel import config as cfgmod
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.errors import BadInputError, ConfigError
-from slimwheel.inspect.report import inspect_wheel
 from slimwheel.deps import dependency_problems
+from slimwheel.errors import BadInputError, ConfigError
 from slimwheel.external import (
     ExternalLib,
     check_can_tie,
@@ -30,6 +29,7 @@ from slimwheel.external import (
     used_externals,
 )
 from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.report import inspect_wheel
 from slimwheel.repair import wanted_rpath
 from slimwheel.rpath import origin_target
 from slimwheel.wheelfile import merge_requires_dist
@@ -284,13 +284,19 @@ def check_notes_and_failures(tmp_path: Path, name: str, *, requires: tuple[str, 
     ("name", "elf_kw", "requires"),
     [
         ("faiss/_swigfaiss.abi3.so", {"rpath": "$ORIGIN/../scipy_openblas32/lib"}, ("scipy-openblas32>=0.3.28",)),
-        ("faiss/_swigfaiss.abi3.so", {"runpath": "$ORIGIN/../faiss.libs:$ORIGIN/../scipy_openblas32/lib"},
-         ("Scipy_OpenBLAS32",)),
+        (
+            "faiss/_swigfaiss.abi3.so",
+            {"runpath": "$ORIGIN/../faiss.libs:$ORIGIN/../scipy_openblas32/lib"},
+            ("Scipy_OpenBLAS32",),
+        ),
         ("_swigfaiss.abi3.so", {"runpath": "$ORIGIN/scipy_openblas32/lib"}, ("scipy-openblas32",)),
-        ("faiss-1.0.data/platlib/faiss/_x.abi3.so", {"rpath": "$ORIGIN/../scipy_openblas32/lib"},
-         ("scipy-openblas32",)),
+        (
+            "faiss-1.0.data/platlib/faiss/_x.abi3.so",
+            {"rpath": "$ORIGIN/../scipy_openblas32/lib"},
+            ("scipy-openblas32",),
+        ),
     ],
-)  # fmt: skip
+)
 def test_check_accepts_a_library_in_an_rpath_folder_of_a_required_project(
     tmp_path: Path, name: str, elf_kw: dict[str, str], requires: tuple[str, ...]
 ) -> None:
@@ -314,7 +320,9 @@ def test_check_accepts_a_library_in_an_rpath_folder_of_a_required_project(
 def test_check_still_fails_otherwise(tmp_path: Path, elf_kw: dict[str, str], requires: tuple[str, ...]) -> None:
     _, failures = check_notes_and_failures(tmp_path, "faiss/_swigfaiss.abi3.so", requires=requires, **elf_kw)
     # (absolute and outside-site-packages entries also fail as unsafe RPATH entries, item 5 of issue 12)
-    assert [f for f in failures if "needs" in f] == [f for f in failures if f"_swigfaiss.abi3.so needs {BLAS}: not in the wheel" in f]
+    assert [f for f in failures if "needs" in f] == [
+        f for f in failures if f"_swigfaiss.abi3.so needs {BLAS}: not in the wheel" in f
+    ]
     assert len([f for f in failures if "needs" in f]) == 1
 
 
@@ -322,11 +330,15 @@ def test_check_still_fails_otherwise(tmp_path: Path, elf_kw: dict[str, str], req
 
 
 def test_config_table_string_and_inline_table() -> None:
-    cfg = cfgmod.resolve({"external-libs": {
-        BLAS: "scipy-openblas32>=0.3.28",
-        "libfoo.so.*": {"requirement": "foo>=1", "folder": "foo/lib"},
-        "libbar.so.1": "bar@bar/lib",
-    }})  # fmt: skip
+    cfg = cfgmod.resolve(
+        {
+            "external-libs": {
+                BLAS: "scipy-openblas32>=0.3.28",
+                "libfoo.so.*": {"requirement": "foo>=1", "folder": "foo/lib"},
+                "libbar.so.1": "bar@bar/lib",
+            }
+        }
+    )
     assert cfg.external_libs == (
         f"{BLAS}=scipy-openblas32>=0.3.28",
         "libfoo.so.*=foo>=1@foo/lib",
@@ -344,12 +356,16 @@ def test_config_from_the_environment() -> None:
 
 def test_config_problems_name_the_key_all_at_once() -> None:
     with pytest.raises(ConfigError) as e:
-        cfgmod.resolve({"external-libs": {
-            "libfoo.so.1": "foo>=>1",
-            "libbar.so.1": {"requirement": "bar", "folder": "../x"},
-            "libbaz.so.1": 3,
-            "libcudart.so.13": "nvidia-cuda-runtime",
-        }})  # fmt: skip
+        cfgmod.resolve(
+            {
+                "external-libs": {
+                    "libfoo.so.1": "foo>=>1",
+                    "libbar.so.1": {"requirement": "bar", "folder": "../x"},
+                    "libbaz.so.1": 3,
+                    "libcudart.so.13": "nvidia-cuda-runtime",
+                }
+            }
+        )
     text = "\n".join(e.value.problems)
     assert len(e.value.problems) == 4, text
     where = 'pyproject.toml [tool.slimwheel]: external-libs."'

@@ -13,16 +13,16 @@ from packaging.requirements import Requirement
 
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
-from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.deps import dependency_problems, exclusions, floor_for, requirement_for, requirements, system_policy
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.repair import major_for as infer_cuda_major
 from slimwheel.repair import wanted_rpath
 from slimwheel.rpath import deepen as deepen_rpath
 from slimwheel.rpath import install_dir
+from slimwheel.runtime import generate
 from slimwheel.runtime.place import driver_floor, plan_loader
 from slimwheel.wheelfile import add_requires_dist, record_line
-from slimwheel.runtime import generate
 
 
 def elf(path: str, *needed: str, runpath: tuple[str, ...] = (), rpath: tuple[str, ...] = (), soname=None) -> ElfInfo:
@@ -107,7 +107,9 @@ def test_floor_is_the_first_release_when_it_exports_every_symbol_used() -> None:
     # cuBLASLt symbols count for the nvidia-cublas requirement too, and the higher floor of the two wins
     libs = [cudalibs.lookup("cublasLt", 13), lib]
     lt_new = {"libcublas.so.13": frozenset({"cublasCreate_v2"}), "libcublasLt.so.13": frozenset({"cublasLtNew"})}
-    assert requirements(libs, cuda=None, versions=built, imports=lt_new) == {"nvidia-cublas": "nvidia-cublas>=13.10,<14"}
+    assert requirements(libs, cuda=None, versions=built, imports=lt_new) == {
+        "nvidia-cublas": "nvidia-cublas>=13.10,<14"
+    }
 
 
 def test_one_requirement_per_package() -> None:
@@ -171,7 +173,10 @@ def test_rpath_gets_nvidia_folders_back_after_auditwheel() -> None:
 def test_rpath_for_wheels_built_without_one_cu12_layout() -> None:
     cu12 = [cudalibs.lookup("cudart", 12), cudalibs.lookup("cublas", 12)]
     info = elf("a/b/_ext.so", "libcudart.so.12", "libcublas.so.12")
-    assert wanted_rpath(info, None, cu12) == ("$ORIGIN/../../nvidia/cuda_runtime/lib", "$ORIGIN/../../nvidia/cublas/lib")
+    assert wanted_rpath(info, None, cu12) == (
+        "$ORIGIN/../../nvidia/cuda_runtime/lib",
+        "$ORIGIN/../../nvidia/cublas/lib",
+    )
     top = elf("_ext.so", "libcudart.so.12")
     assert wanted_rpath(top, None, cu12) == ("$ORIGIN/nvidia/cuda_runtime/lib",)
 
@@ -191,8 +196,14 @@ def test_deepen_rpath_for_a_moved_extension() -> None:
 
 
 def test_loader_goes_to_the_outermost_regular_package_or_a_shim() -> None:
-    files = ["pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/_ext.cpython-311-x86_64-linux-gnu.so",
-             "top.abi3.so", "ns/inner.cpython-312-x86_64-linux-gnu.so", "pkg.libs/libfoo.so.1"]  # fmt: skip
+    files = [
+        "pkg/__init__.py",
+        "pkg/sub/__init__.py",
+        "pkg/sub/_ext.cpython-311-x86_64-linux-gnu.so",
+        "top.abi3.so",
+        "ns/inner.cpython-312-x86_64-linux-gnu.so",
+        "pkg.libs/libfoo.so.1",
+    ]
     elfs = {f: elf(f, "libcudart.so.13") for f in files if ".so" in f}
     plan = plan_loader(files, elfs)
     assert plan.packages == ("pkg",)
@@ -212,9 +223,14 @@ def test_loader_import_goes_after_docstring_and_future() -> None:
 
 def test_generated_loader_carries_its_table() -> None:
     libs = cudalibs.load_order([cudalibs.lookup("cublas", 13)])
-    cfg = generate.loader_config(dist="demo", libs=libs, needed={"libcublas.so.13"},
-                                 requirements={"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, depth=1,
-                                 driver=driver_floor(13, None))  # fmt: skip
+    cfg = generate.loader_config(
+        dist="demo",
+        libs=libs,
+        needed={"libcublas.so.13"},
+        requirements={"nvidia-cublas": "nvidia-cublas>=13.0,<14"},
+        depth=1,
+        driver=driver_floor(13, None),
+    )
     src = generate.loader_source(cfg)
     tree = ast.parse(src)
     assigned = [n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CONFIG"]
@@ -250,7 +266,9 @@ def test_policy_whitelist_and_unaccounted() -> None:
 
 def test_a_shimmed_extension_is_not_shimmed_again() -> None:
     files = ["topmod.py", "topmod.slimwheel/topmod.abi3.so", "topmod.slimwheel/_slimwheel_loader.py"]
-    plan = plan_loader(files, {"topmod.slimwheel/topmod.abi3.so": elf("topmod.slimwheel/topmod.abi3.so", "libcudart.so.13")})
+    plan = plan_loader(
+        files, {"topmod.slimwheel/topmod.abi3.so": elf("topmod.slimwheel/topmod.abi3.so", "libcudart.so.13")}
+    )
     assert plan.packages == () and plan.shims == ()
 
 

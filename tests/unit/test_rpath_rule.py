@@ -23,8 +23,12 @@ CU13 = "nvidia-cuda-runtime>=13.0,<14"
         ("$ORIGIN/../../nvidia/cu13/lib", "jax_plugins/xla_cuda13/xla_cuda_plugin.so", "inside", "nvidia/cu13/lib"),
         # jax-cuda13-plugin: jax_cuda13_plugin/_linalg.so, one folder shallower
         ("$ORIGIN/../nvidia/cu13/lib", "jax_cuda13_plugin/_linalg.so", "inside", "nvidia/cu13/lib"),
-        ("$ORIGIN/../../nvidia/cu13/lib", "jax_cuda13_plugin/_linalg.so", "python-lib",
-         "<site-packages>/../nvidia/cu13/lib"),
+        (
+            "$ORIGIN/../../nvidia/cu13/lib",
+            "jax_cuda13_plugin/_linalg.so",
+            "python-lib",
+            "<site-packages>/../nvidia/cu13/lib",
+        ),
         ("$ORIGIN/../../..", "pkg/_x.so", "outside", "<site-packages>/../.."),
         ("$ORIGIN/..", "pkg/_x.so", "inside", "."),
         ("$ORIGIN/../lib", "pkg-1.data/data/bin/tool", "outside", "<site-packages>/../../../lib"),

@@ -62,8 +62,9 @@ def test_symlink_through_a_world_writable_sys_path_folder_is_refused(elsewhere: 
     roots = loader.search_roots(None, [str(ww)])
     found, tried = loader.find_in_wheels(ROW, roots)
     assert found is None
-    assert tried == [(str(ww / "nvidia" / "cu13" / "lib"),
-                      f"refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)")]  # fmt: skip
+    assert tried == [
+        (str(ww / "nvidia" / "cu13" / "lib"), f"refused: {ww}: folder writable by everyone (mode 0777, no sticky bit)")
+    ]
 
 
 def test_a_link_that_leads_through_a_writable_folder_is_refused(elsewhere: Path) -> None:
@@ -90,8 +91,12 @@ def test_lookups_walk_links_like_the_kernel(elsewhere: Path) -> None:
     (elsewhere / "b" / "c").mkdir(parents=True)
     (elsewhere / "a" / "l").symlink_to("../b")
     chain = [p for p, _ in loader.lookups(str(elsewhere / "a" / "l" / "c"))]
-    assert chain[-4:] == [str(elsewhere / "a"), str(elsewhere / "a" / "l"), str(elsewhere / "b"),
-                          str(elsewhere / "b" / "c")]  # fmt: skip
+    assert chain[-4:] == [
+        str(elsewhere / "a"),
+        str(elsewhere / "a" / "l"),
+        str(elsewhere / "b"),
+        str(elsewhere / "b" / "c"),
+    ]
     assert chain[0] == "/" and os.path.realpath(chain[-1]) == str((elsewhere / "b" / "c").resolve())
     (elsewhere / "loop").symlink_to("loop")
     assert loader.trust_problem(str(elsewhere / "loop" / "x")).startswith("cannot resolve")  # type: ignore[union-attr]
@@ -110,14 +115,20 @@ def test_stat_rule() -> None:
     for mode, uid in ok:
         assert loader.stat_problem("/x", _st(mode, uid), uid=me, group_is_private=False) is None, oct(mode)
     assert loader.stat_problem("/x", _st(d | 0o775, me), uid=me, group_is_private=True) is None
-    assert "writable by group gid" in str(loader.stat_problem("/x", _st(d | 0o775, me, 4242), uid=me,
-                                                              group_is_private=False))  # fmt: skip
-    assert "writable by everyone (mode 0777" in str(loader.stat_problem("/x", _st(d | 0o777), uid=me,
-                                                                        group_is_private=True))  # fmt: skip
+    assert "writable by group gid" in str(
+        loader.stat_problem("/x", _st(d | 0o775, me, 4242), uid=me, group_is_private=False)
+    )
+    assert "writable by everyone (mode 0777" in str(
+        loader.stat_problem("/x", _st(d | 0o777), uid=me, group_is_private=True)
+    )
     assert "file writable by everyone" in str(loader.stat_problem("/x", _st(f | 0o666), uid=me, group_is_private=False))
     for mode in (d | 0o755, d | 0o1777, ln | 0o777, f | 0o644):  # another user's object, even a tidy one
         why = loader.stat_problem("/x", _st(mode, 4242), uid=me, group_is_private=True)
-        assert why is not None and why.startswith("/x is owned by uid 4242") and why.endswith("not by root or the current user")
+        assert (
+            why is not None
+            and why.startswith("/x is owned by uid 4242")
+            and why.endswith("not by root or the current user")
+        )
 
 
 def test_group_writable_and_foreign_owner_on_real_files(elsewhere: Path) -> None:
@@ -165,10 +176,16 @@ def _tree(base: Path, spec: list[tuple[int, int, int]]) -> list[Path]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(spec=st.lists(st.tuples(st.integers(-1, 6), st.integers(0, 3), st.sampled_from([0o755, 0o777, 0o1777, 0o700])),
-                     min_size=1, max_size=8))  # fmt: skip
-def test_no_writable_folder_on_either_path_is_ever_trusted(tmp_path_factory: pytest.TempPathFactory,
-                                                           spec: list[tuple[int, int, int]]) -> None:  # fmt: skip
+@given(
+    spec=st.lists(
+        st.tuples(st.integers(-1, 6), st.integers(0, 3), st.sampled_from([0o755, 0o777, 0o1777, 0o700])),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_no_writable_folder_on_either_path_is_ever_trusted(
+    tmp_path_factory: pytest.TempPathFactory, spec: list[tuple[int, int, int]]
+) -> None:
     # An oracle independent of `lookups`: the folders the path names (lexically) and those of its resolved form.
     # Whenever one of them (or a folder holding a link on the way) is writable by everyone without the sticky bit,
     # trust_problem must object; it may object to more (links inside links), never to less.
@@ -177,8 +194,11 @@ def test_no_writable_folder_on_either_path_is_ever_trusted(tmp_path_factory: pyt
         given = [target, *target.parents]
         resolved = [Path(os.path.realpath(target)), *Path(os.path.realpath(target)).parents]
         link_dirs = [Path(os.path.realpath(p.parent)) for p in given if p.is_symlink()]
-        bad = [p for p in given + resolved + link_dirs
-               if not p.is_symlink() and p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o1002 == 0o002]  # fmt: skip
+        bad = [
+            p
+            for p in given + resolved + link_dirs
+            if not p.is_symlink() and p.exists() and stat.S_IMODE(p.stat().st_mode) & 0o1002 == 0o002
+        ]
         why = loader.trust_problem(str(target))
         if bad:
             assert why is not None and "writable by everyone" in why, (target, bad)
@@ -213,8 +233,11 @@ def test_the_package_may_live_under_the_current_directory(elsewhere: Path) -> No
     own = loader.own_root({"depth": 1}, str(site / "demo" / "_slimwheel_loader.py"))
     assert own == str(site)
     roots = loader.search_roots(own, [str(site), str(cwd / "deps"), ""])
-    assert roots == [(str(site), None), (str(cwd / "deps"), f"refused: under the current directory {cwd}"),
-                     ("'' in sys.path", f"refused: a relative entry, it means the current directory {cwd}")]  # fmt: skip
+    assert roots == [
+        (str(site), None),
+        (str(cwd / "deps"), f"refused: under the current directory {cwd}"),
+        ("'' in sys.path", f"refused: a relative entry, it means the current directory {cwd}"),
+    ]
     # run from inside site-packages: '' is the package's own folder, so it is searched once, as the own root
     os.chdir(site)
     assert loader.search_roots(own, ["", str(site)]) == [(str(site), None)]
@@ -260,7 +283,10 @@ def test_wheel_folder_found_and_unsafe_copies_skipped(elsewhere: Path) -> None:
     assert found == str(lib.resolve())
     assert tried == [
         (str(missing / "nvidia" / "cu13" / "lib"), "not there"),
-        (str(bad / "nvidia" / "cu13" / "lib"), f"refused: {bad}: folder writable by everyone (mode 0777, no sticky bit)"),
+        (
+            str(bad / "nvidia" / "cu13" / "lib"),
+            f"refused: {bad}: folder writable by everyone (mode 0777, no sticky bit)",
+        ),
         (str(good / "nvidia" / "cu13" / "lib"), "found"),
     ]
 
@@ -273,8 +299,13 @@ def test_current_directory_copy_is_never_found(elsewhere: Path) -> None:
 
 
 @settings(max_examples=300)
-@given(value=st.one_of(st.none(), st.text(max_size=8),
-                       st.sampled_from(["1", "0", "TRUE", " yes ", "Off", "no", "on", "", "  ", "2", "y", "nein"])))  # fmt: skip
+@given(
+    value=st.one_of(
+        st.none(),
+        st.text(max_size=8),
+        st.sampled_from(["1", "0", "TRUE", " yes ", "Off", "no", "on", "", "  ", "2", "y", "nein"]),
+    )
+)
 def test_loader_and_cli_read_booleans_alike(value: str | None) -> None:
     # the loader cannot import slimwheel, so it has its own copy of the vocabulary: both must give the same answer
     env = {} if value is None else {"SLIMWHEEL_USE_SYSTEM_CUDA": value}
@@ -299,14 +330,23 @@ def test_use_system_cuda_false_means_off(elsewhere: Path) -> None:
     cfg = {"dist": "demo", "depth": 1, "driver": None, "libs": [ROW]}
     for off in ("false", "no", "off", "0", "", "FALSE"):
         with pytest.raises(ImportError) as e:
-            loader.ensure_loaded(cfg, env={"SLIMWHEEL_USE_SYSTEM_CUDA": off},
-                                 loader_file=str(site / "demo" / "_slimwheel_loader.py"), path=[])  # fmt: skip
+            loader.ensure_loaded(
+                cfg,
+                env={"SLIMWHEEL_USE_SYSTEM_CUDA": off},
+                loader_file=str(site / "demo" / "_slimwheel_loader.py"),
+                path=[],
+            )
         assert "system search" not in str(e.value) and f"{site / 'nvidia/cu13/lib'}: not there" in str(e.value)
     with pytest.raises(ImportError) as e:
-        loader.ensure_loaded(cfg, env={"SLIMWHEEL_USE_SYSTEM_CUDA": "maybe"},
-                             loader_file=str(site / "demo" / "_slimwheel_loader.py"), path=[])  # fmt: skip
-    assert str(e.value) == ("SLIMWHEEL_USE_SYSTEM_CUDA='maybe' is not a boolean: use 1/0, true/false, yes/no or on/off "
-                            "(or leave it unset)")  # fmt: skip
+        loader.ensure_loaded(
+            cfg,
+            env={"SLIMWHEEL_USE_SYSTEM_CUDA": "maybe"},
+            loader_file=str(site / "demo" / "_slimwheel_loader.py"),
+            path=[],
+        )
+    assert str(e.value) == (
+        "SLIMWHEEL_USE_SYSTEM_CUDA='maybe' is not a boolean: use 1/0, true/false, yes/no or on/off (or leave it unset)"
+    )
 
 
 def test_missing_library_message(elsewhere: Path) -> None:
@@ -328,15 +368,22 @@ def test_missing_library_message(elsewhere: Path) -> None:
 def test_optional_dependency_rows_may_be_absent(elsewhere: Path) -> None:
     site = elsewhere / "site"
     (site / "demo").mkdir(parents=True)
-    cfg = {"dist": "demo", "depth": 1, "driver": None,
-           "libs": [dict(ROW, component="nvJitLink", soname="libnvJitLink.so.13", needed=False)]}  # fmt: skip
+    cfg = {
+        "dist": "demo",
+        "depth": 1,
+        "driver": None,
+        "libs": [dict(ROW, component="nvJitLink", soname="libnvJitLink.so.13", needed=False)],
+    }
     state = loader.ensure_loaded(cfg, env={}, loader_file=str(site / "demo" / "_slimwheel_loader.py"), path=[])
     assert state["libraries"] == []
 
 
 def test_other_major_already_mapped_is_detected() -> None:
-    maps = ["/x/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12", "/usr/lib/libc.so.6",
-            "/opt/cuda/lib64/libcudart.so.13.0.96"]  # fmt: skip
+    maps = [
+        "/x/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12",
+        "/usr/lib/libc.so.6",
+        "/opt/cuda/lib64/libcudart.so.13.0.96",
+    ]
     assert loader.other_majors_loaded("libcudart.so.13", maps) == [maps[0]]
     assert loader.other_majors_loaded("libcublas.so.13", maps) == []
     assert loader.other_majors_loaded("libcudart.so.12", maps) == [maps[2]]
@@ -363,8 +410,12 @@ def test_this_process_maps_are_readable() -> None:
 
 
 def test_an_already_loaded_library_is_found_in_the_maps_not_by_a_search() -> None:
-    maps = ["/usr/lib/x86_64-linux-gnu/libc.so.6", "/site/nvidia/cu13/lib/libcudart.so.13",
-            "/usr/local/cuda/lib64/libcublas.so.13.1.0.3", "/opt/libcublasLt.so.130"]  # fmt: skip
+    maps = [
+        "/usr/lib/x86_64-linux-gnu/libc.so.6",
+        "/site/nvidia/cu13/lib/libcudart.so.13",
+        "/usr/local/cuda/lib64/libcublas.so.13.1.0.3",
+        "/opt/libcublasLt.so.130",
+    ]
     assert loader.loaded_path("libcudart.so.13", maps) == "/site/nvidia/cu13/lib/libcudart.so.13"
     assert loader.loaded_path("libcublas.so.13", maps) == "/usr/local/cuda/lib64/libcublas.so.13.1.0.3"
     assert loader.loaded_path("libcublasLt.so.13", maps) is None  # .so.130 is another major

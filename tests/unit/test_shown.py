@@ -36,8 +36,22 @@ HOSTILE = [
     "\u202eexe.txt",  # right-to-left override
 ]
 MD = MarkdownIt("commonmark").enable("table").enable("strikethrough")
-LIVE = {"strong_open", "em_open", "link_open", "image", "html_inline", "html_block", "s_open", "heading_open",
-        "blockquote_open", "bullet_list_open", "ordered_list_open", "hr", "code_block", "fence"}  # fmt: skip
+LIVE = {
+    "strong_open",
+    "em_open",
+    "link_open",
+    "image",
+    "html_inline",
+    "html_block",
+    "s_open",
+    "heading_open",
+    "blockquote_open",
+    "bullet_list_open",
+    "ordered_list_open",
+    "hr",
+    "code_block",
+    "fence",
+}
 
 
 def _raw(text: str) -> list[str]:
@@ -67,9 +81,12 @@ def test_markdown_code_spans_and_text_render_as_the_escaped_text(text: str) -> N
 
 def _lib(sass: tuple[int, ...] = (80, 90), evil: int = 64) -> bytes:
     fat = pad8(fatbin([fatbin_entry(sm=sm, payload=bytes(range(1, 200))) for sm in sass]))
-    return elf(sections={".nv_fatbin": fat, "\x1b[31m.evil\x1b[0m": b"\x90" * evil},
-               needed=("libcudart.so.13", "libc.so.6", "lib\x1b]0;x\x07.so"), soname="\x1b[2Jsoname|x",
-               runpath="$ORIGIN/\x1b[1m`|`")  # fmt: skip
+    return elf(
+        sections={".nv_fatbin": fat, "\x1b[31m.evil\x1b[0m": b"\x90" * evil},
+        needed=("libcudart.so.13", "libc.so.6", "lib\x1b]0;x\x07.so"),
+        soname="\x1b[2Jsoname|x",
+        runpath="$ORIGIN/\x1b[1m`|`",
+    )
 
 
 def _hostile_wheel(folder: Path, version: str = "1.0") -> Path:

@@ -36,9 +36,14 @@ def _module(seed: int, sass: tuple[int, ...]) -> bytes:
 
 
 def _wheel(tmp_path: Path, lib: bytes, name: str = "pkg/_ext.abi3.so") -> Path:
-    return make_wheel(tmp_path / "in", name="pkg", version="1.0", tag=TAG,
-                      files={name: lib, "pkg/__init__.py": b"\n"},
-                      requires=("nvidia-cuda-runtime>=13.0,<14",))  # fmt: skip
+    return make_wheel(
+        tmp_path / "in",
+        name="pkg",
+        version="1.0",
+        tag=TAG,
+        files={name: lib, "pkg/__init__.py": b"\n"},
+        requires=("nvidia-cuda-runtime>=13.0,<14",),
+    )
 
 
 def _so(sections: dict[str, bytes]) -> bytes:
@@ -53,7 +58,9 @@ def test_an_unknown_compute_capability_is_refused_with_the_real_ones(tmp_path: P
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (80, 90))}))
     with pytest.raises(BadInputError, match=r"--archs '9\.5': no GPU has compute capability 9\.5") as e:
         slim(src, tmp_path / "out", archs="9.5")
-    assert "9.0" in str(e.value.hint) and "8.7 (Jetson Orin)" in str(e.value.hint) and "11.0 (Thor)" in str(e.value.hint)
+    assert (
+        "9.0" in str(e.value.hint) and "8.7 (Jetson Orin)" in str(e.value.hint) and "11.0 (Thor)" in str(e.value.hint)
+    )
     assert "12.1 (GB10" in str(e.value.hint) and "integrated aarch64" in str(e.value.hint)
     with pytest.raises(BadInputError, match=r"--ptx '8\.8': no GPU has compute capability 8\.8"):
         slim(src, tmp_path / "out", archs="9.0", ptx="8.8")

@@ -40,16 +40,22 @@ def _module(seed: int, sass: tuple[int, ...], ptx: int | None) -> bytes:
 
 def _lib(seed: int = 0) -> bytes:
     fat = _module(seed, (75, 80, 90, 100, 120), 120) + _module(seed + 7, (75, 80, 90, 100, 120), 120)
-    return elf(sections={".text": b"\xc3" * 256, ".nv_fatbin": fat},
-               needed=("libcudart.so.13", "libc.so.6"), soname="_ext.abi3.so")  # fmt: skip
+    return elf(
+        sections={".text": b"\xc3" * 256, ".nv_fatbin": fat},
+        needed=("libcudart.so.13", "libc.so.6"),
+        soname="_ext.abi3.so",
+    )
 
 
 def _wheel(tmp_path: Path, *, version: str = "1.2.0", lib: bytes | None = None) -> Path:
     return make_wheel(
-        tmp_path / "in", name="pkg", version=version, tag=TAG,
+        tmp_path / "in",
+        name="pkg",
+        version=version,
+        tag=TAG,
         files={"pkg/_ext.abi3.so": lib if lib is not None else _lib(), "pkg/__init__.py": b"from ._ext import *\n"},
         requires=("nvidia-cuda-runtime>=13.0,<14",),
-    )  # fmt: skip
+    )
 
 
 def _record_ok(path: Path) -> list[str]:
@@ -87,8 +93,13 @@ def test_slim_to_one_gpu(tmp_path: Path) -> None:
     assert r.verdict.ok, r.verdict.failures
     (f,) = r.rewritten.files
     # two modules, each losing sass 75/80/100/120 (64 + 512 bytes) and ptx 120 (64 + 768)
-    assert f.by_arch() == {("sass", "75"): (2, 1152), ("sass", "80"): (2, 1152), ("sass", "100"): (2, 1152),
-                           ("sass", "120"): (2, 1152), ("ptx", "120"): (2, 1664)}  # fmt: skip
+    assert f.by_arch() == {
+        ("sass", "75"): (2, 1152),
+        ("sass", "80"): (2, 1152),
+        ("sass", "100"): (2, 1152),
+        ("sass", "120"): (2, 1152),
+        ("ptx", "120"): (2, 1664),
+    }
     # the section keeps its size: the installed library is as large as before, its zip smaller
     size_of = {f.name: f.uncompressed for f in r.before.files}
     assert {f.name: f.uncompressed for f in after.files}["pkg/_ext.abi3.so"] == size_of["pkg/_ext.abi3.so"]

@@ -36,9 +36,11 @@ def test_absolute_links_become_relative_inside_the_root(tmp_path: Path) -> None:
 
 
 def test_loader_complaints() -> None:
-    out = ("\tlibc.so.6 => /r/lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
-           "./m.so: /r/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by ./m.so)\n"
-           "\tlibcublas.so.13 => not found\n")  # fmt: skip
+    out = (
+        "\tlibc.so.6 => /r/lib/x86_64-linux-gnu/libc.so.6 (0x1)\n"
+        "./m.so: /r/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by ./m.so)\n"
+        "\tlibcublas.so.13 => not found\n"
+    )
     assert load_problems(out) == [
         "./m.so: /r/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by ./m.so)",
         "libcublas.so.13 => not found",
@@ -51,13 +53,16 @@ def test_names() -> None:
         spec_for("centos7")
 
 
-@pytest.mark.parametrize("glibc,target,sysroot,says", [
-    ("2.36", "2_28", "", True),  # Debian 12 host, manylinux_2_28 target: the note
-    ("2.39", "2_31", "", True),
-    ("2.36", "2_28", "debian11", False),  # the sysroot decides the floor, not the host
-    ("2.28", "2_28", "", False),  # the host is the target's level
-    ("2.36", "", "", False),  # no target
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "glibc,target,sysroot,says",
+    [
+        ("2.36", "2_28", "", True),  # Debian 12 host, manylinux_2_28 target: the note
+        ("2.39", "2_31", "", True),
+        ("2.36", "2_28", "debian11", False),  # the sysroot decides the floor, not the host
+        ("2.28", "2_28", "", False),  # the host is the target's level
+        ("2.36", "", "", False),  # no target
+    ],
+)
 def test_build_says_when_the_host_is_above_the_target(glibc: str, target: str, sysroot: str, says: bool) -> None:
     note = host_floor_note(Config(manylinux=target, sysroot=sysroot), host_glibc=glibc)
     assert (note is not None) == says

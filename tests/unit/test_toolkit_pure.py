@@ -13,17 +13,23 @@ import pytest
 
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ExitCode, ToolError
+from slimwheel.fsutil import file_lock as locked
 from slimwheel.toolkit import ensure_toolkit, find_toolkit, parse_request
 from slimwheel.toolkit.find import _flag_dirs, candidates, version_matches
-from slimwheel.fsutil import file_lock as locked
 from slimwheel.toolkit.pypi13 import MANIFEST, MANIFEST_SCHEMA, _make_prefix, read_manifest, requirements
 
 
 @pytest.mark.parametrize(
     ("text", "want"),
-    [("13.0", CudaVersion(13, 0)), ("13", CudaVersion(13, 0)), ("12.4", CudaVersion(12, 4)),
-     ("11.8", CudaVersion(11, 8)), ("auto", None), ("", None)],
-)  # fmt: skip
+    [
+        ("13.0", CudaVersion(13, 0)),
+        ("13", CudaVersion(13, 0)),
+        ("12.4", CudaVersion(12, 4)),
+        ("11.8", CudaVersion(11, 8)),
+        ("auto", None),
+        ("", None),
+    ],
+)
 def test_parse_request(text, want):
     assert parse_request(text) == want
 
@@ -43,8 +49,16 @@ def test_version_matches():
 
 def test_requirements_pin_the_release():
     reqs = requirements(CudaVersion(13, 0))
-    for pkg in ("nvidia-cuda-nvcc", "nvidia-cuda-crt", "nvidia-nvvm", "nvidia-cuda-cccl", "nvidia-cuda-runtime",
-                "nvidia-nvjitlink", "nvidia-cuda-culibos", "nvidia-cublas"):  # fmt: skip
+    for pkg in (
+        "nvidia-cuda-nvcc",
+        "nvidia-cuda-crt",
+        "nvidia-nvvm",
+        "nvidia-cuda-cccl",
+        "nvidia-cuda-runtime",
+        "nvidia-nvjitlink",
+        "nvidia-cuda-culibos",
+        "nvidia-cublas",
+    ):
         assert f"{pkg}==13.0.*" in reqs
     assert "nvidia-curand==10.4.0.*" in reqs
     # cuobjdump has no 13.0 wheel: any of the major (a newer cuobjdump reads older fatbins)
@@ -81,8 +95,14 @@ def _fake_wheel_tree(prefix: Path) -> Path:
         (cu13 / "bin" / tool).write_text("#!/bin/sh\n")
         (cu13 / "bin" / tool).chmod(0o755)
     (cu13 / "bin" / "nvcc.profile").write_text("TOP = $(_HERE_)/..\n")
-    for lib in ("libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libnvJitLink.so.13", "libcudart_static.a",
-                "libnvvm.so.4"):
+    for lib in (
+        "libcudart.so.13",
+        "libcublas.so.13",
+        "libcublasLt.so.13",
+        "libnvJitLink.so.13",
+        "libcudart_static.a",
+        "libnvvm.so.4",
+    ):
         (cu13 / "lib" / lib).write_bytes(b"\x7fELF")
     (cu13 / "include" / "cuda_runtime.h").write_text("")
     return cu13
@@ -108,8 +128,14 @@ def test_prefix_layout_is_relative_and_survives_a_rename(tmp_path):
     assert (final / "nvvm" / "lib64" / "libnvvm.so").resolve() == (cu13 / "lib" / "libnvvm.so.4").resolve()
     assert not os.readlink(final / "nvvm" / "lib64" / "libnvvm.so").startswith("/")
     # every library under its own name and, for shared ones, the unversioned link name -l and find_library want
-    for name in ("libcudart.so", "libcudart.so.13", "libcublas.so", "libcublasLt.so", "libnvJitLink.so.13",
-                 "libcudart_static.a"):  # fmt: skip
+    for name in (
+        "libcudart.so",
+        "libcudart.so.13",
+        "libcublas.so",
+        "libcublasLt.so",
+        "libnvJitLink.so.13",
+        "libcudart_static.a",
+    ):
         assert (final / "lib64" / name).exists(), name
     assert (final / "lib64" / "libcublas.so").resolve() == (cu13 / "lib" / "libcublas.so.13").resolve()
     assert (final / "lib" / "libcudart.so").exists()

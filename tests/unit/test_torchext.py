@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
 from helpers.binsynth import elf
+from helpers.scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
@@ -14,7 +16,6 @@ from slimwheel import torchext
 from slimwheel.cuda.arch import CC, Kind, Target
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import undefined_symbols
-from helpers.scripts import load_script
 
 TORCH_211 = torchext.TorchBuild(version=torchext.Version("2.11.0+cu130"), cuda="13.0")
 CXX = "_ZN3c1010TensorImpl4sizeEv"  # a c10 member function: the classic C++ ABI
@@ -29,8 +30,14 @@ def use(*symbols: str) -> torchext.TorchUse:
 
 def test_torchs_libraries_come_from_its_wheel() -> None:
     names = torchext.torch_sonames()
-    for soname in ("libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so", "libtorch_cuda.so",
-                   "libtorch_python.so"):  # fmt: skip
+    for soname in (
+        "libc10.so",
+        "libc10_cuda.so",
+        "libtorch.so",
+        "libtorch_cpu.so",
+        "libtorch_cuda.so",
+        "libtorch_python.so",
+    ):
         assert soname in names and torchext.is_torch_library(soname)
     assert "libgomp.so.1" not in names and not torchext.is_torch_library("libcudart.so.13")
     assert torchext.is_torch_library("libtorch_cuda_cu.so")  # torch 1.x's split library
@@ -89,7 +96,7 @@ def test_judge_stable_range_cuda_major_and_pins() -> None:
 def test_admitted_minors() -> None:
     assert torchext.admitted_minors(SpecifierSet("==2.11.*")) == ["2.11"]
     assert torchext.admitted_minors(SpecifierSet(">=2.10.1,<2.12")) == ["2.10", "2.11"]
-    assert torchext.admitted_minors(SpecifierSet("<2")) [-1] == "1.13"
+    assert torchext.admitted_minors(SpecifierSet("<2"))[-1] == "1.13"
 
 
 def test_version_py_and_option() -> None:
@@ -110,8 +117,9 @@ def test_version_py_and_option() -> None:
 def test_installed_torch_is_read_without_importing_it(tmp_path: Path) -> None:
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
-    assert torchext.installed_torch(tmp_path) == torchext.TorchBuild(version=torchext.Version("2.11.0+cu130"),
-                                                                     cuda="13.0")  # fmt: skip
+    assert torchext.installed_torch(tmp_path) == torchext.TorchBuild(
+        version=torchext.Version("2.11.0+cu130"), cuda="13.0"
+    )
     assert torchext.installed_torch(tmp_path / "none") is None
 
 
@@ -133,26 +141,39 @@ def test_arch_list() -> None:
 
 def test_build_env_by_backend(tmp_path: Path) -> None:
     targets = [Target(CC(9, 0)), Target(CC(9, 0), Kind.PTX)]
-    cm = torchext.build_env(torchext.TorchProject(backend="scikit-build-core", why="x"), targets,
-                            compression_flag="--compress-mode=size", cuda_root=tmp_path)  # fmt: skip
+    cm = torchext.build_env(
+        torchext.TorchProject(backend="scikit-build-core", why="x"),
+        targets,
+        compression_flag="--compress-mode=size",
+        cuda_root=tmp_path,
+    )
     assert cm == {"TORCH_CUDA_ARCH_LIST": "9.0+PTX"}  # compression comes through SlimWheel.cmake there
-    st_env = torchext.build_env(torchext.TorchProject(backend="setuptools", why="x"), targets,
-                                compression_flag="--compress-mode=size", cuda_root=tmp_path, build_dir=tmp_path)  # fmt: skip
+    st_env = torchext.build_env(
+        torchext.TorchProject(backend="setuptools", why="x"),
+        targets,
+        compression_flag="--compress-mode=size",
+        cuda_root=tmp_path,
+        build_dir=tmp_path,
+    )
     assert st_env["NVCC_APPEND_FLAGS"] == "--compress-mode=size" and st_env["CUDA_HOME"] == str(tmp_path)
-    assert "build_base" in torchext.setuptools_config(tmp_path) and st_env["DIST_EXTRA_CONFIG"].startswith(str(tmp_path))
+    assert "build_base" in torchext.setuptools_config(tmp_path) and st_env["DIST_EXTRA_CONFIG"].startswith(
+        str(tmp_path)
+    )
 
 
 def test_torch_projects_are_recognised(tmp_path: Path) -> None:
-    (tmp_path / "pyproject.toml").write_text('[build-system]\nrequires = ["setuptools"]\n'
-                                             'build-backend = "setuptools.build_meta"\n')  # fmt: skip
+    (tmp_path / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n'
+    )
     assert torchext.torch_project(tmp_path) is None
     (tmp_path / "setup.py").write_text("from torch.utils.cpp_extension import CUDAExtension\n")
     got = torchext.torch_project(tmp_path)
     assert got is not None and got.backend == "setuptools"
     other = tmp_path / "cm"
     other.mkdir()
-    (other / "pyproject.toml").write_text('[build-system]\nrequires = ["scikit-build-core", "torch>=2.11"]\n'
-                                          'build-backend = "scikit_build_core.build"\n')  # fmt: skip
+    (other / "pyproject.toml").write_text(
+        '[build-system]\nrequires = ["scikit-build-core", "torch>=2.11"]\nbuild-backend = "scikit_build_core.build"\n'
+    )
     got = torchext.torch_project(other)
     assert got is not None and got.backend == "scikit-build-core" and "build-system.requires" in got.why
     (other / "pyproject.toml").write_text("[build-system\n")
@@ -171,10 +192,8 @@ def test_undefined_symbols_of_an_elf() -> None:
 def test_undefined_symbols_of_hostile_bytes_fail_cleanly(noise: bytes, at: int) -> None:
     data = bytearray(elf(needed=["libtorch.so"], undefined=[CXX, "torch_x"]))
     data[at : at + len(noise)] = noise
-    try:
+    with contextlib.suppress(BadInputError):
         undefined_symbols(bytes(data), "x.so", torchext.is_torch_symbol)
-    except BadInputError:
-        pass
 
 
 def test_the_header_reader_follows_version_gates() -> None:
@@ -194,8 +213,13 @@ AOTI_TORCH_EXPORT AOTITorchError torch_fallback(int x);
 AOTI_TORCH_EXPORT AOTITorchError torch_eleven(int x);
 #endif
 """
-    assert mod.stable_symbols(text) == {"aoti_torch_old": "2.9", "torch_ten": "2.10", "torch_ten_cuda": "2.10",
-                                        "torch_fallback": "2.9", "torch_eleven": "2.11"}  # fmt: skip
+    assert mod.stable_symbols(text) == {
+        "aoti_torch_old": "2.9",
+        "torch_ten": "2.10",
+        "torch_ten_cuda": "2.10",
+        "torch_fallback": "2.9",
+        "torch_eleven": "2.11",
+    }
 
 
 def test_the_table_holds_the_stable_functions_the_example_uses() -> None:

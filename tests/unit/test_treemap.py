@@ -39,15 +39,24 @@ class _Page(HTMLParser):
 def _wheel(tmp_path: Path) -> Path:
     rng = random.Random(5)
     mods = b"".join(
-        pad8(fatbin([fatbin_entry(sm=sm, payload=bytes(rng.randrange(256) for _ in range(n)))
-                     for sm, n in ((80, 3000 + 800 * i), (90, 5000 + 64 * i))]
-                    + [fatbin_entry(kind="ptx", sm=90, payload=b"\x01" * 2048)]))
+        pad8(
+            fatbin(
+                [
+                    fatbin_entry(sm=sm, payload=bytes(rng.randrange(256) for _ in range(n)))
+                    for sm, n in ((80, 3000 + 800 * i), (90, 5000 + 64 * i))
+                ]
+                + [fatbin_entry(kind="ptx", sm=90, payload=b"\x01" * 2048)]
+            )
+        )
         for i in range(3)
-    )  # fmt: skip
+    )
     lib = elf(sections={".text": b"\x90" * 9000, ".rodata": b"r" * 1500, ".nv_fatbin": mods})
-    return make_wheel(tmp_path, name="pkg", tag="cp312-abi3-manylinux_2_28_x86_64",
-                      files={"pkg/_ext.abi3.so": lib, "pkg/__init__.py": b"# " + b"x" * 700,
-                             "pkg/data.bin": b"d" * 4000})  # fmt: skip
+    return make_wheel(
+        tmp_path,
+        name="pkg",
+        tag="cp312-abi3-manylinux_2_28_x86_64",
+        files={"pkg/_ext.abi3.so": lib, "pkg/__init__.py": b"# " + b"x" * 700, "pkg/data.bin": b"d" * 4000},
+    )
 
 
 @pytest.fixture
@@ -121,14 +130,15 @@ def test_names_from_the_wheel_are_escaped(tmp_path: Path) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(sizes=st.lists(st.integers(1, 10**9), min_size=1, max_size=40),
-       w=st.floats(10, 2000), h=st.floats(10, 2000))  # fmt: skip
+@given(sizes=st.lists(st.integers(1, 10**9), min_size=1, max_size=40), w=st.floats(10, 2000), h=st.floats(10, 2000))
 def test_squarify_tiles_the_box(sizes: list[int], w: float, h: float) -> None:
     sizes = sorted(sizes, reverse=True)
     rects = squarify(sizes, Rect(x=0.0, y=0.0, w=w, h=h))
     total = sum(sizes)
     for s, r in zip(sizes, rects, strict=True):
         assert r.w >= -1e-9 and r.h >= -1e-9
-        assert r.x >= -1e-6 and r.y >= -1e-6 and r.x + r.w <= w * (1 + 1e-9) + 1e-6 and r.y + r.h <= h * (1 + 1e-9) + 1e-6
+        assert (
+            r.x >= -1e-6 and r.y >= -1e-6 and r.x + r.w <= w * (1 + 1e-9) + 1e-6 and r.y + r.h <= h * (1 + 1e-9) + 1e-6
+        )
         assert abs(r.w * r.h - w * h * s / total) <= 1e-6 * w * h
     assert abs(sum(r.w * r.h for r in rects) - w * h) <= 1e-6 * w * h
