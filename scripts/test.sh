@@ -12,6 +12,9 @@ phase() { printf '\n=== %s (%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 phase "set-up: venv with slimwheel and test tools"
 bash scripts/setup.sh
 
+phase "lint, format and types (scripts/lint.sh static)"
+bash scripts/lint.sh static
+
 phase "set-up: CUDA 11.8 static toolchain from Debian non-free"
 bash scripts/setup-cuda11.sh
 
