@@ -184,7 +184,6 @@ def prepare(
         log.warning("%s", floor_note)
     outdir = wheel_dir or Path("<temporary folder>")
     settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir)
-    build_env = dict(tk.env) if tk is not None else {}
     torch = None
     if (tp := torchext.torch_project(project_dir)) is not None:
         torch, isolation = _torch_for(project_dir, tp, plan), False
