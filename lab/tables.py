@@ -19,7 +19,7 @@ from lab.blocks import replace_between
 from lab.scriptload import load_script
 
 REPO = Path(__file__).resolve().parents[1]
-README = REPO / "docs" / "results.md"
+RESULTS = REPO / "docs" / "results.md"
 VARIANTS = REPO / "lab" / "results" / "example-variants.json"
 # PyPI's faiss-gpu 1.15.1 slimmed to 8.0-9.0 and split into variants (issue 16: sizes only; it needs CUDA 12).
 PYPI_FAISS_VARIANTS = REPO / "lab" / "results" / "faiss-gpu-1.15.1-variants.json"
@@ -121,12 +121,20 @@ BLOCKS["torch-op"] = torch_op_table
 BLOCKS["torch-wheels"] = torch_wheels_table
 
 
-def render(text: str) -> str:
-    for name, make in BLOCKS.items():
+# Which page holds which blocks: the torch extension's figures are in the README (issue 26), the rest in the record.
+PAGES = {REPO / "README.md": ("torch-op", "torch-wheels")}
+
+
+def blocks_of(page: Path) -> tuple[str, ...]:
+    return PAGES.get(page, tuple(n for n in BLOCKS if all(n not in v for v in PAGES.values())))
+
+
+def render(text: str, page: Path = RESULTS) -> str:
+    for name in blocks_of(page):
         start, end = f"<!-- table:{name}:start -->", f"<!-- table:{name}:end -->"
         if start not in text or end not in text:  # before make(): a missing block is not worth rendering
-            raise SystemExit(f"readme-tables: docs/results.md has no {start} ... {end} block")
-        text = replace_between(text, start, end, make())
+            raise SystemExit(f"lab/tables.py: {page.name} has no {start} ... {end} block")
+        text = replace_between(text, start, end, BLOCKS[name]())
     return text
 
 
@@ -134,13 +142,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
-    text = README.read_text(encoding="utf-8")
-    new = render(text)
-    if a.write:
-        README.write_text(new, encoding="utf-8")
-    else:
-        for make in BLOCKS.values():
-            print(make())
+    for page in (RESULTS, *PAGES):
+        text = page.read_text(encoding="utf-8")
+        new = render(text, page)
+        if a.write:
+            page.write_text(new, encoding="utf-8")
+        else:
+            for name in blocks_of(page):
+                print(BLOCKS[name]())
     return 0
 
 

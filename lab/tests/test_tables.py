@@ -17,3 +17,5 @@ def _module() -> ModuleType:
 def test_readme_tables_are_current() -> None:
     text = (REPO / "docs" / "results.md").read_text(encoding="utf-8")
     assert _module().render(text) == text, "run: python -m lab.tables --write"
+    readme = REPO / "README.md"
+    assert _module().render(readme.read_text(encoding="utf-8"), readme) == readme.read_text(encoding="utf-8")
