@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from slimwheel import diff as diffmod
 from slimwheel.commands.size_report import emit, table_text
 from slimwheel.inspect.report import inspect_file
+from slimwheel.postbuild import diff as diffmod
 
 
 @click.command("diff")

@@ -63,7 +63,7 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
     elif fmt == "markdown":
         text = render.render_markdown(reports, entries=entries)
     elif fmt == "html":
-        from slimwheel import treemap
+        from slimwheel.postbuild import treemap
 
         text = treemap.render_html(reports)
     else:

@@ -15,7 +15,7 @@ from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import render, shown
 from slimwheel.commands.size_report import emit, table_text
-from slimwheel.slim import SlimResult, result_to_json, slim
+from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
 
 

@@ -15,8 +15,8 @@ from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import render, shown
 from slimwheel.commands.size_report import emit, table_text
+from slimwheel.postbuild.variants import VariantsResult, make_variants, result_to_json
 from slimwheel.units import human
-from slimwheel.variants import VariantsResult, make_variants, result_to_json
 
 
 def _draw(r: VariantsResult, console: Console) -> None:

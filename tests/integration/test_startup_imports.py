@@ -20,9 +20,9 @@ NOT_FOR_SIZE_REPORT = (
     "auditwheel",
     "slimwheel.check",
     "slimwheel.deps",
-    "slimwheel.treemap",
+    "slimwheel.postbuild.treemap",
     "slimwheel.repair",
-    "slimwheel.slim",
+    "slimwheel.postbuild.slim",
     "rich.live",
 )
 

@@ -10,9 +10,9 @@ import pytest
 from helpers.diffwheels import grown_wheel
 
 from slimwheel.cli import main
-from slimwheel.diff import diff_reports, parse_threshold
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_wheel
+from slimwheel.postbuild.diff import diff_reports, parse_threshold
 
 
 @pytest.fixture

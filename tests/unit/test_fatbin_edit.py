@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from slimwheel.cuda.arch import CC, Kind, Target, served_by
 from slimwheel.errors import BadInputError
-from slimwheel.fatbin_edit import SlimRequest, entry_spans, keep_mask, slim_elf
 from slimwheel.inspect.elf import read_elf
+from slimwheel.postbuild.fatbin_edit import SlimRequest, entry_spans, keep_mask, slim_elf
 
 SASS_SMS = [75, 80, 86, 89, 90, 100, 120]
 PTX_SMS = [75, 80, 90, 100, 120]
@@ -69,7 +69,7 @@ def _so(cs: list[list[tuple[str, int, bytes, bool]]]) -> bytes:
 
 
 def _expected_kept(ents: list[tuple[str, int, bytes, bool]], request: SlimRequest) -> list[tuple[str, int, bytes]]:
-    """The rule, stated independently of slimwheel.fatbin_edit: per container, the target the driver would pick
+    """The rule, stated independently of slimwheel.postbuild.fatbin_edit: per container, the target the driver would pick
     for each requested CC (served_by), plus the requested PTX; LTO-IR always stays."""
     targets = {
         (k, sm): Target(CC(sm // 10, sm % 10), Kind.SASS if k == "sass" else Kind.PTX)

@@ -137,7 +137,7 @@ def _slim_elf(data: bytes) -> None:
     """slim_elf either refuses with the reader's clean error, or gives a file of the same length that reads back with
     the same containers in the same places, only kept entries in them."""
     from slimwheel.cuda.arch import CC
-    from slimwheel.fatbin_edit import SlimRequest, slim_elf
+    from slimwheel.postbuild.fatbin_edit import SlimRequest, slim_elf
 
     try:
         out = slim_elf(data, "fuzz.so", SlimRequest(ccs=(CC(9, 0),)))

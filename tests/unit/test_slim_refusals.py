@@ -20,8 +20,8 @@ from slimwheel.cli import main
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.inspect.zipread import ZipLimits
-from slimwheel.slim import slim
-from slimwheel.variants import make_variants
+from slimwheel.postbuild.slim import slim
+from slimwheel.postbuild.variants import make_variants
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 
@@ -114,7 +114,7 @@ def test_overlapping_containers_make_slim_and_variants_exit_3_and_write_nothing(
 
 def test_variants_leave_no_final_named_wheel_when_one_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (80, 90, 120))}))
-    import slimwheel.variants as variants
+    import slimwheel.postbuild.variants as variants
 
     real = variants.judge_output
     calls = []
@@ -190,7 +190,7 @@ def test_work_dir_is_removed_after_a_failure(tmp_path: Path, monkeypatch: pytest
 def test_variants_read_the_input_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """variants made a full pass per variant (inspect, unpack, slim, pack, inspect: 220-242 s on cupy and jax-pjrt):
     the input is now unpacked once, and only the outputs are read back."""
-    import slimwheel.slim as slimmod
+    import slimwheel.postbuild.slim as slimmod
 
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (75, 80, 90, 100, 120))}))
     unpacked: list[Path] = []

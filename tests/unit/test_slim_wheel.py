@@ -20,8 +20,8 @@ from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_wheel
-from slimwheel.slim import local_version, parse_ptx, slim
-from slimwheel.variants import families, make_variants
+from slimwheel.postbuild.slim import local_version, parse_ptx, slim
+from slimwheel.postbuild.variants import families, make_variants
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 

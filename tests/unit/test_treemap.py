@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimwheel.cli import main
-from slimwheel.treemap import Rect, squarify
+from slimwheel.postbuild.treemap import Rect, squarify
 
 
 class _Page(HTMLParser):

@@ -29,9 +29,9 @@ from slimwheel import fsutil
 from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CCRequest, Kind, Target, listing_order
 from slimwheel.errors import BadInputError
-from slimwheel.fatbin_edit import SlimRequest
 from slimwheel.inspect.report import WheelReport
-from slimwheel.slim import (
+from slimwheel.postbuild.fatbin_edit import SlimRequest
+from slimwheel.postbuild.slim import (
     Rewritten,
     files_json,
     judge_output,
