@@ -2,8 +2,8 @@
 need them, from a file on disk (repair's unpacked wheel) or from an `ElfReport` of `inspect.elf` (a wheel read in
 memory): one record type, so the rules in `slimwheel.deps` judge both the same way.
 
-Files are read by `inspect.elf` (one ELF reader, over a mapping: a 2 GB library costs no memory). The symbol tables
-with their GNU versions (`imports_by_library`, for requirement floors) are read with pyelftools, which seeks.
+Files are read by `inspect.elf` (one ELF reader, over a mapping: a 2 GB library costs no memory), the symbol tables
+and their GNU versions (`imports_by_library`, for requirement floors) included.
 """
 
 from __future__ import annotations
@@ -14,31 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from elftools.common.exceptions import ELFError
-from elftools.construct import ConstructError
-from elftools.elf.elffile import ELFFile
-from elftools.elf.gnuversions import GNUVerNeedSection, GNUVerSymSection
-from elftools.elf.sections import SymbolTableSection
-
-from slimwheel.errors import BadInputError
 from slimwheel.rpath import split_search_path
 
 if TYPE_CHECKING:
     from slimwheel.inspect.elf import ElfReport
-
-# pyelftools signals malformed input with many exception types; all mean the same to a user.
-_MALFORMED = (
-    ELFError,
-    ConstructError,
-    ValueError,
-    KeyError,
-    IndexError,
-    UnicodeDecodeError,
-    AttributeError,
-    TypeError,
-    AssertionError,
-    OverflowError,
-)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,57 +81,31 @@ def exports_symbol(path: Path, symbol: str, *, name: str | None = None) -> bool:
     return file_defines_symbol(path, symbol, name or str(path))
 
 
-def _symbols(path: Path, *, defined: bool) -> frozenset[str]:
-    try:
-        with path.open("rb") as f:
-            dynsym = ELFFile(f).get_section_by_name(".dynsym")
-            if not isinstance(dynsym, SymbolTableSection):
-                return frozenset()
-            return frozenset(
-                s.name
-                for s in dynsym.iter_symbols()
-                if s.name and (s["st_shndx"] != "SHN_UNDEF") == defined and s["st_info"]["bind"] != "STB_LOCAL"
-            )
-    except OSError as e:
-        raise BadInputError(f"{path}: cannot read: {e.strerror or e}") from None
-    except _MALFORMED as e:
-        raise BadInputError(f"{path}: cannot read ELF symbols ({type(e).__name__}: {e})") from None
-
-
 def exported_symbols(path: Path) -> frozenset[str]:
     """The names an ELF file defines in its dynamic symbol table (what a library offers)."""
-    return _symbols(path, defined=True)
+    from slimwheel.inspect.elf import file_dynamic_names
+
+    return file_dynamic_names(path, str(path), defined=True)
 
 
 def imports_by_library(path: Path) -> dict[str, frozenset[str]]:
     """The undefined dynamic symbols of an ELF file by the library its symbol version names (GNU symbol versioning:
     a symbol of libcublas.so.13 is bound to version `libcublas.so.13` in `.gnu.version_r`). Symbols without a
-    version are under the key "" (the linker records none when the library it linked had no version nodes)."""
-    try:
-        with path.open("rb") as f:
-            elf = ELFFile(f)
-            dynsym = elf.get_section_by_name(".dynsym")
-            if not isinstance(dynsym, SymbolTableSection):
-                return {}
-            file_of: dict[int, str] = {}
-            for sec in elf.iter_sections():
-                if isinstance(sec, GNUVerNeedSection):
-                    for verneed, auxes in sec.iter_versions():
-                        for aux in auxes:
-                            file_of[int(aux["vna_other"])] = str(verneed.name)
-            versym = next((sec for sec in elf.iter_sections() if isinstance(sec, GNUVerSymSection)), None)
-            out: dict[str, set[str]] = {}
-            for i, sym in enumerate(dynsym.iter_symbols()):
-                if not sym.name or sym["st_shndx"] != "SHN_UNDEF":
-                    continue
-                ndx = versym.get_symbol(i)["ndx"] if versym is not None else 0
-                key = file_of.get(ndx, "") if isinstance(ndx, int) else ""
-                out.setdefault(key, set()).add(sym.name)
-            return {k: frozenset(v) for k, v in out.items()}
-    except OSError as e:
-        raise BadInputError(f"{path}: cannot read: {e.strerror or e}") from None
-    except _MALFORMED as e:
-        raise BadInputError(f"{path}: cannot read ELF symbol versions ({type(e).__name__}: {e})") from None
+    version are under the key "" (the linker records none when the library it linked had no version nodes). Read by
+    `inspect.elf` (its version needs and its dynamic symbol table)."""
+    from slimwheel.inspect.elf import file_dynamic_names, read_elf_file
+
+    report = read_elf_file(path, str(path), fatbins=False)
+    if report is None:
+        return {}
+    versioned: dict[str, set[str]] = {}
+    for need in report.version_needs:
+        versioned.setdefault(need.library, set()).update(need.symbols)
+    out = {lib: frozenset(names) for lib, names in versioned.items()}
+    rest = file_dynamic_names(path, str(path), defined=False) - set().union(*versioned.values())
+    if rest:
+        out[""] = frozenset(rest)
+    return out
 
 
 def scan_elfs(root: Path) -> dict[str, ElfInfo]:

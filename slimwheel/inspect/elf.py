@@ -408,6 +408,11 @@ class _Elf:
     def undefined(self, keep: Callable[[str], bool]) -> frozenset[str]:
         """The names its dynamic symbol tables take from other files (SHN_UNDEF, not local) for which `keep` holds;
         strings bounded as every string of the file is (MAX_STRING_BYTES)."""
+        return self.dynamic_names(keep, defined=False)
+
+    def dynamic_names(self, keep: Callable[[str], bool], *, defined: bool) -> frozenset[str]:
+        """The named, non-local symbols of its dynamic symbol tables that it defines (`defined`) or takes from other
+        files (SHN_UNDEF), for which `keep` holds."""
         sym = self.lay.sym
         out: set[str] = set()
         for sec in self.sections:
@@ -418,7 +423,7 @@ class _Elf:
                 fields = sym.unpack_from(self.buf, sec.offset + i * sym.size)
                 st_name = fields[0]
                 info, shndx = (fields[1], fields[3]) if self.lay.is64 else (fields[3], fields[5])
-                if shndx != _SHN_UNDEF or st_name == 0 or info >> 4 == 0:  # defined, unnamed, or STB_LOCAL
+                if (shndx != _SHN_UNDEF) != defined or st_name == 0 or info >> 4 == 0:  # other kind, unnamed, local
                     continue
                 name = self._string(strings, st_name, "dynamic symbol name")
                 if keep(name):
@@ -598,6 +603,14 @@ def read_elf_file(path: Path, name: str, *, fatbins: bool = True) -> ElfReport |
         if buf[:4] != ELF_MAGIC:
             return None
         return read_elf(buf, name, fatbins=fatbins)
+
+
+def file_dynamic_names(path: Path, name: str, *, defined: bool) -> frozenset[str]:
+    """The dynamic symbols a file on disk defines (`defined`) or imports; () for a file that is not ELF."""
+    with mapped_file(path, name) as buf:
+        if buf[:4] != ELF_MAGIC:
+            return frozenset()
+        return _Elf(buf, name).dynamic_names(lambda _n: True, defined=defined)
 
 
 def file_defines_symbol(path: Path, symbol: str, name: str) -> bool:
