@@ -330,6 +330,7 @@ class _Elf:
         for sec in self.sections:
             if sec.type != _SHT_DYNSYM:
                 continue
+            self._symbol_table(sec)
             strings = self._linked_table(sec)
             if strings.offset + strings.size > self.n:
                 raise self._bad(f"malformed ELF file: the string table of {sec.name} lies outside the file")
@@ -386,6 +387,7 @@ class _Elf:
         for sec in self.sections:
             if sec.type != _SHT_DYNSYM:
                 continue
+            self._symbol_table(sec)
             strings = self._linked_table(sec)
             versym = next(iter(versym_secs), None)
             if versym is None:
@@ -405,6 +407,13 @@ class _Elf:
             for i, (lib, ver) in sorted(by_index.items(), key=lambda kv: kv[1])
         )
 
+    def _symbol_table(self, sec: Section) -> None:
+        """A dynamic symbol table's entries must be of the class's symbol size: another entry size is a lie."""
+        if sec.size and sec.entsize != self.lay.sym.size:
+            raise self._bad(
+                f"malformed ELF file: {sec.name} has entries of {sec.entsize} bytes, not {self.lay.sym.size}"
+            )
+
     def undefined(self, keep: Callable[[str], bool]) -> frozenset[str]:
         """The names its dynamic symbol tables take from other files (SHN_UNDEF, not local) for which `keep` holds;
         strings bounded as every string of the file is (MAX_STRING_BYTES)."""
@@ -418,6 +427,7 @@ class _Elf:
         for sec in self.sections:
             if sec.type != _SHT_DYNSYM:
                 continue
+            self._symbol_table(sec)
             strings = self._linked_table(sec)
             for i in range(1, sec.size // sym.size):
                 fields = sym.unpack_from(self.buf, sec.offset + i * sym.size)

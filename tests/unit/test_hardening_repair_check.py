@@ -372,9 +372,14 @@ def _with_dynsym(field: int, value: int) -> bytes:
 
 
 def test_repair_names_the_input_for_a_corrupt_symbol_table(tmp_path: Path) -> None:
-    """pyelftools' symbol-version walk (deps' imports) named `.repair.XXXX.tmp/in/...`."""
+    """The symbol-version walk (deps' imports) named `.repair.XXXX.tmp/in/...`; a symbol table whose entry size lies is
+    refused by the one ELF reader, naming the input and the member."""
     w = make_wheel(tmp_path, files={"demo/a.so": _with_dynsym(56, 0)}, tag="cp311-cp311-linux_x86_64")
-    _assert_refused(w, tmp_path / "out", r"demo-1\.0-cp311-cp311-linux_x86_64\.whl: demo/a\.so: cannot read ELF symbol")
+    _assert_refused(
+        w,
+        tmp_path / "out",
+        r"demo-1\.0-cp311-cp311-linux_x86_64\.whl: demo/a\.so: malformed ELF file: \.dynsym has entries of 0 bytes",
+    )
 
 
 def test_repair_names_the_input_for_whatever_fails_in_its_work_folder(
