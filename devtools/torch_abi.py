@@ -14,14 +14,14 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.version import Version
+
+from devtools.torch_pins import pip_report
 
 OUT = Path(__file__).resolve().parents[1] / "slimwheel" / "resources" / "torch-abi.json"
 SHIMS = (
@@ -61,52 +61,17 @@ def stable_symbols(text: str) -> dict[str, str]:
 
 
 def _metadata(version: str) -> dict[str, object]:
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "r.json"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--dry-run",
-                "--ignore-installed",
-                "--no-deps",
-                "--report",
-                str(report),
-                f"torch=={version}",
-            ],
-            check=True,
-        )
-        meta: dict[str, object] = json.loads(report.read_text())["install"][0]["metadata"]
-        return meta
+    (torch,) = pip_report("--no-deps", f"torch=={version}")
+    meta = torch["metadata"]
+    assert isinstance(meta, dict)
+    return meta
 
 
 def _resolved(reqs: list[str]) -> dict[str, str]:
-    with tempfile.TemporaryDirectory() as tmp:
-        report = Path(tmp) / "r.json"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "--dry-run",
-                "--ignore-installed",
-                "--report",
-                str(report),
-                *reqs,
-            ],
-            check=True,
-        )
-        items = json.loads(report.read_text())["install"]
-        return {
-            str(i["metadata"]["name"]): str(i["metadata"]["version"])
-            for i in items
-            if str(i["metadata"]["name"]).startswith("nvidia-")
-        }
+    names = (item["metadata"] for item in pip_report(*reqs))
+    return {
+        str(m["name"]): str(m["version"]) for m in names if isinstance(m, dict) and str(m["name"]).startswith("nvidia-")
+    }
 
 
 def release(version: str) -> dict[str, object]:

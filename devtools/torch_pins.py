@@ -17,7 +17,8 @@ from packaging.requirements import Requirement
 OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "torch-pins.json"
 
 
-def _report(*reqs: str) -> list[dict[str, object]]:
+def pip_report(*reqs: str) -> list[dict[str, object]]:
+    """What pip would install for `reqs` (a dry run's --report, `install` items): PyPI's metadata without installing."""
     with tempfile.TemporaryDirectory() as tmp:
         report = Path(tmp) / "r.json"
         subprocess.run(
@@ -41,12 +42,12 @@ def _report(*reqs: str) -> list[dict[str, object]]:
 
 def main() -> None:
     version = sys.argv[1] if len(sys.argv) > 1 else "2.11.0"
-    (torch,) = _report("--no-deps", f"torch=={version}")
+    (torch,) = pip_report("--no-deps", f"torch=={version}")
     meta = torch["metadata"]
     assert isinstance(meta, dict)
     cuda = [r for r in meta["requires_dist"] if Requirement(r).name in ("cuda-toolkit",)]
     pins = {}
-    for item in _report(*(r.split(";")[0] for r in cuda)):
+    for item in pip_report(*(r.split(";")[0] for r in cuda)):
         m = item["metadata"]
         assert isinstance(m, dict)
         if str(m["name"]).startswith("nvidia-"):
