@@ -66,6 +66,7 @@ class BuildSetup:
     command: tuple[str, ...]
     env: dict[str, str]  # added to the environment of the build
     torch: torchext.TorchBuild | None = None  # a torch extension: the torch of the environment that builds it
+    library_dirs: tuple[Path, ...] = ()  # searched first by repair (a sysroot's: what the wheel was linked against)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -169,16 +170,21 @@ def prepare(
             n = len(plan.arch.targets)
             box["detail"] = f"{len(pruned.libs)} libraries pruned to {n} targets in {pruned.libdir}"
     build_env = dict(tk.env) if tk is not None else {}
+    library_dirs: tuple[Path, ...] = ()
     if cfg.sysroot.strip():
         with ph.phase("sysroot") as box:
-            from slimwheel.toolkit.sysroot import ensure_sysroot, spec_for
+            from slimwheel.toolkit.sysroot import cap_for, ensure_sysroot, spec_for
 
             if dry_run:
                 box["detail"] = f"{spec_for(cfg.sysroot).name} (not assembled: dry run)"
             else:
                 sr = ensure_sysroot(cfg.sysroot, env=e)
-                build_env.update(sr.env())  # over the toolkit's CUDAHOSTCXX: the host compiler is the sysroot's
+                cap = cap_for(sr, cfg.manylinux)
+                build_env.update(sr.env(cap))  # over the toolkit's CUDAHOSTCXX: the host compiler is the sysroot's
+                library_dirs = tuple(sr.library_path())
                 box["detail"] = f"{sr.spec.name} at {sr.root}: GCC {sr.spec.gcc}, glibc {sr.spec.glibc}"
+                if cap is not None:
+                    box["detail"] += f"; glibc symbols capped at {cap.policy} ({len(cap.pinned)} pinned)"
     floor_note = host_floor_note(cfg)
     if floor_note:
         log.warning("%s", floor_note)
@@ -208,6 +214,7 @@ def prepare(
         command=cmd,
         env=build_env,
         torch=torch,
+        library_dirs=library_dirs,
     )
 
 
@@ -232,9 +239,9 @@ def host_floor_note(cfg: Config, host_glibc: str | None = None) -> str | None:
         return None
     return (
         f"this host's glibc {host_glibc} and compiler give a platform floor up to {host_policy.name}, above the "
-        f'target {target.name}: set [tool.slimwheel] sysroot = "debian11" (GCC 10, glibc 2.31: manylinux_2_31, '
-        "no container) or build with `slimwheel container` (manylinux_2_28 image); check fails symbols above "
-        "the target"
+        f'target {target.name}: set [tool.slimwheel] sysroot = "debian11" (GCC 10, glibc 2.31, no container; '
+        "below manylinux_2_31 its compilers pin exp/log/pow to versions the target allows) or build with "
+        "`slimwheel container` (manylinux_2_28 image); check fails symbols above the target"
     )
 
 
@@ -340,6 +347,7 @@ def build_project(
                 versions=versions,
                 externals=externals,
                 torch=setup.torch,
+                library_dirs=setup.library_dirs,
             )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:

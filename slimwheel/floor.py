@@ -65,7 +65,7 @@ def split_version(version: str) -> tuple[str, str]:
     return (prefix, rest) if sep else (version, "")
 
 
-def _key(v: str) -> tuple[tuple[int, int | str], ...]:
+def version_key(v: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[._]", v))
 
 
@@ -114,7 +114,7 @@ def _allowed(policy: Policy, arch: str, need: VersionNeed) -> tuple[bool, str]:
         return True, ""
     allowed = table[prefix]
     numeric = [split_version(f"{prefix}_{v}")[1] for v in allowed if re.fullmatch(r"[\d.]+", v)]
-    newest = max(numeric, key=_key) if numeric else ""
+    newest = max(numeric, key=version_key) if numeric else ""
     return split_version(need.version)[1] in allowed, newest
 
 
@@ -136,7 +136,7 @@ def offenders(elfs: Sequence[ElfReport], policy: Policy) -> tuple[Offender, ...]
             ok, newest = _allowed(policy, arch, need)
             if not ok:
                 out.append(Offender(file=e.name, need=need, allowed_newest=newest))
-    return tuple(sorted(out, key=lambda o: (o.file, split_version(o.need.version)[0], _key(o.need.version))))
+    return tuple(sorted(out, key=lambda o: (o.file, split_version(o.need.version)[0], version_key(o.need.version))))
 
 
 def wheel_floor(elfs: Sequence[ElfReport]) -> Policy | None:

@@ -103,6 +103,7 @@ def repair_wheel(
     rewrite_record: bool = False,
     unvendor: bool = True,
     torch: torchext.TorchBuild | None = None,
+    library_dirs: Sequence[Path] = (),
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
     linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
@@ -113,7 +114,9 @@ def repair_wheel(
     the rest of repair then requires, finds by RPATH and loads; False: such a wheel is refused (exit 12), since its
     copy and the nvidia-* wheels' would be two CUDA runtimes in one process. `torch`: the torch the wheel was built
     against, for a wheel that needs torch's libraries (default: the running Python's torch); its libraries are left to
-    torch's wheel and torch is required (`slimwheel.torchext`)."""
+    torch's wheel and torch is required (`slimwheel.torchext`). `library_dirs`: searched first for what auditwheel
+    bundles (a sysroot's library folders: a wheel linked against Debian 11's libgomp must bundle that one, not the
+    host's, which needs a newer glibc)."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -201,7 +204,9 @@ def repair_wheel(
             wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
         else:
             shutil.copyfile(wheel, copy)
-        repaired = run_auditwheel(copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel)
+        repaired = run_auditwheel(
+            copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
+        )
         phases["auditwheel"] = time.monotonic() - t1
         log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
 

@@ -143,16 +143,28 @@ def replace_needed(path: Path, changes: Mapping[str, str | None], *, name: str) 
 
 
 def run_auditwheel(
-    wheel: Path, out_dir: Path, *, excludes: Sequence[str], plat: str | None, cwd: Path, shown_as: Path
+    wheel: Path,
+    out_dir: Path,
+    *,
+    excludes: Sequence[str],
+    plat: str | None,
+    cwd: Path,
+    shown_as: Path,
+    library_dirs: Sequence[Path] = (),
 ) -> Path:
-    """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input."""
+    """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input.
+    `library_dirs` are searched first for the libraries it bundles (LD_LIBRARY_PATH, which auditwheel's lddtree
+    reads): a sysroot's, so that the copies bundled are the ones the wheel was linked against."""
     cmd = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     if plat:
         cmd += ["--plat", plat]
     for soname in excludes:
         cmd += ["--exclude", soname]
     cmd.append(str(wheel))
-    run = run_tool_status(cmd, what=f"auditwheel repair of {shown_as.name}", cwd=cwd, env=tool_env(), timeout=3600)
+    env = tool_env()
+    if library_dirs:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_dirs), *filter(None, [env.get("LD_LIBRARY_PATH")])])
+    run = run_tool_status(cmd, what=f"auditwheel repair of {shown_as.name}", cwd=cwd, env=env, timeout=3600)
     output = run.output.replace(str(wheel), str(shown_as))
     if run.returncode != 0:
         missing = re.findall(r'required library "([^"]+)" could not be located', output)

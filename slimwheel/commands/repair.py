@@ -67,6 +67,14 @@ from slimwheel.units import mib
     "refuse the wheel (exit 12).",
 )
 @click.option(
+    "--sysroot",
+    "sysroot",
+    default=None,
+    metavar="NAME",
+    help="The sysroot the wheel was built with (`slimwheel sysroot`, e.g. debian11): libraries are bundled from its "
+    "folders first, the copies the wheel was linked against (the host's may need a newer glibc).",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["text", "json"]),
@@ -85,12 +93,18 @@ def command(
     rewrite_record: bool,
     unvendor: bool,
     torch_version: str | None,
+    sysroot: str | None,
     fmt: str,
     as_json: bool,
 ) -> None:
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
     `slimwheel repair -w {dest_dir} {wheel}`."""
+    library_dirs: list[Path] = []
+    if sysroot:
+        from slimwheel.toolkit.sysroot import ensure_sysroot
+
+        library_dirs = ensure_sysroot(sysroot).library_path()
     result = repair_wheel(
         wheel,
         out_dir,
@@ -101,6 +115,7 @@ def command(
         rewrite_record=rewrite_record,
         unvendor=unvendor,
         torch=torchext.parse_torch_option(torch_version) if torch_version else None,
+        library_dirs=library_dirs,
     )
     if as_json or fmt == "json":
         click.echo(

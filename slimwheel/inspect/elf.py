@@ -72,12 +72,15 @@ def machine_name(number: int) -> str:
 
 _SHT_NULL, _SHT_PROGBITS, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 1, 3, 6, 8, 11
 _SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4
-_SHT_GNU_VERNEED, _SHT_GNU_VERSYM = 0x6FFFFFFE, 0x6FFFFFFF
+_SHT_GNU_VERDEF, _SHT_GNU_VERNEED, _SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 # Elf32/64_Verneed (vn_version, vn_cnt, vn_file, vn_aux, vn_next) and Vernaux (vna_hash, vna_flags, vna_other,
 # vna_name, vna_next): the same 16 bytes in both classes.
 _VERNEED = {o: struct.Struct(o + "HHIII") for o in "<>"}
 _VERNAUX = {o: struct.Struct(o + "IHHII") for o in "<>"}
 _VERSYM = {o: struct.Struct(o + "H") for o in "<>"}
+_VERDEF = {o: struct.Struct(o + "HHHHIII") for o in "<>"}
+_VERDAUX = {o: struct.Struct(o + "II") for o in "<>"}
+_VER_FLG_BASE = 0x1
 MAX_VERSION_NEEDS = 4096  # Vernaux entries of one file (real libraries need a few dozen)
 _SHN_UNDEF, _SHN_XINDEX = 0, 0xFFFF
 _PT_LOAD = 1
@@ -173,6 +176,17 @@ class VersionNeed:
     library: str  # vn_file, e.g. libm.so.6
     version: str  # vna_name, e.g. GLIBC_2.29
     symbols: tuple[str, ...]  # sorted; empty when the file only names the version (a weak requirement)
+
+
+@dataclass(frozen=True, kw_only=True)
+class VersionDef:
+    """A dynamic symbol a library defines under a GNU symbol version (`.gnu.version_d` names the versions,
+    `.gnu.version` binds each defined symbol to one): `pow` at GLIBC_2.29 (the default a new link binds to, `pow@@`)
+    and at GLIBC_2.2.5 (hidden, `pow@`, kept for old binaries and reachable with `.symver`)."""
+
+    symbol: str
+    version: str
+    default: bool
 
 
 # std::locale::classic(), defined by libstdc++ only (libc++ mangles it under std::__1): a file that defines it in its
@@ -407,6 +421,53 @@ class _Elf:
             for i, (lib, ver) in sorted(by_index.items(), key=lambda kv: kv[1])
         )
 
+    def version_definitions(self) -> tuple[VersionDef, ...]:
+        """The defined dynamic symbols bound to a version this file defines (its base version, the file's own name,
+        left out), in symbol-table order. Chains are followed inside their section only."""
+        order = "<" if self.buf[5] == 1 else ">"
+        vd, vda = _VERDEF[order], _VERDAUX[order]
+        names: dict[int, str] = {}
+        for sec in self.sections:
+            if sec.type != _SHT_GNU_VERDEF:
+                continue
+            strings = self._linked_table(sec)
+            at, end = sec.offset, sec.offset + sec.size
+            seen: set[int] = set()
+            while sec.size:
+                if at in seen or at + vd.size > end or len(seen) >= MAX_VERSION_NEEDS:
+                    raise self._bad(f"malformed ELF file: a {sec.name} entry lies outside its section or loops")
+                seen.add(at)
+                _ver, flags, ndx, cnt, _hash, aux, nxt = vd.unpack_from(self.buf, at)
+                if cnt and not flags & _VER_FLG_BASE:
+                    if at + aux + vda.size > end:
+                        raise self._bad(f"malformed ELF file: a {sec.name} name lies outside its section")
+                    name_off, _anext = vda.unpack_from(self.buf, at + aux)
+                    names[ndx & 0x7FFF] = self._string(strings, name_off, "version name")
+                if not nxt:
+                    break
+                at += nxt
+        versym = next((s for s in self.sections if s.type == _SHT_GNU_VERSYM), None)
+        if not names or versym is None:
+            return ()
+        sym, vs = self.lay.sym, _VERSYM[order]
+        out: list[VersionDef] = []
+        for sec in self.sections:
+            if sec.type != _SHT_DYNSYM:
+                continue
+            self._symbol_table(sec)
+            strings = self._linked_table(sec)
+            for i in range(1, min(sec.size // sym.size, versym.size // vs.size)):
+                fields = sym.unpack_from(self.buf, sec.offset + i * sym.size)
+                st_name, shndx = fields[0], (fields[3] if self.lay.is64 else fields[5])
+                if shndx == _SHN_UNDEF or not st_name:
+                    continue
+                (ndx,) = vs.unpack_from(self.buf, versym.offset + i * vs.size)
+                version = names.get(ndx & 0x7FFF)
+                if version is not None:
+                    name = self._string(strings, st_name, "symbol name")
+                    out.append(VersionDef(symbol=name, version=version, default=not ndx & 0x8000))
+        return tuple(out)
+
     def _symbol_table(self, sec: Section) -> None:
         """A dynamic symbol table's entries must be of the class's symbol size: another entry size is a lie."""
         if sec.size and sec.entsize != self.lay.sym.size:
@@ -621,6 +682,14 @@ def file_dynamic_names(path: Path, name: str, *, defined: bool) -> frozenset[str
         if buf[:4] != ELF_MAGIC:
             return frozenset()
         return _Elf(buf, name).dynamic_names(lambda _n: True, defined=defined)
+
+
+def file_version_definitions(path: Path, name: str) -> tuple[VersionDef, ...]:
+    """`version_definitions` of the file at `path`, mapped rather than read; () when it is not ELF."""
+    with mapped_file(path, name) as buf:
+        if buf[:4] != ELF_MAGIC:
+            return ()
+        return _Elf(buf, name).version_definitions()
 
 
 def file_defines_symbol(path: Path, symbol: str, name: str) -> bool:

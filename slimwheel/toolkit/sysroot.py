@@ -31,6 +31,7 @@ from typing import Literal
 
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import cache_dir, file_lock, temp_sibling, write_text_atomic
+from slimwheel.inspect.elf import VersionDef
 from slimwheel.tools import patchelf, run_tool, run_tool_status
 
 log = logging.getLogger(__name__)
@@ -118,9 +119,14 @@ class Sysroot:
     def cxx(self) -> Path:
         return self.root / "bin" / "g++"
 
-    def env(self) -> dict[str, str]:
-        """What a build needs: CMake and scikit-build-core read CC/CXX; CMake's CUDA language CUDAHOSTCXX."""
-        return {"CC": str(self.cc), "CXX": str(self.cxx), "CUDAHOSTCXX": str(self.cxx)}
+    def env(self, cap: GlibcCap | None = None) -> dict[str, str]:
+        """What a build needs: CMake and scikit-build-core read CC/CXX; CMake's CUDA language CUDAHOSTCXX. With
+        `cap` (from `ensure_cap`), the capped compilers instead."""
+        if cap is not None:
+            cc, cxx = cap.folder / "gcc", cap.folder / "g++"
+        else:
+            cc, cxx = self.cc, self.cxx
+        return {"CC": str(cc), "CXX": str(cxx), "CUDAHOSTCXX": str(cxx)}
 
     @property
     def loader(self) -> Path:
@@ -155,6 +161,186 @@ class Sysroot:
             "packages": dict(sorted(self.packages.items())),
             "env": self.env(),
         }
+
+
+# glibc's libraries: the symbols a wheel may take from the system's C library, each with its GNU versions.
+GLIBC_LIBRARIES = (
+    "libc.so.6",
+    "libm.so.6",
+    "libpthread.so.0",
+    "libdl.so.2",
+    "librt.so.1",
+    "libutil.so.1",
+    "libresolv.so.2",
+    "libanl.so.1",
+)
+CAP_HEADER = "slimwheel-glibc-cap.h"
+# Symbols whose older version has the same prototype and results as the default one, so that binding a reference to
+# it is safe; the reason glibc added the new version. Most new versions are not like this: `totalorder` (2.31) and
+# `glob` (2.27) changed their arguments or structures, and code compiled against the new header must not call the
+# old one. So a symbol is pinned only when it is listed here (glibc's NEWS for each release).
+_SAME_ABI: dict[str, str] = {
+    **{
+        f: "glibc 2.29: new versions without the SVID error-handling wrapper (_LIB_VERSION); same prototype, results"
+        for f in ("exp", "exp2", "log", "log2", "pow")
+    },
+    **{
+        f: "glibc 2.27: new versions without the SVID error-handling wrapper (_LIB_VERSION); same prototype, results"
+        for f in ("expf", "exp2f", "logf", "log2f", "powf")
+    },
+    "memcpy": "glibc 2.14: memcpy@GLIBC_2.2.5 is memmove, which is a valid memcpy for every argument",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class PinnedSymbol:
+    library: str
+    symbol: str
+    default: str  # the version a plain link binds to (GLIBC_2.29)
+    pinned: str  # the newest version the target allows, which the root's library still defines (GLIBC_2.2.5)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GlibcCap:
+    """Compilers of a sysroot whose links bind glibc symbols at versions a lower manylinux policy allows.
+
+    glibc keeps the old version of a symbol whose behaviour it changed (`pow@GLIBC_2.2.5` beside `pow@@GLIBC_2.29`,
+    which drops the SVID error handling of `_LIB_VERSION`): the old version is what the same code links to on the
+    older system, and every later glibc still provides it. A `.symver` directive per such symbol, in a header every C
+    and C++ compilation includes first, makes the assembler bind the reference to that version, so the link stays
+    within the target. Only symbols whose old version has the same prototype and results are pinned (`_SAME_ABI`);
+    the others with a new default version (`gettid`, new in 2.30; `totalorder`, whose arguments changed in 2.31) are
+    `beyond`: code that uses them cannot be capped, and `check --manylinux` names them."""
+
+    policy: str  # manylinux_2_28
+    folder: Path  # holds gcc, g++ and the header
+    pinned: tuple[PinnedSymbol, ...]
+    beyond: tuple[tuple[str, str, str], ...]  # (library, symbol, default version) that cannot be pinned
+
+    @property
+    def header(self) -> Path:
+        return self.folder / CAP_HEADER
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "policy": self.policy,
+            "folder": str(self.folder),
+            "pinned": [
+                {"library": p.library, "symbol": p.symbol, "default": p.default, "pinned": p.pinned}
+                for p in self.pinned
+            ],
+            "beyond": len(self.beyond),
+        }
+
+
+def plan_cap(
+    definitions: Mapping[str, Sequence[VersionDef]], allowed: frozenset[str]
+) -> tuple[tuple[PinnedSymbol, ...], tuple[tuple[str, str, str], ...]]:
+    """Which glibc symbols to pin, and which cannot be: for each library's symbols whose default version the
+    target does not allow (`allowed`: the policy's GLIBC versions, "2.28", "2.2.5", ...), the newest allowed version
+    the library also defines, when the old version is known to have the same ABI (`_SAME_ABI`). A symbol two
+    libraries would pin to different versions is left unpinned (a `.symver` names no library). Pure."""
+    from slimwheel.floor import version_key
+
+    pins: dict[str, PinnedSymbol] = {}
+    clash: set[str] = set()
+    beyond: list[tuple[str, str, str]] = []
+    for library, defs in sorted(definitions.items()):
+        by_symbol: dict[str, list[VersionDef]] = {}
+        for d in defs:
+            by_symbol.setdefault(d.symbol, []).append(d)
+        for symbol, vs in sorted(by_symbol.items()):
+            default = next((d.version for d in vs if d.default), None)
+            if default is None or not default.startswith("GLIBC_2.") or default[len("GLIBC_") :] in allowed:
+                continue
+            if symbol == default:  # the absolute symbol that names a version node
+                continue
+            older = [d.version for d in vs if not d.default and d.version.startswith("GLIBC_2.")]
+            older = [v for v in older if v[len("GLIBC_") :] in allowed]
+            if not older or symbol not in _SAME_ABI:
+                beyond.append((library, symbol, default))
+                continue
+            pin = PinnedSymbol(
+                library=library,
+                symbol=symbol,
+                default=default,
+                pinned=max(older, key=lambda v: version_key(v[len("GLIBC_") :])),
+            )
+            if symbol in pins and pins[symbol].pinned != pin.pinned:
+                clash.add(symbol)
+            pins.setdefault(symbol, pin)
+    kept = tuple(p for name, p in sorted(pins.items()) if name not in clash)
+    return kept, tuple(beyond)
+
+
+def cap_header(policy: str, spec: SysrootSpec, pinned: Sequence[PinnedSymbol]) -> str:
+    """The header every compilation includes first (`-include`): one `.symver` per pinned symbol. Left out of
+    device passes (nvcc preprocesses device code with the host compiler and __CUDA_ARCH__ set) and of assembler
+    sources; a repeated `.symver` of one version (nvcc compiles its own preprocessed output again) is accepted."""
+    lines = [
+        f"/* slimwheel sysroot {spec.name}, capped at {policy}: glibc {spec.glibc} symbols bound at the newest",
+        f"   version {policy} allows (generated from the root's own libraries; do not edit). */",
+        "#if defined(__x86_64__) && !defined(__ASSEMBLER__) && !defined(__CUDA_ARCH__)",
+    ]
+    lines += [
+        f'__asm__(".symver {p.symbol},{p.symbol}@{p.pinned}"); /* {p.library}: not {p.default} */' for p in pinned
+    ]
+    lines.append("#endif")
+    return "\n".join(lines) + "\n"
+
+
+def cap_wrapper(program: str, spec: SysrootSpec, policy: str) -> str:
+    return (
+        "#!/bin/sh\n"
+        f"# slimwheel sysroot {spec.name} capped at {policy}: the root's {program} with {CAP_HEADER} included first\n"
+        'here="$(cd "$(dirname "$0")" && pwd)"\n'
+        f'exec "$here/../../bin/{program}" -include "$here/{CAP_HEADER}" "$@"\n'
+    )
+
+
+def ensure_cap(sysroot: Sysroot, policy: str) -> GlibcCap:
+    """The capped compilers of `sysroot` for `policy` (a manylinux policy older than the root's), written once into
+    `<root>/caps/<policy>/` and rewritten when the header would change. The root's library versions are read with
+    slimwheel's ELF reader."""
+    from slimwheel.floor import parse_target
+    from slimwheel.inspect.elf import file_version_definitions
+
+    target = parse_target(policy)
+    allowed = target.versions.get("x86_64", {}).get("GLIBC", frozenset())
+    libdir = sysroot.root / "lib" / "x86_64-linux-gnu"
+    definitions = {}
+    for lib in GLIBC_LIBRARIES:
+        path = libdir / lib
+        if path.exists():
+            definitions[lib] = file_version_definitions(path.resolve(), f"{sysroot.spec.name}/{lib}")
+    if "libc.so.6" not in definitions:
+        raise ToolError(f"sysroot {sysroot.spec.name} at {sysroot.root} has no {libdir / 'libc.so.6'}")
+    pinned, beyond = plan_cap(definitions, frozenset(allowed))
+    folder = sysroot.root / "caps" / target.name
+    texts = {CAP_HEADER: cap_header(target.name, sysroot.spec, pinned)}
+    texts.update({prog: cap_wrapper(prog, sysroot.spec, target.name) for prog in ("gcc", "g++")})
+    with file_lock(sysroot.root / "caps" / f".{target.name}.lock"):
+        folder.mkdir(parents=True, exist_ok=True)
+        for name, text in texts.items():
+            path = folder / name
+            if not path.is_file() or path.read_text(encoding="utf-8") != text:
+                write_text_atomic(path, text)
+            if name != CAP_HEADER:
+                path.chmod(0o755)
+    return GlibcCap(policy=target.name, folder=folder, pinned=pinned, beyond=beyond)
+
+
+def cap_for(sysroot: Sysroot, manylinux: str) -> GlibcCap | None:
+    """The capped compilers for a target policy (`manylinux`, as `check --manylinux` takes it) older than the
+    root's own, else None: a root within the target needs no cap."""
+    from slimwheel.floor import parse_target
+
+    if not manylinux.strip():
+        return None
+    target, own = parse_target(manylinux), parse_target(sysroot.spec.policy)
+    if target.priority <= own.priority:
+        return None
+    return ensure_cap(sysroot, target.name)
 
 
 def load_problems(output: str) -> list[str]:

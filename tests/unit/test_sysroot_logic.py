@@ -68,3 +68,57 @@ def test_build_says_when_the_host_is_above_the_target(glibc: str, target: str, s
     assert (note is not None) == says
     if note:
         assert f"glibc {glibc}" in note and 'sysroot = "debian11"' in note and "slimwheel container" in note
+
+
+def test_plan_cap_pins_only_same_abi_symbols_with_an_allowed_version() -> None:
+    from slimwheel.inspect.elf import VersionDef
+    from slimwheel.toolkit.sysroot import cap_header, plan_cap, spec_for
+
+    def v(sym: str, ver: str, default: bool) -> VersionDef:
+        return VersionDef(symbol=sym, version=ver, default=default)
+
+    allowed = frozenset({"2.2.5", "2.17", "2.25", "2.28"})
+    defs = {
+        "libm.so.6": [
+            v("pow", "GLIBC_2.29", True),
+            v("pow", "GLIBC_2.2.5", False),
+            v("totalorder", "GLIBC_2.31", True),  # arguments changed: never pinned
+            v("totalorder", "GLIBC_2.25", False),
+            v("sqrt", "GLIBC_2.2.5", True),  # already allowed
+            v("GLIBC_2.29", "GLIBC_2.29", True),  # the version node's own symbol
+        ],
+        "libc.so.6": [v("gettid", "GLIBC_2.30", True)],  # nothing older
+    }
+    pinned, beyond = plan_cap(defs, allowed)
+    assert [(p.symbol, p.pinned, p.default) for p in pinned] == [("pow", "GLIBC_2.2.5", "GLIBC_2.29")]
+    assert sorted(b[1] for b in beyond) == ["gettid", "totalorder"]
+    header = cap_header("manylinux_2_28", spec_for("debian11"), pinned)
+    assert '__asm__(".symver pow,pow@GLIBC_2.2.5");' in header
+    assert "!defined(__CUDA_ARCH__)" in header and "!defined(__ASSEMBLER__)" in header
+    # nothing allowed is pinned; a policy that allows the default version pins nothing
+    assert plan_cap(defs, allowed | {"2.29", "2.30", "2.31"}) == ((), ())
+
+
+def test_plan_cap_picks_newest_allowed_and_skips_clashes() -> None:
+    from slimwheel.inspect.elf import VersionDef
+    from slimwheel.toolkit.sysroot import plan_cap
+
+    defs = {
+        "libc.so.6": [
+            VersionDef(symbol="memcpy", version="GLIBC_2.14", default=True),
+            VersionDef(symbol="memcpy", version="GLIBC_2.2.5", default=False),
+        ],
+    }
+    (pin,), _ = plan_cap(defs, frozenset({"2.2.5", "2.3", "2.12"}))
+    assert pin.pinned == "GLIBC_2.2.5"
+    clash = {
+        "liba.so": [
+            VersionDef(symbol="pow", version="GLIBC_2.29", default=True),
+            VersionDef(symbol="pow", version="GLIBC_2.2.5", default=False),
+        ],
+        "libb.so": [
+            VersionDef(symbol="pow", version="GLIBC_2.29", default=True),
+            VersionDef(symbol="pow", version="GLIBC_2.17", default=False),
+        ],
+    }
+    assert plan_cap(clash, frozenset({"2.2.5", "2.17"}))[0] == ()

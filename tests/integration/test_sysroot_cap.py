@@ -1,0 +1,95 @@
+"""A sysroot capped below its own policy (`slimwheel sysroot debian11 --manylinux 2_28`): code that calls exp, log
+and pow links them at GLIBC_2.2.5 instead of 2.29, so the library's floor drops from manylinux_2_31 to what it
+otherwise needs; the results are the same numbers, and the root's own loader loads it. The uncapped compiler is the
+control: the same source then needs GLIBC_2.29 (the test can fail)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from slimwheel import floor
+from slimwheel.inspect.elf import file_version_definitions, read_elf_file
+from slimwheel.toolkit.sysroot import cap_for, ensure_sysroot
+
+pytestmark = pytest.mark.integration
+
+SOURCE = r"""
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+extern "C" double mix(double x, double y) { return std::pow(x, y) + std::log(x) + std::exp(y) + std::log2(x) + std::exp2(y); }
+int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) std::printf("%.17g\n", mix(std::atof(argv[i]), 0.5 + i));
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def sysroot():  # type: ignore[no-untyped-def]
+    return ensure_sysroot("debian11")
+
+
+def _compile(cxx: str, out: Path, src: Path, *extra: str) -> Path:
+    proc = subprocess.run([cxx, "-O2", "-fPIC", *extra, str(src), "-o", str(out)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def _glibc_versions(path: Path) -> set[str]:
+    rep = read_elf_file(path, path.name, fatbins=False)
+    assert rep is not None
+    return {n.version for n in rep.version_needs if n.version.startswith("GLIBC_")}
+
+
+def test_version_definitions_agree_with_objdump(sysroot) -> None:  # type: ignore[no-untyped-def]
+    libm = (sysroot.root / "lib" / "x86_64-linux-gnu" / "libm.so.6").resolve()
+    defs = file_version_definitions(libm, "libm.so.6")
+    ours = {(d.symbol, d.version, d.default) for d in defs if d.symbol != d.version}
+    out = subprocess.run(["objdump", "-T", str(libm)], capture_output=True, text=True, check=True).stdout
+    theirs = set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) >= 6 and "*UND*" not in parts and parts[-2].startswith(("GLIBC_", "(GLIBC_")):
+            ver, name = parts[-2], parts[-1]
+            if name != ver.strip("()"):
+                theirs.add((name, ver.strip("()"), not ver.startswith("(")))
+    assert ("pow", "GLIBC_2.29", True) in ours and ("pow", "GLIBC_2.2.5", False) in ours
+    assert ours == theirs
+
+
+def test_capped_compiler_links_old_versions_with_same_results(sysroot, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    cap = cap_for(sysroot, "2_28")
+    assert cap is not None and cap.policy == "manylinux_2_28"
+    assert {p.symbol for p in cap.pinned} >= {"exp", "log", "pow", "exp2", "log2"}
+    assert "totalorder" not in {p.symbol for p in cap.pinned}  # its arguments changed in 2.31: never pinned
+    assert cap_for(sysroot, "2_31") is None and cap_for(sysroot, "") is None
+    src = tmp_path / "mix.cpp"
+    src.write_text(SOURCE)
+    plain = _compile(str(sysroot.cxx), tmp_path / "plain", src)
+    capped = _compile(sysroot.env(cap)["CXX"], tmp_path / "capped", src)
+    lib = _compile(sysroot.env(cap)["CXX"], tmp_path / "libmix.so", src, "-shared")
+    assert "GLIBC_2.29" in _glibc_versions(plain)  # the control
+    assert "GLIBC_2.29" not in _glibc_versions(capped)
+    assert "GLIBC_2.29" not in _glibc_versions(lib)
+    target = floor.parse_target("2_28")
+    for f in (capped, lib):
+        rep = read_elf_file(f, f.name, fatbins=False)
+        assert rep is not None and floor.offenders([rep], target) == ()
+    args = ["0.5", "2.0", "3.75", "1e-3", "123.456"]
+    runs = [subprocess.run([str(p), *args], capture_output=True, text=True, check=True).stdout for p in (plain, capped)]
+    assert runs[0] == runs[1] and len(runs[0].splitlines()) == len(args)
+    assert sysroot.load_probe(lib) == []
+
+
+def test_sysroot_command_prints_capped_env(sysroot) -> None:  # type: ignore[no-untyped-def]
+    proc = subprocess.run(
+        [sys.executable, "-m", "slimwheel", "sysroot", "debian11", "--manylinux", "2_28"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "pow@GLIBC_2.2.5" in proc.stdout and "/caps/manylinux_2_28/g++" in proc.stdout
