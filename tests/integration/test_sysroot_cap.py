@@ -93,3 +93,30 @@ def test_sysroot_command_prints_capped_env(sysroot) -> None:  # type: ignore[no-
     )
     assert proc.returncode == 0, proc.stderr
     assert "pow@GLIBC_2.2.5" in proc.stdout and "/caps/manylinux_2_28/g++" in proc.stdout
+
+
+CUDA_SOURCE = r"""
+#include <cmath>
+#include <cstdio>
+__global__ void k(float* x) { x[threadIdx.x] = powf(x[threadIdx.x], 2.0f) + logf(2.0f); }
+extern "C" double host_mix(double a) { return std::pow(a, 1.5) * std::log(a); }
+int main() { std::printf("%.17g\n", host_mix(3.0)); }
+"""
+
+
+def test_nvcc_with_the_capped_host_compiler(sysroot, toolkit13, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """nvcc preprocesses device code with the host compiler (the header's __CUDA_ARCH__ guard keeps it out) and
+    compiles its own preprocessed host code again (a repeated .symver): the object binds pow/log at GLIBC_2.2.5."""
+    cap = cap_for(sysroot, "2_28")
+    assert cap is not None
+    src = tmp_path / "k.cu"
+    src.write_text(CUDA_SOURCE)
+    exe = tmp_path / "k"
+    cmd = [str(toolkit13.nvcc), "-ccbin", sysroot.env(cap)["CUDAHOSTCXX"], "-O2", "-arch=sm_75", str(src), "-o"]
+    proc = subprocess.run([*cmd, str(exe)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "GLIBC_2.29" not in _glibc_versions(exe)
+    rep = read_elf_file(exe, exe.name, fatbins=False)
+    assert rep is not None
+    pinned = {s for n in rep.version_needs if n.version == "GLIBC_2.2.5" for s in n.symbols}
+    assert {"pow", "log"} <= pinned
