@@ -153,8 +153,8 @@ def run_auditwheel(
     library_dirs: Sequence[Path] = (),
 ) -> Path:
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input.
-    `library_dirs` are searched first for the libraries it bundles (LD_LIBRARY_PATH, which auditwheel's lddtree
-    reads): a sysroot's, so that the copies bundled are the ones the wheel was linked against."""
+    `library_dirs` are searched first for the libraries it bundles (AUDITWHEEL_LD_LIBRARY_PATH, which auditwheel's
+    lddtree reads before LD_LIBRARY_PATH): a sysroot's, so that the copies bundled are the ones the wheel was linked against."""
     cmd = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     if plat:
         cmd += ["--plat", plat]
@@ -162,8 +162,9 @@ def run_auditwheel(
         cmd += ["--exclude", soname]
     cmd.append(str(wheel))
     env = tool_env()
-    if library_dirs:
-        env["LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_dirs), *filter(None, [env.get("LD_LIBRARY_PATH")])])
+    if library_dirs:  # auditwheel's own variable: LD_LIBRARY_PATH would make this Python load the root's glibc
+        old = env.get("AUDITWHEEL_LD_LIBRARY_PATH")
+        env["AUDITWHEEL_LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_dirs), *filter(None, [old])])
     run = run_tool_status(cmd, what=f"auditwheel repair of {shown_as.name}", cwd=cwd, env=env, timeout=3600)
     output = run.output.replace(str(wheel), str(shown_as))
     if run.returncode != 0:
