@@ -240,7 +240,11 @@ def plan_cap(
     target does not allow (`allowed`: the policy's GLIBC versions, "2.28", "2.2.5", ...), the newest allowed version
     the library also defines, when the old version is known to have the same ABI (`_SAME_ABI`). A symbol two
     libraries would pin to different versions is left unpinned (a `.symver` names no library). Pure."""
-    from slimwheel.floor import version_key
+    from slimwheel.floor import split_version, version_key
+
+    def glibc(version: str) -> str | None:  # "2.29" of GLIBC_2.29; None for GLIBC_PRIVATE and other prefixes
+        prefix, number = split_version(version)
+        return number if prefix == "GLIBC" and number[:1].isdigit() else None
 
     pins: dict[str, PinnedSymbol] = {}
     clash: set[str] = set()
@@ -251,12 +255,9 @@ def plan_cap(
             by_symbol.setdefault(d.symbol, []).append(d)
         for symbol, vs in sorted(by_symbol.items()):
             default = next((d.version for d in vs if d.default), None)
-            if default is None or not default.startswith("GLIBC_2.") or default[len("GLIBC_") :] in allowed:
-                continue
-            if symbol == default:  # the absolute symbol that names a version node
-                continue
-            older = [d.version for d in vs if not d.default and d.version.startswith("GLIBC_2.")]
-            older = [v for v in older if v[len("GLIBC_") :] in allowed]
+            if default is None or glibc(default) in (None, *allowed) or symbol == default:
+                continue  # not glibc's, allowed, or the absolute symbol that names a version node
+            older = [d.version for d in vs if not d.default and glibc(d.version) in allowed]
             if not older or symbol not in _SAME_ABI:
                 beyond.append((library, symbol, default))
                 continue
@@ -264,7 +265,7 @@ def plan_cap(
                 library=library,
                 symbol=symbol,
                 default=default,
-                pinned=max(older, key=lambda v: version_key(v[len("GLIBC_") :])),
+                pinned=max(older, key=lambda v: version_key(split_version(v)[1])),
             )
             if symbol in pins and pins[symbol].pinned != pin.pinned:
                 clash.add(symbol)
