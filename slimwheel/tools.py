@@ -154,7 +154,8 @@ def run_auditwheel(
 ) -> Path:
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input.
     `library_dirs` are searched first for the libraries it bundles (AUDITWHEEL_LD_LIBRARY_PATH, which auditwheel's
-    lddtree reads before LD_LIBRARY_PATH): a sysroot's, so that the copies bundled are the ones the wheel was linked against."""
+    lddtree reads before LD_LIBRARY_PATH): a sysroot's, so that the copies bundled are the ones the wheel was
+    linked against."""
     cmd = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     if plat:
         cmd += ["--plat", plat]
