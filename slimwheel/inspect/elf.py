@@ -576,6 +576,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     found.extend(_wrapped_fatbins(data, name, wrappers, found, elf.sections, budget))
     found.sort(key=lambda fb: fb.offset)
     _refuse_overlaps(name, found)
+    _refuse_strict_over_others(name, elf.sections, found)
     linked = {at for at, version in wrappers if version == 2}
     if linked:
         found = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in found]
@@ -613,6 +614,26 @@ def _refuse_overlaps(name: str, found: list[Fatbin]) -> None:
                 f"{name}: fatbin at {b.offset:#x} [{b.section or 'file'}] {how} the fatbin at {a.offset:#x} "
                 f"[{a.section or 'file'}] ({a.size} bytes): no byte may belong to two CUDA modules"
             )
+
+
+def _refuse_strict_over_others(name: str, sections: list[Section], found: list[Fatbin]) -> None:
+    """A fatbin section is read strictly (containers back to back, zeros between): one that lies over bytes of a
+    container another section holds reads only while those bytes happen to be zeros, and an edit of that container
+    (slim) would turn it into a section no reader accepts. `found` is sorted by offset."""
+    starts = [fb.offset for fb in found]
+    for sec in sections:
+        if sec.name not in FATBIN_SECTIONS or sec.type in (_SHT_NULL, _SHT_NOBITS) or not sec.size:
+            continue
+        lo, hi = sec.offset, sec.offset + sec.size
+        i = max(0, bisect.bisect_right(starts, lo) - 1)
+        for fb in found[i:]:
+            if fb.offset >= hi:
+                break
+            if fb.offset + fb.size > lo and fb.section != sec.name:
+                raise BadInputError(
+                    f"{name}: section {sec.name} ({lo:#x}-{hi:#x}) lies over the fatbin at {fb.offset:#x} "
+                    f"[{fb.section or 'file'}] ({fb.size} bytes): no byte may belong to two CUDA modules"
+                )
 
 
 def _wrapped_fatbins(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from helpers.binsynth import elf, fatbin, fatbin_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -215,3 +216,33 @@ def test_no_byte_belongs_to_two_containers(draw: st.DataObject) -> None:
     spans = sorted((fb.offset, fb.offset + fb.size) for fb in r.fatbins)
     assert all(a_end <= b_start for (_a, a_end), (b_start, _b) in itertools.pairwise(spans))
     _slim_elf(bytes(data))
+
+
+def test_a_fatbin_section_over_another_sections_container_is_refused() -> None:
+    """Found by test_no_byte_belongs_to_two_containers, built here directly: a strict .nv_fatbin section lying over
+    zero bytes of the container .data holds read fine, and slim's edit of that container then made a file no reader
+    accepted. The reader refuses it, so slim never writes it."""
+    import struct
+
+    data = bytearray(
+        elf(sections={".nv_fatbin": FB, ".data": b"\x33" * 16 + FB}, needed=("libcudart.so.13",), load_segment=True)
+    )
+    clean = read_elf(bytes(data), "fuzz.so")
+    inner = next(fb for fb in clean.fatbins if fb.section == ".data")
+    zeros = bytes(data).find(b"\0" * 8, inner.offset + 16, inner.offset + inner.size)
+    assert zeros > 0
+    shoff, shnum = struct.unpack_from("<Q", data, 0x28)[0], struct.unpack_from("<H", data, 0x3C)[0]
+    moved = next(i for i in range(1, shnum) if read_section_name(bytes(data), shoff, i) == ".nv_fatbin")
+    struct.pack_into("<QQ", data, shoff + moved * 64 + 0x18, zeros, 8)
+    with pytest.raises(BadInputError, match="lies over the fatbin"):
+        read_elf(bytes(data), "fuzz.so")
+
+
+def read_section_name(data: bytes, shoff: int, i: int) -> str:
+    import struct
+
+    shstrndx = struct.unpack_from("<H", data, 0x3E)[0]
+    str_off = struct.unpack_from("<Q", data, shoff + shstrndx * 64 + 0x18)[0]
+    name_off = struct.unpack_from("<I", data, shoff + i * 64)[0]
+    end = data.index(b"\0", str_off + name_off)
+    return data[str_off + name_off : end].decode()
