@@ -13,6 +13,9 @@ auditwheel's manylinux_2_31 limits. Its .debs are fetched with `apt-get download
   RPATH into `compiler-libs/` (patchelf), so the compiler runs on hosts without them; the host needs glibc >= 2.31
   to run the root's binaries, and its binutils (as, ld) assemble and link.
 - absolute symbolic links inside the root are made relative, so that the linker's sysroot lookups stay inside it.
+- GCC 10 lacks intrinsics that GCC 11 added and current code uses (faiss 1.15's AVX-512 code calls
+  `_mm256_loadu_epi8`): both wrappers include `bin/slimwheel-gcc-compat.h` first, which defines each as the older
+  intrinsic with the same result (`compat_header`).
 
 `slimwheel sysroot` assembles it and prints the environment; `[tool.slimwheel] sysroot = "debian11"` makes `build`
 use it (CC, CXX, CUDAHOSTCXX).
@@ -175,6 +178,43 @@ GLIBC_LIBRARIES = (
     "libanl.so.1",
 )
 CAP_HEADER = "slimwheel-glibc-cap.h"
+COMPAT_HEADER = "slimwheel-gcc-compat.h"
+# x86 intrinsics that GCC 11 added (its avx512*intrin.h, emmintrin.h) and GCC 10's headers lack, each as an older
+# intrinsic with the same result: an unmasked load or store of 8/16/32/64-bit elements is the same bytes as the
+# untyped vector load or store (vmovdqu8 and vmovdqu differ only when masked), and the lowest 32-bit element is the
+# lowest lane's. They are macros, not functions, so the header needs no <immintrin.h> (which every compilation would
+# then pay for) and expands only where the code uses them, after including the intrinsics headers. A project that
+# declares a function of one of these names itself (a fallback of its own for old GCC) must test for the macro first.
+_GCC11_INTRINSICS: tuple[tuple[str, str], ...] = (
+    *((f"_mm_loadu_epi{w}(p)", "_mm_loadu_si128((const __m128i *)(p))") for w in (8, 16, 32, 64)),
+    *((f"_mm256_loadu_epi{w}(p)", "_mm256_loadu_si256((const __m256i *)(p))") for w in (8, 16, 32, 64)),
+    *((f"_mm512_loadu_epi{w}(p)", "_mm512_loadu_si512((const void *)(p))") for w in (8, 16)),
+    *((f"_mm_storeu_epi{w}(p, a)", "_mm_storeu_si128((__m128i *)(p), (a))") for w in (8, 16)),
+    *((f"_mm256_storeu_epi{w}(p, a)", "_mm256_storeu_si256((__m256i *)(p), (a))") for w in (8, 16)),
+    *((f"_mm512_storeu_epi{w}(p, a)", "_mm512_storeu_si512((void *)(p), (a))") for w in (8, 16)),
+    *((f"_mm_load_epi{w}(p)", "_mm_load_si128((const __m128i *)(p))") for w in (32, 64)),
+    *((f"_mm256_load_epi{w}(p)", "_mm256_load_si256((const __m256i *)(p))") for w in (32, 64)),
+    ("_mm_store_epi32(p, a)", "_mm_store_si128((__m128i *)(p), (a))"),
+    ("_mm256_store_epi32(p, a)", "_mm256_store_si256((__m256i *)(p), (a))"),
+    ("_mm256_cvtsi256_si32(a)", "_mm_cvtsi128_si32(_mm256_castsi256_si128(a))"),
+    ("_mm512_cvtsi512_si32(a)", "_mm_cvtsi128_si32(_mm512_castsi512_si128(a))"),
+    (
+        "_mm_loadu_si32(p)",
+        "__extension__({ int __sw_v; __builtin_memcpy(&__sw_v, (p), 4); _mm_cvtsi32_si128(__sw_v); })",
+    ),
+    (
+        "_mm_loadu_si16(p)",
+        "__extension__({ short __sw_v; __builtin_memcpy(&__sw_v, (p), 2); _mm_cvtsi32_si128((unsigned short)__sw_v); })",
+    ),
+    (
+        "_mm_storeu_si32(p, a)",
+        "__extension__({ int __sw_v = _mm_cvtsi128_si32(a); __builtin_memcpy((p), &__sw_v, 4); (void)0; })",
+    ),
+    (
+        "_mm_storeu_si16(p, a)",
+        "__extension__({ short __sw_v = (short)_mm_cvtsi128_si32(a); __builtin_memcpy((p), &__sw_v, 2); (void)0; })",
+    ),
+)
 # Symbols whose older version has the same prototype and results as the default one, so that binding a reference to
 # it is safe; the reason glibc added the new version. Most new versions are not like this: `totalorder` (2.31) and
 # `glob` (2.27) changed their arguments or structures, and code compiled against the new header must not call the
@@ -356,16 +396,49 @@ def spec_for(name: str) -> SysrootSpec:
     return spec
 
 
+def compat_header(spec: SysrootSpec) -> str:
+    """The header both wrappers include first: the intrinsics newer GCCs have and the root's lacks
+    (`_GCC11_INTRINSICS`), each defined only where the root's GCC is older than 11 and the name is not a macro
+    already; left out of device passes and assembler sources, as the cap header is."""
+    lines = [
+        f"/* slimwheel sysroot {spec.name}: what GCC {spec.gcc} lacks of newer GCCs, as older equivalents",
+        "   (written by slimwheel; do not edit). */",
+        "#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 11 \\",
+        "    && !defined(__ASSEMBLER__) && !defined(__CUDA_ARCH__)",
+    ]
+    for call, body in _GCC11_INTRINSICS:
+        name = call.split("(", 1)[0]
+        lines += [f"#ifndef {name}", f"#define {call} {body}", "#endif"]
+    lines.append("#endif")
+    return "\n".join(lines) + "\n"
+
+
 def wrapper_script(root: Path, program: str, spec: SysrootSpec) -> str:
-    """The compiler wrapper: the root's driver with --sysroot, found relative to the wrapper itself (the root may
-    be moved, or carried to another machine)."""
+    """The compiler wrapper: the root's driver with --sysroot and the compat header, found relative to the wrapper
+    itself (the root may be moved, or carried to another machine)."""
     return (
         "#!/bin/sh\n"
         f"# slimwheel sysroot {spec.name}: Debian {spec.suite}'s {program}-{spec.gcc} against its own glibc "
         f"{spec.glibc} and libstdc++\n"
         'root="$(cd "$(dirname "$0")/.." && pwd)"\n'
-        f'exec "$root/usr/bin/x86_64-linux-gnu-{program}-{spec.gcc}" --sysroot="$root" "$@"\n'
+        f'exec "$root/usr/bin/x86_64-linux-gnu-{program}-{spec.gcc}" --sysroot="$root" '
+        f'-include "$root/bin/{COMPAT_HEADER}" "$@"\n'
     )
+
+
+def write_wrappers(root: Path, spec: SysrootSpec) -> None:
+    """`bin/gcc`, `bin/g++` and the compat header, rewritten where their text changed (a root assembled by an
+    earlier slimwheel gets the current ones)."""
+    bindir = root / "bin"
+    bindir.mkdir(exist_ok=True)
+    texts = {COMPAT_HEADER: compat_header(spec)}
+    texts.update({prog: wrapper_script(root, prog, spec) for prog in ("gcc", "g++")})
+    for name, text in texts.items():
+        path = bindir / name
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            write_text_atomic(path, text)
+        if name != COMPAT_HEADER:
+            path.chmod(0o755)
 
 
 def relative_symlinks(root: Path) -> int:
@@ -401,12 +474,10 @@ def ensure_sysroot(name: str, *, env: Mapping[str, str] | None = None, into: Pat
     spec = spec_for(name)
     e = dict(os.environ if env is None else env)
     root = Path(into) if into is not None else cache_dir(e) / "sysroots" / spec.name
-    found = _read_stamp(root, spec)
-    if found is not None:
-        return found
     with file_lock(root.parent / f".{root.name}.lock"):
         found = _read_stamp(root, spec)
         if found is not None:
+            write_wrappers(root, spec)
             return found
         return _assemble(spec, root)
 
@@ -470,11 +541,7 @@ def _assemble(spec: SysrootSpec, root: Path) -> Sysroot:
                 ],
                 what=f"patchelf {prog}",
             )
-        (tree / "bin").mkdir()
-        for prog in ("gcc", "g++"):
-            w = tree / "bin" / prog
-            w.write_text(wrapper_script(tree, prog, spec), encoding="utf-8")
-            w.chmod(0o755)
+        write_wrappers(tree, spec)
         sysroot = Sysroot(spec=spec, root=root, packages=packages)
         stamp = {"schema": STAMP_SCHEMA, **sysroot.to_json()}
         write_text_atomic(tree / STAMP, json.dumps(stamp, indent=2) + "\n")

@@ -11,14 +11,27 @@ import pytest
 from slimwheel.build import host_floor_note
 from slimwheel.config import Config
 from slimwheel.errors import BadInputError
-from slimwheel.toolkit.sysroot import SPECS, load_problems, relative_symlinks, spec_for, wrapper_script
+from slimwheel.toolkit.sysroot import (
+    _GCC11_INTRINSICS,
+    COMPAT_HEADER,
+    SPECS,
+    compat_header,
+    load_problems,
+    relative_symlinks,
+    spec_for,
+    wrapper_script,
+    write_wrappers,
+)
 
 
 def test_wrapper_runs_the_roots_driver_with_its_sysroot_relative_to_itself(tmp_path: Path) -> None:
     text = wrapper_script(tmp_path, "g++", SPECS["debian11"])
     assert text.startswith("#!/bin/sh\n")
     assert 'root="$(cd "$(dirname "$0")/.." && pwd)"' in text
-    assert 'exec "$root/usr/bin/x86_64-linux-gnu-g++-10" --sysroot="$root" "$@"' in text
+    assert (
+        'exec "$root/usr/bin/x86_64-linux-gnu-g++-10" --sysroot="$root" -include "$root/bin/slimwheel-gcc-compat.h" "$@"'
+        in text
+    )
     assert str(tmp_path) not in text  # the root can move
 
 
@@ -122,3 +135,28 @@ def test_plan_cap_picks_newest_allowed_and_skips_clashes() -> None:
         ],
     }
     assert plan_cap(clash, frozenset({"2.2.5", "2.17"}))[0] == ()
+
+
+def test_compat_header_defines_each_missing_intrinsic_once_behind_guards() -> None:
+    text = compat_header(SPECS["debian11"])
+    lines = text.splitlines()
+    guard = lines.index(next(ln for ln in lines if ln.startswith("#if ")))
+    assert "__GNUC__ < 11" in lines[guard] and "__clang__" in lines[guard]
+    assert "__ASSEMBLER__" in lines[guard + 1] and "__CUDA_ARCH__" in lines[guard + 1]
+    assert lines[-1] == "#endif"
+    for call, body in _GCC11_INTRINSICS:
+        name = call.split("(", 1)[0]
+        assert text.count(f"#define {name}(") == 1 and f"#ifndef {name}\n#define {call} {body}\n#endif" in text
+    assert "_mm256_loadu_epi8" in text and "_mm512_loadu_epi16" in text  # what faiss 1.15 uses
+
+
+def test_wrappers_are_rewritten_when_stale(tmp_path: Path) -> None:
+    spec = SPECS["debian11"]
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "g++").write_text('#!/bin/sh\nexec old-g++ "$@"\n')
+    write_wrappers(tmp_path, spec)
+    for prog in ("gcc", "g++"):
+        w = tmp_path / "bin" / prog
+        assert w.read_text() == wrapper_script(tmp_path, prog, spec) and os.access(w, os.X_OK)
+        assert f'-include "$root/bin/{COMPAT_HEADER}"' in w.read_text()
+    assert (tmp_path / "bin" / COMPAT_HEADER).read_text() == compat_header(spec)
