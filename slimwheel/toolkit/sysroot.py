@@ -179,6 +179,12 @@ GLIBC_LIBRARIES = (
 )
 CAP_HEADER = "slimwheel-glibc-cap.h"
 COMPAT_HEADER = "slimwheel-gcc-compat.h"
+# Debian's and Ubuntu's Python headers split pyconfig.h by architecture: /usr/include/python3.12/pyconfig.h includes
+# <x86_64-linux-gnu/python3.12/pyconfig.h>, which a compiler with --sysroot looks for in the root only. This folder of
+# the root holds x86_64-linux-gnu/python3.* links to the host's, and the wrappers search it last (-idirafter), so a
+# build of an extension for the host's own Python finds its pyconfig.h and nothing else of the host's headers.
+HOST_PYTHON_INCLUDE = "host-python-include"
+MULTIARCH = "x86_64-linux-gnu"
 # x86 intrinsics that GCC 11 added (its avx512*intrin.h, emmintrin.h) and GCC 10's headers lack, each as an older
 # intrinsic with the same result: an unmasked load or store of 8/16/32/64-bit elements is the same bytes as the
 # untyped vector load or store (vmovdqu8 and vmovdqu differ only when masked), and the lowest 32-bit element is the
@@ -422,13 +428,35 @@ def wrapper_script(root: Path, program: str, spec: SysrootSpec) -> str:
         f"{spec.glibc} and libstdc++\n"
         'root="$(cd "$(dirname "$0")/.." && pwd)"\n'
         f'exec "$root/usr/bin/x86_64-linux-gnu-{program}-{spec.gcc}" --sysroot="$root" '
-        f'-include "$root/bin/{COMPAT_HEADER}" "$@"\n'
+        f'-include "$root/bin/{COMPAT_HEADER}" -idirafter "$root/{HOST_PYTHON_INCLUDE}" "$@"\n'
     )
+
+
+def link_host_python_includes(root: Path, host_include: Path = Path("/usr/include")) -> list[str]:
+    """`<root>/host-python-include/x86_64-linux-gnu/python3.*`: one link per multiarch Python header folder of this
+    host (`host_include`), stale ones removed; returns their names. Runs where the build runs (every
+    `ensure_sysroot`), since a root is assembled on one machine and may be carried to another."""
+    folder = root / HOST_PYTHON_INCLUDE / MULTIARCH
+    folder.mkdir(parents=True, exist_ok=True)
+    found = {p.name: p for p in sorted((host_include / MULTIARCH).glob("python3*")) if p.is_dir()}
+    for old in folder.iterdir():
+        if old.name not in found and (old.is_symlink() or old.name.startswith(".")):
+            old.unlink()
+    for name, target in found.items():
+        link = folder / name
+        if link.is_symlink() and os.readlink(link) == str(target):
+            continue
+        tmp = folder / f".{name}.tmp"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(target)
+        os.replace(tmp, link)
+    return sorted(found)
 
 
 def write_wrappers(root: Path, spec: SysrootSpec) -> None:
     """`bin/gcc`, `bin/g++` and the compat header, rewritten where their text changed (a root assembled by an
-    earlier slimwheel gets the current ones)."""
+    earlier slimwheel gets the current ones), and the links to this host's multiarch Python headers."""
+    link_host_python_includes(root)
     bindir = root / "bin"
     bindir.mkdir(exist_ok=True)
     texts = {COMPAT_HEADER: compat_header(spec)}

@@ -114,3 +114,27 @@ def test_gcc10_with_compat_header_matches_a_newer_gcc(tmp_path: Path) -> None:
     b = subprocess.run([str(theirs)], capture_output=True, text=True)
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
     assert a.stdout.count("\n") == 12 and a.stdout == b.stdout
+
+
+def test_host_python_headers_found_through_the_root(tmp_path: Path) -> None:
+    """Debian's python3-dev splits pyconfig.h by architecture; with --sysroot the compiler would look for the
+    per-architecture half in the root only (a faiss build for the GPU machine's Ubuntu Python stopped there). The
+    control: the root's driver without the wrapper's search folder fails on the same source."""
+    sysroot = ensure_sysroot("debian11")
+    headers = sorted(Path("/usr/include").glob("python3*/pyconfig.h"))
+    split = [h for h in headers if "x86_64-linux-gnu/python3" in h.read_text(errors="replace")]
+    assert split, "this host (Debian 12 with python3-dev) has a multiarch pyconfig.h"
+    src = tmp_path / "ext.c"
+    src.write_text("#include <Python.h>\nint major(void) { return PY_MAJOR_VERSION; }\n")
+    include = f"-I{split[0].parent}"
+    ok = subprocess.run(
+        [str(sysroot.cc), include, "-c", str(src), "-o", str(tmp_path / "ext.o")], capture_output=True, text=True
+    )
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    bare = sysroot.root / "usr" / "bin" / f"x86_64-linux-gnu-gcc-{sysroot.spec.gcc}"
+    no = subprocess.run(
+        [str(bare), f"--sysroot={sysroot.root}", include, "-c", str(src), "-o", str(tmp_path / "bare.o")],
+        capture_output=True,
+        text=True,
+    )
+    assert no.returncode != 0 and "pyconfig.h" in no.stderr

@@ -16,6 +16,7 @@ from slimwheel.toolkit.sysroot import (
     COMPAT_HEADER,
     SPECS,
     compat_header,
+    link_host_python_includes,
     load_problems,
     relative_symlinks,
     spec_for,
@@ -29,8 +30,8 @@ def test_wrapper_runs_the_roots_driver_with_its_sysroot_relative_to_itself(tmp_p
     assert text.startswith("#!/bin/sh\n")
     assert 'root="$(cd "$(dirname "$0")/.." && pwd)"' in text
     assert (
-        'exec "$root/usr/bin/x86_64-linux-gnu-g++-10" --sysroot="$root" -include "$root/bin/slimwheel-gcc-compat.h" "$@"'
-        in text
+        'exec "$root/usr/bin/x86_64-linux-gnu-g++-10" --sysroot="$root" -include "$root/bin/slimwheel-gcc-compat.h" '
+        '-idirafter "$root/host-python-include" "$@"' in text
     )
     assert str(tmp_path) not in text  # the root can move
 
@@ -160,3 +161,16 @@ def test_wrappers_are_rewritten_when_stale(tmp_path: Path) -> None:
         assert w.read_text() == wrapper_script(tmp_path, prog, spec) and os.access(w, os.X_OK)
         assert f'-include "$root/bin/{COMPAT_HEADER}"' in w.read_text()
     assert (tmp_path / "bin" / COMPAT_HEADER).read_text() == compat_header(spec)
+
+
+def test_host_python_headers_are_linked_and_stale_links_go(tmp_path: Path) -> None:
+    host, root = tmp_path / "usr-include", tmp_path / "root"
+    for v in ("python3.11", "python3.12"):
+        (host / "x86_64-linux-gnu" / v).mkdir(parents=True)
+    (host / "x86_64-linux-gnu" / "openssl").mkdir()  # not a Python: never linked
+    assert link_host_python_includes(root, host) == ["python3.11", "python3.12"]
+    folder = root / "host-python-include" / "x86_64-linux-gnu"
+    assert os.readlink(folder / "python3.12") == str(host / "x86_64-linux-gnu" / "python3.12")
+    (host / "x86_64-linux-gnu" / "python3.11").rmdir()
+    assert link_host_python_includes(root, host) == ["python3.12"]
+    assert sorted(p.name for p in folder.iterdir()) == ["python3.12"]
