@@ -5,7 +5,7 @@ libscipy_openblas.so to its wheel)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from lab.faissbench.profiles import Profile
@@ -33,8 +33,13 @@ def build_settings(
     return settings + [f"cmake.define.{k}={v}" for k, v in defines.items()]
 
 
-def repair_profile(profile: Profile, raw: Path, out_dir: Path, *, cuda: CudaVersion) -> RepairResult:
+def repair_profile(
+    profile: Profile, raw: Path, out_dir: Path, *, cuda: CudaVersion, library_dirs: Sequence[Path] = ()
+) -> RepairResult:
     """slimwheel's repair with the profile's loader setting and the recipe's external libraries (ignored for wheels
-    that do not link them: the upstream profile vendors its OpenBLAS)."""
+    that do not link them: the upstream profile vendors its OpenBLAS). `library_dirs`: a sysroot's, searched first
+    for what is bundled (as `slimwheel build` passes them)."""
     externals = parse_externals(profile.config.external_libs, where=f"{RECIPE_TABLE} external-libs")
-    return repair_wheel(raw, out_dir, cuda=cuda, loader=profile.config.loader, externals=externals)
+    return repair_wheel(
+        raw, out_dir, cuda=cuda, loader=profile.config.loader, externals=externals, library_dirs=library_dirs
+    )

