@@ -15,7 +15,7 @@ from slimwheel.cuda.arch import CC, CCRequest, RequireArch, counted, generation,
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
-from slimwheel.inspect.report import WheelReport, gap_text, module_coverage, nvrtc_targets
+from slimwheel.inspect.report import WheelReport, coverage_detail, gap_text, nvrtc_targets
 from slimwheel.units import mb, mib, parse_size
 
 FailureKind = Literal["budget", "coverage", "dependencies", "record", "platform"] | distcheck.FindingKind
@@ -156,8 +156,9 @@ def check_wheel(
         )
     if policy.require:
         # Judged for the required CCs themselves (they may lie outside the report's table, e.g. 8.8).
-        cov, gap_list = module_coverage(report.elfs, policy.require)
-        gaps = {g.cc: g for g in gap_list}
+        detail = coverage_detail(report.elfs, policy.require)
+        cov = detail.coverage
+        gaps = {g.cc: g for g in detail.gaps}
         missing = list(cov.none)
         if missing:
             names = ", ".join(
@@ -174,10 +175,26 @@ def check_wheel(
                 )
             )
         else:
-            ptx = [str(cc) for cc in cov.ptx_only]
+            # All of a CC's modules through PTX, or only some of them beside SASS (cuFFT ships most of its kernels
+            # as PTX only, its others as SASS): said apart, with how many modules.
+            only = [str(cc) for cc in cov.ptx_only if cc not in gaps]
+            counts: dict[tuple[int, int], list[str]] = {}
+            for cc in cov.ptx_only:
+                if cc in gaps:
+                    counts.setdefault((gaps[cc].fatbins, gaps[cc].total), []).append(str(cc))
+            part = [f"{', '.join(c)}: {n} of {total}" for (n, total), c in counts.items()]
+            said = ([f"{', '.join(only)} only through PTX JIT"] if only else []) + (
+                [f"some modules only through PTX JIT, the others SASS: {'; '.join(part)} modules"] if part else []
+            )
             notes.append(
                 f"all {len(policy.require)} required compute capabilities are served"
-                + (f" ({', '.join(ptx)} only through PTX JIT)" if ptx else "")
+                + (f" ({'; '.join(said)})" if said else "")
+            )
+        for ex in detail.excused:
+            notes.append(
+                f"{ex.cc}: {ex.fatbins} modules of {', '.join(ex.elfs)} carry no code for it beside modules that run "
+                "it natively: per-generation kernels of a library that picks them by GPU (it has arch- or "
+                "family-specific SASS), not judged for this GPU"
             )
     failures.extend(
         Failure(kind=f.kind, message=f.message, exit_code=f.exit_code)

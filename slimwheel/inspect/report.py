@@ -48,11 +48,13 @@ from slimwheel.inspect.wheel import (
 __all__ = [
     "CoverageGap",
     "ElfReport",
+    "Excused",
     "Fatbin",
     "FatbinEntry",
     "FileEntry",
     "TargetTotal",
     "WheelReport",
+    "coverage_detail",
     "coverage_rows",
     "gap_text",
     "inspect_binary",
@@ -95,6 +97,24 @@ class CoverageGap:
     total: int  # fatbins with loadable code
     elfs: tuple[str, ...]  # the ELF files those fatbins are in
     targets: tuple[tuple[str, ...], ...] = ()  # the code those fatbins carry, one tuple of targets per kind of module
+
+
+@dataclass(frozen=True, kw_only=True)
+class Excused:
+    """Modules of one file that carry no code for a CC while other modules of the same file run it natively, in a
+    file that dispatches by GPU (`_dispatches_by_gpu`): per-generation kernels, not judged for this CC."""
+
+    cc: CC
+    fatbins: int
+    elfs: tuple[str, ...]
+    targets: tuple[tuple[str, ...], ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class CoverageDetail:
+    coverage: Coverage
+    gaps: tuple[CoverageGap, ...]
+    excused: tuple[Excused, ...]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,6 +328,16 @@ def _made_for_others(ts: frozenset[Target], cc: CC) -> bool:
     return min(majors) > cc.major or (len(majors) == 1 and cc.major not in majors)
 
 
+def _dispatches_by_gpu(groups: dict[frozenset[Target], int]) -> bool:
+    """Whether a file's modules are per-generation kernels that it picks by the GPU it runs on: some module carries
+    arch- or family-specific SASS (sm_90a, sm_100f, sm_120f), code that only a library choosing kernels per GPU
+    ships (cuBLASLt 13.0: Ada/Blackwell FP8 modules `sm_89 sm_120f compute_120` beside Hopper's `sm_90a` ones; vLLM,
+    FlashAttention). A module of such a file that has no code for a GPU, beside modules that run it natively, is one
+    the library does not launch there. A file without such code (a plain build: every module compiled for one list
+    of targets) is judged module by module: there a module missing a GPU is a gap."""
+    return any(t.kind is Kind.SASS and t.variant is not Variant.PLAIN for ts in groups for t in ts)
+
+
 def nvrtc_targets(record: EmbeddedSources) -> frozenset[Target]:
     """What embedded kernel sources amount to: a cubin for every CC the NVRTC of their CUDA major targets (compiled
     for the exact GPU at first use), and PTX of the newest for GPUs newer than that NVRTC."""
@@ -337,12 +367,24 @@ def alternative_groups(elfs: tuple[ElfReport, ...]) -> dict[str, tuple[str, ...]
 def module_coverage(
     elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
 ) -> tuple[Coverage, tuple[CoverageGap, ...]]:
+    """`coverage_detail` without the excused modules."""
+    d = coverage_detail(elfs, ccs)
+    return d.coverage, d.gaps
+
+
+def _sorted_targets(ts: frozenset[Target]) -> tuple[str, ...]:
+    return tuple(str(t) for t in sorted(ts, key=lambda t: (t.kind is Kind.PTX, t.cc)))
+
+
+def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS) -> CoverageDetail:
     """Per CC, how the wheel serves it: each ELF file only as well as its weakest generic CUDA module, the wheel only
     as well as its weakest file. Of alternatives (`alternative_groups`), which a wheel loads one of, the best
     serving file counts: the wheel serves a GPU when some alternative does.
 
     Within a file, modules plainly made for other GPUs (`_made_for_others`) are not judged for this one, unless the
-    file has nothing else: then it serves the GPU only if one of its modules does.
+    file has nothing else: then it serves the GPU only if one of its modules does. In a file that dispatches by GPU
+    (`_dispatches_by_gpu`), modules with no code at all for a GPU that other modules of the file run natively are
+    not judged either; they are returned as `excused`, so that a report can say so.
     """
     per_elf: dict[str, dict[frozenset[Target], int]] = {}
     alternatives = alternative_groups(elfs)
@@ -358,13 +400,21 @@ def module_coverage(
     total = sum(len(elf.judged_fatbins) + len(elf.nvrtc) for elf in elfs)
     out: dict[str, list[CC]] = {"sass": [], "ptx": [], "none": []}
     gaps = []
+    excused: list[Excused] = []
+    dispatching = {name for name, groups in per_elf.items() if _dispatches_by_gpu(groups)}
     for cc in ccs:
+        left_out: dict[str, dict[frozenset[Target], int]] = {}
         # how -> (fatbins judged that way, the files they are in)
         hows: dict[str, tuple[int, list[str]]] = {}
         sets: dict[str, set[frozenset[Target]]] = {}
         per_file: dict[str, dict[frozenset[Target], tuple[str, int]]] = {}
         for name, groups in per_elf.items():
             generic = {ts: n for ts, n in groups.items() if not _made_for_others(ts, cc)}
+            if name in dispatching and any(served_by(cc, ts)[0] == "sass" for ts in generic):
+                gone = {ts: n for ts, n in generic.items() if served_by(cc, ts)[0] == "none"}
+                if gone:
+                    left_out[name] = gone
+                    generic = {ts: n for ts, n in generic.items() if ts not in gone}
             if generic:
                 per_file[name] = {ts: (served_by(cc, ts)[0], n) for ts, n in generic.items()}
             else:
@@ -386,13 +436,22 @@ def module_coverage(
         out[worst].append(cc)
         if len(hows) > 1:
             count, names = hows[worst]
-            kinds = sorted(
-                tuple(str(t) for t in sorted(ts, key=lambda t: (t.kind is Kind.PTX, t.cc))) for ts in sets[worst]
-            )
+            kinds = sorted(_sorted_targets(ts) for ts in sets[worst])
             gaps.append(
                 CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names), targets=tuple(kinds))
             )
-    return Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"])), tuple(gaps)
+        kept = {name: gone for name, gone in left_out.items() if name in per_file}  # of alternatives, the one judged
+        if kept:
+            excused.append(
+                Excused(
+                    cc=cc,
+                    fatbins=sum(n for gone in kept.values() for n in gone.values()),
+                    elfs=tuple(kept),
+                    targets=tuple(sorted({_sorted_targets(ts) for gone in kept.values() for ts in gone})),
+                )
+            )
+    coverage = Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"]))
+    return CoverageDetail(coverage=coverage, gaps=tuple(gaps), excused=tuple(excused))
 
 
 def _assemble(

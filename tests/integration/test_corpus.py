@@ -132,8 +132,31 @@ def test_bitsandbytes_alternatives_are_stated_one_by_one() -> None:
 
 
 def test_cufft_serves_turing_to_blackwell() -> None:
+    """cuFFT 12.5 ships most of its kernels as PTX only (compute_75 alone: 7,190 modules) and the rest as SASS per
+    architecture: served everywhere, some modules through the JIT. The note says how many, not "only through PTX"."""
     v = verdict("nvidia-cufft")
     assert not failures(v, "coverage"), failures(v, "coverage")
+    (note,) = [n for n in v.notes if "required compute capabilities are served" in n]
+    assert "some modules only through PTX JIT, the others SASS: 7.5: 7190 of 11654" in note, note
+    assert "only through PTX JIT;" not in note and "(7.5, 8.0" not in note
+
+
+def test_cublaslt_per_generation_modules_do_not_fail_hopper_or_blackwell(toolkit13) -> None:  # type: ignore[no-untyped-def]
+    """NVIDIA's cuBLASLt 13.0 (nvidia-cublas 13.0.2.14, the toolkit's copy): FP8 modules for Ada and consumer
+    Blackwell (sm_89 sm_120f compute_120) skip Hopper, which runs its own sm_90a ones. check said 9.0, 10.0, 10.3 and
+    12.0 were served by nothing; it serves them, and says which modules it did not judge."""
+    from slimwheel.cuda.arch import CC
+    from slimwheel.inspect.report import coverage_detail, inspect_binary
+
+    (lib,) = [d / "libcublasLt.so.13" for d in toolkit13.lib_dirs if (d / "libcublasLt.so.13").is_file()]
+    elf = inspect_binary(lib)
+    ccs = tuple(CC.parse(c) for c in ("7.5", "8.0", "8.6", "8.9", "9.0", "10.0", "10.3", "12.0"))
+    d = coverage_detail((elf,), ccs)
+    assert d.coverage.none == (), d.coverage
+    assert {CC(8, 0), CC(8, 9), CC(9, 0), CC(12, 0)} <= set(d.coverage.native)
+    excused = {e.cc: e for e in d.excused}
+    assert ("sm_89", "sm_120f", "compute_120") in excused[CC(9, 0)].targets
+    assert excused[CC(10, 0)].fatbins > 1000  # Ampere-to-Hopper modules beside Blackwell's own
 
 
 def test_curand_passes_and_is_no_copy_of_itself(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
+from helpers.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry
 from helpers.wheelmaker import make_wheel
 
 from slimwheel.check import (
@@ -22,7 +22,8 @@ from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
 from slimwheel.deps import system_policy
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC
+from slimwheel.inspect.report import coverage_detail, inspect_wheel
 
 FB = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
 
@@ -242,9 +243,20 @@ def test_required_ccs_outside_the_known_table_are_judged_too(tmp_path: Path) -> 
     assert [f.kind for f in v.failures] == ["coverage"] and "8.8" in v.failures[0].message
 
 
-def _one_lib(tmp_path: Path, *modules: list[tuple[str, int]]) -> Path:
-    """A wheel with one library holding one fatbin section per module; a module is [(kind, sm), ...]."""
-    blob = b"".join(fatbin([fatbin_entry(kind=k, sm=sm) for k, sm in m]) for m in modules)
+_VARIANT_FLAGS = {"": 0, "a": FLAG_ARCH_SPECIFIC, "f": FLAG_FAMILY_SPECIFIC}
+
+
+def _one_lib(tmp_path: Path, *modules: list[tuple[str, int]] | list[tuple[str, int, str]]) -> Path:
+    """A wheel with one library holding one fatbin section per module; a module is [(kind, sm[, "a"|"f"]), ...]."""
+    blob = b"".join(
+        fatbin(
+            [
+                fatbin_entry(kind=e[0], sm=e[1], flags=FLAG_64BIT_LINUX | _VARIANT_FLAGS[e[2] if len(e) > 2 else ""])
+                for e in m
+            ]
+        )
+        for m in modules
+    )
     return make_wheel(tmp_path, files={"p/lib.so": elf(sections={".nv_fatbin": blob}, needed=("libc.so.6",))})
 
 
@@ -350,3 +362,47 @@ def test_distcheck_findings_through_check(tmp_path: Path, capsys: pytest.Capture
     assert "not stripped: 4.0 KiB of .debug_* sections" in capsys.readouterr().out
     assert main(["check", str(w), "--require-arch", "none", "--release-total"]) == 0
     assert "release total: 1 wheel" in capsys.readouterr().err
+
+
+def test_per_generation_modules_of_a_library_that_dispatches_by_gpu_are_not_judged(tmp_path: Path) -> None:
+    """cuBLASLt 13.0's shape: Hopper's sm_90a modules, Ada/Blackwell FP8 modules that skip Hopper (sm_89 sm_120f
+    compute_120), Ampere-to-Blackwell ones without sm_100 beside Blackwell's own sm_100 ones. It said 9.0 and 10.0
+    were not served (a false failure on NVIDIA's own wheel); the library never launches those modules there."""
+    lib = [
+        [("sass", 90, "a")],
+        [("sass", 89), ("sass", 120, "f"), ("ptx", 120)],
+        [("sass", 80), ("sass", 89), ("sass", 90, "a"), ("sass", 120, "f")],
+        [("sass", 100)],
+        [("sass", 75), ("sass", 80), ("sass", 86), ("sass", 90), ("sass", 100), ("sass", 120), ("ptx", 120)],
+    ]
+    w = _one_lib(tmp_path, *lib)
+    r = inspect_wheel(w)
+    assert {CC(7, 5), CC(8, 0), CC(8, 9), CC(9, 0), CC(10, 0), CC(12, 0)} <= set(r.coverage.native)
+    d = coverage_detail(r.elfs, (CC(9, 0), CC(10, 0)))
+    by_cc = {e.cc: e for e in d.excused}
+    assert by_cc[CC(9, 0)].fatbins == 1 and by_cc[CC(9, 0)].targets == (("sm_89", "sm_120f", "compute_120"),)
+    assert by_cc[CC(10, 0)].fatbins == 2  # the sm_90a-only module is for an older GPU alone: _made_for_others
+    v = verdict(w, require_arch="7.5-12.0")
+    assert v.ok, v.failures
+    assert any("9.0: 1 modules of p/lib.so carry no code for it" in n for n in v.notes)
+
+
+def test_a_plain_build_missing_a_gpu_in_some_modules_is_still_a_gap(tmp_path: Path) -> None:
+    """The control: the same module shapes without arch- or family-specific code (a project's own build, where one
+    target was compiled for fewer GPUs) still fail for the GPU those modules skip."""
+    w = _one_lib(
+        tmp_path,
+        [("sass", 89), ("sass", 120), ("ptx", 120)],
+        [("sass", 75), ("sass", 80), ("sass", 90), ("sass", 100), ("sass", 120), ("ptx", 120)],
+    )
+    r = inspect_wheel(w)
+    assert CC(9, 0) in r.coverage.none and coverage_detail(r.elfs, (CC(9, 0),)).excused == ()
+    v = verdict(w, require_arch="9.0")
+    assert [f.kind for f in v.failures] == ["coverage"]
+
+
+def test_a_dispatching_file_with_no_native_module_for_a_gpu_is_judged(tmp_path: Path) -> None:
+    """Arch-specific code alone excuses nothing: with no module running 9.0 natively, the skipping module counts."""
+    w = _one_lib(tmp_path, [("sass", 89), ("sass", 120, "f")], [("sass", 100, "a")], [("sass", 80), ("ptx", 80)])
+    r = inspect_wheel(w)
+    assert CC(9, 0) in r.coverage.none
