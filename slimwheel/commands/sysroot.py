@@ -59,5 +59,10 @@ def command(name: str, into: Path | None, fmt: str, manylinux: str) -> None:
             f"# capped at {cap.policy}: {pinned}; {len(cap.beyond)} newer glibc symbols have no older version of "
             f"the same ABI (check --manylinux {cap.policy.removeprefix('manylinux_')} names any a wheel uses)"
         )
+        if cap.glibcxx_shims:
+            click.echo(
+                f"# g++ links define libstdc++'s GLIBCXX_{', GLIBCXX_'.join(cap.glibcxx_shims)} string-stream "
+                "constructors inside each module (hidden), which the target's libstdc++ lacks"
+            )
     for k, v in s.env(cap).items():
         click.echo(f"export {k}={shlex.quote(v)}")

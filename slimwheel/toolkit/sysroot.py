@@ -238,6 +238,62 @@ _SAME_ABI: dict[str, str] = {
 }
 
 
+# libstdc++ symbols newer than a target's GLIBCXX that the root's own headers define (members of class templates
+# that libstdc++ instantiates for char and wchar_t and declares `extern template`), by the GLIBCXX version that added
+# them: an archive instantiated from those headers defines them inside the module, hidden, so the module needs them
+# of no libstdc++.so (what gcc-toolset's libstdc++_nonshared.a does for its newer compiler). GCC 9 made the string
+# streams' default constructors separate (P0935): `std::stringstream ss;` compiled with GCC 9+ headers binds
+# basic_stringstream() @GLIBCXX_3.4.26, which RHEL 8's libstdc++ (3.4.25) lacks; faiss 1.15 uses it. Each is the
+# explicit instantiation of one member, both ABIs; no class with static data is instantiated whole (the old ABI's
+# basic_string keeps an empty-string representation whose address must stay libstdc++'s own).
+_STREAMS = ("basic_stringbuf", "basic_istringstream", "basic_ostringstream", "basic_stringstream")
+GLIBCXX_SHIM_ARCHIVE = "libslimwheel-glibcxx.a"
+_GLIBCXX_SHIMS: dict[str, tuple[str, ...]] = {
+    "3.4.26": tuple(f"template {c}<{ch}>::{c}();" for c in _STREAMS for ch in ("char", "wchar_t")),
+}
+
+
+def _mangled_stream_ctors(cxx11: bool) -> tuple[str, ...]:
+    """The symbols `_GLIBCXX_SHIMS["3.4.26"]` defines in one ABI: C1 and C2 of each default constructor."""
+    names = []
+    for c in _STREAMS:
+        for ch in ("c", "w"):
+            cls = f"{len(c)}{c}I{ch}St11char_traitsI{ch}ESaI{ch}EE"
+            scope = f"St7__cxx11{cls}" if cxx11 else f"St{cls}"
+            names += [f"_ZN{scope}C{k}Ev" for k in (1, 2)]
+    return tuple(names)
+
+
+GLIBCXX_SHIM_SYMBOLS: dict[str, tuple[str, ...]] = {
+    "3.4.26": _mangled_stream_ctors(True) + _mangled_stream_ctors(False),
+}
+
+
+def shim_versions(allowed: frozenset[str]) -> tuple[str, ...]:
+    """The GLIBCXX versions of `_GLIBCXX_SHIMS` that a target's allowed GLIBCXX versions ("3.4.24", ...) lack."""
+    return tuple(v for v in _GLIBCXX_SHIMS if v not in allowed)
+
+
+def glibcxx_shim_source(versions: Sequence[str], *, cxx11: bool) -> str:
+    """One translation unit of the shim archive: the members of `versions`, in the new (cxx11) or the old ABI."""
+    lines = [
+        "/* slimwheel: libstdc++ members newer than the target's GLIBCXX, instantiated from the root's own headers so",
+        "   that modules define them (hidden) instead of needing them of libstdc++.so (generated; do not edit). */",
+        f"#define _GLIBCXX_USE_CXX11_ABI {1 if cxx11 else 0}",
+        "#include <sstream>",
+        "namespace std _GLIBCXX_VISIBILITY(default) {",
+        "_GLIBCXX_BEGIN_NAMESPACE_VERSION",
+    ]
+    if cxx11:
+        lines.append("_GLIBCXX_BEGIN_NAMESPACE_CXX11")
+    for v in versions:
+        lines += [f"/* GLIBCXX_{v} */", *_GLIBCXX_SHIMS[v]]
+    if cxx11:
+        lines.append("_GLIBCXX_END_NAMESPACE_CXX11")
+    lines += ["_GLIBCXX_END_NAMESPACE_VERSION", "}"]
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True, kw_only=True)
 class PinnedSymbol:
     library: str
@@ -262,6 +318,7 @@ class GlibcCap:
     folder: Path  # holds gcc, g++ and the header
     pinned: tuple[PinnedSymbol, ...]
     beyond: tuple[tuple[str, str, str], ...]  # (library, symbol, default version) that cannot be pinned
+    glibcxx_shims: tuple[str, ...] = ()  # GLIBCXX versions whose members the link archive defines (_GLIBCXX_SHIMS)
 
     @property
     def header(self) -> Path:
@@ -276,6 +333,7 @@ class GlibcCap:
                 for p in self.pinned
             ],
             "beyond": len(self.beyond),
+            "glibcxx_shims": list(self.glibcxx_shims),
         }
 
 
@@ -336,13 +394,48 @@ def cap_header(policy: str, spec: SysrootSpec, pinned: Sequence[PinnedSymbol]) -
     return "\n".join(lines) + "\n"
 
 
-def cap_wrapper(program: str, spec: SysrootSpec, policy: str) -> str:
-    return (
+def cap_wrapper(program: str, spec: SysrootSpec, policy: str, *, shim: bool = False) -> str:
+    """The capped driver: the root's with the cap header included first; with `shim` (g++ only), a link (an `-o`
+    output and no -c/-S/-E/-M) also takes the shim archive, after the inputs and before the driver's own -lstdc++,
+    its symbols hidden (--exclude-libs) so the module does not export them."""
+    head = (
         "#!/bin/sh\n"
         f"# slimwheel sysroot {spec.name} capped at {policy}: the root's {program} with {CAP_HEADER} included first\n"
         'here="$(cd "$(dirname "$0")" && pwd)"\n'
-        f'exec "$here/../../bin/{program}" -include "$here/{CAP_HEADER}" "$@"\n'
     )
+    run = f'exec "$here/../../bin/{program}" -include "$here/{CAP_HEADER}" "$@"'
+    if not shim:
+        return head + run + "\n"
+    return (
+        head + "link=0\n"
+        'for a in "$@"; do\n'
+        '  case "$a" in\n'
+        "    -c|-S|-E|-M|-MM|-fsyntax-only) link=0; break ;;\n"
+        "    -o|-o*) link=1 ;;\n"
+        "  esac\n"
+        "done\n"
+        'if [ "$link" = 1 ]; then\n'
+        f'  {run} -Wl,--exclude-libs,{GLIBCXX_SHIM_ARCHIVE} "$here/{GLIBCXX_SHIM_ARCHIVE}"\n'
+        "fi\n" + run + "\n"
+    )
+
+
+def _build_shim_archive(sysroot: Sysroot, versions: Sequence[str], archive: Path) -> None:
+    """Compile the shim's two translation units with the root's own g++ and archive them (the host's ar)."""
+    with temp_sibling(archive, directory=True) as tmp:
+        objects = []
+        for cxx11 in (True, False):
+            src = tmp / f"glibcxx-shim-{'cxx11' if cxx11 else 'old'}.cpp"
+            src.write_text(glibcxx_shim_source(versions, cxx11=cxx11), encoding="utf-8")
+            obj = src.with_suffix(".o")
+            run_tool(
+                [str(sysroot.cxx), "-O2", "-fPIC", "-std=gnu++17", "-c", str(src), "-o", str(obj)],
+                what=f"compile the libstdc++ shim ({src.name})",
+            )
+            objects.append(str(obj))
+        out = tmp / archive.name
+        run_tool(["ar", "rcs", str(out), *objects], what=f"ar {archive.name}")
+        os.replace(out, archive)
 
 
 def ensure_cap(sysroot: Sysroot, policy: str) -> GlibcCap:
@@ -363,18 +456,32 @@ def ensure_cap(sysroot: Sysroot, policy: str) -> GlibcCap:
     if "libc.so.6" not in definitions:
         raise ToolError(f"sysroot {sysroot.spec.name} at {sysroot.root} has no {libdir / 'libc.so.6'}")
     pinned, beyond = plan_cap(definitions, frozenset(allowed))
+    shims = shim_versions(frozenset(target.versions.get("x86_64", {}).get("GLIBCXX", frozenset())))
     folder = sysroot.root / "caps" / target.name
     texts = {CAP_HEADER: cap_header(target.name, sysroot.spec, pinned)}
-    texts.update({prog: cap_wrapper(prog, sysroot.spec, target.name) for prog in ("gcc", "g++")})
+    texts.update(
+        {
+            prog: cap_wrapper(prog, sysroot.spec, target.name, shim=bool(shims) and prog == "g++")
+            for prog in ("gcc", "g++")
+        }
+    )
     with file_lock(sysroot.root / "caps" / f".{target.name}.lock"):
         folder.mkdir(parents=True, exist_ok=True)
+        if shims:
+            # Rebuilt when its sources change (a stamp of them beside it).
+            stamp_text = "".join(glibcxx_shim_source(shims, cxx11=c) for c in (True, False))
+            stamp = folder / f"{GLIBCXX_SHIM_ARCHIVE}.src"
+            archive = folder / GLIBCXX_SHIM_ARCHIVE
+            if not archive.is_file() or not stamp.is_file() or stamp.read_text(encoding="utf-8") != stamp_text:
+                _build_shim_archive(sysroot, shims, archive)
+                write_text_atomic(stamp, stamp_text)
         for name, text in texts.items():
             path = folder / name
             if not path.is_file() or path.read_text(encoding="utf-8") != text:
                 write_text_atomic(path, text)
             if name != CAP_HEADER:
                 path.chmod(0o755)
-    return GlibcCap(policy=target.name, folder=folder, pinned=pinned, beyond=beyond)
+    return GlibcCap(policy=target.name, folder=folder, pinned=pinned, beyond=beyond, glibcxx_shims=shims)
 
 
 def cap_for(sysroot: Sysroot, manylinux: str) -> GlibcCap | None:

@@ -14,11 +14,14 @@ from slimwheel.errors import BadInputError
 from slimwheel.toolkit.sysroot import (
     _GCC11_INTRINSICS,
     COMPAT_HEADER,
+    GLIBCXX_SHIM_SYMBOLS,
     SPECS,
     compat_header,
+    glibcxx_shim_source,
     link_host_python_includes,
     load_problems,
     relative_symlinks,
+    shim_versions,
     spec_for,
     wrapper_script,
     write_wrappers,
@@ -174,3 +177,17 @@ def test_host_python_headers_are_linked_and_stale_links_go(tmp_path: Path) -> No
     (host / "x86_64-linux-gnu" / "python3.11").rmdir()
     assert link_host_python_includes(root, host) == ["python3.12"]
     assert sorted(p.name for p in folder.iterdir()) == ["python3.12"]
+
+
+def test_shim_versions_and_mangled_names() -> None:
+    assert shim_versions(frozenset({"3.4.24", "3.4.25"})) == ("3.4.26",)
+    assert shim_versions(frozenset({"3.4.26", "3.4.28"})) == ()
+    names = GLIBCXX_SHIM_SYMBOLS["3.4.26"]
+    assert len(names) == 4 * 2 * 2 * 2 == len(set(names))  # 4 classes, char/wchar_t, C1/C2, two ABIs
+    assert "_ZNSt7__cxx1118basic_stringstreamIcSt11char_traitsIcESaIcEEC1Ev" in names
+    assert "_ZNSt15basic_stringbufIwSt11char_traitsIwESaIwEEC2Ev" in names
+    src = glibcxx_shim_source(("3.4.26",), cxx11=True)
+    assert (
+        "#define _GLIBCXX_USE_CXX11_ABI 1" in src and "template basic_stringstream<char>::basic_stringstream();" in src
+    )
+    assert "_GLIBCXX_BEGIN_NAMESPACE_CXX11" not in glibcxx_shim_source(("3.4.26",), cxx11=False)
