@@ -3,6 +3,7 @@
 
     python lab/bench/floor_route.py [--faiss-src TARBALL] [--pypi-faiss WHEEL] [--out lab/results/floor-route.json]
     python lab/bench/floor_route.py --table lab/results/floor-route.json     # the README lines, from the JSON
+    python lab/bench/floor_route.py --judge-release WHEEL --name TEXT        # add one release wheel to the JSON
 
 Routes for examples/knn (one target, 7.5, so each build takes ~30 s on 2 cores): `host` (this machine's GCC and
 glibc) and `sysroot-debian11` (`[tool.slimwheel] sysroot = "debian11"`). For each: build seconds, the tag repair
@@ -272,6 +273,44 @@ def faiss_probe(src: Path, sysroot: Any, toolkit_root: Path, work: Path) -> dict
     return out
 
 
+def installed_probe(wheel: Path, beside: list[Path], nvidia: Path, sysroot: Any) -> dict[str, list[str]]:
+    """Debian 11's loader on every ELF file of `wheel` as installed: the wheel and `beside` (its requirements' wheels,
+    scipy-openblas32) unpacked into one site-packages, `nvidia/` linked to the CUDA 13.0 toolkit's nvidia-* wheels,
+    so that each file's own RPATH ($ORIGIN/../nvidia/cu13/lib, $ORIGIN/../scipy_openblas32/lib) finds them."""
+    with tempfile.TemporaryDirectory(prefix="installed-") as d:
+        site = Path(d)
+        for w in [wheel, *beside]:
+            with zipfile.ZipFile(w) as z:
+                z.extractall(site)
+        (site / "nvidia").symlink_to(nvidia)
+        with zipfile.ZipFile(wheel) as z:
+            names = [n for n in z.namelist() if ".so" in n.rsplit("/", 1)[-1]]
+        return {n: sysroot.load_probe(site / n) for n in sorted(names) if read_elf_file(site / n, n, fatbins=False)}
+
+
+def judge_release(wheel: Path, name: str, release_check: str, beside: list[Path]) -> dict[str, Any]:
+    """judge_wheel for one release wheel, probed as installed beside its requirements (`installed_probe`), and the
+    release's own check, verbatim."""
+    from slimwheel.toolkit import ensure_toolkit
+
+    tk = ensure_toolkit("13.0")
+    sysroot = ensure_sysroot("debian11")
+    out = {"name": name, **judge_wheel(wheel, sysroot, [Path(d) for d in tk.lib_dirs])}
+    nvidia = tk.root / "site" / "nvidia"  # the toolkit's nvidia-* wheels, installed as pip lays them out
+    if not (nvidia / "cu13" / "lib").is_dir():
+        raise SystemExit(f"{nvidia}/cu13/lib missing: the CUDA 13.0 toolkit of this machine is not from PyPI wheels")
+    out["debian11_load_probe"] = installed_probe(wheel, beside, nvidia, sysroot)
+    out["debian11_load_probe_beside"] = [w.name for w in beside]
+    cmd = [*CLI, "check", *release_check.split(), str(wheel)]
+    chk = _run(cmd)
+    out["release_check"] = {
+        "command": "slimwheel check " + release_check + " " + wheel.name,
+        "rc": chk.returncode,
+        "output": chk.stdout.splitlines() + chk.stderr.splitlines(),
+    }
+    return out
+
+
 def measure(a: argparse.Namespace) -> dict[str, Any]:
     from slimwheel.toolkit import ensure_toolkit
 
@@ -333,6 +372,9 @@ def table(data: dict[str, Any]) -> str:
     ours = data.get("ours_faiss")
     if ours:
         rows.append(line(ours["name"], ours["tag"]))
+    release = data.get("release_faiss")
+    if release:
+        rows.append(line(release["name"], release["auditwheel_show"]))
     probe = data.get("faiss_sysroot_probe")
     if probe and probe.get("floor"):
         rows.append(
@@ -356,9 +398,39 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, default=REPO / "lab" / "results" / "floor-route.json")
     ap.add_argument("--table", type=Path, help="print the README lines from this JSON and exit")
+    ap.add_argument(
+        "--judge-release",
+        type=Path,
+        metavar="WHEEL",
+        help="judge one release wheel (auditwheel show, check --manylinux, Debian 11 load probe, the release check) "
+        "and add it to --out as release_faiss, leaving the rest of the JSON as it is",
+    )
+    ap.add_argument("--name", default="", help="with --judge-release: the table's name for the wheel")
+    ap.add_argument(
+        "--beside",
+        type=Path,
+        nargs="*",
+        default=[],
+        help="with --judge-release: wheels its requirements install (scipy-openblas32), unpacked beside it",
+    )
+    ap.add_argument(
+        "--release-check",
+        default="--budget 60MiB --require-arch 7.5-12.0 --manylinux 2_28",
+        help="with --judge-release: the check options of the release",
+    )
     a = ap.parse_args()
     if a.table:
         print(table(json.loads(a.table.read_text())))
+        return
+    if a.judge_release:
+        data = json.loads(a.out.read_text())
+        data["release_faiss"] = judge_release(
+            a.judge_release, a.name or a.judge_release.name, a.release_check, a.beside
+        )
+        tmp = a.out.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2) + "\n")
+        tmp.replace(a.out)
+        print(json.dumps(data["release_faiss"], indent=2))
         return
     data = measure(a)
     if a.ours_faiss:
