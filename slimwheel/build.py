@@ -185,6 +185,8 @@ def prepare(
                 box["detail"] = f"{sr.spec.name} at {sr.root}: GCC {sr.spec.gcc}, glibc {sr.spec.glibc}"
                 if cap is not None:
                     box["detail"] += f"; glibc symbols capped at {cap.policy} ({len(cap.pinned)} pinned)"
+                    if cap.glibcxx_shims:
+                        box["detail"] += f", GLIBCXX_{', GLIBCXX_'.join(cap.glibcxx_shims)} members linked in"
     floor_note = host_floor_note(cfg)
     if floor_note:
         log.warning("%s", floor_note)
