@@ -93,6 +93,11 @@ CORPUS: tuple[CorpusWheel, ...] = (
         filename="nvidia_curand-10.4.0.35-py3-none-manylinux_2_27_x86_64.whl",
         why="an NVIDIA library wheel of CUDA 13",
     ),
+    CorpusWheel(
+        requirement="nvidia-cudnn-cu13==9.28.1.4",
+        filename="nvidia_cudnn_cu13-9.28.1.4-py3-none-manylinux_2_27_x86_64.whl",
+        why="per-generation kernels (sm_90a, sm_100f ...) picked by GPU: 9.0-12.0 once said unserved",
+    ),
 )
 CUOBJDUMP = CorpusWheel(
     requirement="nvidia-cuda-cuobjdump==13.5.37",

@@ -141,6 +141,16 @@ def test_cufft_serves_turing_to_blackwell() -> None:
     assert "only through PTX JIT;" not in note and "(7.5, 8.0" not in note
 
 
+def test_cudnn_serves_turing_to_blackwell_and_names_what_it_did_not_judge() -> None:
+    """cuDNN 9.28's precompiled engines: modules per GPU generation (arch- and family-specific SASS). check said 9.0
+    and newer were not served."""
+    v = verdict("nvidia-cudnn-cu13")
+    assert not failures(v, "coverage"), failures(v, "coverage")
+    excused = [n for n in v.notes if "carry no code for it beside modules that run it natively" in n]
+    assert {n.split(":")[0] for n in excused} >= {"9.0", "10.0", "12.0"}
+    assert all("libcudnn_engines_precompiled.so.9" in n for n in excused)
+
+
 def test_cublaslt_per_generation_modules_do_not_fail_hopper_or_blackwell(toolkit13) -> None:  # type: ignore[no-untyped-def]
     """NVIDIA's cuBLASLt 13.0 (nvidia-cublas 13.0.2.14, the toolkit's copy): FP8 modules for Ada and consumer
     Blackwell (sm_89 sm_120f compute_120) skip Hopper, which runs its own sm_90a ones. check said 9.0, 10.0, 10.3 and
