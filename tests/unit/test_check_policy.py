@@ -224,6 +224,14 @@ def test_coverage_is_the_weakest_modules(tmp_path: Path) -> None:
     assert CC(9, 0) in r.coverage.ptx_only and [str(t) for t in r.targets] == ["sm_80", "sm_90", "compute_80"]
     (gap,) = [g for g in r.coverage_gaps if g.cc == CC(9, 0)]
     assert (gap.how, gap.fatbins, gap.total, gap.elfs) == ("ptx", 1, 2, ("p/b.so",))
+    # Some modules by PTX beside SASS for the others is said so, with counts; all of them by PTX is "only through".
+    v = verdict(w, require_arch="9.0")
+    assert v.ok and any(
+        "(some modules only through PTX JIT, the others SASS: 9.0: 1 of 2 modules)" in n for n in v.notes
+    )
+    only = make_wheel(tmp_path / "o", files={"p/b.so": partial})
+    v = verdict(only, require_arch="9.0")
+    assert v.ok and any("(9.0 only through PTX JIT)" in n for n in v.notes), v.notes
     no_ptx = make_wheel(
         tmp_path / "n",
         files={
