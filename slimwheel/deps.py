@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from packaging.markers import Marker
-from packaging.requirements import InvalidRequirement, Requirement
+from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -37,6 +37,7 @@ from slimwheel.errors import BadInputError
 from slimwheel.external import folder_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.rpath import describe, origin_target, resolve_entries
+from slimwheel.wheelfile import parse_requirements
 
 # Components whose nvidia-* wheel version follows the CUDA release (nvidia-cuda-runtime 13.5.x ships with CUDA 13.5).
 # cuBLAS did up to CUDA 12 (nvidia-cublas-cu12 12.4.5 with CUDA 12.4), no longer on CUDA 13: cuda-toolkit 13.0.2 ships
@@ -331,16 +332,6 @@ def _holds(marker: Marker, envs: list[dict[str, str]]) -> tuple[bool, bool]:
     return all(results), any(results)
 
 
-def parse_requirements(requires: Iterable[str]) -> tuple[list[Requirement], list[str]]:
-    out, bad = [], []
-    for r in requires:
-        try:
-            out.append(Requirement(r))
-        except InvalidRequirement:
-            bad.append(r)
-    return out, bad
-
-
 _EXTRA_RE = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 
 
@@ -510,6 +501,30 @@ def _extra_provider(cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> tup
     return None
 
 
+def _torch_provider(
+    cands: list[cudalibs.RuntimeLib], reqs: Requirements, *, alternative: bool
+) -> tuple[Requirement, tuple[str, ...], str] | None:
+    """(the torch requirement, the PyPI torch releases that provide the library, the package) when the wheel requires
+    torch and torch's own requirements install one of `cands` (slimwheel.torchext's table of PyPI releases and their
+    nvidia-* pins): `import torch` loads those libraries, and the dynamic loader takes a library of that SONAME that is
+    already loaded. Every admitted release must provide it, except for a per-CUDA alternative, which the project
+    loads only for the CUDA it finds (bitsandbytes loads libbitsandbytes_cuda128.so under a torch of CUDA 12.8): there
+    one release suffices. None when torch is not required or no admitted release installs the library."""
+    from slimwheel import torchext
+
+    req = reqs.first("torch")
+    if req is None:
+        return None
+    minors = set(torchext.admitted_minors(req.specifier))
+    releases = [r for r in torchext.pypi_releases() if r.minor in minors]
+    packages = {lib.package for lib in cands}
+    providing = [r for r in releases if packages & set(r.pins)]
+    if not providing or (not alternative and len(providing) < len(releases)):
+        return None
+    package = next(p for p in providing[0].pins if p in packages)
+    return req, tuple(r.version for r in providing), package
+
+
 def _cuda_library_problem(
     info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements
 ) -> str | None:
@@ -593,15 +608,19 @@ def dependency_problems(
             )
     inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
     from_extras: dict[tuple[str, str], tuple[Requirement, list[str]]] = {}  # (extra, soname) -> (req, files)
+    # soname -> (torch requirement, providing releases, package, files)
+    from_torch: dict[str, tuple[Requirement, tuple[str, ...], str, list[str]]] = {}
+    alts = alt_model.alternatives(info.path for info in elfs)
 
     def judge(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> str | None:
         problem = _cuda_library_problem(info, soname, cands, reqs)
         if problem is not None and (got := _extra_provider(cands, reqs)) is not None:
             from_extras.setdefault((got[0], soname), (got[1], []))[1].append(info.path)
             return None
+        if problem is not None and (t := _torch_provider(cands, reqs, alternative=info.path in alts)) is not None:
+            from_torch.setdefault(soname, (t[0], t[1], t[2], []))[3].append(info.path)
+            return None
         return problem
-
-    alts = alt_model.alternatives(info.path for info in elfs)
 
     def judge_file(info: ElfInfo) -> None:
         major = alts[info.path].major if info.path in alts else cuda_major  # an alternative has its own
@@ -667,6 +686,13 @@ def dependency_problems(
         for (extra, soname), (req, fs) in from_extras.items()
     )
     notes += extra_notes(provisions, name=name)
+    for soname, (req, versions, package, paths) in from_torch.items():
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        notes.append(
+            f"{shown} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist '{req}' does: "
+            f"torch {', '.join(versions)} from PyPI require(s) {package} and load it at `import torch`, and the "
+            "loader uses that copy when torch is imported before these libraries are loaded"
+        )
     return DependencyVerdict(problems=tuple(problems), notes=tuple(notes), from_extras=provisions)
 
 

@@ -338,7 +338,7 @@ def _pin_conflicts(rel: PypiRelease, requires: Sequence[str]) -> list[str]:
 
 
 def _parse(requires: Sequence[str]) -> list[Requirement]:
-    from slimwheel.deps import parse_requirements  # deps sits on inspect; torchext is called from deps' users
+    from slimwheel.wheelfile import parse_requirements
 
     return parse_requirements(requires)[0]
 

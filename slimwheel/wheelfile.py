@@ -21,7 +21,7 @@ import os
 import stat
 import time
 import zipfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -358,3 +358,14 @@ def _intersect(have: Requirement, want: Requirement) -> Requirement:
     extras = sorted(have.extras | want.extras)
     spec = have.specifier & SpecifierSet(",".join(str(s) for s in new_clauses))
     return Requirement(f"{have.name}{'[' + ','.join(extras) + ']' if extras else ''}{spec}")
+
+
+def parse_requirements(requires: Iterable[str]) -> tuple[list[Requirement], list[str]]:
+    """Requires-Dist lines parsed (packaging), and the ones that do not parse."""
+    out, bad = [], []
+    for r in requires:
+        try:
+            out.append(Requirement(r))
+        except InvalidRequirement:
+            bad.append(r)
+    return out, bad

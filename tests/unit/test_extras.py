@@ -59,3 +59,29 @@ def test_a_folder_is_tied_to_the_project_without_its_cuda_suffix() -> None:
     info = ElfInfo(path="pkg/_x.so", soname=None, needed=("libfoo.so.1",), rpath=(), runpath=("$ORIGIN/../foo/lib",))
     v = dependency_problems([info], cuda_major=None, requires=["foo-cu13>=1"], tags=TAGS)
     assert v.problems == () and any("foo/lib" in n for n in v.notes)
+
+
+def test_cuda_libraries_torchs_requirements_install_are_a_note_when_every_admitted_torch_has_them() -> None:
+    """A torch extension that needs libcudart.so.12 and requires torch: PyPI's torch 2.9 and 2.10 (CUDA 12.8) require
+    nvidia-cuda-runtime-cu12 and load it at import; torch 2.11 is CUDA 13, so a requirement admitting it does not."""
+    ext = [_elf("ext/_C.so", "libcudart.so.12", "libcublas.so.12")]
+    v = dependency_problems(ext, cuda_major=12, requires=["torch>=2.9,<2.11"], tags=TAGS)
+    assert v.problems == ()
+    (cudart,) = [n for n in v.notes if "libcudart.so.12" in n]
+    assert "torch 2.9.1, 2.10.0 from PyPI require(s) nvidia-cuda-runtime-cu12" in cudart
+    v = dependency_problems(ext, cuda_major=12, requires=["torch>=2.9"], tags=TAGS)
+    assert any("libcudart.so.12" in p for p in v.problems)  # pip may install torch 2.11, which brings CUDA 13
+    v = dependency_problems(ext, cuda_major=12, requires=[], tags=TAGS)
+    assert any("libcudart.so.12" in p for p in v.problems)  # the control: no torch, no provider
+
+
+def test_a_per_cuda_alternative_needs_one_admitted_torch_of_its_major() -> None:
+    """bitsandbytes' shape: one library per CUDA version, loaded for the CUDA torch brings."""
+    alts = [
+        _elf("bnb/libbnb_cuda128.so", "libcudart.so.12"),
+        _elf("bnb/libbnb_cuda130.so", "libcudart.so.13"),
+        _elf("bnb/libbnb_cuda118.so", "libcudart.so.11.0"),
+    ]
+    v = dependency_problems(alts, cuda_major=None, requires=["torch>=2.4,<3"], tags=TAGS)
+    assert [p for p in v.problems if "cuda118" in p] and not [p for p in v.problems if "cuda128" in p or "cuda130" in p]
+    assert any("libcudart.so.13" in n and "torch 2.11.0" in n for n in v.notes)
