@@ -372,9 +372,8 @@ def table(data: dict[str, Any]) -> str:
     ours = data.get("ours_faiss")
     if ours:
         rows.append(line(ours["name"], ours["tag"]))
-    release = data.get("release_faiss")
-    if release:
-        rows.append(line(release["name"], release["auditwheel_show"]))
+    for judged in data.get("judged", {}).values():  # --judge-release, in the order they were added
+        rows.append(line(judged["name"], judged["auditwheel_show"]))
     probe = data.get("faiss_sysroot_probe")
     if probe and probe.get("floor"):
         rows.append(
@@ -403,7 +402,7 @@ def main() -> None:
         type=Path,
         metavar="WHEEL",
         help="judge one release wheel (auditwheel show, check --manylinux, Debian 11 load probe, the release check) "
-        "and add it to --out as release_faiss, leaving the rest of the JSON as it is",
+        "and add it to --out under judged/<name>, leaving the rest of the JSON as it is",
     )
     ap.add_argument("--name", default="", help="with --judge-release: the table's name for the wheel")
     ap.add_argument(
@@ -424,13 +423,13 @@ def main() -> None:
         return
     if a.judge_release:
         data = json.loads(a.out.read_text())
-        data["release_faiss"] = judge_release(
-            a.judge_release, a.name or a.judge_release.name, a.release_check, a.beside
-        )
+        name = a.name or a.judge_release.name
+        got = judge_release(a.judge_release, name, a.release_check, a.beside)
+        data.setdefault("judged", {})[name] = got
         tmp = a.out.with_suffix(".tmp")
         tmp.write_text(json.dumps(data, indent=2) + "\n")
         tmp.replace(a.out)
-        print(json.dumps(data["release_faiss"], indent=2))
+        print(json.dumps(got, indent=2))
         return
     data = measure(a)
     if a.ours_faiss:
