@@ -37,9 +37,13 @@ SLIMWHEEL = str(Path(sys.executable).parent / "slimwheel")
 MIB = 2**20
 
 
+# slimwheel as pip installs it, with bytecode (this workplace sets PYTHONDONTWRITEBYTECODE=1; see lab/bench/cost.py).
+AS_INSTALLED = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def _seconds(cmd: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     t = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=AS_INSTALLED)
     return time.perf_counter() - t, proc
 
 
