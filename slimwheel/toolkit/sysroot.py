@@ -475,12 +475,7 @@ def ensure_cap(sysroot: Sysroot, policy: str) -> GlibcCap:
             if not archive.is_file() or not stamp.is_file() or stamp.read_text(encoding="utf-8") != stamp_text:
                 _build_shim_archive(sysroot, shims, archive)
                 write_text_atomic(stamp, stamp_text)
-        for name, text in texts.items():
-            path = folder / name
-            if not path.is_file() or path.read_text(encoding="utf-8") != text:
-                write_text_atomic(path, text)
-            if name != CAP_HEADER:
-                path.chmod(0o755)
+        _write_changed(folder, texts, executable=("gcc", "g++"))
     return GlibcCap(policy=target.name, folder=folder, pinned=pinned, beyond=beyond, glibcxx_shims=shims)
 
 
@@ -568,11 +563,17 @@ def write_wrappers(root: Path, spec: SysrootSpec) -> None:
     bindir.mkdir(exist_ok=True)
     texts = {COMPAT_HEADER: compat_header(spec)}
     texts.update({prog: wrapper_script(root, prog, spec) for prog in ("gcc", "g++")})
+    _write_changed(bindir, texts, executable=("gcc", "g++"))
+
+
+def _write_changed(folder: Path, texts: Mapping[str, str], *, executable: Sequence[str]) -> None:
+    """Each file of `texts` in `folder`, rewritten (through a temporary file) only where its text differs, so a
+    compiler wrapper a running build uses is replaced whole or not at all; those named in `executable` made 0755."""
     for name, text in texts.items():
-        path = bindir / name
+        path = folder / name
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
             write_text_atomic(path, text)
-        if name != COMPAT_HEADER:
+        if name in executable:
             path.chmod(0o755)
 
 
