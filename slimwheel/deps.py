@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from packaging.markers import Marker
 from packaging.requirements import Requirement
@@ -38,6 +38,9 @@ from slimwheel.external import folder_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.rpath import describe, origin_target, resolve_entries
 from slimwheel.wheelfile import parse_requirements
+
+if TYPE_CHECKING:
+    from slimwheel.torchext import PypiRelease
 
 # Components whose nvidia-* wheel version follows the CUDA release (nvidia-cuda-runtime 13.5.x ships with CUDA 13.5).
 # cuBLAS did up to CUDA 12 (nvidia-cublas-cu12 12.4.5 with CUDA 12.4), no longer on CUDA 13: cuda-toolkit 13.0.2 ships
@@ -501,22 +504,30 @@ def _extra_provider(cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> tup
     return None
 
 
-def _torch_provider(
-    cands: list[cudalibs.RuntimeLib], reqs: Requirements, *, alternative: bool
-) -> tuple[Requirement, tuple[str, ...], str] | None:
-    """(the torch requirement, the PyPI torch releases that provide the library, the package) when the wheel requires
-    torch and torch's own requirements install one of `cands` (slimwheel.torchext's table of PyPI releases and their
-    nvidia-* pins): `import torch` loads those libraries, and the dynamic loader takes a library of that SONAME that is
-    already loaded. Every admitted release must provide it, except for a per-CUDA alternative, which the project
-    loads only for the CUDA it finds (bitsandbytes loads libbitsandbytes_cuda128.so under a torch of CUDA 12.8): there
-    one release suffices. None when torch is not required or no admitted release installs the library."""
+def _admitted_torch(reqs: Requirements) -> tuple[Requirement, list[PypiRelease]] | None:
+    """The wheel's torch requirement and the PyPI torch releases of slimwheel.torchext's table it admits; None when
+    it requires no torch."""
     from slimwheel import torchext
 
     req = reqs.first("torch")
     if req is None:
         return None
     minors = set(torchext.admitted_minors(req.specifier))
-    releases = [r for r in torchext.pypi_releases() if r.minor in minors]
+    return req, [r for r in torchext.pypi_releases() if r.minor in minors]
+
+
+def _torch_provider(
+    cands: list[cudalibs.RuntimeLib], torch: tuple[Requirement, list[PypiRelease]] | None, *, alternative: bool
+) -> tuple[Requirement, tuple[str, ...], str] | None:
+    """(the torch requirement, the PyPI torch releases that provide the library, the package) when the wheel requires
+    torch (`torch`: `_admitted_torch`) and torch's own requirements install one of `cands` (the table's nvidia-*
+    pins): `import torch` loads those libraries, and the dynamic loader takes a library of that SONAME that is
+    already loaded. Every admitted release must provide it, except for a per-CUDA alternative, which the project
+    loads only for the CUDA it finds (bitsandbytes loads libbitsandbytes_cuda128.so under a torch of CUDA 12.8): there
+    one release suffices. None when torch is not required or no admitted release installs the library."""
+    if torch is None:
+        return None
+    req, releases = torch
     packages = {lib.package for lib in cands}
     providing = [r for r in releases if packages & set(r.pins)]
     if not providing or (not alternative and len(providing) < len(releases)):
@@ -611,13 +622,14 @@ def dependency_problems(
     # soname -> (torch requirement, providing releases, package, files)
     from_torch: dict[str, tuple[Requirement, tuple[str, ...], str, list[str]]] = {}
     alts = alt_model.alternatives(info.path for info in elfs)
+    torch = _admitted_torch(reqs)
 
     def judge(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> str | None:
         problem = _cuda_library_problem(info, soname, cands, reqs)
         if problem is not None and (got := _extra_provider(cands, reqs)) is not None:
             from_extras.setdefault((got[0], soname), (got[1], []))[1].append(info.path)
             return None
-        if problem is not None and (t := _torch_provider(cands, reqs, alternative=info.path in alts)) is not None:
+        if problem is not None and (t := _torch_provider(cands, torch, alternative=info.path in alts)) is not None:
             from_torch.setdefault(soname, (t[0], t[1], t[2], []))[3].append(info.path)
             return None
         return problem
