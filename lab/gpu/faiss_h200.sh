@@ -21,9 +21,18 @@
 # 2): benchmark rounds (0: none).
 # BUILD (default: slim,upstream90 on 16 cores, upstream,slim from 48) are the profiles to build there; PROFILES
 # (default: none) carried wheels to test too.
-# SYSROOT (default: none): a `slimwheel sysroot debian11` root unpacked on the machine (carried as a tar.xz, in a call
-# of its own: with .carry/faiss it is over one call's 64 MiB); builds use its compilers, capped at MANYLINUX (e.g.
-# 2_28) as `slimwheel build` does, and repair bundles the root's libraries.
+# SYSROOT (default: none): a `slimwheel sysroot debian11` root unpacked on the machine; builds use its compilers, capped
+# at MANYLINUX (e.g. 2_28) as `slimwheel build` does, and repair bundles the root's libraries. Packed here without what
+# a build never runs (31.6 MB as tar.xz), it travels in the same call as .carry/faiss once the CMake wheel is left out
+# of .carry/faiss/deps (the machine has CMake 4.4) and the upstream profile's .debs out of .carry/h200tools:
+#   tar -C ~/.cache/slimwheel/sysroots -cf - --exclude=debian11/usr/lib/gcc/x86_64-linux-gnu/10/lto1 \
+#     --exclude=debian11/usr/bin/x86_64-linux-gnu-lto-dump-10 --exclude='*san.so*' --exclude='*san.a' \
+#     --exclude='*san_preinit.o' --exclude=debian11/usr/share/doc --exclude=debian11/usr/share/man \
+#     --exclude=debian11/usr/share/info --exclude=debian11/usr/share/locale --exclude=debian11/host-python-include \
+#     --exclude=debian11/usr/lib/x86_64-linux-gnu/{libc.a,libpthread.a,libm-2.31.a,libmvec.a} debian11 \
+#     | xz -T2 -6 > .carry/root/debian11.tar.xz
+# and unpacked there at the same path (its wrappers name it), before `start`:
+#   mkdir -p /root/.cache/slimwheel/sysroots && tar -xJf .carry/root/debian11.tar.xz -C /root/.cache/slimwheel/sysroots
 # The checkout goes on PYTHONPATH: lab/gpu/faiss_check.py imports the lab.faissbench package (profiles, build settings, repair).
 set -u
 verb="${1:-wait}"
