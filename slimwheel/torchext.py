@@ -97,6 +97,34 @@ def pypi_releases() -> tuple[PypiRelease, ...]:
     )
 
 
+@dataclass(frozen=True, kw_only=True)
+class ShippedLibs:
+    """What one PyPI torch release ships in torch/lib for one machine (resources/torch-lib.json,
+    devtools/torch_libs.py), and which of those `import torch` loads: a chain of DT_NEEDED from torch/_C or
+    libtorch_global_deps.so (which torch/__init__.py opens) names it, under that name."""
+
+    version: str  # 2.11.0
+    machine: str  # x86_64
+    files: tuple[str, ...]  # file names in torch/lib: libgomp.so.1, or auditwheel's libgomp-a34b3233.so.1
+    loaded: Mapping[str, str]  # name -> the library whose DT_NEEDED names it
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_libs() -> dict[str, dict[str, ShippedLibs]]:
+    """minor -> machine -> ShippedLibs, oldest minor first."""
+    text = importlib.resources.files("slimwheel.resources").joinpath("torch-lib.json").read_text("utf-8")
+    releases: dict[str, Any] = json.loads(text)["releases"]
+    return {
+        minor: {
+            machine: ShippedLibs(
+                version=r["version"], machine=machine, files=tuple(m["files"]), loaded=dict(m["loaded"])
+            )
+            for machine, m in r["machines"].items()
+        }
+        for minor, r in sorted(releases.items(), key=lambda kv: Version(kv[0]))
+    }
+
+
 def _minor(v: Version) -> str:
     return f"{v.major}.{v.minor}"
 
