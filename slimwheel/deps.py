@@ -504,36 +504,97 @@ def _extra_provider(cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> tup
     return None
 
 
-def _admitted_torch(reqs: Requirements) -> tuple[Requirement, list[PypiRelease]] | None:
-    """The wheel's torch requirement and the PyPI torch releases of slimwheel.torchext's table it admits; None when
-    it requires no torch."""
+@dataclass(frozen=True, kw_only=True)
+class _AdmittedTorch:
+    req: Requirement  # the wheel's torch requirement
+    minors: tuple[str, ...]  # the torch minors it admits (torchext.admitted_minors)
+    pinned: tuple[PypiRelease, ...]  # the admitted ones of torchext's table of nvidia-* pins
+
+
+def _admitted_torch(reqs: Requirements) -> _AdmittedTorch | None:
+    """The wheel's torch requirement and the torch releases it admits; None when it requires no torch."""
     from slimwheel import torchext
 
     req = reqs.first("torch")
     if req is None:
         return None
-    minors = set(torchext.admitted_minors(req.specifier))
-    return req, [r for r in torchext.pypi_releases() if r.minor in minors]
+    minors = tuple(torchext.admitted_minors(req.specifier))
+    return _AdmittedTorch(
+        req=req, minors=minors, pinned=tuple(r for r in torchext.pypi_releases() if r.minor in minors)
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _FromTorch:
+    """What `import torch` of the admitted PyPI releases brings of one library the wheel does not."""
+
+    req: Requirement
+    providing: tuple[str, ...]  # the torch versions whose import loads it
+    lacking: tuple[str, ...]  # admitted torch versions whose import does not (or that slimwheel has not read)
+    how: str  # "require(s) nvidia-cublas-cu12" / "ship(s) torch/lib/libgomp.so.1, which libtorch_global_deps.so needs,"
+
+    def enough(self, *, alternative: bool) -> bool:
+        """Every admitted release must load it, except for a per-CUDA alternative, which the project loads only for
+        the CUDA it finds (bitsandbytes loads libbitsandbytes_cuda128.so under a torch of CUDA 12.8): there one
+        release suffices."""
+        return bool(self.providing) and (alternative or not self.lacking)
 
 
 def _torch_provider(
-    cands: list[cudalibs.RuntimeLib], torch: tuple[Requirement, list[PypiRelease]] | None, *, alternative: bool
-) -> tuple[Requirement, tuple[str, ...], str] | None:
-    """(the torch requirement, the PyPI torch releases that provide the library, the package) when the wheel requires
-    torch (`torch`: `_admitted_torch`) and torch's own requirements install one of `cands` (the table's nvidia-*
-    pins): `import torch` loads those libraries, and the dynamic loader takes a library of that SONAME that is
-    already loaded. Every admitted release must provide it, except for a per-CUDA alternative, which the project
-    loads only for the CUDA it finds (bitsandbytes loads libbitsandbytes_cuda128.so under a torch of CUDA 12.8): there
-    one release suffices. None when torch is not required or no admitted release installs the library."""
+    soname: str, cands: list[cudalibs.RuntimeLib], torch: _AdmittedTorch | None, machines: Sequence[str]
+) -> _FromTorch | None:
+    """Which admitted PyPI torch releases load `soname` at `import torch`, when the wheel requires torch; the dynamic
+    loader then takes a library of that name that is already loaded. A CUDA library (`cands`): torch's own
+    requirements install one of `cands` (the table of nvidia-* pins), and torch loads it. Another library: torch's
+    wheel ships it in torch/lib for each of the wheel's `machines` and a chain of DT_NEEDED from torch/_C loads it
+    under that name (torchext.shipped_libs; auditwheel's renamed libgomp-a34b3233.so.1 of torch 2.4-2.6 is another
+    name). Releases newer than the tables are not judged, as for CUDA libraries; older admitted ones that the table
+    of torch/lib does not hold count as lacking. None when torch is not required or none of its releases loads it."""
+    from slimwheel import torchext
+
     if torch is None:
         return None
-    req, releases = torch
-    packages = {lib.package for lib in cands}
-    providing = [r for r in releases if packages & set(r.pins)]
-    if not providing or (not alternative and len(providing) < len(releases)):
+    if cands:
+        packages = {lib.package for lib in cands}
+        providing = [r for r in torch.pinned if packages & set(r.pins)]
+        if not providing:
+            return None
+        package = next(p for p in providing[0].pins if p in packages)
+        return _FromTorch(
+            req=torch.req,
+            providing=tuple(r.version for r in providing),
+            lacking=tuple(r.version for r in torch.pinned if r not in providing),
+            how=f"require(s) {package}",
+        )
+    if torchext.is_torch_library(soname):  # torch's own: the extension rules (RPATH into torch/lib) judge them
         return None
-    package = next(p for p in providing[0].pins if p in packages)
-    return req, tuple(r.version for r in providing), package
+    table = torchext.shipped_libs()
+    oldest = Version(next(iter(table)))
+    yes: list[torchext.ShippedLibs] = []
+    no: list[str] = []
+    for minor in torch.minors:
+        per = table.get(minor)
+        if per is None:
+            if Version(minor) < oldest:
+                no.append(f"{minor} (torch/lib not read)")
+            continue
+        shipped = [per.get(m) for m in machines]
+        if all(s is not None and soname in s.loaded for s in shipped):
+            yes.append(per[machines[0]])
+        else:
+            # auditwheel's renamed copy (libgomp-a34b3233.so.1) is loaded under its own name only
+            stem = soname.split(".so")[0] + "-"
+            renamed = sorted({n for s in shipped if s is not None for n in s.loaded if n.startswith(stem)})
+            version = next(s.version for s in per.values())
+            no.append(f"{version} (loads {', '.join(renamed)})" if renamed else version)
+    if not yes:
+        return None
+    return _FromTorch(
+        req=torch.req,
+        providing=tuple(s.version for s in yes),
+        lacking=tuple(no),
+        how=f"ship(s) torch/lib/{soname}, which {yes[-1].loaded[soname]} needs,",
+    )
 
 
 def _cuda_library_problem(
@@ -620,19 +681,31 @@ def dependency_problems(
     inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
     from_extras: dict[tuple[str, str], tuple[Requirement, list[str]]] = {}  # (extra, soname) -> (req, files)
     # soname -> (torch requirement, providing releases, package, files)
-    from_torch: dict[str, tuple[Requirement, tuple[str, ...], str, list[str]]] = {}
+    from_torch: dict[str, tuple[_FromTorch, list[str]]] = {}  # soname -> (what torch brings, files)
     alts = alt_model.alternatives(info.path for info in elfs)
     torch = _admitted_torch(reqs)
+    machines = Installs.from_tags(tags).machines
+
+    def by_torch(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], problem: str) -> str | None:
+        """None when torch's import brings the library (a note then says so), else the problem, with the torch
+        releases that would bring it where some do."""
+        t = _torch_provider(soname, cands, torch, machines)
+        if t is None:
+            return problem
+        if t.enough(alternative=info.path in alts):
+            from_torch.setdefault(soname, (t, []))[1].append(info.path)
+            return None
+        return (
+            f"{problem}; torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, but "
+            f"Requires-Dist '{t.req}' also admits torch {', '.join(t.lacking)}, which do(es) not"
+        )
 
     def judge(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> str | None:
         problem = _cuda_library_problem(info, soname, cands, reqs)
         if problem is not None and (got := _extra_provider(cands, reqs)) is not None:
             from_extras.setdefault((got[0], soname), (got[1], []))[1].append(info.path)
             return None
-        if problem is not None and (t := _torch_provider(cands, torch, alternative=info.path in alts)) is not None:
-            from_torch.setdefault(soname, (t[0], t[1], t[2], []))[3].append(info.path)
-            return None
-        return problem
+        return problem if problem is None else by_torch(info, soname, cands, problem)
 
     def judge_file(info: ElfInfo) -> None:
         major = alts[info.path].major if info.path in alts else cuda_major  # an alternative has its own
@@ -669,10 +742,12 @@ def dependency_problems(
                     f"Requires-Dist {provided[1]}"
                 )
                 continue
-            problems.append(
+            problem = (
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
             )
+            if problem := by_torch(info, needed, [], problem):
+                problems.append(problem)
 
     for info in elfs:
         if (copy := cudalibs.vendored(info.path)) is not None:
@@ -698,11 +773,11 @@ def dependency_problems(
         for (extra, soname), (req, fs) in from_extras.items()
     )
     notes += extra_notes(provisions, name=name)
-    for soname, (req, versions, package, paths) in from_torch.items():
+    for soname, (t, paths) in from_torch.items():
         shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         notes.append(
-            f"{shown} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist '{req}' does: "
-            f"torch {', '.join(versions)} from PyPI require(s) {package} and load it at `import torch`, and the "
+            f"{shown} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist '{t.req}' does: "
+            f"torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
             "loader uses that copy when torch is imported before these libraries are loaded"
         )
     return DependencyVerdict(problems=tuple(problems), notes=tuple(notes), from_extras=provisions)

@@ -85,3 +85,43 @@ def test_a_per_cuda_alternative_needs_one_admitted_torch_of_its_major() -> None:
     v = dependency_problems(alts, cuda_major=None, requires=["torch>=2.4,<3"], tags=TAGS)
     assert [p for p in v.problems if "cuda118" in p] and not [p for p in v.problems if "cuda128" in p or "cuda130" in p]
     assert any("libcudart.so.13" in n and "torch 2.11.0" in n for n in v.notes)
+
+
+def test_a_library_torch_ships_and_loads_at_import_is_a_note_when_every_admitted_torch_does() -> None:
+    """bitsandbytes' libbitsandbytes_cpu.so needs libgomp.so.1, which PyPI's x86_64 torch 2.7-2.11 ship in torch/lib
+    and load at import (libtorch_global_deps.so needs it); 2.4-2.6 ship auditwheel's libgomp-a34b3233.so.1, another
+    name (resources/torch-lib.json)."""
+    cpu = [_elf("bnb/libbnb_cpu.so", "libgomp.so.1")]
+    v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.7,<3"], tags=TAGS)
+    assert v.problems == ()
+    (note,) = [n for n in v.notes if "libgomp.so.1" in n]
+    assert "torch 2.7.1, 2.8.0, 2.9.1, 2.10.0, 2.11.0 from PyPI ship(s) torch/lib/libgomp.so.1" in note
+    assert "libtorch_global_deps.so" in note
+    v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.4,<3"], tags=TAGS)
+    (p,) = v.problems
+    assert "needs libgomp.so.1" in p and "2.4.1 (loads libgomp-a34b3233.so.1)" in p and "2.6.0 (loads" in p
+    assert "2.7.1" in p  # the releases that would bring it are named
+    # older than the table: not read, so not counted as bringing it
+    v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.3,<2.8"], tags=TAGS)
+    assert any("2.3 (torch/lib not read)" in p for p in v.problems)
+
+
+def test_what_torch_does_not_ship_or_load_stays_a_failure() -> None:
+    """The controls: a library no torch/lib holds; one torch ships but import does not load; no torch requirement;
+    a machine whose torch wheels do not ship it (PyPI's aarch64 torch 2.7-2.9 has no libgomp in torch/lib)."""
+    ok = ["torch>=2.7,<3"]
+    rocm = [_elf("bnb/libbnb_rocm64.so", "libhipblas.so.2")]
+    assert any(
+        "libhipblas.so.2" in p for p in dependency_problems(rocm, cuda_major=None, requires=ok, tags=TAGS).problems
+    )
+    test_lib = [_elf("x/_x.so", "libjitbackend_test.so")]  # shipped by aarch64 torch 2.10, needed by nothing
+    arm = ["cp312-cp312-manylinux_2_28_aarch64"]
+    v = dependency_problems(test_lib, cuda_major=None, requires=["torch==2.10.*"], tags=arm)
+    assert any("libjitbackend_test.so" in p for p in v.problems)
+    cpu = [_elf("bnb/libbnb_cpu.so", "libgomp.so.1")]
+    v = dependency_problems(cpu, cuda_major=None, requires=[], tags=TAGS)
+    assert any("libgomp.so.1" in p for p in v.problems) and not any("torch" in n for n in v.notes)
+    v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.7,<2.10"], tags=arm)
+    assert any("libgomp.so.1" in p for p in v.problems) and not any("libgomp" in n for n in v.notes)
+    v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.10"], tags=arm)  # 2.10, 2.11 ship it there
+    assert v.problems == () and any("libtorch_cpu.so needs" in n for n in v.notes)
