@@ -32,7 +32,7 @@ from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
-from slimwheel.inspect.dynamic import ElfInfo, imports_by_library, scan_elfs
+from slimwheel.inspect.dynamic import ElfInfo, carried_names, imports_by_library, scan_elfs
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.inspect.wheel import requires_dist
 from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
@@ -493,7 +493,11 @@ def major_for(
     other evidence, needs --cuda (exit 3). Per-CUDA alternatives (`cuda.alternatives`) are no mixture: the major is
     that of the other files, else the newest alternative's; each alternative is repaired for its own."""
     alts = alt_model.alternatives(elfs)
-    evidence = cuda_major([(i.path, i.needed) for i in elfs.values() if i.path not in alts], requires)
+    evidence = cuda_major(
+        [(i.path, i.needed) for i in elfs.values() if i.path not in alts],
+        requires,
+        carried=carried_names(elfs.values()),
+    )
     if evidence.major is None and cuda is None and alts:
         return max(_alt_major(elfs[f], a) for f, a in alts.items())
     if evidence.mixed:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from slimwheel.cuda import libs as cudalibs
@@ -35,15 +35,19 @@ def cuda_major(
     requires: Sequence[str] = (),
     ptx_release: CudaVersion | None = None,
     embedded: Sequence[int] = (),
+    carried: Collection[str] = (),
 ) -> MajorEvidence:
-    """`needed`: (file, its DT_NEEDED names) per ELF file; `embedded`: the CUDA majors of embedded NVRTC sources."""
+    """`needed`: (file, its DT_NEEDED names) per ELF file; `embedded`: the CUDA majors of embedded NVRTC sources;
+    `carried`: the names the wheel's own files answer to (`inspect.dynamic.carried_names`). A shared SONAME the
+    wheel carries is no ambiguity: nvidia-cudnn-cu13's libraries need each other's libcudnn_graph.so.9, which the
+    wheel brings, not CUDA 12 or 13."""
     majors: dict[int, list[str]] = {}
     ambiguous: set[str] = set()
     for path, names in needed:
         for soname in names:
             if soname in UNIQUE_SONAMES:
                 majors.setdefault(UNIQUE_SONAMES[soname], []).append(f"{path}: {soname}")
-            elif soname in _COUNTS:
+            elif soname in _COUNTS and soname not in carried:
                 ambiguous.add(soname)
     mixed = tuple(f"{w} (CUDA {m})" for m, ws in sorted(majors.items()) for w in ws) if len(majors) > 1 else ()
     if majors:

@@ -49,6 +49,21 @@ def test_shared_soname_alone_needs_cuda_flag() -> None:
         infer_cuda_major({"a.so": elf("a.so", "libcurand.so.10")})
 
 
+def test_a_shared_soname_the_wheel_carries_is_its_own_not_a_need() -> None:
+    """nvidia-cudnn-cu13 9.28.1.4: its libraries need libcudnn_graph.so.9 and libcudnn_ops.so.9 (SONAMEs of CUDA 12's
+    cuDNN too), which the wheel itself carries; repair refused it as if it needed them from outside."""
+    lib = "nvidia/cudnn/lib/"
+    elfs = {
+        f"{lib}libcudnn_graph.so.9": elf(f"{lib}libcudnn_graph.so.9", "libc.so.6", soname="libcudnn_graph.so.9"),
+        f"{lib}libcudnn_ops.so.9": elf(f"{lib}libcudnn_ops.so.9", "libcudnn_graph.so.9", soname="libcudnn_ops.so.9"),
+        f"{lib}libcudnn_cnn.so.9": elf(f"{lib}libcudnn_cnn.so.9", "libcudnn_ops.so.9", "libcudnn_graph.so.9"),
+    }
+    assert infer_cuda_major(elfs) is None
+    # the control: the same SONAME needed from outside the wheel still cannot tell the major
+    with pytest.raises(BadInputError, match=r"libcudnn_ops\.so\.9, which CUDA 12 and 13 share"):
+        infer_cuda_major({"a.so": elf("a.so", "libcudnn_ops.so.9")})
+
+
 def test_exclusions_are_versioned_and_cover_the_driver() -> None:
     ex = exclusions(13)
     assert set(ex) >= {lib.soname for lib in cudalibs.libs_for(13)}
