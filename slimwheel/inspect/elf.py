@@ -616,13 +616,21 @@ def _refuse_overlaps(name: str, found: list[Fatbin]) -> None:
             )
 
 
+# Sections the reader parses as the file's structure: string tables, the dynamic section, symbols, symbol versions.
+_STRUCTURE = frozenset({_SHT_STRTAB, _SHT_DYNAMIC, _SHT_DYNSYM, _SHT_GNU_VERDEF, _SHT_GNU_VERNEED, _SHT_GNU_VERSYM})
+
+
 def _refuse_strict_over_others(name: str, sections: list[Section], found: list[Fatbin]) -> None:
     """A fatbin section is read strictly (containers back to back, zeros between): one that lies over bytes of a
     container another section holds reads only while those bytes happen to be zeros, and an edit of that container
-    (slim) would turn it into a section no reader accepts. `found` is sorted by offset."""
+    (slim) would turn it into a section no reader accepts. The same holds for a section the reader parses as
+    structure (.dynstr, .dynamic, symbol versions) lying in a container's bytes: hypothesis moved .dynstr into one,
+    its strings read, and slim's edit of the container left a string without its end. No linker writes either, so
+    both are refused. `found` is sorted by offset."""
     starts = [fb.offset for fb in found]
     for sec in sections:
-        if sec.name not in FATBIN_SECTIONS or sec.type in (_SHT_NULL, _SHT_NOBITS) or not sec.size:
+        watched = sec.name in FATBIN_SECTIONS or sec.type in _STRUCTURE
+        if not watched or sec.type in (_SHT_NULL, _SHT_NOBITS) or not sec.size:
             continue
         lo, hi = sec.offset, sec.offset + sec.size
         i = max(0, bisect.bisect_right(starts, lo) - 1)

@@ -246,3 +246,28 @@ def read_section_name(data: bytes, shoff: int, i: int) -> str:
     name_off = struct.unpack_from("<I", data, shoff + i * 64)[0]
     end = data.index(b"\0", str_off + name_off)
     return data[str_off + name_off : end].decode()
+
+
+def test_a_structure_section_inside_a_container_is_refused() -> None:
+    """Found by test_no_byte_belongs_to_two_containers (section 1, .dynstr, moved to 3 bytes inside the first
+    container): its strings read, and slim's edit of the container left one without its end, a file no reader
+    accepted. The reader refuses the input, so slim never writes such a file."""
+    import struct
+
+    data = bytearray(
+        elf(
+            sections={
+                ".rodata": b"\x01" * 8 + FB,
+                ".nv_fatbin": FB,
+                ".data": b"\x33" * 16 + FB + b"\x44" * 8 + FB,
+                ".nvFatBinSegment": b"",
+            },
+            needed=("libcudart.so.13",),
+            load_segment=True,
+        )
+    )
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    assert read_elf(bytes(data), "fuzz.so").fatbins  # the file as built reads
+    struct.pack_into("<QQ", data, shoff + 1 * 64 + 0x18, 239, 3)
+    with pytest.raises(BadInputError, match=r"fuzz.so: section \.dynstr .* lies over the fatbin"):
+        read_elf(bytes(data), "fuzz.so")
