@@ -15,6 +15,7 @@ from slimwheel.cuda.arch import CC, CCRequest, RequireArch, counted, generation,
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport, coverage_detail, gap_text, nvrtc_targets
 from slimwheel.units import mb, mib, parse_size
 
@@ -130,9 +131,11 @@ def check_wheel(
     *,
     record_problems: Sequence[str] = (),
     torch: torchext.TorchUse | None = None,
+    imports: PythonImports | None = None,
 ) -> Verdict:
     """The verdict on one wheel. `record_problems`: `wheelfile.archive_record_problems` of it; `torch`:
-    `torchext.audit_wheel` of it (I/O the caller does)."""
+    `torchext.audit_wheel` of it (I/O the caller does); `imports`: its Python sources (`PythonImports.from_wheel`,
+    read only when a library nothing provides makes the dependency rules ask)."""
     failures: list[Failure] = [
         Failure(kind="record", message=p, exit_code=ExitCode.BAD_RECORD) for p in record_problems
     ]
@@ -212,6 +215,7 @@ def check_wheel(
             tags=report.tags,
             files=[f.name for f in report.files],
             name=report.name,
+            imports=imports,
         )
         notes.extend(dv.notes)
         failures.extend(

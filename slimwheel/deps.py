@@ -36,6 +36,7 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.external import folder_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
+from slimwheel.inspect.pyimports import OptionalModule, PythonImports, shown_sites
 from slimwheel.rpath import describe, origin_target, resolve_entries
 from slimwheel.wheelfile import parse_requirements
 
@@ -656,6 +657,7 @@ def dependency_problems(
     tags: Sequence[str],
     files: Iterable[str] = (),
     name: str = "",
+    imports: PythonImports | None = None,
 ) -> DependencyVerdict:
     """Every NEEDED library of every ELF must be in the wheel, a CUDA library whose nvidia-* wheel is required (pinned
     to its major) wherever the wheel installs, found through RPATH in a required project's folder, the driver, the
@@ -663,7 +665,9 @@ def dependency_problems(
     requirements must be installable (no contradictory pair). `files`: every file of the wheel (a NEEDED name that is a
     file's name is carried by the wheel). A CUDA library only an extra installs is no problem: the verdict's
     `from_extras` and one note per extra say which extra provides what, and what happens without it. `name`: the
-    project, for the notes' pip command."""
+    project, for the notes' pip command. `imports`: the wheel's Python sources (`inspect.pyimports`, read only when
+    asked): a library that nothing provides, needed by an extension module the package imports only where it survives
+    the import failing, is a note (an optional part, as CuPy's NCCL and cuTENSOR bindings), not a problem."""
     problems: list[str] = []
     notes: list[str] = []
     platforms = tuple(dict.fromkeys(t.split("-", 2)[2] for t in tags if t.count("-") >= 2))
@@ -707,6 +711,17 @@ def dependency_problems(
             return None
         return problem if problem is None else by_torch(info, soname, cands, problem)
 
+    # extension module -> (why it is optional, [(library, the package that provides it, if the table knows it)])
+    optional: dict[str, tuple[OptionalModule, list[tuple[str, str]]]] = {}
+
+    def unprovided(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], problem: str) -> None:
+        """A library nothing provides: a problem, or a note when the file is an optional part of the package."""
+        opt = imports.optional(info.path) if imports is not None and info.path not in alts else None
+        if opt is None:
+            problems.append(problem)
+        else:
+            optional.setdefault(info.path, (opt, []))[1].append((needed, cands[-1].package if cands else ""))
+
     def judge_file(info: ElfInfo) -> None:
         major = alts[info.path].major if info.path in alts else cuda_major  # an alternative has its own
         if problem := cxx_runtime_problem(info):
@@ -734,7 +749,15 @@ def dependency_problems(
                 cands = [lib for lib in cands if lib.cuda_major == major] or cands
             if cands:
                 if problem := judge(info, needed, cands):
-                    problems.append(problem)
+                    # a requirement that pins the wrong major is a fault of the wheel's metadata, optional part or not
+                    required = any(
+                        reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
+                        for lib in cands
+                    )
+                    if required:
+                        problems.append(problem)
+                    else:
+                        unprovided(info, needed, cands, problem)
                 continue
             if provided := _external_provider(info, reqs):
                 notes.append(
@@ -747,7 +770,7 @@ def dependency_problems(
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
             )
             if problem := by_torch(info, needed, [], problem):
-                problems.append(problem)
+                unprovided(info, needed, [], problem)
 
     for info in elfs:
         if (copy := cudalibs.vendored(info.path)) is not None:
@@ -779,6 +802,15 @@ def dependency_problems(
             f"{shown} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist '{t.req}' does: "
             f"torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
             "loader uses that copy when torch is imported before these libraries are loaded"
+        )
+    for path, (opt, libs) in optional.items():
+        packages = ", ".join(dict.fromkeys(p for _, p in libs if p))
+        notes.append(
+            f"{path} needs {', '.join(lib for lib, _ in libs)}, which no requirement of the wheel installs; it is an "
+            f"optional part: the package imports {opt.module} only where it survives the import failing "
+            f"(try/except ImportError at {shown_sites(opt.guards)}), so without "
+            f"{'them' if len(libs) > 1 else 'it'} that feature is off and the rest works"
+            + (f" (pip install {packages} turns it on)" if packages else "")
         )
     return DependencyVerdict(problems=tuple(problems), notes=tuple(notes), from_extras=provisions)
 

@@ -17,6 +17,7 @@ from slimwheel import config as cfgmod
 from slimwheel import distcheck, render, torchext
 from slimwheel.commands.size_report import FORMATS, emit
 from slimwheel.errors import CheckFailed, ExitCode
+from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import inspect_wheel
 from slimwheel.render import table_text
 from slimwheel.wheelfile import archive_record_problems
@@ -111,6 +112,7 @@ def command(
             torch=torchext.audit_wheel(r.path, {e.name: e.needed for e in r.elfs})
             if r.path.name.endswith(".whl")
             else None,
+            imports=PythonImports.from_wheel(r.path) if r.path.name.endswith(".whl") else None,
         )
         for r in reports
     ]

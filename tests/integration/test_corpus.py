@@ -13,6 +13,7 @@ from helpers import corpus
 
 from slimwheel.check import Verdict, check_wheel, make_policy
 from slimwheel.cuda.versions import MAJOR_DRIVER
+from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport, inspect_wheel
 
 BY_NAME = {w.requirement.split("==")[0]: w for w in corpus.CORPUS}
@@ -59,7 +60,7 @@ def test_containers_agree_with_cuobjdump(name: str) -> None:
 # ------------------------------------------------------------------------------------------- verdicts, one by one
 
 
-def test_cupy_needs_nccl_and_cutensor_and_gets_cuda_with_its_extra() -> None:
+def test_cupy_nccl_and_cutensor_are_optional_parts_and_cuda_comes_with_its_extra() -> None:
     v = verdict("cupy-cuda13x")
     deps = failures(v, "dependencies")
     assert sorted(m.split(" needs ")[1].split(":")[0] for m in deps) == [
@@ -68,6 +69,25 @@ def test_cupy_needs_nccl_and_cutensor_and_gets_cuda_with_its_extra() -> None:
         "libnccl.so.2",
     ], deps
     assert all("cutensor-cu13" in m or "nvidia-nccl-cu13" in m for m in deps)
+    # Read with its Python sources, as `slimwheel check` reads it: CuPy imports both bindings only under
+    # try/except ImportError (cupy/cuda/nccl.py, cupy/cuda/cutensor.py) and runs without them, so they are optional
+    # parts, each named in a note with the guard and the package that turns it on; the control above fails them.
+    r = report("cupy-cuda13x")
+    v = check_wheel(
+        r,
+        make_policy(r, budget="1GiB", require_arch="7.5-12.0"),
+        imports=PythonImports.from_wheel(wheel("cupy-cuda13x")),
+    )
+    assert not failures(v, "dependencies"), failures(v, "dependencies")
+    optional = {n.split(" needs ")[0]: n for n in v.notes if "optional part" in n}
+    assert sorted(optional) == [
+        "cupy_backends/cuda/libs/cutensor.cpython-311-x86_64-linux-gnu.so",
+        "cupy_backends/cuda/libs/nccl.cpython-311-x86_64-linux-gnu.so",
+    ], v.notes
+    nccl = optional["cupy_backends/cuda/libs/nccl.cpython-311-x86_64-linux-gnu.so"]
+    assert "cupy/cuda/nccl.py:16" in nccl and "pip install nvidia-nccl-cu13" in nccl
+    cutensor = optional["cupy_backends/cuda/libs/cutensor.cpython-311-x86_64-linux-gnu.so"]
+    assert "libcutensor.so.2, libcutensorMg.so.2" in cutensor and "cupy/cuda/cutensor.py:12" in cutensor
     (note,) = [n for n in v.notes if "extra 'ctk'" in n]
     for so in (
         "libcublas.so.13",
