@@ -101,6 +101,30 @@ def test_cupy_nccl_and_cutensor_are_optional_parts_and_cuda_comes_with_its_extra
     assert not failures(v, "coverage")
 
 
+def test_cupy_runs_without_its_optional_parts(tmp_path: Path) -> None:
+    """What the optional-part note claims, seen: the real wheel in a fresh venv with its requirements from PyPI (no
+    NCCL, no cuTENSOR, no CUDA at all here) imports, and reports both features off; the binding itself does not."""
+    import subprocess
+    import sys
+
+    from helpers.wheels_repair import clean_env
+
+    env_dir = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, env=clean_env())
+    py = str(env_dir / "bin" / "python")
+    pip = [py, "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*pip, str(wheel("cupy-cuda13x"))], check=True, env=clean_env())
+    probe = (
+        "import cupy, cupy.cuda.nccl as n, cupy.cuda.cutensor as t\n"
+        "print('imported', n.available, t.available)\n"
+        "try:\n    import cupy_backends.cuda.libs.nccl\nexcept ImportError as e:\n    print('binding:', e)\n"
+    )
+    proc = subprocess.run([py, "-W", "ignore", "-c", probe], capture_output=True, text=True, env=clean_env())
+    assert proc.returncode == 0, proc.stderr
+    assert "imported False False" in proc.stdout, proc.stdout
+    assert "binding: libnccl.so.2" in proc.stdout, proc.stdout
+
+
 def test_cupy_repairs_into_a_wheel_that_check_passes(tmp_path: Path) -> None:
     from slimwheel.repair import repair_wheel
 
