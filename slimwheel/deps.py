@@ -341,7 +341,9 @@ _EXTRA_RE = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 @dataclass(frozen=True, kw_only=True)
 class Requirements:
     """The wheel's Requires-Dist as pip sees them where the wheel installs. A requirement on CUDA's metapackage
-    (`cuda-toolkit[cublas,cudart]==13.*`) also stands for each library wheel its extras install (`via`)."""
+    (`cuda-toolkit[cublas,cudart]==13.*`) also stands for each library wheel its extras install, and one on a library
+    wheel for those it requires itself (`nvidia-cudnn-cu13` brings `nvidia-cublas`: `cudalibs.WHEEL_REQUIRES`):
+    `via`."""
 
     always: dict[str, list[Requirement]]  # project -> requirements installed in every environment
     conditional: dict[str, list[Requirement]]  # project -> requirements whose marker does not always hold
@@ -379,6 +381,8 @@ class Requirements:
                     if admits_only_major(r, major):
                         for package in cudalibs.toolkit_packages(major, frozenset(r.extras)):
                             via.setdefault((extra, package), r)
+            for package in cudalibs.WHEEL_REQUIRES.get(key, ()):
+                via.setdefault((extra, package), r)
         return cls(always=always, conditional=conditional, unparsable=tuple(bad), extras=extras, via=via)
 
     def first(self, project: str) -> Requirement | None:
@@ -492,8 +496,17 @@ def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirem
 
 
 def _pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:
-    if req.name.lower() == cudalibs.TOOLKIT_PACKAGE:  # the metapackage of a major pins its components to it
+    """Whether `req` installs lib's wheel of lib's CUDA major only: itself pinned, or through a wheel pinned to the
+    major (cuda-toolkit==13.*, or a library wheel of that major that requires lib's wheel: nvidia-cudnn-cu13)."""
+    name = str(canonicalize_name(req.name))
+    if name == cudalibs.TOOLKIT_PACKAGE:  # the metapackage of a major pins its components to it
         return admits_only_major(req, lib.cuda_major)
+    if name != lib.package:
+        return any(
+            _pinned(provider, req)
+            for provider in cudalibs.libs_for(lib.cuda_major)
+            if provider.package == name and lib.package in cudalibs.WHEEL_REQUIRES.get(name, ())
+        )
     return lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major)
 
 
@@ -545,12 +558,12 @@ def _cuda_library_problem(
         req = reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
         if req is None:
             continue
-        if req.name.lower() == cudalibs.TOOLKIT_PACKAGE:
+        if str(canonicalize_name(req.name)) != lib.package:  # through cuda-toolkit or a wheel that requires it
             if _pinned(lib, req):
                 return None
             return (
                 f"{info.path} needs {needed} (CUDA {lib.cuda_major}) through Requires-Dist '{req}', which does "
-                f"not pin {cudalibs.TOOLKIT_PACKAGE} to {lib.cuda_major}.*: pip may install another CUDA major"
+                f"not pin {req.name} to CUDA {lib.cuda_major}: pip may install another CUDA major"
             )
         # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
         # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.

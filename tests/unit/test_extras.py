@@ -85,3 +85,53 @@ def test_a_per_cuda_alternative_needs_one_admitted_torch_of_its_major() -> None:
     v = dependency_problems(alts, cuda_major=None, requires=["torch>=2.4,<3"], tags=TAGS)
     assert [p for p in v.problems if "cuda118" in p] and not [p for p in v.problems if "cuda128" in p or "cuda130" in p]
     assert any("libcudart.so.13" in n and "torch 2.11.0" in n for n in v.notes)
+
+
+# onnxruntime-gpu 1.31.1: its CUDA provider needs cuBLAS 13, which neither extra names; `cudnn` brings it, because
+# nvidia-cudnn-cu13 requires nvidia-cublas.
+ORT = [
+    'nvidia-cuda-runtime~=13.0; extra == "cuda"',
+    'nvidia-curand~=10.0; extra == "cuda"',
+    'nvidia-cudnn-cu13~=9.0; extra == "cudnn"',
+]
+ORT_ELF = _elf(
+    "onnxruntime/capi/libonnxruntime_providers_cuda.so",
+    "libcublasLt.so.13",
+    "libcublas.so.13",
+    "libcudart.so.13",
+    "libcudnn.so.9",
+    "libcurand.so.10",
+)
+
+
+def test_a_library_the_required_wheel_requires_comes_with_it() -> None:
+    v = dependency_problems([ORT_ELF], cuda_major=13, requires=ORT, tags=TAGS, name="onnxruntime-gpu")
+    assert v.problems == ()
+    by_extra = {p.soname: p.extra for p in v.from_extras}
+    assert by_extra["libcublas.so.13"] == by_extra["libcublasLt.so.13"] == by_extra["libcudnn.so.9"] == "cudnn"
+    assert by_extra["libcudart.so.13"] == "cuda"
+    # required outright, nvidia-cudnn-cu12 brings cuBLAS 12 just as well; an unpinned unsuffixed provider does not
+    cu12 = _elf("pkg/_x.so", "libcublas.so.12", "libcudnn.so.9")
+    assert dependency_problems([cu12], cuda_major=12, requires=["nvidia-cudnn-cu12"], tags=TAGS).problems == ()
+    cusolver = _elf("pkg/_y.so", "libcusparse.so.12", "libcusolver.so.12")
+    v = dependency_problems([cusolver], cuda_major=13, requires=["nvidia-cusolver"], tags=TAGS)
+    assert len(v.problems) == 2 and all("pip may install another CUDA major" in p for p in v.problems)
+    v = dependency_problems([cusolver], cuda_major=13, requires=["nvidia-cusolver==12.*"], tags=TAGS)
+    assert v.problems == ()
+
+
+def test_a_library_the_required_wheel_does_not_require_stays_a_problem() -> None:
+    v = dependency_problems(
+        [_elf("pkg/_x.so", "libcufft.so.12")], cuda_major=13, requires=["nvidia-cudnn-cu13"], tags=TAGS
+    )
+    (p,) = v.problems
+    assert "libcufft.so.12" in p and "no Requires-Dist on nvidia-cufft" in p
+
+
+def test_cuda_12_s_metapackage_stands_for_its_extras_libraries() -> None:
+    # libcuvs-cu12 26.10.0: `cuda-toolkit[cublas,curand,cusolver,cusparse,nvrtc]==12.*`
+    reqs = ["cuda-toolkit[cublas,curand,cusolver,cusparse,nvrtc]==12.*"]
+    elf = _elf("libcuvs/lib64/libcuvs.so", "libcublas.so.12", "libcusolver.so.11", "libcurand.so.10", "libnvrtc.so.12")
+    assert dependency_problems([elf], cuda_major=12, requires=reqs, tags=TAGS).problems == ()
+    (p,) = dependency_problems([_elf("x/_y.so", "libcufft.so.11")], cuda_major=12, requires=reqs, tags=TAGS).problems
+    assert "libcufft.so.11" in p
