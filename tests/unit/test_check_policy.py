@@ -161,6 +161,25 @@ def test_whitelist_comes_from_auditwheels_policy_for_the_oldest_tag(tmp_path: Pa
     assert "no manylinux platform tag" in (system_policy(plain.platforms).note or "")
 
 
+def test_the_file_name_says_where_the_wheel_installs(tmp_path: Path) -> None:
+    # cupy-cuda12x 14.2.0: named manylinux2014_x86_64 (what pip reads), WHEEL file still says linux_x86_64
+    files = {"pkg/_ext.abi3.so": elf(sections={".nv_fatbin": FB}, needed=("libcudart.so.12", "libc.so.6"))}
+    path = make_wheel(
+        tmp_path,
+        name="pkg",
+        files=files,
+        requires=("nvidia-cuda-runtime-cu12",),
+        tag="cp311-cp311-linux_x86_64",
+        filename="pkg-1.0-cp311-cp311-manylinux2014_x86_64.whl",
+    )
+    r = inspect_wheel(path)
+    assert r.tags == ("cp311-cp311-manylinux2014_x86_64",)
+    assert system_policy(r.platforms).name == "manylinux_2_17" and system_policy(r.platforms).note is None
+    assert not any("no manylinux platform tag" in n for n in verdict(path).notes)
+    odd = make_wheel(tmp_path / "odd", name="pkg", files=files, tag="cp311-cp311-linux_x86_64", filename="x.whl")
+    assert inspect_wheel(odd).tags == ("cp311-cp311-linux_x86_64",)  # not named as a wheel: its WHEEL file
+
+
 def test_several_kinds_of_failure_give_13(tmp_path: Path) -> None:
     v = verdict(
         wheel(tmp_path, needed=("libfoo.so.1",), fb=fatbin([fatbin_entry(sm=70)])), budget="100", require_arch="9.0"
