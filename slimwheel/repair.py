@@ -437,8 +437,10 @@ def _vendored(wheel: Path, src: _Input) -> tuple[Unvendored, ...]:
 
 
 def _unvendor(root: Path, src: _Input, copies: Sequence[Unvendored], wheel: Path) -> None:
-    """Remove the copies; every other ELF file that needs one needs the nvidia-* wheels' SONAME instead."""
-    changes = {u.soname: u.replaced_by for u in copies}
+    """Remove the copies; every other ELF file that needs one (by its SONAME or by its file name) needs the nvidia-*
+    wheels' SONAME instead. torchvision 0.26.0's image.so needs libnvjpeg.36e11081.so.13, the file whose SONAME is
+    still libnvjpeg.so.13."""
+    changes = {name: u.replaced_by for u in copies for name in (u.soname, u.file.rsplit("/", 1)[-1])}
     gone = {u.file for u in copies}
     for path, info in src.elfs.items():
         if path in gone:

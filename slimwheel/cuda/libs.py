@@ -319,8 +319,9 @@ def by_soname(soname: str) -> RuntimeLib | None:
     return None
 
 
-# auditwheel renames the libraries it bundles: libcudart.so.12.0.107 -> libcudart-5a077122.so.12.0.107.
-_HASHED = re.compile(r"^(?P<stem>lib[^/]*?)-[0-9a-f]{8}(?P<ver>\.so(?:\.\d+)*)$")
+# auditwheel renames the libraries it bundles: libcudart.so.12.0.107 -> libcudart-5a077122.so.12.0.107, or, as
+# torchvision 0.26.0's wheel carries them, libcudart.so.13 -> libcudart.faf08d9a.so.13.
+_HASHED = re.compile(r"^(?P<stem>lib[^/]*?)[-.][0-9a-f]{8}(?P<ver>\.so(?:\.\d+)*)$")
 # Libraries that come with a row's wheel and that the row's library loads itself, with no stable SONAME (it changes
 # with every release: libnvrtc-builtins.so.12.0, .12.9): dropped together with that library.
 _COMPANIONS = (("nvrtc", re.compile(r"^libnvrtc-builtins(?:\.alt)?\.so\.(?P<major>\d+)(?:\.\d+)*$")),)

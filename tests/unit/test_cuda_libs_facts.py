@@ -81,6 +81,12 @@ def test_copies_are_told_by_name_and_originals_by_their_folder() -> None:
     assert cudalibs.vendored("pkg/libcublas.so.12") is not None  # a plain copy, not renamed
     assert cudalibs.vendored("pkg.libs/libcublasLt-0123abcd.so.12.1.3.1") is not None
     assert cudalibs.vendored("pkg.libs/libfoo-0123abcd.so.1") is None
+    # torchvision 0.26.0: the hash between dots
+    t = cudalibs.vendored("torchvision.libs/libcudart.faf08d9a.so.13")
+    assert t is not None and [lib.soname for lib in t.candidates] == ["libcudart.so.13"] and t.version is None
+    n = cudalibs.vendored("torchvision.libs/libnvjpeg.36e11081.so.13")
+    assert n is not None and n.real_name == "libnvjpeg.so.13"
+    assert cudalibs.vendored("torchvision.libs/libpng16.60f56faa.so.16") is None
     for package, facts in FACTS.items():  # the wheels' own libraries are originals
         for f in facts["shared_libraries"]:
             assert cudalibs.vendored(f) is None, (package, f)
