@@ -664,6 +664,23 @@ def dependency_problems(
                 cands = [lib for lib in cands if lib.cuda_major == major] or cands
             if cands and (problem := judge(info, loaded, cands)):
                 problems.append(problem.replace(" needs ", " loads at run time ", 1))
+        for opened in info.opens:
+            # A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs it
+            cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == opened]
+            if major is not None:
+                cands = [lib for lib in cands if lib.cuda_major == major] or cands
+            if (
+                opened not in inside
+                and _cuda_library_problem(info, opened, cands, reqs) is not None
+                and _extra_provider(cands, reqs) is None
+                and _torch_provider(cands, torch, alternative=info.path in alts) is None
+            ):
+                wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in cands)
+                notes.append(
+                    f"{info.path} opens {opened} at run time (dlopen; the name is in its read-only data), and no "
+                    f"requirement of the wheel installs it ({wanted}): where neither that wheel nor a CUDA toolkit "
+                    "on the loader's path provides it, what needs it fails when it runs"
+                )
         for needed in info.needed:
             if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:
                 continue
@@ -689,7 +706,7 @@ def dependency_problems(
 
     for info in elfs:
         if (copy := cudalibs.vendored(info.path)) is not None:
-            lib = copy.candidates[-1]
+            lib = next((c for c in copy.candidates if c.cuda_major == cuda_major), copy.candidates[-1])
             notes.append(
                 f"{info.path} is a copy of {copy.real_name} ({lib.package}"
                 + (", loaded by its library" if copy.companion else "")

@@ -596,6 +596,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "sections": dict(sorted(elf.sections.items(), key=lambda kv: -kv[1])),
         "soname": elf.soname,
         "needed": list(elf.needed),
+        "opens": list(elf.opens),  # CUDA libraries it opens with dlopen by name (ElfReport.opens)
         "rpath": elf.rpath,
         "runpath": elf.runpath,
         "exports_cxx_runtime": elf.exports_cxx_runtime,
