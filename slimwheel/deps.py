@@ -34,7 +34,7 @@ from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import UNIQUE_SONAMES
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
-from slimwheel.external import folder_of_project
+from slimwheel.external import folder_of_project, library_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.rpath import describe, origin_target, resolve_entries
 from slimwheel.wheelfile import parse_requirements
@@ -495,6 +495,16 @@ def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirem
     return None
 
 
+def _named_provider(needed: str, reqs: Requirements) -> Requirement | None:
+    """The requirement whose project the library is named after (`external.library_of_project`: librmm.so and
+    librmm-cu12). Torch's libraries are left to the torch rules (torchext)."""
+    from slimwheel import torchext
+
+    if torchext.is_torch_library(needed):
+        return None
+    return next((rs[0] for project, rs in reqs.always.items() if library_of_project(needed, project)), None)
+
+
 def _pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:
     """Whether `req` installs lib's wheel of lib's CUDA major only: itself pinned, or through a wheel pinned to the
     major (cuda-toolkit==13.*, or a library wheel of that major that requires lib's wheel: nvidia-cudnn-cu13)."""
@@ -697,6 +707,14 @@ def dependency_problems(
                 notes.append(
                     f"{info.path} needs {needed}: found through RPATH {provided[0]}, a folder of "
                     f"Requires-Dist {provided[1]}"
+                )
+                continue
+            if named := _named_provider(needed, reqs):
+                notes.append(
+                    f"{info.path} needs {needed}, which no search path of it finds: Requires-Dist '{named}' is named "
+                    "after it; such library wheels (RAPIDS': librmm-cu12 installs librmm/lib64/librmm.so) load it "
+                    "when imported, and the loader uses that copy if they are imported before this file loads, "
+                    "which the wheel's own files do not show"
                 )
                 continue
             problems.append(

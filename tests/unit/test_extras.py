@@ -135,3 +135,29 @@ def test_cuda_12_s_metapackage_stands_for_its_extras_libraries() -> None:
     assert dependency_problems([elf], cuda_major=12, requires=reqs, tags=TAGS).problems == ()
     (p,) = dependency_problems([_elf("x/_y.so", "libcufft.so.11")], cuda_major=12, requires=reqs, tags=TAGS).problems
     assert "libcufft.so.11" in p
+
+
+def test_a_library_named_after_a_required_project_is_a_note() -> None:
+    # libcudf-cu12 26.10.2: libcudf.so needs librmm.so etc. with RUNPATH $ORIGIN only; the wheels it requires load
+    # them when imported (RAPIDS' load_library)
+    from slimwheel.external import library_of_project
+
+    assert library_of_project("librmm.so", "librmm-cu12") and library_of_project("libkvikio.so", "libkvikio-cu13")
+    assert library_of_project("librapids_logger.so", "rapids-logger")
+    assert library_of_project("libnvcomp.so.5", "nvidia-libnvcomp-cu12")
+    assert not library_of_project("librmm.so", "rmm-cu12-tools") and not library_of_project("libfoo.so", "bar")
+    assert not library_of_project("rmm.so", "rmm") and not library_of_project("lib.so", "lib")
+    elf = _elf("libcudf/lib64/libcudf.so", "librmm.so", "librapids_logger.so", "libnvcomp.so.5")
+    reqs = ["librmm-cu12==26.10.*", "rapids-logger==0.3.*", "nvidia-libnvcomp-cu12==5.3.0.16"]
+    v = dependency_problems([elf], cuda_major=12, requires=reqs, tags=TAGS)
+    assert v.problems == () and len(v.notes) == 3
+    assert all("is named after it" in n for n in v.notes)
+    (p,) = dependency_problems([elf], cuda_major=12, requires=reqs[:2], tags=TAGS).problems
+    assert "libnvcomp.so.5" in p
+    # under an extra or only under a marker: not installed everywhere, no tie
+    assert dependency_problems([elf], cuda_major=12, requires=[f'{r}; extra == "x"' for r in reqs], tags=TAGS).problems
+
+
+def test_torch_s_libraries_are_not_tied_by_name() -> None:
+    v = dependency_problems([_elf("ext/_C.so", "libtorch.so")], cuda_major=None, requires=["torch==2.11.0"], tags=TAGS)
+    assert v.problems  # torch's own libraries: torchext's rules decide, not a name
