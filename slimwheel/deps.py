@@ -675,12 +675,17 @@ def dependency_problems(
             if cands and (problem := judge(info, loaded, cands)):
                 problems.append(problem.replace(" needs ", " loads at run time ", 1))
         for opened in info.opens:
-            # A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs it
-            cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == opened]
-            if major is not None:
-                cands = [lib for lib in cands if lib.cuda_major == major] or cands
+            # A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs
+            # it. Names of another CUDA major are fallbacks tried in turn (onnxruntime-gpu 1.31's CUDA 13 provider
+            # names libcudart.so.12 and .13), not what a file of its major loads.
+            cands = [
+                lib
+                for lib in cudalibs.RUNTIME_LIBS
+                if lib.soname == opened and (major is None or lib.cuda_major == major)
+            ]
             if (
-                opened not in inside
+                cands
+                and opened not in inside
                 and _cuda_library_problem(info, opened, cands, reqs) is not None
                 and _extra_provider(cands, reqs) is None
                 and _torch_provider(cands, torch, alternative=info.path in alts) is None

@@ -246,3 +246,4 @@ def test_onnxruntime_gets_cublas_with_cudnn_and_cannot_run_on_blackwell_10() -> 
     assert sorted(m.split(" needs ")[1].split(":")[0] for m in deps) == ["libnvinfer.so.10", "libnvonnxparser.so.10"]
     (cudnn,) = [n for n in v.notes if "extra 'cudnn'" in n]
     assert "libcublas.so.13" in cudnn and "libcublasLt.so.13" in cudnn and "nvidia-cudnn-cu13" in cudnn
+    assert not any(" opens " in n for n in v.notes)  # its CUDA 12 names are fallbacks beside the CUDA 13 ones

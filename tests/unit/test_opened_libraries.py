@@ -66,3 +66,11 @@ def test_the_json_report_lists_what_each_file_opens(tmp_path: Path) -> None:
     )
     (e,) = report_to_json(report)["elfs"]
     assert e["opens"] == ["libcublas.so.12", "libnccl.so.2"]
+
+
+def test_names_of_another_cuda_major_are_fallbacks_not_noted() -> None:
+    # onnxruntime-gpu 1.31.1's CUDA 13 provider names libcudart.so.12 beside .13, libnvrtc.so.12 beside .13
+    v = dependency_problems([_info("libcudart.so.12", "libnvrtc.so.12")], cuda_major=13, requires=[], tags=TAGS)
+    assert v.notes == () and v.problems == ()
+    (note,) = dependency_problems([_info("libnvrtc.so.12")], cuda_major=None, requires=[], tags=TAGS).notes
+    assert "nvidia-cuda-nvrtc-cu12" in note  # major unknown: every major's
