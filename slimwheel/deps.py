@@ -502,7 +502,10 @@ def _named_provider(needed: str, reqs: Requirements) -> Requirement | None:
 
     if torchext.is_torch_library(needed):
         return None
-    return next((rs[0] for project, rs in reqs.always.items() if library_of_project(needed, project)), None)
+    named = [(project, rs[0]) for project, rs in reqs.always.items() if library_of_project(needed, project)]
+    # the library wheel itself (librmm-cu12) before a wheel that requires it (rmm-cu12, which pylibraft requires)
+    named.sort(key=lambda pr: not pr[0].startswith("lib") and not pr[0].startswith("nvidia-lib"))
+    return named[0][1] if named else None
 
 
 def _pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:

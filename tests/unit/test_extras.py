@@ -161,3 +161,10 @@ def test_a_library_named_after_a_required_project_is_a_note() -> None:
 def test_torch_s_libraries_are_not_tied_by_name() -> None:
     v = dependency_problems([_elf("ext/_C.so", "libtorch.so")], cuda_major=None, requires=["torch==2.11.0"], tags=TAGS)
     assert v.problems  # torch's own libraries: torchext's rules decide, not a name
+
+
+def test_the_library_wheel_itself_is_named_before_its_python_wheel() -> None:
+    # pylibraft-cu12 26.10.0 requires rmm-cu12 and libraft-cu12; librmm.so is librmm-cu12's, which rmm-cu12 requires
+    elf = _elf("pylibraft/common/cuda.abi3.so", "librmm.so")
+    (note,) = dependency_problems([elf], cuda_major=12, requires=["rmm-cu12", "librmm-cu12"], tags=TAGS).notes
+    assert "Requires-Dist 'librmm-cu12' is named after it" in note
