@@ -772,6 +772,17 @@ def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list
         reqs = ", ".join(dict.fromkeys(p.requirement for p in ps))
         files = sorted({f for p in ps for f in p.files})
         shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        # a library the required wheel requires itself (onnxruntime-gpu's cuBLAS through nvidia-cudnn-cu13)
+        through = sorted(
+            {
+                f"{provider} requires {lib.package}"
+                for p in ps
+                for provider in [str(canonicalize_name(Requirement(p.requirement).name))]
+                for lib in cudalibs.RUNTIME_LIBS
+                if lib.soname == p.soname and lib.package in cudalibs.WHEEL_REQUIRES.get(provider, ())
+            }
+        )
+        reqs += f" ({'; '.join(through)})" if through else ""
         out.append(
             f"CUDA libraries come with the extra '{extra}' (pip install '{name or 'the wheel'}[{extra}]'): "
             f"{', '.join(p.soname for p in ps)}, from Requires-Dist {reqs}; without the extra, {len(files)} file(s) "

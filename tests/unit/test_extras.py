@@ -110,6 +110,8 @@ def test_a_library_the_required_wheel_requires_comes_with_it() -> None:
     by_extra = {p.soname: p.extra for p in v.from_extras}
     assert by_extra["libcublas.so.13"] == by_extra["libcublasLt.so.13"] == by_extra["libcudnn.so.9"] == "cudnn"
     assert by_extra["libcudart.so.13"] == "cuda"
+    (cudnn,) = [n for n in v.notes if "extra 'cudnn'" in n]
+    assert "(nvidia-cudnn-cu13 requires nvidia-cublas)" in cudnn
     # required outright, nvidia-cudnn-cu12 brings cuBLAS 12 just as well; an unpinned unsuffixed provider does not
     cu12 = _elf("pkg/_x.so", "libcublas.so.12", "libcudnn.so.9")
     assert dependency_problems([cu12], cuda_major=12, requires=["nvidia-cudnn-cu12"], tags=TAGS).problems == ()
