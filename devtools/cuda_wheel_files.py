@@ -21,6 +21,9 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
 from slimwheel import fsutil
 from slimwheel.cuda import libs as cudalibs
 
@@ -32,6 +35,7 @@ OUT = Path(__file__).resolve().parents[1] / "tests" / "data" / "cuda-wheel-files
 # what its wheel installs.
 EXTRA = (
     "cuda-toolkit",
+    "cuda-toolkit==12.*",  # the metapackage's newest release of the other major (RAPIDS' cu12 wheels require it)
     *(
         f"{name}-cu12"
         for name in (
@@ -107,10 +111,18 @@ class _RangeFile(io.RawIOBase):
 
 
 def _wheel_url(package: str) -> tuple[str, str, str]:
-    api = f"https://pypi.org/pypi/{package}/json"
+    """(version, file name, URL) of the newest release's wheel; `name==12.*`: the newest release that matches."""
+    name, _, wanted = package.partition("==")
+    api = f"https://pypi.org/pypi/{name}/json"
     with urllib.request.urlopen(api, timeout=60) as r:
         info = json.load(r)
     version = info["info"]["version"]
+    if wanted:
+        spec = SpecifierSet(f"=={wanted}")
+        version = str(max(v for v in map(Version, info["releases"]) if v in spec))
+        api = f"https://pypi.org/pypi/{name}/{version}/json"
+        with urllib.request.urlopen(api, timeout=60) as r:
+            info = json.load(r)
     for f in info["urls"]:
         if f["filename"].endswith(".whl") and re.search(r"(manylinux\w*_x86_64|-any)\.whl$", f["filename"]):
             return version, f["filename"], urllib.parse.urljoin(api, f["url"])

@@ -34,7 +34,7 @@ from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.major import UNIQUE_SONAMES
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
-from slimwheel.external import folder_of_project
+from slimwheel.external import folder_of_project, library_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.inspect.pyimports import OptionalModule, PythonImports, shown_sites
 from slimwheel.rpath import describe, origin_target, resolve_entries
@@ -342,7 +342,9 @@ _EXTRA_RE = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")
 @dataclass(frozen=True, kw_only=True)
 class Requirements:
     """The wheel's Requires-Dist as pip sees them where the wheel installs. A requirement on CUDA's metapackage
-    (`cuda-toolkit[cublas,cudart]==13.*`) also stands for each library wheel its extras install (`via`)."""
+    (`cuda-toolkit[cublas,cudart]==13.*`) also stands for each library wheel its extras install, and one on a library
+    wheel for those it requires itself (`nvidia-cudnn-cu13` brings `nvidia-cublas`: `cudalibs.WHEEL_REQUIRES`):
+    `via`."""
 
     always: dict[str, list[Requirement]]  # project -> requirements installed in every environment
     conditional: dict[str, list[Requirement]]  # project -> requirements whose marker does not always hold
@@ -380,6 +382,8 @@ class Requirements:
                     if admits_only_major(r, major):
                         for package in cudalibs.toolkit_packages(major, frozenset(r.extras)):
                             via.setdefault((extra, package), r)
+            for package in cudalibs.WHEEL_REQUIRES.get(key, ()):
+                via.setdefault((extra, package), r)
         return cls(always=always, conditional=conditional, unparsable=tuple(bad), extras=extras, via=via)
 
     def first(self, project: str) -> Requirement | None:
@@ -492,9 +496,31 @@ def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirem
     return None
 
 
+def _named_provider(needed: str, reqs: Requirements) -> Requirement | None:
+    """The requirement whose project the library is named after (`external.library_of_project`: librmm.so and
+    librmm-cu12). Torch's libraries are left to the torch rules (torchext)."""
+    from slimwheel import torchext
+
+    if torchext.is_torch_library(needed):
+        return None
+    named = [(project, rs[0]) for project, rs in reqs.always.items() if library_of_project(needed, project)]
+    # the library wheel itself (librmm-cu12) before a wheel that requires it (rmm-cu12, which pylibraft requires)
+    named.sort(key=lambda pr: not pr[0].startswith("lib") and not pr[0].startswith("nvidia-lib"))
+    return named[0][1] if named else None
+
+
 def _pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:
-    if req.name.lower() == cudalibs.TOOLKIT_PACKAGE:  # the metapackage of a major pins its components to it
+    """Whether `req` installs lib's wheel of lib's CUDA major only: itself pinned, or through a wheel pinned to the
+    major (cuda-toolkit==13.*, or a library wheel of that major that requires lib's wheel: nvidia-cudnn-cu13)."""
+    name = str(canonicalize_name(req.name))
+    if name == cudalibs.TOOLKIT_PACKAGE:  # the metapackage of a major pins its components to it
         return admits_only_major(req, lib.cuda_major)
+    if name != lib.package:
+        return any(
+            _pinned(provider, req)
+            for provider in cudalibs.libs_for(lib.cuda_major)
+            if provider.package == name and lib.package in cudalibs.WHEEL_REQUIRES.get(name, ())
+        )
     return lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major)
 
 
@@ -607,12 +633,12 @@ def _cuda_library_problem(
         req = reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
         if req is None:
             continue
-        if req.name.lower() == cudalibs.TOOLKIT_PACKAGE:
+        if str(canonicalize_name(req.name)) != lib.package:  # through cuda-toolkit or a wheel that requires it
             if _pinned(lib, req):
                 return None
             return (
                 f"{info.path} needs {needed} (CUDA {lib.cuda_major}) through Requires-Dist '{req}', which does "
-                f"not pin {cudalibs.TOOLKIT_PACKAGE} to {lib.cuda_major}.*: pip may install another CUDA major"
+                f"not pin {req.name} to CUDA {lib.cuda_major}: pip may install another CUDA major"
             )
         # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
         # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
@@ -704,6 +730,10 @@ def dependency_problems(
             f"Requires-Dist '{t.req}' also admits torch {', '.join(t.lacking)}, which do(es) not"
         )
 
+    def _torch_enough(soname: str, cands: list[cudalibs.RuntimeLib], *, alternative: bool) -> bool:
+        t = _torch_provider(soname, cands, torch, machines)
+        return t is not None and t.enough(alternative=alternative)
+
     def judge(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> str | None:
         problem = _cuda_library_problem(info, soname, cands, reqs)
         if problem is not None and (got := _extra_provider(cands, reqs)) is not None:
@@ -739,6 +769,28 @@ def dependency_problems(
                 cands = [lib for lib in cands if lib.cuda_major == major] or cands
             if cands and (problem := judge(info, loaded, cands)):
                 problems.append(problem.replace(" needs ", " loads at run time ", 1))
+        for opened in info.opens:
+            # A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs
+            # it. Names of another CUDA major are fallbacks tried in turn (onnxruntime-gpu 1.31's CUDA 13 provider
+            # names libcudart.so.12 and .13), not what a file of its major loads.
+            cands = [
+                lib
+                for lib in cudalibs.RUNTIME_LIBS
+                if lib.soname == opened and (major is None or lib.cuda_major == major)
+            ]
+            if (
+                cands
+                and opened not in inside
+                and _cuda_library_problem(info, opened, cands, reqs) is not None
+                and _extra_provider(cands, reqs) is None
+                and not _torch_enough(opened, cands, alternative=info.path in alts)
+            ):
+                wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in cands)
+                notes.append(
+                    f"{info.path} opens {opened} at run time (dlopen; the name is in its read-only data), and no "
+                    f"requirement of the wheel installs it ({wanted}): where neither that wheel nor a CUDA toolkit "
+                    "on the loader's path provides it, what needs it fails when it runs"
+                )
         for needed in info.needed:
             if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:
                 continue
@@ -765,6 +817,14 @@ def dependency_problems(
                     f"Requires-Dist {provided[1]}"
                 )
                 continue
+            if named := _named_provider(needed, reqs):
+                notes.append(
+                    f"{info.path} needs {needed}, which no search path of it finds: Requires-Dist '{named}' is named "
+                    "after it; such library wheels (RAPIDS': librmm-cu12 installs librmm/lib64/librmm.so) load it "
+                    "when imported, and the loader uses that copy if they are imported before this file loads, "
+                    "which the wheel's own files do not show"
+                )
+                continue
             problem = (
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
@@ -774,7 +834,7 @@ def dependency_problems(
 
     for info in elfs:
         if (copy := cudalibs.vendored(info.path)) is not None:
-            lib = copy.candidates[-1]
+            lib = next((c for c in copy.candidates if c.cuda_major == cuda_major), copy.candidates[-1])
             notes.append(
                 f"{info.path} is a copy of {copy.real_name} ({lib.package}"
                 + (", loaded by its library" if copy.companion else "")
@@ -823,6 +883,17 @@ def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list
         reqs = ", ".join(dict.fromkeys(p.requirement for p in ps))
         files = sorted({f for p in ps for f in p.files})
         shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        # a library the required wheel requires itself (onnxruntime-gpu's cuBLAS through nvidia-cudnn-cu13)
+        through = sorted(
+            {
+                f"{provider} requires {lib.package}"
+                for p in ps
+                for provider in [str(canonicalize_name(Requirement(p.requirement).name))]
+                for lib in cudalibs.RUNTIME_LIBS
+                if lib.soname == p.soname and lib.package in cudalibs.WHEEL_REQUIRES.get(provider, ())
+            }
+        )
+        reqs += f" ({'; '.join(through)})" if through else ""
         out.append(
             f"CUDA libraries come with the extra '{extra}' (pip install '{name or 'the wheel'}[{extra}]'): "
             f"{', '.join(p.soname for p in ps)}, from Requires-Dist {reqs}; without the extra, {len(files)} file(s) "

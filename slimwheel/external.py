@@ -186,6 +186,18 @@ def folder_of_project(top: str, project: str) -> bool:
     return folder in (name, _CUDA_SUFFIX.sub("", name))
 
 
+def library_of_project(soname: str, project: str) -> bool:
+    """Whether a SONAME is named after a project, as RAPIDS' library wheels name theirs: `libX.so[.N]` of project
+    `libX`, `X` or `nvidia-libX`, with a CUDA suffix or not (librmm-cu12: librmm.so, rapids-logger:
+    librapids_logger.so, nvidia-libnvcomp-cu12: libnvcomp.so.5). Those wheels load their library when imported
+    (`load_library()`), before the libraries that need it."""
+    stem = soname.split(".so", 1)[0]
+    if not stem.startswith("lib") or stem == "lib":
+        return False
+    name = _CUDA_SUFFIX.sub("", str(canonicalize_name(project))).removeprefix("nvidia-")
+    return str(canonicalize_name(stem)) in (name, "lib" + name)
+
+
 def check_can_tie(ext: ExternalLib) -> str | None:
     """Why `slimwheel check` will not tie the folder to the requirement (see `origin_target`), or None."""
     if folder_of_project((ext.folder or "").split("/")[0], ext.project):

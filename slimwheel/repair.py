@@ -142,7 +142,7 @@ def repair_wheel(
             versions = {**_vendored_versions(src, copies, wheel), **(versions or {})}
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         if src.torch is not None:
-            built = _torch_built(torch, major, wheel.name)
+            built = _torch_built(torch or torchext.pinned_build(src.requires, cuda_major=major), major, wheel.name)
             torch_req = torchext.requirement(src.torch, built, cuda_major=major)
             externals = (*torchext.externals(src.torch, torch_req), *externals)
             log.info("%s: %s; requires %s", wheel.name, src.torch.summary(), torch_req)
@@ -384,8 +384,8 @@ def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
 
 
 def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_name: str) -> torchext.TorchBuild:
-    """The torch the wheel was built against: the one given, else the running Python's; its CUDA major must be the
-    wheel's."""
+    """The torch the wheel was built against: the one given (or the one release the wheel pins itself to:
+    `torchext.pinned_build`), else the running Python's; its CUDA major must be the wheel's."""
     built = given or torchext.installed_torch()
     if built is None:
         raise BadInputError(
@@ -437,8 +437,10 @@ def _vendored(wheel: Path, src: _Input) -> tuple[Unvendored, ...]:
 
 
 def _unvendor(root: Path, src: _Input, copies: Sequence[Unvendored], wheel: Path) -> None:
-    """Remove the copies; every other ELF file that needs one needs the nvidia-* wheels' SONAME instead."""
-    changes = {u.soname: u.replaced_by for u in copies}
+    """Remove the copies; every other ELF file that needs one (by its SONAME or by its file name) needs the nvidia-*
+    wheels' SONAME instead. torchvision 0.26.0's image.so needs libnvjpeg.36e11081.so.13, the file whose SONAME is
+    still libnvjpeg.so.13."""
+    changes = {name: u.replaced_by for u in copies for name in (u.soname, u.file.rsplit("/", 1)[-1])}
     gone = {u.file for u in copies}
     for path, info in src.elfs.items():
         if path in gone:

@@ -220,6 +220,31 @@ def parse_version_py(text: str, *, where: str) -> TorchBuild:
     return TorchBuild(version=version, cuda=c.group(1) if c and c.group(1) else None)
 
 
+def pinned_build(requires: Iterable[str], *, cuda_major: int | None) -> TorchBuild | None:
+    """The torch a wheel pins itself to, as built: an unconditional Requires-Dist on exactly one torch release
+    (torchvision 0.26.0: `torch==2.11.0`) whose PyPI build has the wheel's CUDA major (that build's CUDA version).
+    None otherwise: a range, a marker, a release slimwheel's table does not know, or another CUDA major (a build
+    from PyTorch's own index, cu126, pins the same version)."""
+    for text in requires:
+        try:
+            req = Requirement(text)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(req.name) != "torch" or req.marker is not None or len(req.specifier) != 1:
+            continue
+        (clause,) = req.specifier
+        if clause.operator not in ("==", "===") or "*" in clause.version:
+            continue
+        try:
+            version = Version(clause.version)
+        except InvalidVersion:
+            continue
+        rel = {r.minor: r for r in pypi_releases()}.get(_minor(version))
+        if rel is not None and version.local is None and rel.cuda_major == cuda_major:
+            return TorchBuild(version=version, cuda=rel.cuda)
+    return None
+
+
 def parse_torch_option(text: str) -> TorchBuild:
     """`--torch 2.11.0+cu130`: the version, and the CUDA version its local part names (cu130 -> 13.0; cpu -> None);
     without a local part, the CUDA version of PyPI's build of that minor."""

@@ -4,6 +4,7 @@ sizes, and `size-report` time against the unzip + cuobjdump route, all from one 
 
     .venv/bin/python lab/bench/corpus.py            # measure: lab/results/corpus.json, then docs/corpus.md's table
     .venv/bin/python lab/bench/corpus.py --docs     # only re-render docs/corpus.md's table from the JSON
+    .venv/bin/python lab/bench/corpus.py --only ctranslate2 torchvision   # measure these, keep the others' rows
 
 The corpus (pins, download cache, cuobjdump) is tests/helpers/corpus.py, the same the corpus test reads.
 """
@@ -166,7 +167,12 @@ def table(data: dict[str, Any]) -> str:
             f"{repaired} | {slim} | {r['size_report_s']:.2f} s vs {r['cuobjdump_route_s']:.2f} s "
             f"({ratio:.2f}x) |"
         )
-    return "\n".join(rows) + f"\n\nMeasured {data['when']} on {data['machine']}: `{data['command']}`.\n"
+    later = "".join(
+        f" {', '.join(f'`{r}`' for r in part['requirements'])} measured {part['when']} on the same machine: "
+        f"`{part['command']}`."
+        for part in data.get("partial", [])
+    )
+    return "\n".join(rows) + f"\n\nMeasured {data['when']} on {data['machine']}: `{data['command']}`.{later}\n"
 
 
 def render_doc(text: str, data: dict[str, Any]) -> str:
@@ -175,8 +181,33 @@ def render_doc(text: str, data: dict[str, Any]) -> str:
     return f"{head}{BEGIN}\n{table(data)}{END}{tail}"
 
 
+def _measure_only(names: list[str]) -> None:
+    """Measure the named corpus wheels (`cupy-cuda13x` or `cupy-cuda13x==14.2.0`) and put their rows into the JSON
+    in corpus order, the others' rows as they were; the table's footer says which were measured when."""
+    data = json.loads(OUT.read_text(encoding="utf-8"))
+    wanted = [w for w in corpus.CORPUS if w.requirement in names or w.requirement.split("==")[0] in names]
+    if len(wanted) != len(names):
+        raise SystemExit(f"not in the corpus: {names}")
+    rows = {r["requirement"]: r for r in data["wheels"]}
+    for w in wanted:
+        print(w.requirement, file=sys.stderr)
+        rows[w.requirement] = measure(w)
+    data["wheels"] = [rows[w.requirement] for w in corpus.CORPUS if w.requirement in rows]
+    data.setdefault("partial", []).append(
+        {
+            "requirements": [w.requirement for w in wanted],
+            "when": time.strftime("%Y-%m-%d", time.gmtime()),
+            "command": f".venv/bin/python lab/bench/corpus.py --only {' '.join(names)}",
+        }
+    )
+    with fsutil.atomic_path(OUT) as tmp:
+        tmp.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str]) -> int:
-    if "--docs" not in argv:
+    if "--only" in argv:
+        _measure_only(argv[argv.index("--only") + 1 :])
+    elif "--docs" not in argv:
         wheels = []
         for w in corpus.CORPUS:
             print(w.requirement, file=sys.stderr)

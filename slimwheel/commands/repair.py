@@ -50,7 +50,8 @@ from slimwheel.units import mib
     default=None,
     metavar="VERSION",
     help="The torch a PyTorch extension was built against (2.11.0+cu130; the local part names its CUDA); "
-    "default: the torch installed in this Python.",
+    "default: the one release the wheel pins itself to (torch==2.11.0) where PyPI's build of it has the wheel's "
+    "CUDA major, else the torch installed in this Python.",
 )
 @click.option(
     "--rewrite-record",

@@ -209,11 +209,29 @@ RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
     *_family(13),
 )
 
-# CUDA 13's `cuda-toolkit` metapackage: which nvidia-* wheels each of its extras installs (cuda-toolkit 13.5.0's
-# Requires-Dist, tests/data/cuda-wheel-files.json). Projects require CUDA through it (`cuda-toolkit[cublas,cudart]==13.*`:
-# CuPy's extra `ctk`, RAPIDS, cuda-bindings); every release of 13.x pins the components of that release.
+# CUDA's `cuda-toolkit` metapackage: which nvidia-* wheels each of its extras installs, per major (the Requires-Dist of
+# cuda-toolkit 13.5.0 and 12.9.2.0, the newest of each major: tests/data/cuda-wheel-files.json). Projects require CUDA
+# through it (`cuda-toolkit[cublas,cudart]==13.*`: CuPy's extra `ctk`, cuda-bindings; RAPIDS' cu12 wheels
+# `cuda-toolkit[cublas,curand,...]==12.*`); every release pins the components of that release, and pip takes the
+# newest of the major.
 TOOLKIT_PACKAGE = "cuda-toolkit"
 TOOLKIT_EXTRAS: dict[int, dict[str, tuple[str, ...]]] = {
+    12: {
+        "cublas": ("nvidia-cublas-cu12",),
+        "cudart": ("nvidia-cuda-runtime-cu12",),
+        "cufft": ("nvidia-cufft-cu12", "nvidia-nvjitlink-cu12"),
+        "cufile": ("nvidia-cufile-cu12",),
+        "cupti": ("nvidia-cuda-cupti-cu12",),
+        "curand": ("nvidia-curand-cu12",),
+        "cusolver": ("nvidia-cublas-cu12", "nvidia-cusolver-cu12", "nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12"),
+        "cusparse": ("nvidia-cusparse-cu12", "nvidia-nvjitlink-cu12"),
+        "npp": ("nvidia-npp-cu12",),
+        "nvfatbin": ("nvidia-nvfatbin-cu12",),
+        "nvjitlink": ("nvidia-nvjitlink-cu12",),
+        "nvjpeg": ("nvidia-nvjpeg-cu12",),
+        "nvrtc": ("nvidia-cuda-nvrtc-cu12",),
+        "nvtx": ("nvidia-nvtx-cu12",),
+    },
     13: {
         "cublas": ("nvidia-cublas", "nvidia-cuda-nvrtc"),
         "cudart": ("nvidia-cuda-runtime",),
@@ -230,6 +248,25 @@ TOOLKIT_EXTRAS: dict[int, dict[str, tuple[str, ...]]] = {
         "nvrtc": ("nvidia-cuda-nvrtc",),
         "nvtx": ("nvidia-nvtx",),
     },
+}
+
+
+# The library wheels each library wheel of the table requires itself, not under an extra (the Requires-Dist of the
+# newest release, tests/data/cuda-wheel-files.json): a project that requires nvidia-cudnn-cu13 gets nvidia-cublas with
+# it, which onnxruntime-gpu 1.31's CUDA provider needs (libcublas.so.13) and requires only through its extra `cudnn`.
+WHEEL_REQUIRES: dict[str, tuple[str, ...]] = {
+    "nvidia-cublas": ("nvidia-cuda-nvrtc",),
+    "nvidia-cublas-cu12": ("nvidia-cuda-nvrtc-cu12",),
+    "nvidia-cudnn-cu12": ("nvidia-cublas-cu12",),
+    "nvidia-cudnn-cu13": ("nvidia-cublas",),
+    "nvidia-cudss-cu12": ("nvidia-cublas-cu12", "nvidia-cuda-nvrtc-cu12"),
+    "nvidia-cudss-cu13": ("nvidia-cublas", "nvidia-cuda-nvrtc"),
+    "nvidia-cufft": ("nvidia-nvjitlink",),
+    "nvidia-cufft-cu12": ("nvidia-nvjitlink-cu12",),
+    "nvidia-cusolver": ("nvidia-cublas", "nvidia-nvjitlink", "nvidia-cusparse"),
+    "nvidia-cusolver-cu12": ("nvidia-cublas-cu12", "nvidia-nvjitlink-cu12", "nvidia-cusparse-cu12"),
+    "nvidia-cusparse": ("nvidia-nvjitlink",),
+    "nvidia-cusparse-cu12": ("nvidia-nvjitlink-cu12",),
 }
 
 
@@ -282,8 +319,9 @@ def by_soname(soname: str) -> RuntimeLib | None:
     return None
 
 
-# auditwheel renames the libraries it bundles: libcudart.so.12.0.107 -> libcudart-5a077122.so.12.0.107.
-_HASHED = re.compile(r"^(?P<stem>lib[^/]*?)-[0-9a-f]{8}(?P<ver>\.so(?:\.\d+)*)$")
+# auditwheel renames the libraries it bundles: libcudart.so.12.0.107 -> libcudart-5a077122.so.12.0.107, or, as
+# torchvision 0.26.0's wheel carries them, libcudart.so.13 -> libcudart.faf08d9a.so.13.
+_HASHED = re.compile(r"^(?P<stem>lib[^/]*?)[-.][0-9a-f]{8}(?P<ver>\.so(?:\.\d+)*)$")
 # Libraries that come with a row's wheel and that the row's library loads itself, with no stable SONAME (it changes
 # with every release: libnvrtc-builtins.so.12.0, .12.9): dropped together with that library.
 _COMPANIONS = (("nvrtc", re.compile(r"^libnvrtc-builtins(?:\.alt)?\.so\.(?P<major>\d+)(?:\.\d+)*$")),)

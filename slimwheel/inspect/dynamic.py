@@ -33,6 +33,8 @@ class ElfInfo:
     # Libraries it opens at run time rather than through DT_NEEDED: the NVRTC of embedded kernel sources
     # (inspect.nvrtc). Required and preloaded like needed ones, never searched for by the dynamic loader.
     loads: tuple[str, ...] = ()
+    # CUDA libraries it opens with dlopen by name (ElfReport.opens): maybe optional, so they are noted, not required.
+    opens: tuple[str, ...] = ()
     # It carries libstdc++ (linked statically) and exports it: see deps.cxx_runtime_problem.
     exports_cxx_runtime: bool = False
 
@@ -50,6 +52,7 @@ class ElfInfo:
             rpath=split_search_path(elf.rpath),
             runpath=split_search_path(elf.runpath),
             loads=tuple(dict.fromkeys(r.nvrtc_soname for r in elf.nvrtc)),
+            opens=elf.opens,
             exports_cxx_runtime=elf.exports_cxx_runtime,
         )
 

@@ -420,6 +420,19 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
             else:
                 best = max((served_by(cc, ts)[0] for ts in groups), key=_RANK.__getitem__)
                 per_file[name] = {ts: (best, n) for ts, n in groups.items()}
+        # A file that picks its kernels by GPU and has code for newer GPUs only (sgl-kernel 0.3.21's
+        # flashmla_ops: sm_90a sm_100a) is a component for those GPUs: not judged for one that other files run
+        # natively, as per-generation modules within a file are not.
+        native = {n for n, judged in per_file.items() if any(how == "sass" for how, _ in judged.values())}
+        components = [
+            n
+            for n in per_file
+            if n in dispatching and n not in native and all(all(t.cc > cc for t in ts) for ts in per_elf[n])
+        ]
+        if native:
+            for name in components:
+                left_out[name] = dict(per_elf[name])
+                del per_file[name]
         for files in alternatives.values():
             present = [f for f in files if f in per_file]
             if len(present) > 1:
@@ -440,7 +453,8 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
             gaps.append(
                 CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names), targets=tuple(kinds))
             )
-        kept = {name: gone for name, gone in left_out.items() if name in per_file}  # of alternatives, the one judged
+        # of alternatives, the one judged; a component file left out whole is judged by no alternative
+        kept = {name: gone for name, gone in left_out.items() if name in per_file or (native and name in components)}
         if kept:
             excused.append(
                 Excused(
@@ -596,6 +610,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "sections": dict(sorted(elf.sections.items(), key=lambda kv: -kv[1])),
         "soname": elf.soname,
         "needed": list(elf.needed),
+        "opens": list(elf.opens),  # CUDA libraries it opens with dlopen by name (ElfReport.opens)
         "rpath": elf.rpath,
         "runpath": elf.runpath,
         "exports_cxx_runtime": elf.exports_cxx_runtime,

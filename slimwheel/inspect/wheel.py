@@ -5,6 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from email.parser import HeaderParser
 
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion
+
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.zipread import DEFAULT_LIMITS, Member, ZipLimits, ZipReader, check_member_name
 
@@ -20,9 +23,21 @@ def requires_dist(metadata: str) -> tuple[str, ...]:
 class WheelMeta:
     name: str
     version: str
-    tags: tuple[str, ...]  # from the WHEEL file's Tag lines (cp310-abi3-manylinux_2_28_x86_64)
+    # Where pip installs it (cp310-abi3-manylinux_2_28_x86_64): the file name's tags, which pip alone reads; the WHEEL
+    # file's Tag lines only for a file not named as a wheel. CuPy 14.2's wheels are named manylinux2014_x86_64 while
+    # their WHEEL file says linux_x86_64 (auditwheel renamed them and kept the tag).
+    tags: tuple[str, ...]
     requires_dist: tuple[str, ...]
     dist_info: str
+
+
+def _file_tags(filename: str) -> tuple[str, ...]:
+    """The tags of a wheel's file name, expanded (`cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64` is two);
+    () for a name that is not a wheel's."""
+    try:
+        return tuple(str(t) for t in parse_wheel_filename(filename)[3])
+    except (InvalidWheelFilename, InvalidVersion):
+        return ()
 
 
 class WheelArchive(ZipReader):
@@ -49,7 +64,7 @@ class WheelArchive(ZipReader):
         return WheelMeta(
             name=str(meta["Name"]),
             version=str(meta["Version"]),
-            tags=tuple(str(t) for t in wheel.get_all("Tag") or ()),
+            tags=_file_tags(self.path.name) or tuple(str(t) for t in wheel.get_all("Tag") or ()),
             requires_dist=requires_dist(meta_text),
             dist_info=dist_info,
         )

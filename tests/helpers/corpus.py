@@ -98,6 +98,22 @@ CORPUS: tuple[CorpusWheel, ...] = (
         filename="nvidia_cudnn_cu13-9.28.1.4-py3-none-manylinux_2_27_x86_64.whl",
         why="per-generation kernels (sm_90a, sm_100f ...) picked by GPU: 9.0-12.0 once said unserved",
     ),
+    CorpusWheel(
+        requirement="ctranslate2==4.8.5",
+        filename="ctranslate2-4.8.5-cp311-cp311-manylinux_2_27_x86_64.manylinux_2_28_x86_64.whl",
+        why="opens libcublas.so.12 and libnccl.so.2 with dlopen and requires neither",
+        require="7.0-12.0",
+    ),
+    CorpusWheel(
+        requirement="torchvision==0.26.0",
+        filename="torchvision-0.26.0-cp311-cp311-manylinux_2_28_x86_64.whl",
+        why="a torch extension (torch==2.11.0) carrying libcudart and nvJPEG copies renamed libX.<hash>.so.13",
+    ),
+    CorpusWheel(
+        requirement="onnxruntime-gpu==1.31.1",
+        filename="onnxruntime_gpu-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl",
+        why="cuBLAS through its extra cudnn (nvidia-cudnn-cu13 requires it); sm_90a and sm_120a, no Blackwell 10.x",
+    ),
 )
 CUOBJDUMP = CorpusWheel(
     requirement="nvidia-cuda-cuobjdump==13.5.37",

@@ -249,3 +249,45 @@ def test_cumm_repair_requires_the_runtime_wheels_instead_of_its_copies(tmp_path:
     r = inspect_wheel(res.wheel)
     v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="none"))
     assert v.ok, v.failures
+
+
+def test_cupy_is_judged_by_the_manylinux_policy_of_its_file_name() -> None:
+    # named manylinux2014_x86_64, WHEEL file says linux_x86_64: pip installs it by the name
+    assert report("cupy-cuda13x").platforms == ("manylinux2014_x86_64",)
+    assert not any("no manylinux platform tag" in n for n in verdict("cupy-cuda13x").notes)
+
+
+def test_ctranslate2_notes_the_libraries_it_opens_and_nothing_installs() -> None:
+    (lib,) = [e for e in report("ctranslate2").elfs if e.opens]
+    assert lib.name.startswith("ctranslate2.libs/libctranslate2-") and lib.opens == ("libcublas.so.12", "libnccl.so.2")
+    v = verdict("ctranslate2", "7.0-12.0")
+    assert v.ok, v.failures
+    opened = [n for n in v.notes if " opens " in n]
+    assert len(opened) == 2 and "nvidia-cublas-cu12, CUDA 12" in opened[0] and "nvidia-nccl-cu12" in opened[1]
+
+
+def test_torchvision_copies_are_noted_and_replaced_by_the_nvidia_wheels(tmp_path: Path) -> None:
+    from slimwheel.repair import repair_wheel
+
+    v = verdict("torchvision")
+    copies = sorted(n.split(" is a copy of ")[1].split(" ")[0] for n in v.notes if " is a copy of " in n)
+    assert copies == ["libcudart.so.13", "libnvjpeg.so.13"], v.notes
+    res = repair_wheel(wheel("torchvision"), tmp_path)  # the build it pins itself to: torch==2.11.0, CUDA 13.0
+    assert {(u.replaced_by, u.package) for u in res.unvendored} == {
+        ("libcudart.so.13", "nvidia-cuda-runtime"),
+        ("libnvjpeg.so.13", "nvidia-nvjpeg"),
+    }
+    r = inspect_wheel(res.wheel)
+    v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="7.5-12.0"))
+    assert v.ok, v.failures
+
+
+def test_onnxruntime_gets_cublas_with_cudnn_and_cannot_run_on_blackwell_10() -> None:
+    v = verdict("onnxruntime-gpu")
+    (cov,) = failures(v, "coverage")
+    assert "10.0 (" in cov and "10.3 (" in cov and "12.0" not in cov and "9.0" not in cov
+    deps = failures(v, "dependencies")  # only the TensorRT provider's TensorRT, which nothing installs
+    assert sorted(m.split(" needs ")[1].split(":")[0] for m in deps) == ["libnvinfer.so.10", "libnvonnxparser.so.10"]
+    (cudnn,) = [n for n in v.notes if "extra 'cudnn'" in n]
+    assert "libcublas.so.13" in cudnn and "libcublasLt.so.13" in cudnn and "nvidia-cudnn-cu13" in cudnn
+    assert not any(" opens " in n for n in v.notes)  # its CUDA 12 names are fallbacks beside the CUDA 13 ones

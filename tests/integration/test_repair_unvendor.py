@@ -74,3 +74,38 @@ def test_check_notes_the_copy_and_keep_vendored_refuses(vendoring_wheel: Path, t
     assert any("is a copy of libcudart.so.12.0.107 (nvidia-cuda-runtime-cu12)" in n for n in v.notes), v.notes
     assert main(["repair", "--keep-vendored", "-w", str(tmp_path), str(vendoring_wheel)]) == 12
     assert not list(tmp_path.glob("*.whl"))
+
+
+def test_a_copy_renamed_with_dots_and_needed_by_its_file_name_is_replaced(tmp_path: Path) -> None:
+    # torchvision 0.26.0: torchvision.libs/libnvjpeg.36e11081.so.13 keeps SONAME libnvjpeg.so.13, and image.so
+    # needs it by its file name; repair used to stop at "needs libnvjpeg.36e11081.so.13, which is neither bundled ..."
+    from slimwheel.tools import patchelf
+
+    stubs = stub_dir(tmp_path, {"libcudart.so.12": 12000})
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart"], runpath=["$ORIGIN/../faketv.libs"]
+    )
+    renamed = "libcudart.0123abcd.so.12"
+    subprocess.run([patchelf(), "--replace-needed", "libcudart.so.12", renamed, str(ext)], check=True)
+    whl = make_wheel(
+        tmp_path / "dist",
+        name="faketv",
+        version="0.1",
+        files={
+            "faketv/__init__.py": b"",
+            f"faketv/_ext{ext_suffix()}": ext.read_bytes(),
+            f"faketv.libs/{renamed}": (stubs / "libcudart.so.12").read_bytes(),
+        },
+    )
+    r = inspect_wheel(whl)
+    v = check_wheel(r, make_policy(r, require_arch="none"))
+    assert any(f"faketv.libs/{renamed} is a copy of libcudart.so.12" in n for n in v.notes), v.notes
+    res = repair_wheel(whl, tmp_path / "out")
+    (u,) = res.unvendored
+    assert u.file == f"faketv.libs/{renamed}" and u.replaced_by == "libcudart.so.12"
+    with zipfile.ZipFile(res.wheel) as z:
+        z.extractall(tmp_path / "x")
+    info = scan_elfs(tmp_path / "x")[f"faketv/_ext{ext_suffix()}"]
+    assert "libcudart.so.12" in info.needed and renamed not in info.needed
+    r = inspect_wheel(res.wheel)
+    assert check_wheel(r, make_policy(r, require_arch="none")).ok

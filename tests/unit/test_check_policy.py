@@ -161,6 +161,25 @@ def test_whitelist_comes_from_auditwheels_policy_for_the_oldest_tag(tmp_path: Pa
     assert "no manylinux platform tag" in (system_policy(plain.platforms).note or "")
 
 
+def test_the_file_name_says_where_the_wheel_installs(tmp_path: Path) -> None:
+    # cupy-cuda12x 14.2.0: named manylinux2014_x86_64 (what pip reads), WHEEL file still says linux_x86_64
+    files = {"pkg/_ext.abi3.so": elf(sections={".nv_fatbin": FB}, needed=("libcudart.so.12", "libc.so.6"))}
+    path = make_wheel(
+        tmp_path,
+        name="pkg",
+        files=files,
+        requires=("nvidia-cuda-runtime-cu12",),
+        tag="cp311-cp311-linux_x86_64",
+        filename="pkg-1.0-cp311-cp311-manylinux2014_x86_64.whl",
+    )
+    r = inspect_wheel(path)
+    assert r.tags == ("cp311-cp311-manylinux2014_x86_64",)
+    assert system_policy(r.platforms).name == "manylinux_2_17" and system_policy(r.platforms).note is None
+    assert not any("no manylinux platform tag" in n for n in verdict(path).notes)
+    odd = make_wheel(tmp_path / "odd", name="pkg", files=files, tag="cp311-cp311-linux_x86_64", filename="x.whl")
+    assert inspect_wheel(odd).tags == ("cp311-cp311-linux_x86_64",)  # not named as a wheel: its WHEEL file
+
+
 def test_several_kinds_of_failure_give_13(tmp_path: Path) -> None:
     v = verdict(
         wheel(tmp_path, needed=("libfoo.so.1",), fb=fatbin([fatbin_entry(sm=70)])), budget="100", require_arch="9.0"
@@ -414,3 +433,48 @@ def test_a_dispatching_file_with_no_native_module_for_a_gpu_is_judged(tmp_path: 
     w = _one_lib(tmp_path, [("sass", 89), ("sass", 120, "f")], [("sass", 100, "a")], [("sass", 80), ("ptx", 80)])
     r = inspect_wheel(w)
     assert CC(9, 0) in r.coverage.none
+
+
+def _module_blob(*modules: list[tuple[str, int]] | list[tuple[str, int, str]]) -> bytes:
+    return b"".join(
+        fatbin(
+            [
+                fatbin_entry(kind=e[0], sm=e[1], flags=FLAG_64BIT_LINUX | _VARIANT_FLAGS[e[2] if len(e) > 2 else ""])
+                for e in m
+            ]
+        )
+        for m in modules
+    )
+
+
+def _libs(tmp_path: Path, **libs: bytes) -> Path:
+    files = {f"p/{n}.so": elf(sections={".nv_fatbin": b}, needed=("libc.so.6",)) for n, b in libs.items()}
+    return make_wheel(tmp_path, files=files)
+
+
+def test_a_component_file_for_newer_gpus_only_is_not_judged_where_other_files_run_natively(tmp_path: Path) -> None:
+    """sgl-kernel 0.3.21: flashmla_ops carries sm_90a and sm_100a alone, a component the package loads on Hopper and
+    Blackwell; its other files run Ampere natively. It said 8.0, 8.6 and 8.9 were not served."""
+    main_ = _module_blob([("sass", 80), ("sass", 90, "a"), ("sass", 100, "a")])
+    mla = _module_blob([("sass", 90, "a"), ("sass", 100, "a")], [("sass", 90, "a")])
+    r = inspect_wheel(_libs(tmp_path, ops=main_, mla=mla))
+    assert CC(8, 0) in r.coverage.native and CC(8, 6) in r.coverage.native
+    (ex,) = coverage_detail(r.elfs, (CC(8, 0),)).excused
+    assert ex.elfs == ("p/mla.so",) and ex.fatbins == 2
+    v = verdict(_libs(tmp_path / "v", ops=main_, mla=mla), require_arch="8.0-9.0")
+    assert v.ok and any("8.0: 2 modules of p/mla.so carry no code for it" in n for n in v.notes), v
+
+
+def test_a_component_file_alone_or_of_a_plain_build_is_still_judged(tmp_path: Path) -> None:
+    mla = _module_blob([("sass", 90, "a"), ("sass", 100, "a")])
+    alone = inspect_wheel(_libs(tmp_path / "a", mla=mla))  # nothing else runs 8.0: a Hopper-and-newer wheel
+    assert CC(8, 0) in alone.coverage.none
+    # transformer-engine-cu12 2.20.2's libnccl_ep: plain sm_90 sm_100 sm_120, no arch-specific code: a gap
+    plain = _module_blob([("sass", 90), ("sass", 100), ("sass", 120)])
+    main_ = _module_blob([("sass", 80), ("sass", 90), ("ptx", 90)])
+    r = inspect_wheel(_libs(tmp_path / "p", ops=main_, ep=plain))
+    assert CC(8, 0) in r.coverage.none and coverage_detail(r.elfs, (CC(8, 0),)).excused == ()
+    # a component that has code for the GPU is judged as any file
+    half = _module_blob([("sass", 90, "a")], [("sass", 75)])
+    r = inspect_wheel(_libs(tmp_path / "h", ops=main_, half=half))
+    assert CC(8, 0) in r.coverage.none

@@ -48,16 +48,29 @@ def test_package_versions_share_the_pinned_major() -> None:
             assert int(FACTS[lib.package]["version"].split(".")[0]) == lib.version_major, lib
 
 
-def test_toolkit_extras_are_the_metapackage_s() -> None:
+@pytest.mark.parametrize(("major", "key"), [(13, cudalibs.TOOLKIT_PACKAGE), (12, "cuda-toolkit==12.*")])
+def test_toolkit_extras_are_the_metapackage_s(major: int, key: str) -> None:
     got: dict[str, set[str]] = {}
-    for text in FACTS[cudalibs.TOOLKIT_PACKAGE]["requires_dist"]:
+    for text in FACTS[key]["requires_dist"]:
         r = Requirement(text)
         extra = re.search(r"extra == [\"']([^\"']+)[\"']", str(r.marker)).group(1)  # type: ignore[union-attr]
         got.setdefault(extra, set()).add(r.name)
-    known = {lib.package for lib in cudalibs.libs_for(13)}
-    for extra, packages in cudalibs.TOOLKIT_EXTRAS[13].items():
+    known = {lib.package for lib in cudalibs.libs_for(major)}
+    assert int(FACTS[key]["version"].split(".")[0]) == major
+    for extra, packages in cudalibs.TOOLKIT_EXTRAS[major].items():
         assert set(packages) == got[extra] & known, extra
-    assert set(cudalibs.toolkit_packages(13, frozenset({"all"}))) == got["all"] & known
+    assert set(cudalibs.toolkit_packages(major, frozenset({"all"}))) == got["all"] & known
+
+
+def test_what_library_wheels_require_is_their_own_metadata() -> None:
+    known = {lib.package for lib in cudalibs.RUNTIME_LIBS}
+    got = {}
+    for package, facts in FACTS.items():
+        if package in known:
+            names = [Requirement(t).name for t in facts["requires_dist"] if "extra ==" not in t]
+            if deps := tuple(dict.fromkeys(n for n in names if n in known)):
+                got[package] = deps
+    assert {k: set(v) for k, v in cudalibs.WHEEL_REQUIRES.items()} == {k: set(v) for k, v in got.items()}
 
 
 def test_copies_are_told_by_name_and_originals_by_their_folder() -> None:
@@ -68,6 +81,12 @@ def test_copies_are_told_by_name_and_originals_by_their_folder() -> None:
     assert cudalibs.vendored("pkg/libcublas.so.12") is not None  # a plain copy, not renamed
     assert cudalibs.vendored("pkg.libs/libcublasLt-0123abcd.so.12.1.3.1") is not None
     assert cudalibs.vendored("pkg.libs/libfoo-0123abcd.so.1") is None
+    # torchvision 0.26.0: the hash between dots
+    t = cudalibs.vendored("torchvision.libs/libcudart.faf08d9a.so.13")
+    assert t is not None and [lib.soname for lib in t.candidates] == ["libcudart.so.13"] and t.version is None
+    n = cudalibs.vendored("torchvision.libs/libnvjpeg.36e11081.so.13")
+    assert n is not None and n.real_name == "libnvjpeg.so.13"
+    assert cudalibs.vendored("torchvision.libs/libpng16.60f56faa.so.16") is None
     for package, facts in FACTS.items():  # the wheels' own libraries are originals
         for f in facts["shared_libraries"]:
             assert cudalibs.vendored(f) is None, (package, f)

@@ -125,3 +125,88 @@ def test_what_torch_does_not_ship_or_load_stays_a_failure() -> None:
     assert any("libgomp.so.1" in p for p in v.problems) and not any("libgomp" in n for n in v.notes)
     v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.10"], tags=arm)  # 2.10, 2.11 ship it there
     assert v.problems == () and any("libtorch_cpu.so needs" in n for n in v.notes)
+
+
+# onnxruntime-gpu 1.31.1: its CUDA provider needs cuBLAS 13, which neither extra names; `cudnn` brings it, because
+# nvidia-cudnn-cu13 requires nvidia-cublas.
+ORT = [
+    'nvidia-cuda-runtime~=13.0; extra == "cuda"',
+    'nvidia-curand~=10.0; extra == "cuda"',
+    'nvidia-cudnn-cu13~=9.0; extra == "cudnn"',
+]
+ORT_ELF = _elf(
+    "onnxruntime/capi/libonnxruntime_providers_cuda.so",
+    "libcublasLt.so.13",
+    "libcublas.so.13",
+    "libcudart.so.13",
+    "libcudnn.so.9",
+    "libcurand.so.10",
+)
+
+
+def test_a_library_the_required_wheel_requires_comes_with_it() -> None:
+    v = dependency_problems([ORT_ELF], cuda_major=13, requires=ORT, tags=TAGS, name="onnxruntime-gpu")
+    assert v.problems == ()
+    by_extra = {p.soname: p.extra for p in v.from_extras}
+    assert by_extra["libcublas.so.13"] == by_extra["libcublasLt.so.13"] == by_extra["libcudnn.so.9"] == "cudnn"
+    assert by_extra["libcudart.so.13"] == "cuda"
+    (cudnn,) = [n for n in v.notes if "extra 'cudnn'" in n]
+    assert "(nvidia-cudnn-cu13 requires nvidia-cublas)" in cudnn
+    # required outright, nvidia-cudnn-cu12 brings cuBLAS 12 just as well; an unpinned unsuffixed provider does not
+    cu12 = _elf("pkg/_x.so", "libcublas.so.12", "libcudnn.so.9")
+    assert dependency_problems([cu12], cuda_major=12, requires=["nvidia-cudnn-cu12"], tags=TAGS).problems == ()
+    cusolver = _elf("pkg/_y.so", "libcusparse.so.12", "libcusolver.so.12")
+    v = dependency_problems([cusolver], cuda_major=13, requires=["nvidia-cusolver"], tags=TAGS)
+    assert len(v.problems) == 2 and all("pip may install another CUDA major" in p for p in v.problems)
+    v = dependency_problems([cusolver], cuda_major=13, requires=["nvidia-cusolver==12.*"], tags=TAGS)
+    assert v.problems == ()
+
+
+def test_a_library_the_required_wheel_does_not_require_stays_a_problem() -> None:
+    v = dependency_problems(
+        [_elf("pkg/_x.so", "libcufft.so.12")], cuda_major=13, requires=["nvidia-cudnn-cu13"], tags=TAGS
+    )
+    (p,) = v.problems
+    assert "libcufft.so.12" in p and "no Requires-Dist on nvidia-cufft" in p
+
+
+def test_cuda_12_s_metapackage_stands_for_its_extras_libraries() -> None:
+    # libcuvs-cu12 26.10.0: `cuda-toolkit[cublas,curand,cusolver,cusparse,nvrtc]==12.*`
+    reqs = ["cuda-toolkit[cublas,curand,cusolver,cusparse,nvrtc]==12.*"]
+    elf = _elf("libcuvs/lib64/libcuvs.so", "libcublas.so.12", "libcusolver.so.11", "libcurand.so.10", "libnvrtc.so.12")
+    assert dependency_problems([elf], cuda_major=12, requires=reqs, tags=TAGS).problems == ()
+    (p,) = dependency_problems([_elf("x/_y.so", "libcufft.so.11")], cuda_major=12, requires=reqs, tags=TAGS).problems
+    assert "libcufft.so.11" in p
+
+
+def test_a_library_named_after_a_required_project_is_a_note() -> None:
+    # libcudf-cu12 26.10.2: libcudf.so needs librmm.so etc. with RUNPATH $ORIGIN only; the wheels it requires load
+    # them when imported (RAPIDS' load_library)
+    from slimwheel.external import library_of_project
+
+    assert library_of_project("librmm.so", "librmm-cu12") and library_of_project("libkvikio.so", "libkvikio-cu13")
+    assert library_of_project("librapids_logger.so", "rapids-logger")
+    assert library_of_project("libnvcomp.so.5", "nvidia-libnvcomp-cu12")
+    assert not library_of_project("librmm.so", "rmm-cu12-tools") and not library_of_project("libfoo.so", "bar")
+    assert not library_of_project("rmm.so", "rmm") and not library_of_project("lib.so", "lib")
+    elf = _elf("libcudf/lib64/libcudf.so", "librmm.so", "librapids_logger.so", "libnvcomp.so.5")
+    reqs = ["librmm-cu12==26.10.*", "rapids-logger==0.3.*", "nvidia-libnvcomp-cu12==5.3.0.16"]
+    v = dependency_problems([elf], cuda_major=12, requires=reqs, tags=TAGS)
+    assert v.problems == () and len(v.notes) == 3
+    assert all("is named after it" in n for n in v.notes)
+    (p,) = dependency_problems([elf], cuda_major=12, requires=reqs[:2], tags=TAGS).problems
+    assert "libnvcomp.so.5" in p
+    # under an extra or only under a marker: not installed everywhere, no tie
+    assert dependency_problems([elf], cuda_major=12, requires=[f'{r}; extra == "x"' for r in reqs], tags=TAGS).problems
+
+
+def test_torch_s_libraries_are_not_tied_by_name() -> None:
+    v = dependency_problems([_elf("ext/_C.so", "libtorch.so")], cuda_major=None, requires=["torch==2.11.0"], tags=TAGS)
+    assert v.problems  # torch's own libraries: torchext's rules decide, not a name
+
+
+def test_the_library_wheel_itself_is_named_before_its_python_wheel() -> None:
+    # pylibraft-cu12 26.10.0 requires rmm-cu12 and libraft-cu12; librmm.so is librmm-cu12's, which rmm-cu12 requires
+    elf = _elf("pylibraft/common/cuda.abi3.so", "librmm.so")
+    (note,) = dependency_problems([elf], cuda_major=12, requires=["rmm-cu12", "librmm-cu12"], tags=TAGS).notes
+    assert "Requires-Dist 'librmm-cu12' is named after it" in note

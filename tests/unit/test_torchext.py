@@ -227,3 +227,15 @@ def test_the_table_holds_the_stable_functions_the_example_uses() -> None:
     assert table["torch_library_impl"] == "2.10" and table["aoti_torch_get_current_cuda_stream"] == "2.9"
     releases = {r.minor: r for r in torchext.pypi_releases()}
     assert releases["2.11"].cuda == "13.0" and releases["2.10"].cuda_major == 12
+
+
+def test_a_wheel_that_pins_one_pypi_torch_release_tells_the_build() -> None:
+    from slimwheel.torchext import pinned_build
+
+    # torchvision 0.26.0 (CUDA 13, classic API) requires torch==2.11.0: PyPI's 2.11 is CUDA 13.0
+    got = pinned_build(["numpy", "torch (==2.11.0)", "pillow"], cuda_major=13)
+    assert got is not None and str(got.version) == "2.11.0" and got.cuda == "13.0"
+    assert pinned_build(["torch==2.11.0"], cuda_major=12) is None  # a cu12 build from PyTorch's index pins it too
+    for loose in ("torch>=2.10", "torch==2.11.*", "torch==2.11.0; python_version < '3.13'", "torch==2.11.0+cu126"):
+        assert pinned_build([loose], cuda_major=13) is None, loose
+    assert pinned_build(["torch==1.0.0"], cuda_major=13) is None  # a release the table does not know

@@ -1,0 +1,76 @@
+"""CUDA libraries a file opens with dlopen by name rather than through DT_NEEDED: ctranslate2 4.8.5's
+libctranslate2 opens libcublas.so.12 and libnccl.so.2 so, and requires neither; its check passed without a word."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers.binsynth import elf
+
+from slimwheel.deps import dependency_problems
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.elf import read_elf
+
+TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
+RODATA = b"\0cannot load %s\0libcublas.so.12\0libnccl.so.2\0libfoo.so.1\0"
+
+
+def test_names_of_cuda_libraries_in_rodata_with_dlopen_are_opened() -> None:
+    got = read_elf(elf(sections={".rodata": RODATA}, undefined=("dlopen",), needed=("libc.so.6",)), "x.so")
+    assert got.opens == ("libcublas.so.12", "libnccl.so.2")  # libfoo is no CUDA library of the table
+
+
+def test_without_dlopen_or_as_part_of_another_string_nothing_is_opened() -> None:
+    assert read_elf(elf(sections={".rodata": RODATA}, needed=("libc.so.6",)), "x.so").opens == ()
+    parts = b"\0xlibcublas.so.12\0libcublas.so.12.9\0message libnccl.so.2 missing\0"
+    assert read_elf(elf(sections={".rodata": parts}, undefined=("dlopen",)), "x.so").opens == ()
+    data = b"\0libcublas.so.12\0"
+    assert read_elf(elf(sections={".data": data}, undefined=("dlopen",)), "x.so").opens == ()  # .rodata only
+    needed = read_elf(elf(sections={".rodata": RODATA}, undefined=("dlopen",), needed=("libnccl.so.2",)), "x.so")
+    assert needed.opens == ("libcublas.so.12",)
+    assert ElfInfo.from_report(needed).opens == ("libcublas.so.12",)
+
+
+def _info(*opens: str) -> ElfInfo:
+    return ElfInfo(path="ct/libct.so", soname=None, needed=("libc.so.6",), rpath=(), runpath=(), opens=opens)
+
+
+def test_an_opened_library_nothing_installs_is_a_note_not_a_failure() -> None:
+    v = dependency_problems([_info("libcublas.so.12")], cuda_major=12, requires=["numpy"], tags=TAGS)
+    assert v.problems == ()
+    (note,) = v.notes
+    assert "ct/libct.so opens libcublas.so.12 at run time" in note and "nvidia-cublas-cu12, CUDA 12" in note
+
+
+def test_an_opened_library_a_requirement_installs_is_not_mentioned() -> None:
+    for requires in (
+        ["nvidia-nccl-cu12; platform_system == 'Linux'"],  # as xgboost 3.2.0 requires it
+        ['nvidia-nccl-cu12; extra == "multi"'],
+        ["cuda-toolkit[cublas]==12.*", "nvidia-nccl-cu12"],
+    ):
+        v = dependency_problems([_info("libnccl.so.2")], cuda_major=12, requires=requires, tags=TAGS)
+        assert v.problems == () and v.notes == () and v.from_extras == (), requires
+    carried = ElfInfo(path="ct/libnccl.so.2", soname="libnccl.so.2", needed=(), rpath=(), runpath=())
+    (note,) = dependency_problems([_info("libnccl.so.2"), carried], cuda_major=12, requires=[], tags=TAGS).notes
+    assert "is a copy of libnccl.so.2 (nvidia-nccl-cu12)" in note  # of the wheel's CUDA major, and no "opens" note
+
+
+def test_the_json_report_lists_what_each_file_opens(tmp_path: Path) -> None:
+    from helpers.wheelmaker import make_wheel
+
+    from slimwheel.inspect.report import inspect_wheel, report_to_json
+
+    so = elf(sections={".rodata": RODATA}, undefined=("dlopen",), needed=("libc.so.6",))
+    report = inspect_wheel(
+        make_wheel(tmp_path, name="ct", files={"ct/libct.so": so}, tag="py3-none-manylinux_2_28_x86_64")
+    )
+    (e,) = report_to_json(report)["elfs"]
+    assert e["opens"] == ["libcublas.so.12", "libnccl.so.2"]
+
+
+def test_names_of_another_cuda_major_are_fallbacks_not_noted() -> None:
+    # onnxruntime-gpu 1.31.1's CUDA 13 provider names libcudart.so.12 beside .13, libnvrtc.so.12 beside .13
+    v = dependency_problems([_info("libcudart.so.12", "libnvrtc.so.12")], cuda_major=13, requires=[], tags=TAGS)
+    assert v.notes == () and v.problems == ()
+    (note,) = dependency_problems([_info("libnvrtc.so.12")], cuda_major=None, requires=[], tags=TAGS).notes
+    assert "nvidia-cuda-nvrtc-cu12" in note  # major unknown: every major's
