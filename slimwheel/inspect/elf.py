@@ -660,15 +660,15 @@ def _refuse_strict_over_others(name: str, sections: list[Section], found: list[F
     both are refused. `found` is sorted by offset."""
     starts = [fb.offset for fb in found]
     for sec in sections:
-        watched = sec.name in FATBIN_SECTIONS or sec.type in _STRUCTURE
-        if not watched or sec.type in (_SHT_NULL, _SHT_NOBITS) or not sec.size:
+        structure = sec.type in _STRUCTURE  # never holds a container: any overlap counts, whatever the names say
+        if not (structure or sec.name in FATBIN_SECTIONS) or sec.type in (_SHT_NULL, _SHT_NOBITS) or not sec.size:
             continue
         lo, hi = sec.offset, sec.offset + sec.size
         i = max(0, bisect.bisect_right(starts, lo) - 1)
         for fb in found[i:]:
             if fb.offset >= hi:
                 break
-            if fb.offset + fb.size > lo and fb.section != sec.name:
+            if fb.offset + fb.size > lo and (structure or fb.section != sec.name):
                 raise BadInputError(
                     f"{name}: section {sec.name} ({lo:#x}-{hi:#x}) lies over the fatbin at {fb.offset:#x} "
                     f"[{fb.section or 'file'}] ({fb.size} bytes): no byte may belong to two CUDA modules"
