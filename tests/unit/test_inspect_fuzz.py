@@ -268,6 +268,14 @@ def test_a_structure_section_inside_a_container_is_refused() -> None:
     )
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     assert read_elf(bytes(data), "fuzz.so").fatbins  # the file as built reads
+    base = bytes(data)
     struct.pack_into("<QQ", data, shoff + 1 * 64 + 0x18, 239, 3)
     with pytest.raises(BadInputError, match=r"fuzz.so: section \.dynstr .* lies over the fatbin"):
         read_elf(bytes(data), "fuzz.so")
+    # The section-name table (section 7) moved into a container's bytes: every name reads as garbage, the container's
+    # section name equals the table's own, and a check by name let it through (hypothesis, 852 and 61/62 bytes).
+    for size in (61, 62):
+        moved = bytearray(base)
+        struct.pack_into("<QQ", moved, shoff + 7 * 64 + 0x18, 852, size)
+        with pytest.raises(BadInputError, match=r"lies over the fatbin"):
+            read_elf(bytes(moved), "fuzz.so")
