@@ -593,8 +593,8 @@ def _torch_provider(
             lacking=tuple(r.version for r in torch.pinned if r not in providing),
             how=f"require(s) {package}",
         )
-    if torchext.is_torch_library(soname):  # torch's own: the extension rules (RPATH into torch/lib) judge them
-        return None
+    # torch's own libraries (libc10.so, libtorch_cuda.so) are judged the same way: torchvision 0.26's _C.so needs
+    # them with no search path into torch/lib, and finds them because `import torch` loaded them first.
     table = torchext.shipped_libs()
     oldest = Version(next(iter(table)))
     yes: list[torchext.ShippedLibs] = []
@@ -856,12 +856,31 @@ def dependency_problems(
         for (extra, soname), (req, fs) in from_extras.items()
     )
     notes += extra_notes(provisions, name=name)
+    # torch's own libraries come in sixes (libc10.so ... libtorch_cuda.so): one note for those that the same files need
+    # from the same releases' torch/lib, one per library otherwise
+    shipped: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for soname, (t, paths) in from_torch.items():
+        if t.how.startswith("ship"):
+            shipped.setdefault((str(t.req), t.providing, tuple(paths)), []).append(soname)
+            continue
         shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
         notes.append(
             f"{shown} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist '{t.req}' does: "
             f"torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
             "loader uses that copy when torch is imported before these libraries are loaded"
+        )
+    for (req, providing, paths), sonames in shipped.items():
+        if len(sonames) == 1:
+            t = from_torch[sonames[0]][0]
+            how = f"{t.how} and load it"
+        else:
+            how = "ship(s) them in torch/lib and load them"
+        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        notes.append(
+            f"{shown} need(s) {', '.join(sonames)}: no requirement of the wheel installs "
+            f"{'them' if len(sonames) > 1 else 'it'}, but Requires-Dist '{req}' does: torch {', '.join(providing)} "
+            f"from PyPI {how} at `import torch`, and the loader uses those copies when torch is imported before "
+            "these libraries are loaded"
         )
     for path, (opt, libs) in optional.items():
         packages = ", ".join(dict.fromkeys(p for _, p in libs if p))

@@ -272,6 +272,20 @@ def test_torchvision_copies_are_noted_and_replaced_by_the_nvidia_wheels(tmp_path
     v = verdict("torchvision")
     copies = sorted(n.split(" is a copy of ")[1].split(" ")[0] for n in v.notes if " is a copy of " in n)
     assert copies == ["libcudart.so.13", "libnvjpeg.so.13"], v.notes
+    # torch's own libraries, needed with no search path into torch/lib: `import torch` (2.11.0, which it pins)
+    # loads all six first, so one note; the absolute conda RPATH of its build machine is its only failure
+    (deps,) = failures(v, "dependencies")
+    assert "/__w/_temp/conda_environment" in deps and "unsafe" in deps
+    (torch_note,) = [n for n in v.notes if "at `import torch`" in n]
+    for so in (
+        "libc10.so",
+        "libtorch.so",
+        "libtorch_cpu.so",
+        "libtorch_python.so",
+        "libc10_cuda.so",
+        "libtorch_cuda.so",
+    ):
+        assert so in torch_note
     res = repair_wheel(wheel("torchvision"), tmp_path)  # the build it pins itself to: torch==2.11.0, CUDA 13.0
     assert {(u.replaced_by, u.package) for u in res.unvendored} == {
         ("libcudart.so.13", "nvidia-cuda-runtime"),

@@ -201,8 +201,19 @@ def test_a_library_named_after_a_required_project_is_a_note() -> None:
 
 
 def test_torch_s_libraries_are_not_tied_by_name() -> None:
+    """torch's own libraries are torch's because `import torch` loads them (torch-lib.json), not because of a name:
+    torchvision 0.26's _C.so needs them with no search path into torch/lib."""
     v = dependency_problems([_elf("ext/_C.so", "libtorch.so")], cuda_major=None, requires=["torch==2.11.0"], tags=TAGS)
-    assert v.problems  # torch's own libraries: torchext's rules decide, not a name
+    assert v.problems == ()
+    (note,) = [n for n in v.notes if "libtorch.so" in n]
+    assert "at `import torch`" in note and "named after it" not in note
+    # a library of torch's name that no admitted release loads at import stays a failure
+    v = dependency_problems(
+        [_elf("ext/_C.so", "libtorch_nope.so")], cuda_major=None, requires=["torch==2.11.0"], tags=TAGS
+    )
+    assert v.problems
+    v = dependency_problems([_elf("ext/_C.so", "libtorch.so")], cuda_major=None, requires=[], tags=TAGS)
+    assert v.problems  # no torch requirement: nothing brings it
 
 
 def test_the_library_wheel_itself_is_named_before_its_python_wheel() -> None:
