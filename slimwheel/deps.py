@@ -869,13 +869,10 @@ def dependency_problems(
             f"torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
             "loader uses that copy when torch is imported before these libraries are loaded"
         )
-    for (req, providing, paths), sonames in shipped.items():
-        if len(sonames) == 1:
-            t = from_torch[sonames[0]][0]
-            how = f"{t.how} and load it"
-        else:
-            how = "ship(s) them in torch/lib and load them"
-        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    for (req, providing, files), sonames in shipped.items():
+        one = from_torch[sonames[0]][0]
+        how = f"{one.how} and load it" if len(sonames) == 1 else "ship(s) them in torch/lib and load them"
+        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
         notes.append(
             f"{shown} need(s) {', '.join(sonames)}: no requirement of the wheel installs "
             f"{'them' if len(sonames) > 1 else 'it'}, but Requires-Dist '{req}' does: torch {', '.join(providing)} "
