@@ -5,7 +5,9 @@
 - `slim --archs 9.0` and `variants` peak RSS / the wheel's largest member (goal: at most 1.5), and the same less the
   interpreter's own start-up RSS (measured here too), which dominates small wheels;
 - `variants` wall time / `slim` wall time, with the number of wheels variants wrote: one read of the input and one
-  write per wheel, where it used to be a full pass (inspect, unpack, slim, pack, inspect) per variant.
+  write per wheel, where it used to be a full pass (inspect, unpack, slim, pack, inspect) per variant;
+- start-up: the import time of `slimwheel size-report --help` (`python -X importtime`, the sum over the top-level
+  imports, in µs; the least of `--repeat` runs), which loads everything size-report loads before reading a byte.
 
     .venv/bin/python lab/bench/cost.py                       # every wheel below; JSON to lab/results/cost.json
     .venv/bin/python lab/bench/cost.py --only faiss,jax      # wheels whose requirement contains one of these
@@ -140,6 +142,21 @@ def _best(cmd: list[str], repeat: int) -> float:
     return best
 
 
+def import_time(repeat: int) -> int:
+    """Microseconds `python -X importtime` counts for `slimwheel size-report --help` (the sum of the cumulative times
+    of the top-level imports; the least of `repeat` runs, after one that writes the bytecode)."""
+    cmd = [sys.executable, "-X", "importtime", SLIMWHEEL, "size-report", "--help"]
+    best = None
+    for i in range(repeat + 1):
+        err = subprocess.run(cmd, capture_output=True, text=True, check=True, env=AS_INSTALLED).stderr
+        # "import time: self [us] | cumulative | name": top-level imports are those without indentation
+        total = sum(int(m.group(1)) for m in re.finditer(r"^import time:\s+\d+ \|\s+(\d+) \| \S", err, re.M))
+        if i and (best is None or total < best):
+            best = total
+    assert best is not None
+    return best
+
+
 def _elf_members(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         out = []
@@ -229,6 +246,11 @@ def markdown(doc: dict[str, Any]) -> str:
     out = [
         f"Measured {doc['date']} on {doc['machine']} by `lab/bench/cost.py`; ratios against baselines of the same run.",
         "",
+        *(
+            [f"Import time of `slimwheel size-report --help`: {doc['size_report_help_import_us'] / 1000:.0f} ms.", ""]
+            if "size_report_help_import_us" in doc
+            else []
+        ),
         "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest | "
         "variants peak RSS / largest | variants wheels |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -260,6 +282,8 @@ def main() -> int:
     _rc, _t, base_rss = _peak(
         [sys.executable, "-c", "import slimwheel.cli, slimwheel.commands.slim, slimwheel.commands.variants"]
     )
+    start_up_us = import_time(args.repeat)
+    print(f"import time of `slimwheel size-report --help`: {start_up_us / 1000:.1f} ms (least of {args.repeat})")
     rows = []
     print(
         f"{'wheel':34} {'MiB':>6} {'largest':>8} {'report':>7} {'route':>7} {'ratio':>6} "
@@ -284,6 +308,7 @@ def main() -> int:
         "command": " ".join(sys.argv),
         "cuobjdump": str(exe),
         "start_up_rss_bytes": base_rss,
+        "size_report_help_import_us": start_up_us,
         "wheels": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
