@@ -6,7 +6,6 @@ Sizes always carry their unit: MiB = 2**20 bytes, MB = 10**6 bytes (said once in
 from __future__ import annotations
 
 import io
-import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -303,6 +302,8 @@ def render_json(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] | No
         from slimwheel.check import verdict_to_json
 
         doc["verdicts"] = [verdict_to_json(v) for v in verdicts]
+    import json  # only this format needs it: the table and Markdown reports start without it
+
     return json.dumps(doc, indent=2) + "\n"
 
 
