@@ -344,6 +344,9 @@ def table_text(draw: Callable[[Console], None], *, color: bool) -> str:
         force_terminal=color,
         no_color=not color,
         highlight=False,
+        # Text from wheels is escaped for markup (slimwheel.shown), not for emoji codes: a member named
+        # `lib:thumbs_up:.so` must show as written. Our own text has none, and every cell no longer pays the search.
+        emoji=False,
         soft_wrap=False,
     )
     draw(console)
