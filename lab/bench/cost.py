@@ -304,6 +304,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the table of --out and stop")
+    ap.add_argument("--note", default="", help="the machine's state (what else ran), kept in the results file")
     args = ap.parse_args()
     if args.markdown:
         print(markdown(json.loads(args.out.read_text())), end="")
@@ -311,6 +312,7 @@ def main() -> int:
     parts = [p for p in args.only.split(",") if p]
     chosen = [(r, py) for r, py in WHEELS if not parts or any(p in r for p in parts)]
     exe = cuobjdump()
+    load_before = os.getloadavg()
     # The interpreter with slim's and variants' modules imported: what any run of them costs before reading a byte.
     _rc, _t, base_rss = _peak(
         [sys.executable, "-c", "import slimwheel.cli, slimwheel.commands.slim, slimwheel.commands.variants"]
@@ -340,6 +342,12 @@ def main() -> int:
         "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": " ".join(sys.argv),
+        # Timings on a shared machine follow its load; the ratios compare runs of the same moments.
+        "load_average_1_5_15": {
+            "start": [round(x, 2) for x in load_before],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "note": args.note,
         "cuobjdump": str(exe),
         "start_up_rss_bytes": base_rss,
         "size_report_help_import_us": start_up_us,
