@@ -199,7 +199,7 @@ def one(info):
     head = os.pread(fd, 30, info.header_offset)
     n, m = struct.unpack_from("<HH", head, 26)
     raw = os.pread(fd, info.compress_size, info.header_offset + 30 + n + m)
-    data = isal_zlib.decompress(raw, -15) if info.compress_type else raw
+    data = isal_zlib.decompress(raw, -15, info.file_size) if info.compress_type else raw  # sized once, as slimwheel
     return data.count(b"\\x50\\xed\\x55\\xba")
 with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1, len(infos)))) as pool:
     print(sum(pool.map(one, infos)))
