@@ -1,5 +1,5 @@
 """`size-report` imports only what it needs (issue 22 item 7): its start-up is most of its cost on small wheels, where
-it must stay under half of `unzip` + `cuobjdump --list-elf` (lab/bench/corpus_cost.py measures the ratio)."""
+it must stay under half of `unzip` + `cuobjdump --list-elf` (lab/bench/cost.py measures the ratio)."""
 
 from __future__ import annotations
 
