@@ -8,7 +8,9 @@
   write per wheel, where it used to be a full pass (inspect, unpack, slim, pack, inspect) per variant;
 - the floor under size-report's ratio: a minimal Python route (`_FLOOR`: interpreter start, the zip directory, every
   ELF member inflated with ISA-L on a thread per core, fatbin magics counted; no slimwheel, nothing checked or
-  printed), best of `--repeat`, against the same baseline: what no size-report written in Python can go below;
+  printed), best of `--repeat`, against the same baseline: what no size-report written in Python can go below on
+  small wheels, where start-up and a few small members are all the work (on members of hundreds of MB it is no
+  bound: it holds each member whole in memory, where slimwheel spools the biggest to disk);
 - start-up: the import time of `slimwheel size-report --help` (`python -X importtime`, the sum over the top-level
   imports, in µs; the least of `--repeat` runs), which loads everything size-report loads before reading a byte.
 
