@@ -9,11 +9,9 @@ from __future__ import annotations
 import importlib
 import logging
 import os
-import pkgutil
 import signal
 import sys
 import threading
-import traceback
 from collections.abc import Sequence
 from typing import Any
 
@@ -98,13 +96,21 @@ def _has_format(cmd: click.Command) -> bool:
 
 class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
+        import pkgutil  # only --help lists the commands; running one imports its module alone
+
         return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(slimwheel.commands.__path__))
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         mod_name = name.replace("-", "_")
-        if mod_name not in {m.name for m in pkgutil.iter_modules(slimwheel.commands.__path__)}:
+        # A command is a public module of slimwheel.commands: importing it is the lookup (no listing of the folder).
+        if not mod_name.isidentifier() or mod_name.startswith("_"):
             return None
-        mod = importlib.import_module(f"slimwheel.commands.{mod_name}")
+        try:
+            mod = importlib.import_module(f"slimwheel.commands.{mod_name}")
+        except ModuleNotFoundError as e:
+            if e.name != f"slimwheel.commands.{mod_name}":
+                raise  # a command that exists and fails to import is a bug, not an unknown command
+            return None
         cmd: click.Command = mod.command
         # Each command module stays a plain click command; the options every command shares are added here, once.
         taken = {o for p in cmd.params for o in getattr(p, "opts", ())}
@@ -185,6 +191,8 @@ def _main(argv: Sequence[str] | None) -> int:
         return 130
     except Exception as e:  # the one place a bug is turned into a message
         if logging.getLogger("slimwheel").isEnabledFor(logging.DEBUG):
+            import traceback
+
             traceback.print_exc()
         click.echo(
             f"slimwheel: internal error: {type(e).__name__}: {_lines(str(e))} (run with -vv for the traceback)",

@@ -6,7 +6,6 @@ Sizes always carry their unit: MiB = 2**20 bytes, MB = 10**6 bytes (said once in
 from __future__ import annotations
 
 import io
-import json
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -303,6 +302,8 @@ def render_json(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] | No
         from slimwheel.check import verdict_to_json
 
         doc["verdicts"] = [verdict_to_json(v) for v in verdicts]
+    import json  # only this format needs it: the table and Markdown reports start without it
+
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -343,6 +344,9 @@ def table_text(draw: Callable[[Console], None], *, color: bool) -> str:
         force_terminal=color,
         no_color=not color,
         highlight=False,
+        # Text from wheels is escaped for markup (slimwheel.shown), not for emoji codes: a member named
+        # `lib:thumbs_up:.so` must show as written. Our own text has none, and every cell no longer pays the search.
+        emoji=False,
         soft_wrap=False,
     )
     draw(console)

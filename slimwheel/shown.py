@@ -18,8 +18,6 @@ import html as _html
 import re
 import unicodedata
 
-from rich.markup import escape as _rich_escape
-
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _HIDDEN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
 
@@ -40,7 +38,11 @@ def terminal(text: str) -> str:
 
 def markup(text: str) -> str:
     """`terminal`, then escaped for rich markup (a `[bold]` in a name stays text)."""
-    return _rich_escape(terminal(text))
+    # Imported here: the CLI's log formatter calls `terminal` on every run, and a command that prints no table (or
+    # prints it after reading the wheel) should not wait for rich at start-up.
+    from rich.markup import escape
+
+    return escape(terminal(text))
 
 
 def md_code(text: str, *, table: bool = False) -> str:

@@ -5,7 +5,14 @@
 - `slim --archs 9.0` and `variants` peak RSS / the wheel's largest member (goal: at most 1.5), and the same less the
   interpreter's own start-up RSS (measured here too), which dominates small wheels;
 - `variants` wall time / `slim` wall time, with the number of wheels variants wrote: one read of the input and one
-  write per wheel, where it used to be a full pass (inspect, unpack, slim, pack, inspect) per variant.
+  write per wheel, where it used to be a full pass (inspect, unpack, slim, pack, inspect) per variant;
+- the floor under size-report's ratio: a minimal Python route (`_FLOOR`: interpreter start, the zip directory, every
+  ELF member inflated with ISA-L on a thread per core, fatbin magics counted; no slimwheel, nothing checked or
+  printed), best of `--repeat`, against the same baseline: what no size-report written in Python can go below on
+  small wheels, where start-up and a few small members are all the work (on members of hundreds of MB it is no
+  bound: it holds each member whole in memory, where slimwheel spools the biggest to disk);
+- start-up: the import time of `slimwheel size-report --help` (`python -X importtime`, the sum over the top-level
+  imports, in µs; the least of `--repeat` runs), which loads everything size-report loads before reading a byte.
 
     .venv/bin/python lab/bench/cost.py                       # every wheel below; JSON to lab/results/cost.json
     .venv/bin/python lab/bench/cost.py --only faiss,jax      # wheels whose requirement contains one of these
@@ -140,6 +147,21 @@ def _best(cmd: list[str], repeat: int) -> float:
     return best
 
 
+def import_time(repeat: int) -> int:
+    """Microseconds `python -X importtime` counts for `slimwheel size-report --help` (the sum of the cumulative times
+    of the top-level imports; the least of `repeat` runs, after one that writes the bytecode)."""
+    cmd = [sys.executable, "-X", "importtime", SLIMWHEEL, "size-report", "--help"]
+    best = None
+    for i in range(repeat + 1):
+        err = subprocess.run(cmd, capture_output=True, text=True, check=True, env=AS_INSTALLED).stderr
+        # "import time: self [us] | cumulative | name": top-level imports are those without indentation
+        total = sum(int(m.group(1)) for m in re.finditer(r"^import time:\s+\d+ \|\s+(\d+) \| \S", err, re.M))
+        if i and (best is None or total < best):
+            best = total
+    assert best is not None
+    return best
+
+
 def _elf_members(wheel: Path) -> list[str]:
     with zipfile.ZipFile(wheel) as zf:
         out = []
@@ -165,6 +187,31 @@ def _route(wheel: Path, elfs: list[str], exe: Path, repeat: int) -> float:
     return best
 
 
+# The floor: what any Python size-report must do at least (start, read the directory, inflate each ELF member once,
+# look at its bytes). The same inflater and the same threads as slimwheel's scan; no checks, no parsing, no output.
+_FLOOR = """
+import os, struct, sys, zipfile
+from concurrent.futures import ThreadPoolExecutor
+from isal import isal_zlib
+path, names = sys.argv[1], set(sys.argv[2:])
+with zipfile.ZipFile(path) as zf:
+    infos = sorted((i for i in zf.infolist() if i.filename in names), key=lambda i: -i.file_size)
+fd = os.open(path, os.O_RDONLY)
+def one(info):
+    head = os.pread(fd, 30, info.header_offset)
+    n, m = struct.unpack_from("<HH", head, 26)
+    raw = os.pread(fd, info.compress_size, info.header_offset + 30 + n + m)
+    data = isal_zlib.decompress(raw, -15, info.file_size) if info.compress_type else raw  # sized once, as slimwheel
+    return data.count(b"\\x50\\xed\\x55\\xba")
+with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1, len(infos)))) as pool:
+    print(sum(pool.map(one, infos)))
+"""
+
+
+def _floor(wheel: Path, elfs: list[str], repeat: int) -> float:
+    return _best([sys.executable, "-c", _FLOOR, str(wheel), *elfs], repeat)
+
+
 _RSS = (
     "import resource, subprocess, sys, time\n"
     "t = time.perf_counter()\n"
@@ -188,6 +235,7 @@ def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int
     elfs = _elf_members(wheel)
     t_report = _best([SLIMWHEEL, "-q", "size-report", str(wheel)], repeat)
     t_route = _route(wheel, elfs, exe, repeat)
+    t_floor = _floor(wheel, elfs, repeat)
     row: dict[str, Any] = {
         "requirement": requirement,
         "wheel": wheel.name,
@@ -197,6 +245,8 @@ def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int
         "size_report_s": round(t_report, 3),
         "cuobjdump_route_s": round(t_route, 3),
         "size_report_ratio": round(t_report / t_route, 3) if t_route else None,
+        "floor_s": round(t_floor, 3),
+        "floor_ratio": round(t_floor / t_route, 3) if t_route else None,
     }
     with tempfile.TemporaryDirectory() as tmp:
         rc, wall, rss = _peak(
@@ -229,6 +279,11 @@ def markdown(doc: dict[str, Any]) -> str:
     out = [
         f"Measured {doc['date']} on {doc['machine']} by `lab/bench/cost.py`; ratios against baselines of the same run.",
         "",
+        *(
+            [f"Import time of `slimwheel size-report --help`: {doc['size_report_help_import_us'] / 1000:.0f} ms.", ""]
+            if "size_report_help_import_us" in doc
+            else []
+        ),
         "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest | "
         "variants peak RSS / largest | variants wheels |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
@@ -237,7 +292,9 @@ def markdown(doc: dict[str, Any]) -> str:
         s, v = r["slim"], r["variants"]
         out.append(
             f"| {r['requirement']} | {r['largest_member_bytes'] / 2**20:.1f} MiB | "
-            f"{r['size_report_s']:.2f} s / {r['cuobjdump_route_s']:.2f} s = {r['size_report_ratio']:.2f} | "
+            f"{r['size_report_s']:.2f} s / {r['cuobjdump_route_s']:.2f} s = {r['size_report_ratio']:.2f}"
+            + (f" (floor {r['floor_ratio']:.2f})" if "floor_ratio" in r else "")
+            + " | "
             f"{s['rss_ratio']:.2f} | {v['rss_ratio']:.2f} | {v['wheels']} |"
         )
     return "\n".join(out) + "\n"
@@ -249,6 +306,7 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--out", type=Path, default=OUT)
     ap.add_argument("--markdown", action="store_true", help="print the table of --out and stop")
+    ap.add_argument("--note", default="", help="the machine's state (what else ran), kept in the results file")
     args = ap.parse_args()
     if args.markdown:
         print(markdown(json.loads(args.out.read_text())), end="")
@@ -256,13 +314,16 @@ def main() -> int:
     parts = [p for p in args.only.split(",") if p]
     chosen = [(r, py) for r, py in WHEELS if not parts or any(p in r for p in parts)]
     exe = cuobjdump()
+    load_before = os.getloadavg()
     # The interpreter with slim's and variants' modules imported: what any run of them costs before reading a byte.
     _rc, _t, base_rss = _peak(
         [sys.executable, "-c", "import slimwheel.cli, slimwheel.commands.slim, slimwheel.commands.variants"]
     )
+    start_up_us = import_time(args.repeat)
+    print(f"import time of `slimwheel size-report --help`: {start_up_us / 1000:.1f} ms (least of {args.repeat})")
     rows = []
     print(
-        f"{'wheel':34} {'MiB':>6} {'largest':>8} {'report':>7} {'route':>7} {'ratio':>6} "
+        f"{'wheel':34} {'MiB':>6} {'largest':>8} {'report':>7} {'route':>7} {'ratio':>6} {'floor':>6} "
         f"{'slim RSS/largest':>17} {'variants RSS/largest':>21} {'var/slim time':>14}"
     )
     for requirement, python in chosen:
@@ -272,6 +333,7 @@ def main() -> int:
         print(
             f"{requirement:34} {row['bytes'] / 2**20:6.1f} {row['largest_member_bytes'] / 2**20:7.1f}M "
             f"{row['size_report_s']:6.2f}s {row['cuobjdump_route_s']:6.2f}s {row['size_report_ratio']:6.2f} "
+            f"{row['floor_ratio']:6.2f} "
             f"{s['rss_ratio']:8.2f} ({s['rss_ratio_above_start_up']:.2f})"
             f"{v['rss_ratio']:12.2f} ({v['rss_ratio_above_start_up']:.2f}) "
             f"{row['variants_over_slim_time']:8.2f} ({v['wheels']} wheels)",
@@ -282,8 +344,15 @@ def main() -> int:
         "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
         "command": " ".join(sys.argv),
+        # Timings on a shared machine follow its load; the ratios compare runs of the same moments.
+        "load_average_1_5_15": {
+            "start": [round(x, 2) for x in load_before],
+            "end": [round(x, 2) for x in os.getloadavg()],
+        },
+        "note": args.note,
         "cuobjdump": str(exe),
         "start_up_rss_bytes": base_rss,
+        "size_report_help_import_us": start_up_us,
         "wheels": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -7,9 +7,10 @@ from pathlib import Path
 
 import click
 
-from slimwheel.commands.size_report import emit, table_text
+from slimwheel.commands.size_report import emit
 from slimwheel.inspect.report import inspect_file
 from slimwheel.postbuild import diff as diffmod
+from slimwheel.render import table_text
 
 
 @click.command("diff")

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
+import importlib
 import os
 import sys
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
-from slimwheel import render
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import inspect_file
-from slimwheel.render import table_text as table_text  # its home moved to render; the old import keeps working
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 FORMATS = ("table", "json", "markdown")
 
@@ -29,6 +33,11 @@ def emit(text: str, output: Path | None) -> None:
         from slimwheel import fsutil
 
         fsutil.write_text_atomic(output, text)
+
+
+def _preload(module: str) -> None:
+    with contextlib.suppress(ImportError):  # the main thread's own import reports it
+        importlib.import_module(module)
 
 
 @click.command("size-report")
@@ -57,7 +66,15 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
 
     Sizes: MiB = 2**20 bytes, MB = 10**6 bytes.
     """
+    # The renderer (rich, for the table: tens of ms) is imported while the wheels are read: inflating releases the
+    # GIL, so the import runs on a core the scan leaves idle (a wheel's one big library is inflated on one core).
+    renderer = "slimwheel.render" if fmt != "html" else "slimwheel.postbuild.treemap"
+    importer = threading.Thread(target=_preload, args=(renderer,), name="import-renderer", daemon=True)
+    importer.start()
     reports = [inspect_file(w) for w in wheels]
+    importer.join()
+    from slimwheel import render  # done by the thread; an import that failed there fails here, as it would have
+
     if fmt == "json":
         text = render.render_json(reports)
     elif fmt == "markdown":
@@ -75,5 +92,5 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
                     console.print()
                 render.render_table(r, console, entries=entries)
 
-        text = table_text(draw, color=color)
+        text = render.table_text(draw, color=color)
     emit(text, output)

@@ -14,7 +14,7 @@ from rich.table import Table
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import render, shown
-from slimwheel.commands.size_report import emit, table_text
+from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
 
@@ -134,5 +134,5 @@ def command(
     if fmt == "json":
         emit(data, None)
     else:
-        emit(table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
+        emit(render.table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
     checkmod.raise_for([result.verdict])

@@ -14,7 +14,7 @@ from rich.table import Table
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import render, shown
-from slimwheel.commands.size_report import emit, table_text
+from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.variants import VariantsResult, make_variants, result_to_json
 from slimwheel.units import human
 
@@ -72,5 +72,5 @@ def command(wheel: Path, out_dir: Path, budget: str | None, fmt: str, rewrite_re
     if fmt == "json":
         emit(json.dumps(result_to_json(result), indent=2) + "\n", None)
     else:
-        emit(table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
+        emit(render.table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
     checkmod.raise_for([v.verdict for v in result.variants])

@@ -15,8 +15,6 @@ package (`EmbeddedSources.nvrtc_package`) and its loader should preload the libr
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -72,6 +70,10 @@ def parse_section(data: bytes | memoryview, *, where: str) -> tuple[EmbeddedSour
 
 
 def _parse_record(mv: memoryview, pos: int, *, where: str) -> EmbeddedSources:
+    # Imported here: every wheel report imports this module, few wheels carry a record (hashlib loads OpenSSL).
+    import hashlib
+    import json
+
     head = bytes(mv[pos : pos + _HEAD])
     if len(head) < _HEAD or not head.startswith(MAGIC) or head[-1:] != b"\n" or not head[len(MAGIC) : -1].isdigit():
         raise BadInputError(f"{where}: not a slimwheel NVRTC record (starts with {head[:16]!r})")

@@ -1,5 +1,5 @@
 """`size-report` imports only what it needs (issue 22 item 7): its start-up is most of its cost on small wheels, where
-it must stay under half of `unzip` + `cuobjdump --list-elf` (lab/bench/corpus_cost.py measures the ratio)."""
+it must stay under half of `unzip` + `cuobjdump --list-elf` (lab/bench/cost.py measures the ratio)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,12 @@ NOT_FOR_SIZE_REPORT = (
     "slimwheel.repair",
     "slimwheel.postbuild.slim",
     "rich.live",
+    "hashlib",  # NVRTC records only
+    "json",  # the JSON format only
+    "pkgutil",  # --help's list of commands only
 )
+# What size-report imports only once the wheels are being read (the renderer, in a thread beside the scan).
+AFTER_START_UP = ("rich", "slimwheel.render")
 
 
 def test_size_report_imports_only_what_it_needs(tmp_path: Path) -> None:
@@ -49,3 +54,13 @@ def test_machine_names_known_without_pyelftools_agree_with_it() -> None:
 
     names = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
     assert {n: names[n] for n in _COMMON_MACHINES} == _COMMON_MACHINES
+
+
+def test_size_report_starts_without_its_renderer() -> None:
+    code = (
+        "import sys\n"
+        "import slimwheel.cli, slimwheel.commands.size_report\n"
+        f"print(sorted(m for m in sys.modules if m.startswith({AFTER_START_UP!r})))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "[]", proc.stdout + proc.stderr

@@ -34,6 +34,7 @@ HOSTILE = [
     "<img src=x onerror=alert(1)>&amp;",
     "~~struck~~ $x^2$ _em_",
     "\u202eexe.txt",  # right-to-left override
+    "lib:thumbs_up:x",  # a rich emoji code: shown as written, not as an emoji
 ]
 MD = MarkdownIt("commonmark").enable("table").enable("strikethrough")
 LIVE = {
