@@ -35,9 +35,14 @@ def _file_tags(filename: str) -> tuple[str, ...]:
     """The tags of a wheel's file name, expanded (`cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64` is two);
     () for a name that is not a wheel's."""
     try:
-        return tuple(str(t) for t in parse_wheel_filename(filename)[3])
+        tags = {str(t) for t in parse_wheel_filename(filename)[3]}
     except (InvalidWheelFilename, InvalidVersion):
         return ()
+    # packaging gives a frozenset, whose order changes from run to run with string hashing: the file name's own order
+    # keeps reports byte-identical between runs
+    interpreters, abis, platforms = (part.split(".") for part in filename.removesuffix(".whl").split("-")[-3:])
+    ordered = [f"{i}-{a}-{p}" for i in interpreters for a in abis for p in platforms]
+    return tuple(t for t in ordered if t in tags) or tuple(sorted(tags))
 
 
 class WheelArchive(ZipReader):
