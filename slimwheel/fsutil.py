@@ -145,6 +145,11 @@ def atomic_paths(targets: Sequence[Path]) -> Iterator[tuple[Path, ...]]:
     with contextlib.ExitStack() as stack:
         tmps = []
         for target in map(Path, targets):
+            if special_file(target):
+                raise BadInputError(
+                    f"{target}: is a device, pipe or socket, not a file: an output is written to a temporary file and "
+                    "renamed onto its path, which would replace it; name a file"
+                )
             try:
                 tmps.append(stack.enter_context(temp_sibling(target)))
             except OSError as e:  # an output path the user gave that cannot be written: bad input, not a crash
@@ -159,7 +164,24 @@ def atomic_paths(targets: Sequence[Path]) -> Iterator[tuple[Path, ...]]:
             os.replace(tmp_path, target)
 
 
+def special_file(path: Path) -> bool:
+    """Whether `path` (followed through links) is a device, pipe or socket: /dev/null, /dev/stdout, a FIFO. Renaming a
+    temporary file onto one replaces it with a plain file: a report written "atomically" to /dev/null as root left
+    the machine without its null device (apt's key checks then failed)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return False
+    return not (stat.S_ISREG(mode) or stat.S_ISDIR(mode))
+
+
 def write_text_atomic(target: Path, text: str) -> None:
+    """`text` into `target` through a temporary file and a rename, so a reader never sees half of it; a device or pipe
+    the user names (`-o /dev/stdout`, `-o /dev/null`, a FIFO) is written in place instead, never replaced."""
+    if special_file(target):
+        with open(target, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        return
     with atomic_path(target) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
