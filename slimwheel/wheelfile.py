@@ -29,6 +29,7 @@ from typing import IO, Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 from slimwheel import fsutil
 from slimwheel.errors import BadInputError, BadRecordError
@@ -353,6 +354,11 @@ def merge_requires_dist(metadata: str, reqs: Sequence[str], *, path: str) -> tup
 def _intersect(have: Requirement, want: Requirement) -> Requirement:
     """have, itself when it already holds every specifier clause and extra of want; else both combined."""
     new_clauses = [s for s in want.specifier if s not in set(have.specifier)]
+    # An exact pin that every new clause admits already says all of it: torchvision's `torch==2.11.0` with the
+    # `torch==2.11.*` its C++ API asks for stays `torch==2.11.0`, not `torch==2.11.*,==2.11.0`.
+    pins = [Version(s.version) for s in have.specifier if s.operator == "==" and "*" not in s.version]
+    if any(all(s.contains(p, prereleases=True) for s in new_clauses) for p in pins):
+        new_clauses = []
     if not new_clauses and want.extras <= have.extras:
         return have
     extras = sorted(have.extras | want.extras)

@@ -257,6 +257,18 @@ def test_a_new_clause_is_intersected_into_the_existing_line() -> None:
     assert text.endswith("Body text: Requires-Dist: not-a-header\n")
 
 
+def test_an_exact_pin_that_admits_the_new_clauses_is_kept() -> None:
+    """torchvision 0.26.0 pins torch==2.11.0; its classic C++ API asks for torch==2.11.*: the pin already says it."""
+    meta = "Metadata-Version: 2.1\nName: tv\nVersion: 1\nRequires-Dist: torch==2.11.0\n\n"
+    text, got = merge_requires_dist(meta, ["torch==2.11.*"], path="METADATA")
+    assert text == meta and got == ("torch==2.11.0",)
+    text, got = merge_requires_dist(meta, ["torch>=2.10"], path="METADATA")
+    assert got == ("torch==2.11.0",)
+    # a pin the new clause does not admit keeps both: the contradiction stays visible, for check to name
+    text, got = merge_requires_dist(meta, ["torch==2.10.*"], path="METADATA")
+    assert got == ("torch==2.10.*,==2.11.0",)
+
+
 def test_absent_or_extra_only_projects_get_one_unconditional_line() -> None:
     text, got = merge_requires_dist(META, ["foo>=2", "bar[x]>=1", "bar>=1.5"], path="METADATA")
     assert got == ("foo>=2", "bar[x]>=1,>=1.5")
