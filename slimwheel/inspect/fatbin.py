@@ -198,7 +198,7 @@ def _entry(kind_n: int, verword: int, sm: int, flags: int, padded: int, csize: i
     )
 
 
-@functools.cache
+@functools.lru_cache(maxsize=4096)  # keyed by header fields of untrusted files: bounded, as `_entry` is
 def _described(
     kind_n: int, verword: int, sm: int, flags: int
 ) -> tuple[str, str, Target | None, Compression, tuple[int, int] | None]:
