@@ -36,8 +36,9 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.external import folder_of_project, library_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
-from slimwheel.inspect.pyimports import OptionalModule, PythonImports, shown_sites
+from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.rpath import describe, origin_target, resolve_entries
+from slimwheel.shown import abbreviated
 from slimwheel.wheelfile import parse_requirements
 
 if TYPE_CHECKING:
@@ -863,7 +864,7 @@ def dependency_problems(
         if t.how.startswith("ship"):
             shipped.setdefault((str(t.req), t.providing, tuple(paths)), []).append(soname)
             continue
-        shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+        shown = abbreviated(paths)
         notes.append(
             f"{shown} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist '{t.req}' does: "
             f"torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
@@ -872,7 +873,7 @@ def dependency_problems(
     for (req, providing, files), sonames in shipped.items():
         one = from_torch[sonames[0]][0]
         how = f"{one.how} and load it" if len(sonames) == 1 else "ship(s) them in torch/lib and load them"
-        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        shown = abbreviated(files)
         notes.append(
             f"{shown} need(s) {', '.join(sonames)}: no requirement of the wheel installs "
             f"{'them' if len(sonames) > 1 else 'it'}, but Requires-Dist '{req}' does: torch {', '.join(providing)} "
@@ -884,7 +885,7 @@ def dependency_problems(
         notes.append(
             f"{path} needs {', '.join(lib for lib, _ in libs)}, which no requirement of the wheel installs; it is an "
             f"optional part: the package imports {opt.module} only where it survives the import failing "
-            f"(try/except ImportError at {shown_sites(opt.guards)}), so without "
+            f"(try/except ImportError at {abbreviated(opt.guards)}), so without "
             f"{'them' if len(libs) > 1 else 'it'} that feature is off and the rest works"
             + (f" (pip install {packages} turns it on)" if packages else "")
         )
@@ -898,7 +899,7 @@ def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list
         ps = [p for p in provisions if p.extra == extra]
         reqs = ", ".join(dict.fromkeys(p.requirement for p in ps))
         files = sorted({f for p in ps for f in p.files})
-        shown = ", ".join(files[:3]) + (f" and {len(files) - 3} more" if len(files) > 3 else "")
+        shown = abbreviated(files)
         # a library the required wheel requires itself (onnxruntime-gpu's cuBLAS through nvidia-cudnn-cu13)
         through = sorted(
             {

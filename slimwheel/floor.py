@@ -17,6 +17,7 @@ from typing import Any
 from slimwheel.deps import _policies
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, VersionNeed
+from slimwheel.shown import abbreviated
 
 # ELF machine (pyelftools' name) -> the machine auditwheel's policies are keyed by
 _POLICY_ARCH = {
@@ -52,9 +53,8 @@ class Offender:
 
     def message(self, policy: str) -> str:
         syms = self.need.symbols
-        shown = ", ".join(f"{s}@{self.need.version}" for s in syms[:_SHOWN_SYMBOLS])
-        more = f" and {len(syms) - _SHOWN_SYMBOLS} more" if len(syms) > _SHOWN_SYMBOLS else ""
-        what = f"{shown}{more}" if syms else f"version {self.need.version} (no symbol bound to it)"
+        listed = abbreviated((f"{s}@{self.need.version}" for s in syms), _SHOWN_SYMBOLS)
+        what = listed if syms else f"version {self.need.version} (no symbol bound to it)"
         limit = f"{self.prefix} up to {self.allowed_newest}" if self.allowed_newest else f"no {self.prefix} version"
         return f"{self.file}: {what} of {self.need.library}: {policy} allows {limit}"
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import html as _html
 import re
 import unicodedata
+from collections.abc import Iterable
 
 _SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _HIDDEN = frozenset(("Cc", "Cf", "Cs", "Zl", "Zp"))
@@ -80,3 +81,10 @@ def md_text(text: str, *, line_start: bool = False) -> str:
 def html(text: str) -> str:
     """`terminal`, then `html.escape` (quotes included, for attributes)."""
     return _html.escape(terminal(text))
+
+
+def abbreviated(items: Iterable[object], limit: int = 3) -> str:
+    """The first `limit` items, comma-separated, and how many more there are: "a, b, c and 4 more"."""
+    shown = list(items)
+    more = f" and {len(shown) - limit} more" if len(shown) > limit else ""
+    return ", ".join(map(str, shown[:limit])) + more

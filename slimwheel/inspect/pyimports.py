@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -217,9 +217,3 @@ class PythonImports:
                 return None
             guards.extend(got)
         return guards
-
-
-def shown_sites(sites: Iterable[ImportSite], limit: int = 3) -> str:
-    sites = list(sites)
-    more = f" and {len(sites) - limit} more" if len(sites) > limit else ""
-    return ", ".join(map(str, sites[:limit])) + more
