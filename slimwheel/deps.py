@@ -625,13 +625,18 @@ def _torch_provider(
     )
 
 
+def _requirement_on(lib: cudalibs.RuntimeLib, reqs: Requirements) -> Requirement | None:
+    """The wheel's unconditional requirement on the library's package, directly or through the CUDA metapackage."""
+    return reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
+
+
 def _cuda_library_problem(
     info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements
 ) -> str | None:
     wanted = []
     for lib in cands:
         wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
-        req = reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
+        req = _requirement_on(lib, reqs)
         if req is None:
             continue
         if str(canonicalize_name(req.name)) != lib.package:  # through cuda-toolkit or a wheel that requires it
@@ -803,10 +808,7 @@ def dependency_problems(
             if cands:
                 if problem := judge(info, needed, cands):
                     # a requirement that pins the wrong major is a fault of the wheel's metadata, optional part or not
-                    required = any(
-                        reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
-                        for lib in cands
-                    )
+                    required = any(_requirement_on(lib, reqs) for lib in cands)
                     if required:
                         problems.append(problem)
                     else:
