@@ -254,18 +254,7 @@ def test_a_structure_section_inside_a_container_is_refused() -> None:
     accepted. The reader refuses the input, so slim never writes such a file."""
     import struct
 
-    data = bytearray(
-        elf(
-            sections={
-                ".rodata": b"\x01" * 8 + FB,
-                ".nv_fatbin": FB,
-                ".data": b"\x33" * 16 + FB + b"\x44" * 8 + FB,
-                ".nvFatBinSegment": b"",
-            },
-            needed=("libcudart.so.13",),
-            load_segment=True,
-        )
-    )
+    data = bytearray(DATA_ELF)  # the fuzz test's file with no wrapper
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     assert read_elf(bytes(data), "fuzz.so").fatbins  # the file as built reads
     base = bytes(data)
