@@ -310,7 +310,8 @@ def build_project(
     """
     from slimwheel.check import check_wheel, make_policy, verdict_to_json
     from slimwheel.external import parse_externals
-    from slimwheel.inspect.report import inspect_wheel, report_to_json
+    from slimwheel.inspect.report import report_to_json
+    from slimwheel.inspect.scan import inspect_wheel
     from slimwheel.repair import repair_wheel
     from slimwheel.wheelfile import archive_record_problems
 

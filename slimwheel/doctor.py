@@ -74,7 +74,7 @@ def _targets_and_needs(
 ) -> tuple[tuple[Target, ...], set[str], str | None, int | None, tuple[ElfReport, ...]]:
     """(targets, DT_NEEDED SONAMEs, driver floor, cuda major, ELF reports) of a wheel file or an installed
     distribution."""
-    from slimwheel.inspect.report import inspect_binary, inspect_wheel
+    from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 
     path = Path(target)
     if path.suffix == ".whl":

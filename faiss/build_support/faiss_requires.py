@@ -33,7 +33,9 @@ def requirements(env: Mapping[str, str]) -> list[str]:
     return reqs
 
 
-def dynamic_metadata(field: str, settings: Mapping[str, Any] | None = None, project: Mapping[str, Any] | None = None) -> list[str]:
+def dynamic_metadata(
+    field: str, settings: Mapping[str, Any] | None = None, project: Mapping[str, Any] | None = None
+) -> list[str]:
     if field != "dependencies":
         raise ValueError(f"faiss_requires only provides 'dependencies', not {field!r}")
     if settings:

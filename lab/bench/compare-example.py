@@ -29,7 +29,7 @@ from pathlib import Path
 from slimwheel import config
 from slimwheel.cuda.arch import ArchPlan, parse_targets
 from slimwheel.fsutil import write_text_atomic
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.plan import cmake_defines, make_plan
 from slimwheel.toolkit import ensure_toolkit
 from slimwheel.units import human

@@ -29,7 +29,7 @@ from slimwheel import fsutil
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.errors import SlimwheelError
 from slimwheel.inspect.pyimports import PythonImports
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel
 
 OUT = REPO / "lab" / "results" / "corpus.json"

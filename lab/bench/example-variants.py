@@ -23,7 +23,8 @@ import time
 from pathlib import Path
 
 from slimwheel.fsutil import write_text_atomic
-from slimwheel.inspect.report import WheelReport, inspect_wheel
+from slimwheel.inspect.report import WheelReport
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.units import human
 
 REPO = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from slimwheel import floor
 from slimwheel.inspect.elf import read_elf_file
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.toolkit.sysroot import ensure_sysroot
 
 CLI = [sys.executable, "-m", "slimwheel"]

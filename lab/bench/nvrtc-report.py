@@ -23,7 +23,8 @@ from lab.blocks import replace_between
 REPO = Path(__file__).resolve().parents[2]
 
 from slimwheel.fsutil import write_text_atomic
-from slimwheel.inspect.report import inspect_wheel, report_to_json, wheel_embedded_sources
+from slimwheel.inspect.report import report_to_json
+from slimwheel.inspect.scan import inspect_wheel, wheel_embedded_sources
 
 SIZES = REPO / "lab" / "results" / "nvrtc-sizes.json"
 H200 = REPO / "lab" / "results" / "h200" / "nvrtc_h200.json"

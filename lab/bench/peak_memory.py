@@ -35,7 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 LIMIT_MB = 300
 RAISED = (
-    "import sys; from pathlib import Path; from slimwheel.inspect.report import inspect_wheel; "
+    "import sys; from pathlib import Path; from slimwheel.inspect.scan import inspect_wheel; "
     "from slimwheel.inspect.zipread import ZipLimits; "
     "r = inspect_wheel(Path(sys.argv[1]), ZipLimits(ratio=2000)); "
     "print(f'read: {len(r.elfs)} ELF, {r.installed_size} bytes installed, targets {[str(t) for t in r.targets]}')"

@@ -39,7 +39,8 @@ sys.path.insert(0, str(REPO))
 
 from slimwheel import fsutil
 from slimwheel.cuda.arch import ArchPlan, explicit_plan
-from slimwheel.inspect.report import inspect_binary, target_totals
+from slimwheel.inspect.report import target_totals
+from slimwheel.inspect.scan import inspect_binary
 from slimwheel.prune import PruneResult, prune_libraries, result_to_json
 from slimwheel.toolkit import ensure_toolkit
 from slimwheel.toolkit.model import Toolkit

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from slimwheel.check import check_wheel, make_policy, verdict_to_json
-from slimwheel.inspect.report import inspect_binary, inspect_wheel, report_to_json
+from slimwheel.inspect.report import report_to_json
+from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 
 BUDGET = "60MiB"
 # Every CC the CUDA 13 toolkit targets from 7.5 on, up to the newest it knows (12.x): what "full coverage" means here.

@@ -21,7 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from slimwheel.cuda.arch import CC
-from slimwheel.inspect.report import inspect_binary, module_coverage
+from slimwheel.inspect.report import module_coverage
+from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit import ensure_toolkit
 
 SRC = REPO / "tests" / "packages" / "fatbin-fixtures" / "saxpy.cu"

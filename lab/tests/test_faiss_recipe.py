@@ -26,7 +26,7 @@ from elftools.elf.sections import SymbolTableSection
 
 from slimwheel.config import read_pyproject
 from slimwheel.cuda.arch import Target
-from slimwheel.inspect.report import inspect_binary
+from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit.model import Toolkit
 
 pytestmark = pytest.mark.integration

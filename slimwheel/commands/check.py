@@ -18,7 +18,7 @@ from slimwheel import distcheck, render, torchext
 from slimwheel.commands.size_report import FORMATS, emit
 from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.pyimports import PythonImports
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.render import table_text
 from slimwheel.wheelfile import archive_record_problems
 

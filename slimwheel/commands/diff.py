@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from slimwheel.commands.size_report import emit
-from slimwheel.inspect.report import inspect_file
+from slimwheel.inspect.scan import inspect_file
 from slimwheel.postbuild import diff as diffmod
 from slimwheel.render import table_text
 

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.report import inspect_file
+from slimwheel.inspect.scan import inspect_file
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -66,14 +66,14 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
 
     Sizes: MiB = 2**20 bytes, MB = 10**6 bytes.
     """
-    # The renderer (rich, for the table: tens of ms) is imported while the wheels are read: inflating releases the
-    # GIL, so the import runs on a core the scan leaves idle (a wheel's one big library is inflated on one core).
+    # The renderer (rich, for the table: tens of ms) is imported while the first wheel's members inflate, by this
+    # thread (see scan.inspect_wheel on why not by another).
     renderer = "slimwheel.render" if fmt != "html" else "slimwheel.postbuild.treemap"
-    importer = threading.Thread(target=_preload, args=(renderer,), name="import-renderer", daemon=True)
-    importer.start()
-    reports = [inspect_file(w) for w in wheels]
-    importer.join()
-    from slimwheel import render  # done by the thread; an import that failed there fails here, as it would have
+    reports = [
+        inspect_file(w, meanwhile=functools.partial(_preload, renderer) if not i else None)
+        for i, w in enumerate(wheels)
+    ]
+    from slimwheel import render  # imported above; an import that failed there fails here, as it would have
 
     if fmt == "json":
         text = render.render_json(reports)

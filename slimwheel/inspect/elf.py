@@ -26,11 +26,10 @@ from typing import Literal
 from slimwheel.cuda.libs import RUNTIME_LIBS
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.fatbin import MAGIC_BYTES, Fatbin, RecordBudget, parse_fatbin, parse_fatbins, scan_fatbins
-from slimwheel.inspect.files import Buffer, mapped_file
+from slimwheel.inspect.files import ELF_MAGIC, Buffer, mapped_file
 from slimwheel.inspect.nvrtc import SECTION as NVRTC_SECTION
 from slimwheel.inspect.nvrtc import EmbeddedSources, parse_section
 
-ELF_MAGIC = b"\x7fELF"
 # Sections made of fatbin containers only: linked ELFs and host objects (.nv_fatbin), -rdc objects (__nv_relfatbin).
 # Read strictly: every byte is a container or padding. Containers elsewhere (NVIDIA's libraries keep theirs in .data,
 # .ldata or .rodata) are found by their header in every other allocated, non-executable data section (`_scanned`).

@@ -33,10 +33,11 @@ from typing import Literal
 
 from slimwheel.cuda.arch import CC, Kind, Target, Variant
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.files import Buffer
+from slimwheel.inspect.files import FATBIN_MAGIC, Buffer
 
 MAGIC = 0xBA55ED50
-MAGIC_BYTES = struct.pack("<I", MAGIC)
+MAGIC_BYTES = FATBIN_MAGIC
+assert struct.pack("<I", MAGIC) == MAGIC_BYTES
 _HEADER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIIIQQQQ")  # the first 64 bytes of an entry header
 assert _ENTRY.size == 64

@@ -19,6 +19,12 @@ from slimwheel.errors import BadInputError
 # Readers take any of these: bytes in memory, or a read-only map of a file.
 Buffer = bytes | bytearray | mmap.mmap
 
+# The first bytes of the two kinds of file the readers parse, known here so that finding them (in a wheel's members,
+# before any member is inflated) needs neither parser loaded: an ELF file, and a fatbin container (u32 0xBA55ED50,
+# little-endian; slimwheel.inspect.fatbin reads the rest).
+ELF_MAGIC = b"\x7fELF"
+FATBIN_MAGIC = b"\x50\xed\x55\xba"
+
 
 def open_regular(path: Path, label: str | None = None, *, folder: str = "a folder, not a file") -> int:
     """A read-only descriptor of the regular file `path` (symlinks to one are followed). `label` names it in errors."""

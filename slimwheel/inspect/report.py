@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import re
-import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,18 +29,9 @@ from slimwheel.cuda.versions import (
     driver_for_release,
     driver_key,
 )
-from slimwheel.errors import BadInputError
-from slimwheel.inspect.elf import ElfReport, read_elf
-from slimwheel.inspect.fatbin import MAGIC_BYTES, MAX_RECORDS, Fatbin, FatbinEntry
-from slimwheel.inspect.files import mapped_file
+from slimwheel.inspect.elf import ElfReport
+from slimwheel.inspect.fatbin import Fatbin, FatbinEntry
 from slimwheel.inspect.nvrtc import EmbeddedSources, describe, served_ccs
-from slimwheel.inspect.wheel import (
-    DEFAULT_LIMITS,
-    Member,
-    WheelArchive,
-    WheelMeta,
-    ZipLimits,
-)
 
 __all__ = [
     "CoverageGap",
@@ -54,11 +42,10 @@ __all__ = [
     "FileEntry",
     "TargetTotal",
     "WheelReport",
+    "assemble",
     "coverage_detail",
     "coverage_rows",
     "gap_text",
-    "inspect_binary",
-    "inspect_wheel",
     "module_coverage",
     "report_to_json",
     "target_totals",
@@ -175,134 +162,6 @@ def target_totals(entries: tuple[FatbinEntry, ...] | list[FatbinEntry]) -> tuple
         TargetTotal(kind=k[0], arch=k[1], count=v[0], stored=v[1], uncompressed=v[2])
         for k, v in sorted(acc.items(), key=lambda kv: key(kv[0]))
     )
-
-
-def _candidate(archive: WheelArchive, m: Member) -> bool:
-    return m.uncompressed >= 16 and archive.head(m, 4)[:4] in (b"\x7fELF", MAGIC_BYTES)
-
-
-def _records(elf: ElfReport) -> int:
-    return sum(1 + len(fb.entries) for fb in elf.fatbins)
-
-
-def inspect_wheel(path: Path, limits: ZipLimits = DEFAULT_LIMITS, *, workers: int | None = None) -> WheelReport:
-    """Read a wheel once: the zip directory for every file, and each ELF (or .fatbin) member inflated once.
-
-    Members go through `zipread` (bounded, lie-refusing; big ones spooled and mapped, see `ZipLimits`); the fatbin
-    containers and entries of the whole wheel are bounded by `MAX_RECORDS`, as those of one file are. `workers`:
-    members read at once (default up to 4; 1 keeps memory to one member, as slim's check of its own output does).
-    """
-    path = Path(path)
-    t0 = time.perf_counter()
-    with WheelArchive(path, limits) as archive:
-        meta = archive.metadata()
-        wheel_size = archive.size
-        files = tuple(
-            FileEntry(
-                name=m.name,
-                compressed=m.compressed,
-                uncompressed=m.uncompressed,
-                share=m.compressed / wheel_size if wheel_size else 0.0,
-            )
-            for m in archive.members
-        )
-        candidates = [m for m in archive.members if _candidate(archive, m)]
-        t1 = time.perf_counter()
-        log.info(
-            "%s: zip directory and metadata, %d files, %d ELF: %.2f s", path.name, len(files), len(candidates), t1 - t0
-        )
-
-        def one(m: Member) -> ElfReport:
-            try:
-                with archive.open(m) as data:
-                    return read_elf(data, m.name)
-            except BadInputError as e:
-                if e.message.startswith(f"{path}: "):
-                    raise
-                raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
-
-        # Inflate (zlib/ISA-L) releases the GIL: big members overlap. Largest first keeps the workers busy.
-        candidates.sort(key=lambda m: -m.uncompressed)
-        workers = max(1, min(workers or 4, os.cpu_count() or 1, len(candidates)))
-        by_name: dict[str, ElfReport] = {}
-        records = 0
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(one, m) for m in candidates]
-            try:
-                for future in futures:
-                    r = future.result()
-                    records += _records(r)
-                    if records > MAX_RECORDS:
-                        raise BadInputError(
-                            f"{path}: more than {MAX_RECORDS} fatbin containers and entries in the wheel's files"
-                        )
-                    by_name[r.name] = r
-            finally:
-                for future in futures:  # on a refusal, members not started yet are not read at all
-                    future.cancel()
-        elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
-        log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t1)
-    return _assemble(path, meta, wheel_size, files, elfs)
-
-
-def inspect_unpacked(path: Path, root: Path, names: list[str]) -> WheelReport:
-    """The report of wheel `path` from its files unpacked under `root` (`names`, as `wheelfile.unpack` gives them):
-    the zip directory and metadata from the wheel, each ELF read from its unpacked file, mapped, one at a time. What
-    slim and variants read their input through, so that the input is inflated once (by the unpack) and memory holds
-    at most one file's scanned pages."""
-    path = Path(path)
-    with WheelArchive(path) as archive:
-        meta = archive.metadata()
-        wheel_size = archive.size
-        files = tuple(
-            FileEntry(
-                name=m.name,
-                compressed=m.compressed,
-                uncompressed=m.uncompressed,
-                share=m.compressed / wheel_size if wheel_size else 0.0,
-            )
-            for m in archive.members
-        )
-    elfs: list[ElfReport] = []
-    records = 0
-    for name in names:
-        try:
-            with mapped_file(Path(root) / name, name) as data:
-                if len(data) < 16 or data[:4] not in (b"\x7fELF", MAGIC_BYTES):
-                    continue
-                elf = read_elf(data, name)
-        except BadInputError as e:
-            raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
-        records += _records(elf)
-        if records > MAX_RECORDS:
-            raise BadInputError(f"{path}: more than {MAX_RECORDS} fatbin containers and entries in the wheel's files")
-        elfs.append(elf)
-    return _assemble(path, meta, wheel_size, files, tuple(elfs))
-
-
-def inspect_file(path: Path, limits: ZipLimits = DEFAULT_LIMITS) -> WheelReport:
-    """A wheel, or a loose binary (shared library, object file, executable, .fatbin) reported as a wheel of one
-    file: what size-report and check show for a wheel, for a build's output before it is packaged."""
-    path = Path(path)
-    if path.suffix.lower() == ".whl":
-        return inspect_wheel(path, limits)  # its errors say what is wrong with a wheel
-    with mapped_file(path) as data:  # refuses folders, FIFOs and devices before reading a byte
-        if data[:2] == b"PK":
-            return inspect_wheel(path, limits)
-        elf = dataclasses.replace(read_elf(data, str(path)), name=path.name)  # a BadInputError names the file
-        size = len(data)
-    # No tags: an x86_64 binary gets a platform tag, so that integrated aarch64 GPUs are left out as for a wheel.
-    tags = ("py3-none-linux_x86_64",) if elf.machine == "EM_X86_64" else ()
-    meta = WheelMeta(name=path.name, version="(binary)", tags=tags, requires_dist=(), dist_info="")
-    files = (FileEntry(name=path.name, compressed=size, uncompressed=size, share=1.0),)
-    return _assemble(path, meta, size, files, (elf,))
-
-
-def inspect_binary(path: Path) -> ElfReport:
-    """A loose shared library, object, executable or .fatbin file (regular files only; mapped, not read)."""
-    path = Path(path)
-    with mapped_file(path) as data:
-        return read_elf(data, str(path))
 
 
 _RANK = {"none": 0, "ptx": 1, "sass": 2}
@@ -468,7 +327,7 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
     return CoverageDetail(coverage=coverage, gaps=tuple(gaps), excused=tuple(excused))
 
 
-def _assemble(
+def assemble(
     path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
 ) -> WheelReport:
     entries = [e for elf in elfs for fb in elf.fatbins for e in fb.entries]
@@ -736,8 +595,3 @@ def report_to_json(report: WheelReport) -> dict[str, Any]:
         ],
         "elfs": [elf_to_json(e) for e in report.elfs],
     }
-
-
-def wheel_embedded_sources(path: Path) -> dict[str, tuple[EmbeddedSources, ...]]:
-    """The records of every ELF member of a wheel that has some, by member name."""
-    return {elf.name: elf.nvrtc for elf in inspect_wheel(Path(path)).elfs if elf.nvrtc}

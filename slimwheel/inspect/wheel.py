@@ -1,12 +1,12 @@
-"""A wheel: a zip read through `slimwheel.inspect.zipread` (bounded, lie-refusing), plus its metadata."""
+"""A wheel: a zip read through `slimwheel.inspect.zipread` (bounded, lie-refusing), plus its metadata.
+
+The parsers of metadata (email, packaging) are imported when metadata is read: `slimwheel.inspect.scan` opens the
+wheel and starts inflating its members first, and these imports run beside that.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from email.parser import HeaderParser
-
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.zipread import DEFAULT_LIMITS, Member, ZipLimits, ZipReader, check_member_name
@@ -16,6 +16,8 @@ __all__ = ["DEFAULT_LIMITS", "Member", "WheelArchive", "WheelMeta", "ZipLimits",
 
 def requires_dist(metadata: str) -> tuple[str, ...]:
     """The Requires-Dist values of a METADATA text, as written (the one reader: size-report, check and repair)."""
+    from email.parser import HeaderParser
+
     return tuple(str(r) for r in HeaderParser().parsestr(metadata).get_all("Requires-Dist") or ())
 
 
@@ -34,6 +36,9 @@ class WheelMeta:
 def _file_tags(filename: str) -> tuple[str, ...]:
     """The tags of a wheel's file name, expanded (`cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64` is two);
     () for a name that is not a wheel's."""
+    from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+    from packaging.version import InvalidVersion
+
     try:
         tags = {str(t) for t in parse_wheel_filename(filename)[3]}
     except (InvalidWheelFilename, InvalidVersion):
@@ -57,6 +62,8 @@ class WheelArchive(ZipReader):
             raise BadInputError(
                 f"{self.path}: not a wheel: no top-level *.dist-info folder with WHEEL and METADATA files"
             )
+        from email.parser import HeaderParser
+
         parser = HeaderParser()
         try:
             wheel = parser.parsestr(self.read(by_name[f"{dist_info}/WHEEL"]).decode("utf-8"))

@@ -34,7 +34,8 @@ from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CC, CCRequest, parse_cc_set, require_known, served_by
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.files import mapped_file
-from slimwheel.inspect.report import WheelReport, inspect_unpacked, inspect_wheel, nvrtc_targets
+from slimwheel.inspect.report import WheelReport, nvrtc_targets
+from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.inspect.wheel import DEFAULT_LIMITS, WheelArchive
 from slimwheel.postbuild.fatbin_edit import Dropped, ElfPlan, PtxMode, SlimRequest, apply_plan, plan_elf
 from slimwheel.wheelfile import Source, digest_tree, judge_record, pack_to, record_problems, unpack

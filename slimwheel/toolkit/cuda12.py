@@ -634,7 +634,7 @@ def verify(toolkit: Toolkit, work: Path) -> ProbeResult:
 
 def _needed_and_fatbin(path: Path) -> tuple[tuple[str, ...], int]:
     """DT_NEEDED and fatbin bytes of the probe nvcc built, read by slimwheel's one ELF reader."""
-    from slimwheel.inspect.report import inspect_binary
+    from slimwheel.inspect.scan import inspect_binary
 
     try:
         elf = inspect_binary(path)

@@ -252,7 +252,7 @@ def _key(kind: str, arch: str) -> str:
 def agreement(path: Path, *, per_wheel: int = 24) -> Agreement:
     """slimwheel's containers against the header scan (every file) and cuobjdump (a deterministic sample of
     `per_wheel` containers spread over the wheel, each cut out and listed alone)."""
-    from slimwheel.inspect.report import inspect_wheel
+    from slimwheel.inspect.scan import inspect_wheel
 
     report = inspect_wheel(path)
     exe = cuobjdump()

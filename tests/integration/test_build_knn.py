@@ -13,7 +13,7 @@ import zipfile
 import pytest
 
 from slimwheel.check import check_wheel, make_policy
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ import pytest
 
 from slimwheel.inspect.dynamic import imports_by_library
 from slimwheel.inspect.nvrtc import served_ccs
-from slimwheel.inspect.report import inspect_wheel, wheel_embedded_sources
+from slimwheel.inspect.scan import inspect_wheel, wheel_embedded_sources
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,7 @@ from elftools.elf.elffile import ELFFile
 from helpers.cmakerun import CMAKE, configure, tool_env
 
 from devtools import cmake_tables as tables
-from slimwheel.inspect.report import inspect_binary
+from slimwheel.inspect.scan import inspect_binary
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,8 @@ from helpers import corpus
 from slimwheel.check import Verdict, check_wheel, make_policy
 from slimwheel.cuda.versions import MAJOR_DRIVER
 from slimwheel.inspect.pyimports import PythonImports
-from slimwheel.inspect.report import WheelReport, inspect_wheel
+from slimwheel.inspect.report import WheelReport
+from slimwheel.inspect.scan import inspect_wheel
 
 BY_NAME = {w.requirement.split("==")[0]: w for w in corpus.CORPUS}
 # cuobjdump 13.5 stops at the device-link container of this library ("Invalid ELF") after its first cubin.
@@ -200,7 +201,8 @@ def test_cublaslt_per_generation_modules_do_not_fail_hopper_or_blackwell(toolkit
     Blackwell (sm_89 sm_120f compute_120) skip Hopper, which runs its own sm_90a ones. check said 9.0, 10.0, 10.3 and
     12.0 were served by nothing; it serves them, and says which modules it did not judge."""
     from slimwheel.cuda.arch import CC
-    from slimwheel.inspect.report import coverage_detail, inspect_binary
+    from slimwheel.inspect.report import coverage_detail
+    from slimwheel.inspect.scan import inspect_binary
 
     (lib,) = [d / "libcublasLt.so.13" for d in toolkit13.lib_dirs if (d / "libcublasLt.so.13").is_file()]
     elf = inspect_binary(lib)

@@ -24,7 +24,7 @@ from packaging.utils import canonicalize_name
 
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.fsutil import cache_dir
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.toolkit.cuda12 import assemble_cuda12
 
 pytestmark = pytest.mark.integration

@@ -112,7 +112,7 @@ def test_faiss_cu12_coverage_verdicts(cu12_pair: tuple[Path, Path, dict]) -> Non
 
 
 def test_faiss_cu12_targets_match_cuobjdump_of_cuda_12_4(cu12_pair: tuple[Path, Path, dict], tmp_path: Path) -> None:
-    from slimwheel.inspect.report import inspect_wheel
+    from slimwheel.inspect.scan import inspect_wheel
 
     src, out, _ = cu12_pair
     tk = assemble_cuda12(CudaVersion(12, 4), cache_dir())
@@ -133,7 +133,7 @@ def test_faiss_gpu_budget_and_ptx_verdicts(upstream_pair: tuple[Path, Path, dict
     assert rc == 10, data  # OVER_BUDGET
     rc, data = check(out, "--budget", "250MB", "--require-arch", "7.0-12.0")
     assert rc == 0, data  # 10.x and 12.x are served by PTX 90
-    from slimwheel.inspect.report import inspect_wheel
+    from slimwheel.inspect.scan import inspect_wheel
 
     report = inspect_wheel(out)
     assert {t.cc for t in report.targets if t.kind == "ptx"} == {CC(9, 0)}

@@ -19,7 +19,7 @@ from slimwheel.cuda.arch import CC, Kind
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.fsutil import cache_dir
-from slimwheel.inspect.report import inspect_binary
+from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit.cuda12 import MANIFEST, assemble_cuda12, release_for
 
 pytestmark = pytest.mark.integration

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel.cuda.versions import CudaVersion, supported_archs
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.toolkit.pypi13 import read_manifest
 
 pytestmark = pytest.mark.integration
@@ -85,7 +85,7 @@ def test_the_example_builds_with_13_5(built: Path) -> None:
 
 def test_family_and_thor_cubins_from_nvcc_13_5_read_back(toolkit135, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from slimwheel.cuda.arch import CC, served_by
-    from slimwheel.inspect.report import inspect_binary
+    from slimwheel.inspect.scan import inspect_binary
 
     src = tmp_path / "k.cu"
     src.write_text("__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n")

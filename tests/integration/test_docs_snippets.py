@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import slimwheel.cmake
-from slimwheel.inspect.report import inspect_binary
+from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from helpers.wheelmaker import make_wheel
 
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 
 pytestmark = pytest.mark.integration
 

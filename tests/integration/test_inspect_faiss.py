@@ -15,7 +15,8 @@ from helpers.cudafixtures import cuobjdump_list, find_cuobjdump, pypi_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
-from slimwheel.inspect.report import inspect_wheel, target_totals
+from slimwheel.inspect.report import target_totals
+from slimwheel.inspect.scan import inspect_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import Variant
-from slimwheel.inspect.report import inspect_binary, inspect_wheel
+from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from helpers.wheels_repair import build_extension, make_wheel, stub_dir
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.inspect.dynamic import scan_elfs
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel
 
 pytestmark = pytest.mark.integration

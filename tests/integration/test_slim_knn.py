@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.toolkit.model import Toolkit
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel.cuda.arch import parse_targets
-from slimwheel.inspect.report import inspect_binary, inspect_wheel
+from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 from slimwheel.prune import prune_libraries
 
 pytestmark = pytest.mark.integration

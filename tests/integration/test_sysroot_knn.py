@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel import floor
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.toolkit.sysroot import ensure_sysroot
 
 pytestmark = pytest.mark.integration

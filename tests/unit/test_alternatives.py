@@ -10,7 +10,8 @@ from helpers.wheelmaker import make_wheel
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cuda.versions import MAJOR_DRIVER
-from slimwheel.inspect.report import alternative_groups, inspect_wheel, report_to_json
+from slimwheel.inspect.report import alternative_groups, report_to_json
+from slimwheel.inspect.scan import inspect_wheel
 
 
 def _lib(needed: str, *sms: int) -> bytes:

@@ -23,7 +23,8 @@ from slimwheel.cuda.arch import CC
 from slimwheel.deps import system_policy
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC
-from slimwheel.inspect.report import coverage_detail, inspect_wheel
+from slimwheel.inspect.report import coverage_detail
+from slimwheel.inspect.scan import inspect_wheel
 
 FB = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
 

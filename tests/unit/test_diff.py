@@ -11,7 +11,7 @@ from helpers.diffwheels import grown_wheel
 
 from slimwheel.cli import main
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.diff import diff_reports, parse_threshold
 
 

@@ -17,7 +17,8 @@ from hypothesis import strategies as st
 from slimwheel import distcheck
 from slimwheel.errors import ExitCode
 from slimwheel.inspect.elf import read_elf
-from slimwheel.inspect.report import WheelReport, inspect_wheel
+from slimwheel.inspect.report import WheelReport
+from slimwheel.inspect.scan import inspect_wheel
 
 MiB = 2**20
 

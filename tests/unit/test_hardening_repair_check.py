@@ -19,7 +19,7 @@ from slimwheel.cli import main
 from slimwheel.deps import dependency_problems, satisfiable
 from slimwheel.errors import BadInputError, BadRecordError, ExitCode, ToolError
 from slimwheel.inspect.dynamic import ElfInfo
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
 from slimwheel.wheelfile import archive_record_problems
 
@@ -329,7 +329,7 @@ def _fat(records: int) -> bytes:
 def test_repair_refuses_an_input_check_refuses_before_auditwheel(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)  # check's bound (262,144), lowered
+    monkeypatch.setattr("slimwheel.inspect.fatbin.MAX_RECORDS", 10)  # check's bound (262,144), lowered
     calls = _fake_auditwheel(monkeypatch, {})
     w = make_wheel(tmp_path, files={"demo/a.so": _fat(6), "demo/b.so": _fat(6)}, tag="cp311-cp311-linux_x86_64")
     assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.BAD_INPUT
@@ -340,7 +340,7 @@ def test_repair_refuses_an_input_check_refuses_before_auditwheel(
 
 def test_repair_never_writes_a_wheel_check_refuses(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A bundled library takes the wheel past check's bound: nothing is written, under any name."""
-    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)
+    monkeypatch.setattr("slimwheel.inspect.fatbin.MAX_RECORDS", 10)
     calls = _fake_auditwheel(monkeypatch, {"demo.libs/libfat.so": _fat(6)})
     w = make_wheel(tmp_path, files={"demo/a.so": _fat(6)}, tag="cp311-cp311-linux_x86_64")
     assert main(["check", "--require-arch", "none", str(w)]) == ExitCode.OK
@@ -353,7 +353,7 @@ def test_repair_never_writes_a_wheel_check_refuses(tmp_path: Path, monkeypatch: 
     ) as e:
         repair_wheel(w, out)
     assert calls and list(out.iterdir()) == [] and ".tmp" not in str(e.value)
-    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 12)  # at the bound: written, and check reads it
+    monkeypatch.setattr("slimwheel.inspect.fatbin.MAX_RECORDS", 12)  # at the bound: written, and check reads it
     r = repair_wheel(w, out)
     assert main(["check", "--require-arch", "none", str(r.wheel)]) == ExitCode.OK
 

@@ -118,7 +118,7 @@ def test_zip_reader_on_mutated_wheels(data: bytes) -> None:
     import tempfile
     from pathlib import Path
 
-    from slimwheel.inspect.report import inspect_wheel
+    from slimwheel.inspect.scan import inspect_wheel
     from slimwheel.inspect.zipread import extract
 
     with tempfile.TemporaryDirectory() as tmp:

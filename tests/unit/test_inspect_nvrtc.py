@@ -19,7 +19,7 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import embedded_sources
 from slimwheel.inspect.nvrtc import MAGIC, SECTION, describe, parse_section, served_ccs
-from slimwheel.inspect.report import wheel_embedded_sources
+from slimwheel.inspect.scan import wheel_embedded_sources
 
 
 def record(files: dict[str, bytes], *, major: int = 13, sources: int = 1, manifest: object = None) -> bytes:
@@ -166,7 +166,7 @@ def test_build_summary_names_what_embedded_sources_serve(tmp_path: Path) -> None
     from helpers.binsynth import fatbin, fatbin_entry
 
     from slimwheel.commands.build import targets_line
-    from slimwheel.inspect.report import inspect_wheel
+    from slimwheel.inspect.scan import inspect_wheel
 
     runtime = make_wheel(tmp_path / "rt", files={"pkg/_a.so": elf(sections={".text": b"\x90", SECTION: record(FILES)})})
     line = targets_line(inspect_wheel(runtime))

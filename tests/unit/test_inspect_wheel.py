@@ -13,7 +13,8 @@ from helpers.wheelmaker import make_wheel
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.report import inspect_binary, inspect_file, inspect_wheel, report_to_json, target_totals
+from slimwheel.inspect.report import report_to_json, target_totals
+from slimwheel.inspect.scan import inspect_binary, inspect_file, inspect_wheel
 
 FB13 = fatbin(
     [
@@ -221,7 +222,7 @@ def test_an_output_path_that_cannot_be_written_is_bad_input(tmp_path: Path, caps
 
 def test_the_record_bound_spans_every_file_of_a_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Each file under its own bound, the wheel over it: refused, naming the wheel."""
-    monkeypatch.setattr("slimwheel.inspect.report.MAX_RECORDS", 10)
+    monkeypatch.setattr("slimwheel.inspect.fatbin.MAX_RECORDS", 10)
     so = elf(sections={".nv_fatbin": fatbin([fatbin_entry()] * 5)})  # six records
     assert inspect_wheel(make_wheel(tmp_path / "one", files={"m/a.so": so})).elfs
     w = make_wheel(tmp_path / "two", files={"m/a.so": so, "m/b.so": so})

@@ -58,7 +58,8 @@ def test_an_opened_library_a_requirement_installs_is_not_mentioned() -> None:
 def test_the_json_report_lists_what_each_file_opens(tmp_path: Path) -> None:
     from helpers.wheelmaker import make_wheel
 
-    from slimwheel.inspect.report import inspect_wheel, report_to_json
+    from slimwheel.inspect.report import report_to_json
+    from slimwheel.inspect.scan import inspect_wheel
 
     so = elf(sections={".rodata": RODATA}, undefined=("dlopen",), needed=("libc.so.6",))
     report = inspect_wheel(

@@ -15,7 +15,7 @@ from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.inspect.elf import VersionNeed, read_elf
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 
 # What Debian 11's GCC 10 and glibc 2.31 give a C++ extension that calls exp() and std::filesystem: facts of glibc
 # (exp/log/pow got new versions in 2.29) and libstdc++ (3.4.26 is GCC 9's, 3.4.28 GCC 10's), not of slimwheel.

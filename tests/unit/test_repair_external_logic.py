@@ -29,7 +29,7 @@ from slimwheel.external import (
     used_externals,
 )
 from slimwheel.inspect.dynamic import ElfInfo
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import wanted_rpath
 from slimwheel.rpath import origin_target
 from slimwheel.wheelfile import merge_requires_dist

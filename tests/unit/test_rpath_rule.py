@@ -10,7 +10,7 @@ from helpers.binsynth import elf
 from helpers.wheelmaker import make_wheel
 
 from slimwheel.check import check_wheel, make_policy
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.rpath import install_dir, resolve_entry
 
 CU13 = "nvidia-cuda-runtime>=13.0,<14"

@@ -18,7 +18,7 @@ from helpers.wheelmaker import make_wheel
 from slimwheel import fsutil
 from slimwheel.cli import main
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.inspect.zipread import ZipLimits
 from slimwheel.postbuild.slim import slim
 from slimwheel.postbuild.variants import make_variants

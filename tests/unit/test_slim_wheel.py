@@ -19,7 +19,7 @@ from helpers.wheelmaker import make_wheel
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.report import inspect_wheel
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.slim import local_version, parse_ptx, slim
 from slimwheel.postbuild.variants import families, make_variants
 

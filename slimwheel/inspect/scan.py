@@ -1,0 +1,204 @@
+"""Reading a wheel (or a loose binary) for its report: each ELF member inflated once, its headers parsed, the whole
+assembled by `slimwheel.inspect.report`.
+
+This module starts light on purpose. size-report's cost on a small wheel is mostly start-up (issue 22: at most half
+the `unzip` + `cuobjdump` route), so the members start inflating before the parsers and the report are imported:
+inflating (zlib, ISA-L) releases the GIL, and the imports run beside it instead of before it. The readers are
+imported where they are first needed (`_parsed`, `_assembled`); everything else comes from modules that the reading
+needs anyway.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slimwheel.errors import BadInputError
+from slimwheel.inspect.files import ELF_MAGIC, FATBIN_MAGIC, Buffer, mapped_file
+from slimwheel.inspect.wheel import DEFAULT_LIMITS, Member, WheelArchive, WheelMeta, ZipLimits
+
+if TYPE_CHECKING:
+    from slimwheel.inspect.elf import ElfReport
+    from slimwheel.inspect.nvrtc import EmbeddedSources
+    from slimwheel.inspect.report import FileEntry, WheelReport
+
+log = logging.getLogger("slimwheel.inspect.report")
+
+
+def _candidate(archive: WheelArchive, m: Member) -> bool:
+    return m.uncompressed >= 16 and archive.head(m, 4)[:4] in (ELF_MAGIC, FATBIN_MAGIC)
+
+
+def _parsed(data: Buffer, name: str) -> ElfReport:
+    from slimwheel.inspect.elf import read_elf  # the first worker to finish inflating loads the parsers
+
+    return read_elf(data, name)
+
+
+def _counted(path: Path, records: int, elf: ElfReport) -> int:
+    """`records` plus the fatbin containers and entries of `elf`, refused past `MAX_RECORDS` for the whole wheel (as
+    for one file)."""
+    from slimwheel.inspect.fatbin import MAX_RECORDS
+
+    records += sum(1 + len(fb.entries) for fb in elf.fatbins)
+    if records > MAX_RECORDS:
+        raise BadInputError(f"{path}: more than {MAX_RECORDS} fatbin containers and entries in the wheel's files")
+    return records
+
+
+def _file_entries(members: tuple[Member, ...], wheel_size: int) -> tuple[FileEntry, ...]:
+    from slimwheel.inspect.report import FileEntry
+
+    return tuple(
+        FileEntry(
+            name=m.name,
+            compressed=m.compressed,
+            uncompressed=m.uncompressed,
+            share=m.compressed / wheel_size if wheel_size else 0.0,
+        )
+        for m in members
+    )
+
+
+def _assembled(
+    path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
+) -> WheelReport:
+    from slimwheel.inspect.report import assemble
+
+    return assemble(path, meta, wheel_size, files, elfs)
+
+
+def inspect_wheel(
+    path: Path,
+    limits: ZipLimits = DEFAULT_LIMITS,
+    *,
+    workers: int | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> WheelReport:
+    """Read a wheel once: the zip directory for every file, and each ELF (or .fatbin) member inflated once.
+
+    Members go through `zipread` (bounded, lie-refusing; big ones spooled and mapped, see `ZipLimits`); the fatbin
+    containers and entries of the whole wheel are bounded by `MAX_RECORDS`, as those of one file are. `workers`:
+    members read at once (default up to 4; 1 keeps memory to one member, as slim's check of its own output does).
+    `meanwhile`: work for the calling thread while the members inflate (size-report imports its renderer there).
+
+    The calling thread does its own work while the workers inflate, and nothing else runs Python then: a thread that
+    imports beside it holds the GIL for whole switch intervals (5 ms) each time the caller makes a system call, which
+    made the 235 directory reads of cumm-cu120's wheel take 47 ms where they take 2 ms alone.
+    """
+    path = Path(path)
+    t0 = time.perf_counter()
+    with WheelArchive(path, limits) as archive:
+        candidates = sorted((m for m in archive.members if _candidate(archive, m)), key=lambda m: -m.uncompressed)
+
+        def one(m: Member) -> ElfReport:
+            try:
+                with archive.open(m) as data:
+                    return _parsed(data, m.name)
+            except BadInputError as e:
+                if e.message.startswith(f"{path}: "):
+                    raise
+                raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
+
+        # Inflating releases the GIL: big members overlap each other and the work below. Largest first keeps the
+        # workers busy.
+        workers = max(1, min(workers or 4, os.cpu_count() or 1, len(candidates)))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            futures = [pool.submit(one, m) for m in candidates]
+            try:
+                # While the members inflate: the parsers (which the workers need first), the caller's own work, the
+                # metadata, and the report's modules (imported by `_file_entries`).
+                import slimwheel.inspect.elf  # noqa: F401
+
+                if meanwhile is not None:
+                    meanwhile()
+                meta = archive.metadata()
+                wheel_size = archive.size
+                files = _file_entries(archive.members, wheel_size)
+                log.info(
+                    "%s: zip directory and metadata, %d files, %d ELF: %.2f s",
+                    path.name,
+                    len(files),
+                    len(candidates),
+                    time.perf_counter() - t0,
+                )
+                by_name: dict[str, ElfReport] = {}
+                records = 0
+                for future in futures:
+                    r = future.result()
+                    records = _counted(path, records, r)
+                    by_name[r.name] = r
+            finally:
+                for future in futures:  # on a refusal, members not started yet are not read at all
+                    future.cancel()
+        elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
+        log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t0)
+    return _assembled(path, meta, wheel_size, files, elfs)
+
+
+def inspect_unpacked(path: Path, root: Path, names: list[str]) -> WheelReport:
+    """The report of wheel `path` from its files unpacked under `root` (`names`, as `wheelfile.unpack` gives them):
+    the zip directory and metadata from the wheel, each ELF read from its unpacked file, mapped, one at a time. What
+    slim and variants read their input through, so that the input is inflated once (by the unpack) and memory holds
+    at most one file's scanned pages."""
+    path = Path(path)
+    with WheelArchive(path) as archive:
+        meta = archive.metadata()
+        wheel_size = archive.size
+        files = _file_entries(archive.members, wheel_size)
+    elfs: list[ElfReport] = []
+    records = 0
+    for name in names:
+        try:
+            with mapped_file(Path(root) / name, name) as data:
+                if len(data) < 16 or data[:4] not in (ELF_MAGIC, FATBIN_MAGIC):
+                    continue
+                elf = _parsed(data, name)
+        except BadInputError as e:
+            raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
+        records = _counted(path, records, elf)
+        elfs.append(elf)
+    return _assembled(path, meta, wheel_size, files, tuple(elfs))
+
+
+def inspect_file(
+    path: Path, limits: ZipLimits = DEFAULT_LIMITS, *, meanwhile: Callable[[], object] | None = None
+) -> WheelReport:
+    """A wheel, or a loose binary (shared library, object file, executable, .fatbin) reported as a wheel of one
+    file: what size-report and check show for a wheel, for a build's output before it is packaged. `meanwhile`: as
+    for `inspect_wheel` (called once in any case)."""
+    path = Path(path)
+    if path.suffix.lower() == ".whl":
+        return inspect_wheel(path, limits, meanwhile=meanwhile)  # its errors say what is wrong with a wheel
+    with mapped_file(path) as data:  # refuses folders, FIFOs and devices before reading a byte
+        if data[:2] == b"PK":
+            return inspect_wheel(path, limits, meanwhile=meanwhile)
+        if meanwhile is not None:
+            meanwhile()
+        elf = dataclasses.replace(_parsed(data, str(path)), name=path.name)  # a BadInputError names the file
+        size = len(data)
+    # No tags: an x86_64 binary gets a platform tag, so that integrated aarch64 GPUs are left out as for a wheel.
+    tags = ("py3-none-linux_x86_64",) if elf.machine == "EM_X86_64" else ()
+    meta = WheelMeta(name=path.name, version="(binary)", tags=tags, requires_dist=(), dist_info="")
+    from slimwheel.inspect.report import FileEntry
+
+    files = (FileEntry(name=path.name, compressed=size, uncompressed=size, share=1.0),)
+    return _assembled(path, meta, size, files, (elf,))
+
+
+def inspect_binary(path: Path) -> ElfReport:
+    """A loose shared library, object, executable or .fatbin file (regular files only; mapped, not read)."""
+    path = Path(path)
+    with mapped_file(path) as data:
+        return _parsed(data, str(path))
+
+
+def wheel_embedded_sources(path: Path) -> dict[str, tuple[EmbeddedSources, ...]]:
+    """The records of every ELF member of a wheel that has some, by member name."""
+    return {elf.name: elf.nvrtc for elf in inspect_wheel(Path(path)).elfs if elf.nvrtc}
