@@ -12,13 +12,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
-
-from slimwheel import shown
+from slimwheel import shown, textable
+from slimwheel.textable import Cell, Column, Style, styled
 
 if TYPE_CHECKING:  # check imports the dependency rules (packaging, pyelftools): size-report needs none of them
+    from rich.console import Console  # imported where used: size-report's tables are drawn without rich
+    from rich.text import Text
+
     from slimwheel.check import Verdict
 from slimwheel.inspect.report import (
     SCHEMA,
@@ -106,116 +106,144 @@ def _driver_lines(report: WheelReport) -> list[str]:
     return lines
 
 
-def render_table(report: WheelReport, console: Console, *, entries: bool = False) -> None:
-    """The readable terminal report of one wheel."""
-    # Names, requirements and messages come from the wheel: escaped for the terminal (slimwheel.shown), never parsed
-    # as rich markup.
-    console.print(
-        f"[bold]{shown.markup(report.path.name)}[/bold]  {shown.markup(report.name)} {shown.markup(report.version)}"
-    )
-    console.print(
+def report_text(report: WheelReport, *, width: int, color: bool, entries: bool = False) -> str:
+    """The readable terminal report of one wheel (`slimwheel.textable`: see there why not rich)."""
+    # Names, requirements and messages come from the wheel: escaped for the terminal (slimwheel.shown).
+    t = shown.terminal
+    out = [
+        f"{styled(t(report.path.name), Style.BOLD, color=color)}  {t(report.name)} {t(report.version)}",
         f"  {mb(report.size)} ({mib(report.size)}) on disk, {mib(report.installed_size)} installed, "
-        f"{len(report.files)} files, {len(report.elfs)} ELF; sizes: {UNITS_NOTE}"
-    )
-    files = Table(title="Largest files", title_justify="left")
-    for col, just in (("file", "left"), ("in wheel", "right"), ("installed", "right"), ("share", "right")):
-        files.add_column(col, justify=just)  # type: ignore[arg-type]
+        f"{len(report.files)} files, {len(report.elfs)} ELF; sizes: {UNITS_NOTE}",
+    ]
+
+    def put(title: str, columns: Sequence[Column], rows: Sequence[Sequence[str | Cell]]) -> None:
+        out.extend(textable.table(title, columns, rows, width=width, color=color))
+
     ordered = sorted(report.files, key=lambda f: -f.compressed)
-    for f in ordered[:TOP_FILES]:
-        files.add_row(shown.markup(f.name), human(f.compressed), human(f.uncompressed), _pct(f.share))
+    rows: list[Sequence[str | Cell]] = [
+        (t(f.name), human(f.compressed), human(f.uncompressed), _pct(f.share)) for f in ordered[:TOP_FILES]
+    ]
     if len(ordered) > TOP_FILES:
         rest = ordered[TOP_FILES:]
-        files.add_row(
-            f"... {len(rest)} more",
-            human(sum(f.compressed for f in rest)),
-            human(sum(f.uncompressed for f in rest)),
-            _pct(sum(f.share for f in rest)),
+        rows.append(
+            (
+                f"... {len(rest)} more",
+                human(sum(f.compressed for f in rest)),
+                human(sum(f.uncompressed for f in rest)),
+                _pct(sum(f.share for f in rest)),
+            )
         )
-    console.print(files)
+    put(
+        "Largest files",
+        (
+            Column("file", fold=True),
+            Column("in wheel", right=True),
+            Column("installed", right=True),
+            Column("share", right=True),
+        ),
+        rows,
+    )
     if report.elfs:
-        elfs = Table(title="ELF files: section sizes (installed)", title_justify="left")
-        elfs.add_column("file", overflow="fold")
-        elfs.add_column("size", justify="right")
         main_secs = [s for s in _MAIN_SECTIONS if any(s in e.sections for e in report.elfs)]
-        for s in main_secs:
-            elfs.add_column(s, justify="right")
-        elfs.add_column("other", justify="right")
-        elfs.add_column("fatbins", justify="right")
+        rows = []
         for e in report.elfs:
             other = sum(v for k, v in e.sections.items() if k not in main_secs)
-            elfs.add_row(
-                shown.markup(e.name),
-                human(e.size),
-                *[human(e.sections[s]) if s in e.sections else "" for s in main_secs],
-                human(other),
-                str(len(e.fatbins)),
+            rows.append(
+                (
+                    t(e.name),
+                    human(e.size),
+                    *[human(e.sections[s]) if s in e.sections else "" for s in main_secs],
+                    human(other),
+                    str(len(e.fatbins)),
+                )
             )
-        console.print(elfs)
-        dyn = Table(title="ELF files: dynamic linking", title_justify="left")
-        for col in ("file", "SONAME", "RPATH / RUNPATH", "NEEDED"):
-            dyn.add_column(col, overflow="fold")
+        put(
+            "ELF files: section sizes (installed)",
+            (
+                Column("file", fold=True),
+                Column("size", right=True),
+                *(Column(s, right=True) for s in main_secs),
+                Column("other", right=True),
+                Column("fatbins", right=True),
+            ),
+            rows,
+        )
+        rows = []
         for e in report.elfs:
             paths = "\n".join(
-                p for p in (f"RPATH {e.rpath}" if e.rpath else "", f"RUNPATH {e.runpath}" if e.runpath else "") if p
+                t(p) for p in (f"RPATH {e.rpath}" if e.rpath else "", f"RUNPATH {e.runpath}" if e.runpath else "") if p
             )
-            dyn.add_row(
-                shown.markup(e.name),
-                shown.markup(e.soname or ""),
-                shown.markup(paths),
-                shown.markup(", ".join(e.needed)),
-            )
-        console.print(dyn)
+            rows.append((t(e.name), t(e.soname or ""), paths, t(", ".join(e.needed))))
+        put(
+            "ELF files: dynamic linking",
+            tuple(Column(c, fold=True) for c in ("file", "SONAME", "RPATH / RUNPATH", "NEEDED")),
+            rows,
+        )
     totals = target_totals(report.fatbin_entries)
     if totals:
-        t = Table(title="Fatbin entries by kind and arch (all ELF files)", title_justify="left")
-        for col, just in (
-            ("kind", "left"),
-            ("arch", "left"),
-            ("entries", "right"),
-            ("stored", "right"),
-            ("uncompressed", "right"),
-            ("ratio", "right"),
-        ):
-            t.add_column(col, justify=just)  # type: ignore[arg-type]
+        rows = []
         for tot in totals:
             ratio = f"{tot.stored / tot.uncompressed:.2f}" if tot.uncompressed else ""
-            t.add_row(
-                _KIND_LABEL.get(tot.kind, tot.kind.upper()),
-                tot.arch,
-                str(tot.count),
-                human(tot.stored),
-                human(tot.uncompressed),
-                ratio,
+            rows.append(
+                (
+                    _KIND_LABEL.get(tot.kind, tot.kind.upper()),
+                    tot.arch,
+                    str(tot.count),
+                    human(tot.stored),
+                    human(tot.uncompressed),
+                    ratio,
+                )
             )
-        console.print(t)
+        put(
+            "Fatbin entries by kind and arch (all ELF files)",
+            (
+                Column("kind"),
+                Column("arch"),
+                Column("entries", right=True),
+                Column("stored", right=True),
+                Column("uncompressed", right=True),
+                Column("ratio", right=True),
+            ),
+            rows,
+        )
     if entries:
         for e in report.elfs:
             for i, fb in enumerate(e.fatbins):
-                title = f"{shown.markup(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{shown.markup(fb.section or 'file')}], {human(fb.size)}"
-                et = Table(title=title, title_justify="left")
-                for col in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA"):
-                    et.add_column(col)
-                for en in fb.entries:
-                    et.add_row(
-                        en.kind,
-                        en.arch,
-                        en.compression,
-                        human(en.stored_size),
-                        human(en.uncompressed_size),
-                        f"{en.ptx_isa[0]}.{en.ptx_isa[1]}" if en.ptx_isa else "",
-                    )
-                console.print(et)
-    cov = Table(title="GPU coverage", title_justify="left")
-    for col in ("CC", "GPU", "runs by", "target"):
-        cov.add_column(col)
-    style = {"sass": "green", "ptx": "yellow", "none": "red", "n/a": "dim"}
-    for cc, gpu, how, via in _coverage(report):
-        cov.add_row(cc, gpu, f"[{style[how]}]{_HOW[how]}[/{style[how]}]", shown.markup(via))
-    console.print(cov)
-    for line in _coverage_lines(report):
-        console.print(f"  {shown.markup(line)}")
-    for line in _driver_lines(report):
-        console.print(f"  {shown.terminal(line)}", highlight=False, markup=False)
+                put(
+                    f"{t(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{t(fb.section or 'file')}], {human(fb.size)}",
+                    tuple(Column(c) for c in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA")),
+                    [
+                        (
+                            en.kind,
+                            en.arch,
+                            en.compression,
+                            human(en.stored_size),
+                            human(en.uncompressed_size),
+                            f"{en.ptx_isa[0]}.{en.ptx_isa[1]}" if en.ptx_isa else "",
+                        )
+                        for en in fb.entries
+                    ],
+                )
+    style = {"sass": Style.GREEN, "ptx": Style.YELLOW, "none": Style.RED, "n/a": Style.DIM}
+    put(
+        "GPU coverage",
+        tuple(Column(c, fold=c == "target") for c in ("CC", "GPU", "runs by", "target")),
+        [(cc, gpu, Cell(_HOW[how], style[how]), t(via)) for cc, gpu, how, via in _coverage(report)],
+    )
+    out.extend(f"  {t(line)}" for line in _coverage_lines(report))
+    out.extend(f"  {t(line)}" for line in _driver_lines(report))
+    return "\n".join(out) + "\n"
+
+
+def reports_text(reports: Sequence[WheelReport], *, color: bool, entries: bool = False) -> str:
+    """size-report's table format: each wheel's report, a blank line between them; as wide as the terminal when
+    colour goes to one, else 160 columns (logs, files, pipes)."""
+    width = 160
+    if color:
+        import shutil
+
+        width = shutil.get_terminal_size((160, 24)).columns
+    return "\n".join(report_text(r, width=width, color=color, entries=entries) for r in reports)
 
 
 def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] = (), *, entries: bool = False) -> str:
@@ -337,6 +365,8 @@ def color_wanted(env: Mapping[str, str], *, tty: bool) -> bool:
 
 def table_text(draw: Callable[[Console], None], *, color: bool) -> str:
     """Render with rich into a string: colours when `color` (see color_wanted), plain text otherwise."""
+    from rich.console import Console
+
     buf = io.StringIO()
     console = Console(
         file=buf,
@@ -414,6 +444,8 @@ class ProgressLine:
         return ", ".join(parts)
 
     def __rich__(self) -> Text:
+        from rich.text import Text
+
         return Text(self.line() if self.phase else "")
 
     def start(self, phase: str, log: Path | None = None) -> None:

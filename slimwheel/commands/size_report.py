@@ -8,15 +8,11 @@ import importlib
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import click
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_file
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 FORMATS = ("table", "json", "markdown")
 
@@ -85,12 +81,5 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
         text = treemap.render_html(reports)
     else:
         color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())
-
-        def draw(console: Console) -> None:
-            for i, r in enumerate(reports):
-                if i:
-                    console.print()
-                render.render_table(r, console, entries=entries)
-
-        text = render.table_text(draw, color=color)
+        text = render.reports_text(reports, color=color, entries=entries)
     emit(text, output)

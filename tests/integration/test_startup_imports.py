@@ -27,9 +27,18 @@ NOT_FOR_SIZE_REPORT = (
     "hashlib",  # NVRTC records only
     "json",  # the JSON format only
     "pkgutil",  # --help's list of commands only
+    "rich",  # the other commands' tables and the build's progress line: size-report draws its own (textable)
 )
-# What size-report imports only once the wheels are being read (the renderer, in a thread beside the scan).
-AFTER_START_UP = ("rich", "slimwheel.render")
+# What size-report imports only once the wheel's members are inflating (slimwheel.inspect.scan): the parsers, the
+# metadata reader, the report and the renderer.
+AFTER_START_UP = (
+    "slimwheel.render",
+    "slimwheel.inspect.elf",
+    "slimwheel.inspect.fatbin",
+    "slimwheel.inspect.report",
+    "email.parser",
+    "packaging.requirements",
+)
 
 
 def test_size_report_imports_only_what_it_needs(tmp_path: Path) -> None:

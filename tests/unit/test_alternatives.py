@@ -76,16 +76,10 @@ def test_each_alternative_is_judged_on_its_own_in_one_line(tmp_path: Path) -> No
 
 
 def test_summary_states_coverage_and_driver_floor_per_alternative(tmp_path: Path) -> None:
-    import io
-
-    from rich.console import Console
-
-    from slimwheel.render import render_markdown, render_table
+    from slimwheel.render import render_markdown, report_text
 
     r = inspect_wheel(_wheel(tmp_path, ALTS))
-    buf = io.StringIO()
-    render_table(r, Console(file=buf, width=300))
-    text = buf.getvalue()
+    text = report_text(r, width=300, color=False)
     line118 = next(line for line in text.splitlines() if "libbnb_cuda118.so (CUDA 11.8): SASS" in line)
     assert "SASS: 5.0" in line118 and "10.0" not in line118.split("PTX")[0] and MAJOR_DRIVER[11] in line118
     line130 = next(line for line in text.splitlines() if "libbnb_cuda130.so (CUDA 13.0): SASS" in line)
