@@ -165,7 +165,7 @@ class ElfReport:
     def fatbin_bytes(self) -> int:
         return sum(fb.size for fb in self.fatbins)
 
-    @property
+    @functools.cached_property  # asked per module by coverage and the tables: cuFFT's 18,227 fatbins, sifted once
     def judged_fatbins(self) -> tuple[Fatbin, ...]:
         """The fatbins that are CUDA modules of their own, the ones coverage judges and every table counts: with
         loadable code, and not a device-link container (no kernels, or kernels whose PTX is in __nv_relfatbin)
