@@ -469,6 +469,9 @@ class DependencyVerdict:
     problems: tuple[str, ...]
     notes: tuple[str, ...]
     from_extras: tuple[ExtraProvision, ...] = ()
+    # Libraries that nothing provides and only optional parts of the package need (CuPy's NCCL and cuTENSOR): repair
+    # leaves them unrequired, as the project does (a note says which package turns the part on).
+    optional: tuple[str, ...] = ()
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -749,12 +752,14 @@ def dependency_problems(
 
     # extension module -> (why it is optional, [(library, the package that provides it, if the table knows it)])
     optional: dict[str, tuple[OptionalModule, list[tuple[str, str]]]] = {}
+    failed: set[str] = set()  # libraries nothing provides that a part the package cannot do without needs
 
     def unprovided(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], problem: str) -> None:
         """A library nothing provides: a problem, or a note when the file is an optional part of the package."""
         opt = imports.optional(info.path) if imports is not None and info.path not in alts else None
         if opt is None:
             problems.append(problem)
+            failed.add(needed)
         else:
             optional.setdefault(info.path, (opt, []))[1].append((needed, cands[-1].package if cands else ""))
 
@@ -891,7 +896,10 @@ def dependency_problems(
             f"{'them' if len(libs) > 1 else 'it'} that feature is off and the rest works"
             + (f" (pip install {packages} turns it on)" if packages else "")
         )
-    return DependencyVerdict(problems=tuple(problems), notes=tuple(notes), from_extras=provisions)
+    only_optional = dict.fromkeys(lib for _, libs in optional.values() for lib, _ in libs if lib not in failed)
+    return DependencyVerdict(
+        problems=tuple(problems), notes=tuple(notes), from_extras=provisions, optional=tuple(only_optional)
+    )
 
 
 def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list[str]:

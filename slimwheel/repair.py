@@ -33,6 +33,7 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
 from slimwheel.inspect.dynamic import ElfInfo, carried_names, imports_by_library, scan_elfs
+from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.inspect.wheel import requires_dist
 from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
@@ -58,6 +59,8 @@ class RepairResult:
     extra: str | None = None  # the extra(s) its CUDA libraries are required under: the project's own (CuPy's ctk), or
     # one per CUDA major for alternatives of several majors ("cuda12, cuda13")
     unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
+    # CUDA libraries only optional parts of the package need (deps.DependencyVerdict.optional), left unrequired
+    optional: tuple[str, ...] = ()
     phases: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -159,6 +162,8 @@ def repair_wheel(
         needed = list(dict.fromkeys(lib for libs in per_file.values() for lib in libs))
         # A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the
         # extra installs are not required again, and those no requirement installs are required under that extra.
+        # The package's Python sources say which extension modules are optional parts (read only when asked).
+        python = PythonImports.from_wheel(wheel)
         pre = deps.dependency_problems(
             list(src.elfs.values()),
             cuda_major=major,
@@ -166,10 +171,16 @@ def repair_wheel(
             tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]],
             files=src.names,
             name=src.dist_name,
+            imports=python,
         )
         by_extra = {p.soname for p in pre.from_extras}
         extra = pre.extras[0] if len(pre.extras) == 1 else None
-        to_require = [lib for lib in needed if lib.soname not in by_extra]
+        # Libraries only optional parts need stay unrequired, as the project has them (CuPy 14.2 documents
+        # `pip install nvidia-nccl-cu13 cutensor-cu13` as optional): requiring them would add NCCL's 300 MB to every
+        # install. Their RPATH to the nvidia-* folders stays, so that installing the package turns the part on.
+        to_require = [lib for lib in needed if lib.soname not in by_extra and lib.soname not in pre.optional]
+        for soname in pre.optional:
+            log.info("%s: %s is needed by optional parts only; not required", wheel.name, soname)
         floors = tuple(
             {
                 lib.package: deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports)
@@ -240,7 +251,7 @@ def repair_wheel(
                 work,
                 names,
                 after,
-                needed=needed,
+                needed=[lib for lib in needed if lib.soname not in pre.optional],
                 reqs=reqs,
                 dist_name=src.dist_name,
                 driver=_driver(repaired, major),
@@ -263,6 +274,7 @@ def repair_wheel(
             requires=requires_dist(meta_text),
             tags=[str(t) for t in tags],
             files=names,
+            imports=python,
         )
         problems = list(verdict.problems)
         if src.torch is not None:
@@ -300,6 +312,7 @@ def repair_wheel(
         floors=floors,
         extra=extra,
         unvendored=copies,
+        optional=pre.optional,
         phases=phases,
     )
 

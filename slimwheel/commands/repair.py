@@ -133,6 +133,7 @@ def command(
                     "rpath_dropped": list(result.rpath_dropped),
                     "record_rewritten": result.record_rewritten,
                     "extra": result.extra,
+                    "optional": list(result.optional),
                     "unvendored": [
                         {
                             "file": u.file,
@@ -155,8 +156,15 @@ def command(
     _say(f"repaired: {result.wheel}")
     _say(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
     _say(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
-    if result.extra is not None:
+    if result.extra is not None and result.requires:
         _say(f"  extra:      CUDA libraries required under the extra(s) {result.extra} (pip install 'NAME[EXTRA]')")
+    elif result.extra is not None:
+        _say(f"  extra:      the project's extra {result.extra} installs its CUDA libraries; nothing added to it")
+    if result.optional:
+        _say(
+            f"  optional:   {', '.join(result.optional)}: needed by optional parts of the package only (imported "
+            "under try/except ImportError); not required, as `slimwheel check` notes"
+        )
     for f in result.floors:
         _say(f"  floor:      {f.package}>={f.version}: {f.why}")
     _say(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")

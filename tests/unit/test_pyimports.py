@@ -167,3 +167,15 @@ def test_a_non_cuda_library_of_an_optional_module_is_a_note_without_a_pip_comman
     assert v.problems == ()
     (note,) = [n for n in v.notes if "optional part" in n]
     assert "libfoo.so.3" in note and "pip install" not in note
+
+
+def test_the_verdict_lists_libraries_only_optional_parts_need() -> None:
+    """What repair leaves unrequired: NCCL needed by the optional module alone; not a library a required part also
+    needs (that one stays a problem, and off the list)."""
+    imports = _src({"pkg/cuda/nccl.py": GUARDED})
+    v = dependency_problems([NCCL], cuda_major=13, requires=[], tags=TAGS, imports=imports)
+    assert v.optional == ("libnccl.so.2",)
+    core = ElfInfo(path="pkg/_core.abi3.so", soname=None, needed=("libnccl.so.2", "libc.so.6"), rpath=(), runpath=())
+    v = dependency_problems([NCCL, core], cuda_major=13, requires=[], tags=TAGS, imports=imports)
+    assert v.optional == () and len(v.problems) == 1 and "pkg/_core.abi3.so" in v.problems[0]
+    assert dependency_problems([NCCL], cuda_major=13, requires=[], tags=TAGS).optional == ()
