@@ -368,11 +368,12 @@ class ZipReader:
         if m.compressed == 0:
             yield memoryview(b"")
             return
-        with (
-            mmap.mmap(self._fd, m.data_offset + m.compressed - start, access=mmap.ACCESS_READ, offset=start) as mm,
-            memoryview(mm) as whole,
-            whole[m.data_offset - start :] as raw,
-        ):
+        try:
+            mm = mmap.mmap(self._fd, m.data_offset + m.compressed - start, access=mmap.ACCESS_READ, offset=start)
+        except (OSError, ValueError):  # a file system that cannot map files: read the bytes instead
+            yield memoryview(b"".join(self._chunks(m)))
+            return
+        with mm, memoryview(mm) as whole, whole[m.data_offset - start :] as raw:
             yield raw
 
     def _in_memory(self, m: Member) -> bytes:

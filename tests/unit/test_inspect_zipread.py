@@ -269,3 +269,18 @@ def test_non_regular_inputs_are_refused_at_once(
     assert code == 3
     want = "is a folder" if kind == "folder" else "not a regular file"
     assert err.startswith(f"slimwheel: error: {path}: {want}")
+
+
+def test_a_member_is_read_where_the_file_cannot_be_mapped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some file systems refuse mmap: the in-memory read falls back to reading the compressed bytes."""
+    data = bytes(range(256)) * 64
+    w = wheel(tmp_path, RawMember.deflated("demo/a.so", data))
+
+    def refuse(*_a: object, **_k: object) -> None:
+        raise OSError(19, "No such device")
+
+    monkeypatch.setattr("slimwheel.inspect.zipread.mmap.mmap", refuse)
+    with ZipReader(w) as z:
+        (m,) = (m for m in z.members if m.name == "demo/a.so")
+        with z.open(m) as got:
+            assert bytes(got) == data
