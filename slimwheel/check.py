@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from slimwheel import deps, distcheck, floor, torchext
@@ -123,6 +124,25 @@ def floor_failures(report: WheelReport, target: floor.Policy) -> tuple[list[Fail
     return [
         Failure(kind="platform", message=o.message(target.name), exit_code=ExitCode.ABOVE_PLATFORM_FLOOR) for o in found
     ], note
+
+
+def check_wheel_file(report: WheelReport, policy: CheckPolicy, *, file: Path | None = None) -> Verdict:
+    """`check_wheel` with what the wheel file holds besides its report, as `slimwheel check` judges a wheel: its
+    RECORD's problems, its use of torch's libraries, its Python sources (read only when the rules ask). `file`: where
+    the wheel is now (slim and variants judge their outputs under temporary names), default `report.path`. A loose
+    binary (not a .whl) has none of those."""
+    from slimwheel.wheelfile import archive_record_problems
+
+    if not report.path.name.endswith(".whl"):
+        return check_wheel(report, policy)
+    path = file or report.path
+    return check_wheel(
+        report,
+        policy,
+        record_problems=archive_record_problems(path),
+        torch=torchext.audit_wheel(path, {e.name: e.needed for e in report.elfs}),
+        imports=PythonImports.from_wheel(path),
+    )
 
 
 def check_wheel(

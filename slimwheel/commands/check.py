@@ -14,13 +14,11 @@ import click
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import distcheck, render, torchext
+from slimwheel import distcheck, render
 from slimwheel.commands.size_report import FORMATS, emit
 from slimwheel.errors import CheckFailed, ExitCode
-from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.render import table_text
-from slimwheel.wheelfile import archive_record_problems
 
 
 @click.command("check")
@@ -97,7 +95,7 @@ def command(
     )
     reports = [inspect_wheel(w) for w in wheels]
     verdicts = [
-        checkmod.check_wheel(
+        checkmod.check_wheel_file(
             r,
             checkmod.make_policy(
                 r,
@@ -108,11 +106,6 @@ def command(
                 debug_symbols=cfg.debug_symbols,
                 manylinux=cfg.manylinux,
             ),
-            record_problems=archive_record_problems(r.path) if r.path.name.endswith(".whl") else (),
-            torch=torchext.audit_wheel(r.path, {e.name: e.needed for e in r.elfs})
-            if r.path.name.endswith(".whl")
-            else None,
-            imports=PythonImports.from_wheel(r.path) if r.path.name.endswith(".whl") else None,
         )
         for r in reports
     ]

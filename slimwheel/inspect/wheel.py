@@ -11,7 +11,16 @@ from dataclasses import dataclass
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.zipread import DEFAULT_LIMITS, Member, ZipLimits, ZipReader, check_member_name
 
-__all__ = ["DEFAULT_LIMITS", "Member", "WheelArchive", "WheelMeta", "ZipLimits", "check_member_name", "requires_dist"]
+__all__ = [
+    "DEFAULT_LIMITS",
+    "Member",
+    "WheelArchive",
+    "WheelMeta",
+    "ZipLimits",
+    "check_member_name",
+    "file_tags",
+    "requires_dist",
+]
 
 
 def requires_dist(metadata: str) -> tuple[str, ...]:
@@ -33,7 +42,7 @@ class WheelMeta:
     dist_info: str
 
 
-def _file_tags(filename: str) -> tuple[str, ...]:
+def file_tags(filename: str) -> tuple[str, ...]:
     """The tags of a wheel's file name, expanded (`cp311-cp311-manylinux2014_x86_64.manylinux_2_17_x86_64` is two);
     () for a name that is not a wheel's."""
     from packaging.utils import InvalidWheelFilename, parse_wheel_filename
@@ -76,7 +85,7 @@ class WheelArchive(ZipReader):
         return WheelMeta(
             name=str(meta["Name"]),
             version=str(meta["Version"]),
-            tags=_file_tags(self.path.name) or tuple(str(t) for t in wheel.get_all("Tag") or ()),
+            tags=file_tags(self.path.name) or tuple(str(t) for t in wheel.get_all("Tag") or ()),
             requires_dist=requires_dist(meta_text),
             dist_info=dist_info,
         )

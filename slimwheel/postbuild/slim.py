@@ -36,7 +36,7 @@ from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.files import mapped_file
 from slimwheel.inspect.report import WheelReport, nvrtc_targets
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
-from slimwheel.inspect.wheel import DEFAULT_LIMITS, WheelArchive
+from slimwheel.inspect.wheel import DEFAULT_LIMITS, WheelArchive, file_tags
 from slimwheel.postbuild.fatbin_edit import Dropped, ElfPlan, PtxMode, SlimRequest, apply_plan, plan_elf
 from slimwheel.wheelfile import Source, digest_tree, judge_record, pack_to, record_problems, unpack
 
@@ -267,7 +267,10 @@ _JUDGE_LIMITS = dataclasses.replace(DEFAULT_LIMITS, in_memory_bytes=8 << 20)
 def judge_output(tmp: Path, target: Path) -> WheelReport:
     """The report of a written wheel, read back as every command reads wheels (one member at a time), so that a wheel
     slimwheel cannot read never gets its final name; reported under that name."""
-    return dataclasses.replace(inspect_wheel(tmp, _JUDGE_LIMITS, workers=1), path=target)
+    report = inspect_wheel(tmp, _JUDGE_LIMITS, workers=1)
+    # The tags come from the final name, as pip reads them, not from the temporary one (which names no tags: the
+    # WHEEL file's would stand in, linux_x86_64 for CuPy 14.2's wheels named manylinux2014_x86_64).
+    return dataclasses.replace(report, path=target, tags=file_tags(target.name) or report.tags)
 
 
 def unserved(report: WheelReport, ccs: tuple[CC, ...]) -> bool:
@@ -324,7 +327,7 @@ def slim(
             rewritten = write_rewritten(src, tmp, target, plans, version=version)
             after = judge_output(tmp, target)
     policy = checkmod.make_policy(after, budget=budget, require_arch=CCRequest.of(ccs))
-    verdict = checkmod.check_wheel(after, policy)
+    verdict = checkmod.check_wheel_file(after, policy)  # judged as `slimwheel check` judges it
     return SlimResult(
         source=wheel,
         request=request,

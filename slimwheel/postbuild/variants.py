@@ -148,7 +148,7 @@ def make_variants(
                         rewritten=rewritten,
                         report=report,
                         properties=props,
-                        verdict=checkmod.check_wheel(report, policy),
+                        verdict=checkmod.check_wheel_file(report, policy, file=tmp),
                     )
                 )
             if not same:

@@ -228,3 +228,29 @@ def test_slim_and_variants_refuse_a_wrong_record_unless_told(tmp_path: Path) -> 
     assert all(x.verdict.ok for x in v.variants) and v.variants
     for x in v.variants:
         _record_ok(x.rewritten.wheel)
+
+
+def test_slim_and_variants_judge_their_outputs_as_check_does(tmp_path: Path) -> None:
+    """An optional part (a module the package imports under try/except ImportError) whose library nothing installs
+    is a note for `check`, so for slim's and variants' own checks too (CuPy's NCCL: slim exited 12 on cupy-cuda13x);
+    and the output's platform tag is its final name's, not the WHEEL file's."""
+    nccl = elf(sections={".text": b"\xc3" * 64}, needed=("libnccl.so.2", "libc.so.6"), soname="nccl.abi3.so")
+    w = make_wheel(
+        tmp_path / "in",
+        name="pkg",
+        version="1.2.0",
+        tag="cp312-abi3-linux_x86_64",  # the WHEEL file's tag; the name says manylinux (CuPy 14.2's wheels do)
+        filename=f"pkg-1.2.0-{TAG}.whl",
+        files={
+            "pkg/_ext.abi3.so": _lib(),
+            "pkg/nccl.abi3.so": nccl,
+            "pkg/__init__.py": b"from ._ext import *\ntry:\n    from . import nccl\nexcept ImportError:\n    nccl = None\n",
+        },
+        requires=("nvidia-cuda-runtime>=13.0,<14",),
+    )
+    res = slim(w, tmp_path / "out", archs="9.0")
+    assert res.verdict.ok, res.verdict.failures
+    assert any("optional part" in n and "libnccl.so.2" in n for n in res.verdict.notes)
+    assert res.after.tags == (TAG,)
+    made = make_variants(w, tmp_path / "variants")
+    assert made.variants and all(v.verdict.ok for v in made.variants), [v.verdict.failures for v in made.variants]
