@@ -69,6 +69,9 @@ WHEELS: tuple[tuple[str, str], ...] = (
     ("nvidia-nccl-cu13==2.32.3", "3.11"),
     ("nvidia-cublas==13.10.0.20", "3.11"),
     ("nvidia-cudnn-cu13==9.28.1.4", "3.11"),
+    ("ctranslate2==4.8.5", "3.11"),
+    ("torchvision==0.26.0", "3.11"),
+    ("onnxruntime-gpu==1.31.1", "3.11"),
 )
 
 
@@ -274,6 +277,13 @@ def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int
     return row
 
 
+def _write(out: Path, doc: dict[str, Any]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=2) + "\n")
+    tmp.replace(out)
+
+
 def markdown(doc: dict[str, Any]) -> str:
     """The table for docs and the README, from a results file (never from a run)."""
     out = [
@@ -297,6 +307,9 @@ def markdown(doc: dict[str, Any]) -> str:
             + " | "
             f"{s['rss_ratio']:.2f} | {v['rss_ratio']:.2f} | {v['wheels']} |"
         )
+    for part in doc.get("partial", []):
+        out.append("")
+        out.append(f"{', '.join(part['requirements'])}: measured {part['date']}, same machine: `{part['command']}`.")
     return "\n".join(out) + "\n"
 
 
@@ -339,6 +352,27 @@ def main() -> int:
             f"{row['variants_over_slim_time']:8.2f} ({v['wheels']} wheels)",
             flush=True,
         )
+    if parts and args.out.exists():
+        # A partial run: its rows replace those of the same wheels in the results file, the others stay as they were
+        # measured, and `partial` says which rows come from which run (ratios compare runs of the same moments).
+        old = json.loads(args.out.read_text())
+        by_req = {r["requirement"]: r for r in old["wheels"]} | {r["requirement"]: r for r in rows}
+        old["wheels"] = [by_req[r] for r, _py in WHEELS if r in by_req]
+        old.setdefault("partial", []).append(
+            {
+                "requirements": [r["requirement"] for r in rows],
+                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                "command": " ".join(sys.argv),
+                "note": args.note,
+                "load_average_1_5_15": {
+                    "start": [round(x, 2) for x in load_before],
+                    "end": [round(x, 2) for x in os.getloadavg()],
+                },
+            }
+        )
+        _write(args.out, old)
+        print(f"updated {len(rows)} rows of {args.out}")
+        return 0
     doc = {
         "schema": 1,
         "machine": f"{platform.node()}: {os.cpu_count()} cores, {platform.platform()}",
@@ -355,10 +389,7 @@ def main() -> int:
         "size_report_help_import_us": start_up_us,
         "wheels": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=2) + "\n")
-    tmp.replace(args.out)
+    _write(args.out, doc)
     print(
         f"start-up RSS (slim's modules imported): {base_rss / 2**20:.0f} MiB; in brackets: RSS above it / largest member"
     )
