@@ -153,7 +153,14 @@ def repair_wheel(
         # the wheel's.
         alts = alt_model.alternatives(src.elfs)
         file_major = {p: _alt_major(src.elfs[p], alts[p]) if p in alts else major for p in src.elfs}
-        per_file = {p: deps.needed_runtime_libs([info], file_major[p]) for p, info in src.elfs.items()}
+        # A library the wheel carries itself is no requirement: nvidia-cufft's libcufftw.so.12 needs libcufft.so.12
+        # beside it (repair required nvidia-cufft of the nvidia-cufft wheel). Copies of CUDA libraries were unvendored
+        # above, unless kept on purpose: then the wheel carries them, as asked.
+        carried = carried_names(src.elfs.values())
+        per_file = {
+            p: [lib for lib in deps.needed_runtime_libs([info], file_major[p]) if lib.soname not in carried]
+            for p, info in src.elfs.items()
+        }
         majors = sorted({m for p, m in file_major.items() if m is not None and per_file[p]})
         every: list[int | None] = list(majors) or [major]
         excludes = tuple(

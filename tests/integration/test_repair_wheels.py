@@ -329,3 +329,21 @@ def test_a_changed_wheel_is_repaired_only_when_told(tmp_path: Path, cu13_wheel: 
     rc, out = repair(changed, tmp_path / "out", "--rewrite-record")
     assert rc == 0 and out is not None
     assert_record_valid(read_members(out))
+
+
+def test_a_library_the_wheel_carries_is_not_required(tmp_path: Path) -> None:
+    """A wheel that is itself a CUDA library wheel (nvidia-cufft: libcufftw.so.12 needs libcufft.so.12 beside it):
+    repair required the wheel's own project (`nvidia-cufft>=12,<13` on nvidia-cufft 12.5.0.14)."""
+    lib = tmp_path / "nvidia/cu13/lib"
+    build_fake_lib(lib / "libcufft.so.12", "libcufft.so.12", tag="cufft", version=12)
+    stubs = stub_dir(tmp_path / "stubs", {"libcufft.so.12": 12})
+    w = build_extension(tmp_path / "libcufftw.so.12", "cufftw", lib_dirs=[stubs], libs=["cufft"], runpath=["$ORIGIN"])
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="nvidia-cufft",
+        version="12.5.0.14",
+        files={"nvidia/cu13/lib/libcufft.so.12": lib / "libcufft.so.12", "nvidia/cu13/lib/libcufftw.so.12": w},
+    )
+    rc, out = repair(wheel, tmp_path / "out", "--cuda", "13.0")
+    assert rc == 0 and out is not None
+    assert not (metadata(read_members(out)).requires_dist or [])
