@@ -382,9 +382,9 @@ class ZipReader:
         One call, not `stream`'s steps, because of the threads around it: a step returns to Python (and takes the
         GIL back) every few hundred kB, and each return made the main thread, importing and parsing beside the
         workers, wait for the GIL (measured on nvidia-curand's 133 MB library: the main thread's METADATA read and
-        imports took 110 ms beside the stepped inflate, against 15 ms alone). The output stays bounded by the
-        declared size plus one byte (`max_length`), which `in_memory_bytes` bounds; the compressed bytes are read
-        where they lie in the file (`_compressed`).
+        imports took 110 ms beside the stepped inflate, 30 ms beside one call; lab/bench/timeline.py). The output
+        stays bounded by the declared size plus one byte (`max_length`), which `in_memory_bytes` bounds; the
+        compressed bytes are read where they lie in the file (`_compressed`).
         """
         if m.uncompressed > self.limits.in_memory_bytes:
             raise self._bad(
