@@ -193,6 +193,24 @@ class ZipReader:
     def _bad(self, name: str, problem: str) -> BadInputError:
         return BadInputError(f"{self.path}: member {name!r} {problem}")
 
+    def _past_claim(self, m: Member) -> BadInputError:
+        return self._bad(
+            m.name, f"inflates past its declared {m.uncompressed} bytes (a lying zip header); refusing to read on"
+        )
+
+    def _bad_deflate(self, m: Member, e: Exception) -> BadInputError:
+        return BadInputError(f"{self.path}: {m.name}: corrupt member: bad deflate data ({e})")
+
+    def _finished(self, m: Member, produced: int, crc: int, *, cut_off: bool) -> None:
+        """The checks at a member's end, the same whether it was streamed or read in one call: the deflate stream
+        ended, the declared size was met, the CRC agrees."""
+        if cut_off:
+            raise BadInputError(f"{self.path}: {m.name}: corrupt member: the deflate stream is cut off")
+        if produced != m.uncompressed:
+            raise self._bad(m.name, f"inflates to {produced} bytes, not its declared {m.uncompressed} (corrupt)")
+        if crc & 0xFFFFFFFF != m.crc:
+            raise BadInputError(f"{self.path}: {m.name}: corrupt member (CRC does not match the zip directory)")
+
     def _directory(self) -> tuple[tuple[Member, ...], frozenset[str]]:
         cd_size = _directory_size(self._fd, self.size)
         if cd_size is not None and cd_size > self.limits.directory_bytes:
@@ -313,10 +331,7 @@ class ZipReader:
             nonlocal produced, crc, nonzero
             produced += len(out)
             if produced > m.uncompressed:
-                raise self._bad(
-                    m.name,
-                    f"inflates past its declared {m.uncompressed} bytes (a lying zip header); refusing to read on",
-                )
+                raise self._past_claim(m)
             if count:
                 nonzero += len(out) - out.count(0)
                 problem = ratio_problem(m.uncompressed, nonzero, m.compressed, self.limits)
@@ -325,6 +340,7 @@ class ZipReader:
             crc = _inflate.crc32(out, crc)
             sink(out)
 
+        cut_off = False
         if m.method == "stored":
             for chunk in self._chunks(m):
                 emit(chunk)
@@ -351,13 +367,9 @@ class ZipReader:
                         break
                     emit(out)
             except (zlib.error, _inflate.error) as e:
-                raise BadInputError(f"{self.path}: {m.name}: corrupt member: bad deflate data ({e})") from None
-            if not d.eof:
-                raise BadInputError(f"{self.path}: {m.name}: corrupt member: the deflate stream is cut off")
-        if produced != m.uncompressed:
-            raise self._bad(m.name, f"inflates to {produced} bytes, not its declared {m.uncompressed} (corrupt)")
-        if crc & 0xFFFFFFFF != m.crc:
-            raise BadInputError(f"{self.path}: {m.name}: corrupt member (CRC does not match the zip directory)")
+                raise self._bad_deflate(m, e) from None
+            cut_off = not d.eof
+        self._finished(m, produced, crc, cut_off=cut_off)
 
     @contextlib.contextmanager
     def _compressed(self, m: Member) -> Iterator[memoryview]:
@@ -398,23 +410,14 @@ class ZipReader:
                 try:
                     out = d.decompress(raw, m.uncompressed + 1)  # one byte past the declared size shows a lie
                 except (zlib.error, _inflate.error) as e:
-                    raise BadInputError(f"{self.path}: {m.name}: corrupt member: bad deflate data ({e})") from None
-        if m.method == "deflate":
-            if len(out) > m.uncompressed:
-                raise self._bad(
-                    m.name,
-                    f"inflates past its declared {m.uncompressed} bytes (a lying zip header); refusing to read on",
-                )
-            if not d.eof:
-                raise BadInputError(f"{self.path}: {m.name}: corrupt member: the deflate stream is cut off")
-        if len(out) != m.uncompressed:
-            raise self._bad(m.name, f"inflates to {len(out)} bytes, not its declared {m.uncompressed} (corrupt)")
-        if _may_break_ratio(m, self.limits):
+                    raise self._bad_deflate(m, e) from None
+        if len(out) > m.uncompressed:
+            raise self._past_claim(m)
+        if _may_break_ratio(m, self.limits):  # judged before the end's checks, as a stream judges it
             problem = ratio_problem(m.uncompressed, len(out) - out.count(0), m.compressed, self.limits)
             if problem is not None:
                 raise self._bad(m.name, problem)
-        if _inflate.crc32(out) & 0xFFFFFFFF != m.crc:
-            raise BadInputError(f"{self.path}: {m.name}: corrupt member (CRC does not match the zip directory)")
+        self._finished(m, len(out), _inflate.crc32(out), cut_off=m.method == "deflate" and not d.eof)
         return out
 
     def read(self, m: Member) -> bytes:
