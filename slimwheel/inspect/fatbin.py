@@ -41,6 +41,7 @@ assert struct.pack("<I", MAGIC) == MAGIC_BYTES
 _HEADER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIIIQQQQ")  # the first 64 bytes of an entry header
 assert _ENTRY.size == 64
+_ENTRY_SIZE = _ENTRY.size  # read once per entry in parse_fatbin's loop
 
 # 0x80: Tile IR bytecode (CUDA 13.1+, cuTile), which the driver compiles for the GPU at load time. Measured: cuda-tile
 # 1.7.0 bytecode wrapped by CUDA 13.5's `fatbinary --image3=kind=tileir,sm=100` gives kind 0x80, an 80-byte header,
@@ -148,10 +149,10 @@ def parse_fatbin(
     p = offset + header_size
     # The loop runs once per entry of every container (cuFFT: 16,449): the checks are the ones below, written inline.
     while p < stop:
-        if p + 64 > stop:
+        if p + _ENTRY_SIZE > stop:
             raise _fail(where, base + offset, f"entry header at {base + p:#x} is cut off by the container's end")
         (kind_n, _ev, ehsize, padded, csize, _opt, verword, sm, _u1, flags, _u2, usize) = unpack(data, p)
-        if ehsize < 64:
+        if ehsize < _ENTRY_SIZE:
             raise _fail(where, base + offset, f"entry at {base + p:#x} has header size {ehsize} < {_ENTRY.size}")
         if p + ehsize + padded > stop:
             raise _fail(
