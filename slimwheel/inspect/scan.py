@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from slimwheel.inspect.nvrtc import EmbeddedSources
     from slimwheel.inspect.report import FileEntry, WheelReport
 
-log = logging.getLogger("slimwheel.inspect.report")
+log = logging.getLogger(__name__)
 
 
 def _candidate(archive: WheelArchive, m: Member) -> bool:
