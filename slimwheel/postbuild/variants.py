@@ -29,6 +29,7 @@ from slimwheel import fsutil
 from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CCRequest, Kind, Target, listing_order
 from slimwheel.errors import BadInputError
+from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport
 from slimwheel.postbuild.fatbin_edit import SlimRequest
 from slimwheel.postbuild.slim import (
@@ -126,6 +127,8 @@ def make_variants(
         src = unpack_input(wheel, work, rewrite_record=rewrite_record)
         before = src.report
         fams = families(before)
+        # The wheels' Python sources are the input's (slimming edits libraries only): read once, if the rules ask.
+        python = PythonImports.from_wheel(wheel)
         targets = [output_name(src, out_dir, version=None, variant=fam.label) for fam in fams]
         universal = out_dir / wheel.name
         same = universal.resolve() == wheel.resolve()
@@ -148,7 +151,7 @@ def make_variants(
                         rewritten=rewritten,
                         report=report,
                         properties=props,
-                        verdict=checkmod.check_wheel_file(report, policy, file=tmp),
+                        verdict=checkmod.check_wheel_file(report, policy, file=tmp, imports=python),
                     )
                 )
             if not same:
