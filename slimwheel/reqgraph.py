@@ -1,0 +1,170 @@
+"""What a wheel's requirements install, and their requirements in turn: the libraries that a requirement's
+requirement brings. rmm-cu12 26.10's extension modules need librapids_logger.so; no Requires-Dist of rmm-cu12 is
+named after it, but rmm-cu12 requires librmm-cu12, which requires rapids-logger, which installs
+rapids_logger/lib64/librapids_logger.so. pylibraft-cu12 needs libcusolver.so.11 through libraft-cu12, which requires
+cuda-toolkit[cusolver,...]==12.*.
+
+Pure: the graph is walked breadth first over a `Lookup` (a function from a requirement to the facts of the wheel pip
+would pick for it), which the caller supplies: `pypindex.lookup` reads them from the package index. The walk starts on
+first use (`RequirementGraph.provider`), so a wheel whose libraries the direct rules account for costs nothing.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from packaging.markers import Marker
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+from slimwheel.wheelfile import parse_requirements
+
+# Projects the walk does not enter: torch has rules of its own (torchext's tables of what its releases load), and its
+# requirement tree (the CUDA wheels of each release) is what those tables already say.
+NOT_WALKED = frozenset({"torch"})
+MAX_PROJECTS = 64  # projects read at most for one wheel
+MAX_DEPTH = 6  # requirement hops from the wheel
+
+
+@dataclass(frozen=True, kw_only=True)
+class WheelFacts:
+    """What one wheel of a project installs and requires, as its archive says."""
+
+    project: str  # canonical name
+    version: str
+    filename: str
+    files: tuple[str, ...]  # install paths relative to site-packages (a .data/purelib|platlib prefix removed)
+    requires: tuple[str, ...]  # its Requires-Dist lines
+
+
+class LookupFailed(Exception):
+    """The index could not say which wheel a requirement installs (offline, no such project, no wheel for this
+    platform); the message says why, for the verdict."""
+
+
+Lookup = Callable[[Requirement], WheelFacts]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Provider:
+    """A library a requirement's requirement installs."""
+
+    soname: str
+    path: str  # where that wheel installs it, relative to site-packages
+    project: str
+    version: str
+    chain: tuple[str, ...]  # the requirements from the wheel to that project, in order, without their markers
+
+    def how(self) -> str:
+        """ "requires libraft-cu12==26.10.*, which requires rapids-logger==0.3.*"."""
+        return "requires " + ", which requires ".join(self.chain)
+
+
+def install_path(member: str) -> str | None:
+    """Where a wheel member installs relative to site-packages: itself, or without `<name>.data/purelib/` (or
+    platlib); None for members that install elsewhere (scripts, headers, data) and for the dist-info's own files."""
+    parts = member.split("/")
+    if parts[0].endswith(".data"):
+        if len(parts) > 2 and parts[1] in ("purelib", "platlib"):
+            return "/".join(parts[2:])
+        return None
+    if parts[0].endswith(".dist-info") or member.endswith("/"):
+        return None
+    return member
+
+
+def _short(req: Requirement) -> str:
+    """A requirement as the chain shows it: name, extras and specifier (the marker held, or it would not be there)."""
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}{req.specifier}"
+
+
+def _holds(marker: Marker | None, envs: Iterable[dict[str, str]], extras: frozenset[str]) -> bool:
+    """Whether a requirement of a project installed with `extras` is installed in every environment."""
+    if marker is None:
+        return True
+    return all(any(marker.evaluate({**env, "extra": e}) for e in ("", *extras)) for env in envs)
+
+
+class RequirementGraph:
+    """The requirements of a wheel and, transitively, theirs, read on first use. `requires`: the wheel's
+    Requires-Dist; `envs`: the environments it installs into (`deps.Installs.environments`): a requirement counts when
+    its marker holds in every one of them, as `deps.Requirements` counts the wheel's own."""
+
+    def __init__(
+        self,
+        requires: Iterable[str],
+        envs: list[dict[str, str]],
+        lookup: Lookup,
+        *,
+        max_projects: int = MAX_PROJECTS,
+        max_depth: int = MAX_DEPTH,
+    ) -> None:
+        self._requires = tuple(requires)
+        self._envs = envs
+        self._lookup = lookup
+        self._max_projects = max_projects
+        self._max_depth = max_depth
+        self._by_name: dict[str, Provider] | None = None
+        self._unread: list[str] = []
+
+    @property
+    def unread(self) -> tuple[str, ...]:
+        """The requirements the walk could not read, each with why ("librmm-cu12: no route to the index")."""
+        self._walk()
+        return tuple(self._unread)
+
+    def provider(self, soname: str) -> Provider | None:
+        """The nearest requirement (fewest hops, then Requires-Dist order) whose wheel installs a file named
+        `soname`; None when none does (or none could be read: `unread`)."""
+        return self._walk().get(soname)
+
+    def _walk(self) -> dict[str, Provider]:
+        if self._by_name is not None:
+            return self._by_name
+        found: dict[str, Provider] = {}
+        roots, _bad = parse_requirements(self._requires)
+        queue: deque[tuple[Requirement, tuple[str, ...]]] = deque(
+            (r, (_short(r),)) for r in roots if _holds(r.marker, self._envs, frozenset())
+        )
+        seen: dict[str, frozenset[str]] = {}  # project -> the extras walked
+        facts_of: dict[str, WheelFacts] = {}
+        while queue:
+            req, chain = queue.popleft()
+            name = str(canonicalize_name(req.name))
+            extras = frozenset(str(canonicalize_name(e)) for e in req.extras)
+            if name in NOT_WALKED or (name in seen and extras <= seen[name]):
+                continue
+            new_extras = extras - seen.get(name, frozenset())
+            first = name not in seen
+            seen[name] = seen.get(name, frozenset()) | extras
+            if first:
+                if len(facts_of) >= self._max_projects:
+                    self._unread.append(f"{name}: not read, {self._max_projects} projects were read already")
+                    continue
+                try:
+                    facts_of[name] = facts = self._lookup(req)
+                except LookupFailed as exc:
+                    self._unread.append(f"{name}: {exc}")
+                    continue
+                for path in facts.files:
+                    base = path.rsplit("/", 1)[-1]
+                    if ".so" in base and base not in found:
+                        found[base] = Provider(soname=base, path=path, project=name, version=facts.version, chain=chain)
+            elif name not in facts_of:
+                continue
+            if len(chain) >= self._max_depth:
+                continue
+            facts = facts_of[name]
+            walked = seen[name] if first else new_extras
+            sub, _ = parse_requirements(facts.requires)
+            for r in sub:
+                marker_extras = walked
+                if not first and (r.marker is None or "extra" not in str(r.marker)):
+                    continue  # walked when the project was first met
+                if _holds(r.marker, self._envs, marker_extras):
+                    queue.append((r, (*chain, _short(r))))
+        self._by_name = found
+        return found

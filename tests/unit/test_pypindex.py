@@ -1,0 +1,278 @@
+"""pypindex: the wheel pip would pick from an index, read through range requests. The index is a local HTTP server
+in a thread of the test process (PEP 691 JSON or PEP 503 HTML listings, files with or without range support);
+tests/integration/test_requirement_graph.py reads PyPI itself."""
+
+from __future__ import annotations
+
+import http.server
+import io
+import json
+import random
+import socket
+import threading
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+from slimwheel import pypindex
+from slimwheel.pypindex import IndexFile, IndexLookup, choose, index_url, parse_listing
+from slimwheel.reqgraph import LookupFailed
+
+
+def wheel_bytes(
+    name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (), *, metadata_first: bool = False
+) -> bytes:
+    buf = io.BytesIO()
+    meta = "Metadata-Version: 2.1\nName: {}\nVersion: {}\n{}\n".format(
+        name, version, "".join(f"Requires-Dist: {r}\n" for r in requires)
+    )
+    dist = f"{name.replace('-', '_')}-{version}.dist-info"
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        if metadata_first:
+            z.writestr(f"{dist}/METADATA", meta)
+        for path, data in files.items():
+            z.writestr(path, data)
+        if not metadata_first:
+            z.writestr(f"{dist}/METADATA", meta)
+        z.writestr(f"{dist}/RECORD", "")
+    return buf.getvalue()
+
+
+class Index:
+    """What the server serves, and what it was asked."""
+
+    def __init__(self) -> None:
+        self.projects: dict[str, list[dict[str, object]]] = {}
+        self.blobs: dict[str, bytes] = {}
+        self.html = False
+        self.ranges = True
+        self.requests: list[tuple[str, str]] = []  # (path, Range header)
+
+    def add(self, project: str, filename: str, data: bytes, **extra: object) -> None:
+        self.blobs[filename] = data
+        self.projects.setdefault(project, []).append({"filename": filename, "url": f"/files/{filename}", **extra})
+
+
+@pytest.fixture
+def index() -> Iterator[tuple[Index, str]]:
+    state = Index()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            state.requests.append((self.path, self.headers.get("Range", "")))
+            if self.path.startswith("/simple/"):
+                files = state.projects.get(self.path.split("/")[2])
+                if files is None:
+                    self.send_error(404)
+                    return
+                if state.html:
+                    body = "".join(
+                        f'<a href="{f["url"]}#sha256=ab"'
+                        + (' data-yanked=""' if f.get("yanked") else "")
+                        + (f' data-requires-python="{f["requires-python"]}"' if f.get("requires-python") else "")
+                        + f">{f['filename']}</a>"
+                        for f in files
+                    ).encode()
+                    kind = "text/html"
+                else:
+                    body, kind = json.dumps({"files": files}).encode(), "application/vnd.pypi.simple.v1+json"
+                self._send(200, body, kind)
+                return
+            data = state.blobs.get(self.path.removeprefix("/files/"))
+            if data is None:
+                self.send_error(404)
+                return
+            rng = self.headers.get("Range", "")
+            if not rng or not state.ranges:
+                self._send(200, data, "application/octet-stream")
+                return
+            first, _, last = rng.removeprefix("bytes=").partition("-")
+            start, end = (max(0, len(data) - int(last)), len(data) - 1) if not first else (int(first), int(last))
+            end = min(end, len(data) - 1)
+            self._send(206, data[start : end + 1], "application/octet-stream", f"bytes {start}-{end}/{len(data)}")
+
+        def _send(self, status: int, body: bytes, kind: str, content_range: str = "") -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            if content_range:
+                self.send_header("Content-Range", content_range)
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield state, f"http://127.0.0.1:{server.server_address[1]}/simple/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def lookup(url: str, cache: Path) -> IndexLookup:
+    return IndexLookup(machines=("x86_64",), pythons=("3.11", "3.12"), index=url, cache=cache)
+
+
+WHL = "librmm_cu12-26.10.0-py3-none-manylinux_2_28_x86_64.whl"
+
+
+def test_reads_the_files_and_requirements_and_caches_them(index: tuple[Index, str], tmp_path: Path) -> None:
+    state, url = index
+    data = wheel_bytes("librmm-cu12", "26.10.0", {"librmm/lib64/librmm.so": b"\x7fELF"}, ("rapids-logger==0.3.*",))
+    state.add("librmm-cu12", WHL, data, hashes={"sha256": "0123456789abcdef0123"})
+    facts = lookup(url, tmp_path)(Requirement("librmm-cu12==26.10.*"))
+    assert facts.files == ("librmm/lib64/librmm.so",)
+    assert facts.requires == ("rapids-logger==0.3.*",)
+    assert (facts.project, facts.version) == ("librmm-cu12", "26.10.0")
+    wheel_reads = [r for r in state.requests if r[0].startswith("/files/")]
+    assert wheel_reads == [(f"/files/{WHL}", f"bytes=-{pypindex.TAIL_BYTES}")]  # one request: the tail
+    state.requests.clear()
+    again = lookup(url, tmp_path)(Requirement("librmm-cu12==26.10.*"))
+    assert again == facts
+    assert [r for r in state.requests if r[0].startswith("/files/")] == []  # from the cache
+
+
+def test_metadata_before_a_large_member_costs_one_more_range(
+    index: tuple[Index, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, url = index
+    monkeypatch.setattr(pypindex, "TAIL_BYTES", 4096)
+    big = random.Random(0).randbytes(1 << 20)  # 1 MiB that deflate cannot shrink
+    state.add(
+        "librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"librmm/big.so": big}, ("x",), metadata_first=True)
+    )
+    facts = lookup(url, tmp_path)(Requirement("librmm-cu12"))
+    assert facts.requires == ("x",)
+    reads = [r for r in state.requests if r[0].startswith("/files/")]
+    assert 2 <= len(reads) <= 4
+
+
+def test_an_html_index_and_a_server_without_ranges(index: tuple[Index, str], tmp_path: Path) -> None:
+    state, url = index
+    state.html, state.ranges = True, False
+    state.add("librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"librmm/lib64/librmm.so": b""}))
+    assert lookup(url, tmp_path)(Requirement("librmm-cu12")).files == ("librmm/lib64/librmm.so",)
+
+
+def test_a_server_without_ranges_is_not_read_past_the_bound(
+    index: tuple[Index, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state, url = index
+    state.ranges = False
+    monkeypatch.setattr(pypindex, "MAX_WHEEL_READ", 1000)
+    state.add("librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"a.so": random.Random(0).randbytes(8000)}))
+    with pytest.raises(LookupFailed, match="answer over 1000 bytes"):
+        lookup(url, tmp_path)(Requirement("librmm-cu12"))
+
+
+def test_what_cannot_be_read_says_why(index: tuple[Index, str], tmp_path: Path) -> None:
+    state, url = index
+    with pytest.raises(LookupFailed, match="HTTP 404"):
+        lookup(url, tmp_path)(Requirement("nothing-here"))
+    state.add("junk", "junk-1.0-py3-none-any.whl", b"not a zip at all" * 10)
+    with pytest.raises(LookupFailed, match="not a readable wheel"):
+        lookup(url, tmp_path)(Requirement("junk"))
+    with pytest.raises(LookupFailed, match="not read over HTTP"):
+        lookup("file:///opt/pypi/simple/", tmp_path)(Requirement("junk"))
+    with pytest.raises(LookupFailed, match="direct reference"):
+        lookup(url, tmp_path)(Requirement("junk @ https://example.org/junk-1.0-py3-none-any.whl"))
+
+
+def test_a_damaged_cache_entry_is_read_again(index: tuple[Index, str], tmp_path: Path) -> None:
+    state, url = index
+    state.add("librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"librmm/lib64/librmm.so": b""}))
+    lookup(url, tmp_path)(Requirement("librmm-cu12"))
+    (entry,) = tmp_path.iterdir()
+    entry.write_text("{not json")
+    assert lookup(url, tmp_path)(Requirement("librmm-cu12")).files == ("librmm/lib64/librmm.so",)
+
+
+def f(filename: str, **kw: object) -> IndexFile:
+    return IndexFile(
+        filename=filename,
+        url=f"https://x/{filename}",
+        sha256="",
+        requires_python=str(kw.get("requires_python", "")),
+        yanked=bool(kw.get("yanked", False)),
+    )
+
+
+def pick(files: list[IndexFile], req: str, machine: str = "x86_64") -> str:
+    return choose(files, Requirement(req), machines=(machine,), pythons=("3.11", "3.12")).filename
+
+
+def test_choose_the_newest_admitted_version() -> None:
+    files = [
+        f("p-1.0-py3-none-manylinux_2_28_x86_64.whl"),
+        f("p-2.0-py3-none-manylinux_2_28_x86_64.whl"),
+        f("p-3.0rc1-py3-none-manylinux_2_28_x86_64.whl"),
+        f("p-2.5-py3-none-manylinux_2_28_x86_64.whl", yanked=True),
+        f("p-2.6-py3-none-manylinux_2_28_x86_64.whl", requires_python=">=3.13"),
+        f("p-2.7.tar.gz"),
+        f("p-2.8-py3-none-manylinux_2_28_aarch64.whl"),
+        f("p-2.9-py3-none-win_amd64.whl"),
+        f("other-9.0-py3-none-any.whl"),
+    ]
+    assert pick(files, "p") == "p-2.0-py3-none-manylinux_2_28_x86_64.whl"
+    assert pick(files, "p<2") == "p-1.0-py3-none-manylinux_2_28_x86_64.whl"
+    assert pick(files, "p>=3.0rc1") == "p-3.0rc1-py3-none-manylinux_2_28_x86_64.whl"
+    assert pick(files, "p", machine="aarch64") == "p-2.8-py3-none-manylinux_2_28_aarch64.whl"
+    with pytest.raises(LookupFailed, match="that '>=4' admits"):
+        pick(files, "p>=4")
+    with pytest.raises(LookupFailed, match="no wheel of q for Linux x86_64"):
+        pick([f("q-1.0.tar.gz"), f("q-1.0-py3-none-macosx_11_0_arm64.whl")], "q")
+
+
+def test_choose_prefers_the_wheels_python_then_manylinux_then_the_higher_build() -> None:
+    files = [
+        f("p-1.0-cp310-cp310-manylinux_2_28_x86_64.whl"),
+        f("p-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"),
+        f("p-1.0-cp311-cp311-musllinux_1_2_x86_64.whl"),
+        f("p-1.0-cp312-cp312-manylinux_2_28_x86_64.whl"),
+    ]
+    assert pick(files, "p") == "p-1.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    built = [f("p-1.0-py3-none-any.whl"), f("p-1.0-2-py3-none-any.whl")]
+    assert pick(built, "p") == "p-1.0-2-py3-none-any.whl"
+
+
+def test_parse_listing_refuses_a_broken_json_page() -> None:
+    with pytest.raises(LookupFailed, match="not a PEP 691 project page"):
+        parse_listing(b'{"files": 3}', "application/vnd.pypi.simple.v1+json", "https://x/simple/p/")
+    got = parse_listing(
+        b'<a href="../../f/p-1.0-py3-none-any.whl#sha256=cafe" data-yanked>p</a>', "text/html", "https://x/simple/p/"
+    )
+    assert got == [
+        IndexFile(
+            filename="p-1.0-py3-none-any.whl",
+            url="https://x/f/p-1.0-py3-none-any.whl",
+            sha256="cafe",
+            requires_python="",
+            yanked=True,
+        )
+    ]
+
+
+def test_index_url_order() -> None:
+    assert index_url({}) == "https://pypi.org/simple/"
+    assert index_url({"PIP_INDEX_URL": "https://mirror/simple"}) == "https://mirror/simple/"
+    assert (
+        index_url({"PIP_INDEX_URL": "https://mirror/simple", "SLIMWHEEL_INDEX_URL": "https://own/"}) == "https://own/"
+    )
+
+
+def test_an_index_that_does_not_answer_is_asked_once(tmp_path: Path) -> None:
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    look = lookup(f"http://127.0.0.1:{port}/simple/", tmp_path)
+    with pytest.raises(pypindex.Unreachable, match="refused"):
+        look(Requirement("a"))
+    with pytest.raises(LookupFailed, match="not asked, as the index did not answer before"):
+        look(Requirement("b"))

@@ -1,0 +1,146 @@
+"""reqgraph: the walk over requirements' requirements, and what `deps.dependency_problems` makes of it. The index is
+a dict here (a fake `Lookup`); tests/unit/test_pypindex.py reads a real one over HTTP."""
+
+from __future__ import annotations
+
+import pytest
+from packaging.requirements import Requirement
+
+from slimwheel.deps import Installs
+from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, install_path
+
+TAGS = ("cp311-abi3-manylinux_2_28_x86_64",)
+ENVS = Installs.from_tags(TAGS).environments()
+
+
+def facts(name: str, version: str, files: tuple[str, ...] = (), requires: tuple[str, ...] = ()) -> WheelFacts:
+    return WheelFacts(project=name, version=version, filename=f"{name}-{version}.whl", files=files, requires=requires)
+
+
+# rmm-cu12 26.10's shape: the library of its name and the logger come through librmm-cu12.
+INDEX = {
+    "librmm-cu12": facts(
+        "librmm-cu12",
+        "26.10.0",
+        ("librmm/lib64/librmm.so", "librmm/__init__.py"),
+        ("rapids-logger==0.3.*", "pytest; extra == 'test'"),
+    ),
+    "rapids-logger": facts("rapids-logger", "0.3.0", ("rapids_logger/lib64/librapids_logger.so",)),
+    "cuda-toolkit": facts(
+        "cuda-toolkit",
+        "12.9.1",
+        (),
+        (
+            'nvidia-cusolver-cu12==11.7.5.82.*; sys_platform == "linux" and extra == "cusolver"',
+            'nvidia-cufft-cu12==11.4.1.4.*; sys_platform == "linux" and extra == "cufft"',
+        ),
+    ),
+    "nvidia-cusolver-cu12": facts("nvidia-cusolver-cu12", "11.7.5.82", ("nvidia/cusolver/lib/libcusolver.so.11",)),
+    "nvidia-cufft-cu12": facts("nvidia-cufft-cu12", "11.4.1.4", ("nvidia/cufft/lib/libcufft.so.11",)),
+    "pytest": facts("pytest", "9.0", ("pytest/__init__.py",)),
+    "windows-only": facts("windows-only", "1.0", ("w/libwin.so",)),
+}
+
+
+class FakeIndex:
+    def __init__(self, index: dict[str, WheelFacts], failing: frozenset[str] = frozenset()) -> None:
+        self.index, self.failing, self.asked = index, failing, []
+
+    def __call__(self, req: Requirement) -> WheelFacts:
+        self.asked.append(req.name)
+        if req.name in self.failing:
+            raise LookupFailed("no route to the index")
+        if req.name not in self.index:
+            raise LookupFailed(f"no wheel of {req.name}")
+        return self.index[req.name]
+
+
+def test_a_requirements_requirement_provides_with_its_chain() -> None:
+    g = RequirementGraph(["librmm-cu12==26.10.*", "numpy>=2"], ENVS, FakeIndex(INDEX))
+    p = g.provider("librapids_logger.so")
+    assert p is not None
+    assert (p.project, p.version, p.path) == ("rapids-logger", "0.3.0", "rapids_logger/lib64/librapids_logger.so")
+    assert p.chain == ("librmm-cu12==26.10.*", "rapids-logger==0.3.*")
+    assert p.how() == "requires librmm-cu12==26.10.*, which requires rapids-logger==0.3.*"
+    assert g.provider("libnothing.so") is None
+    assert g.unread == ("numpy: no wheel of numpy",)
+
+
+def test_extras_reach_only_what_they_name_and_markers_must_hold_everywhere() -> None:
+    index = FakeIndex(INDEX)
+    g = RequirementGraph(["cuda-toolkit[cusolver]==12.*", 'windows-only; sys_platform == "win32"'], ENVS, index)
+    assert g.provider("libcusolver.so.11") is not None
+    assert g.provider("libcufft.so.11") is None  # the extra cufft was not asked for
+    assert g.provider("libwin.so") is None
+    assert "windows-only" not in index.asked and "nvidia-cufft-cu12" not in index.asked
+
+
+def test_an_extra_asked_later_walks_only_what_it_adds() -> None:
+    index = FakeIndex(INDEX)
+    g = RequirementGraph(["cuda-toolkit[cusolver]==12.*", "cuda-toolkit[cufft]==12.*"], ENVS, index)
+    assert g.provider("libcufft.so.11") is not None and g.provider("libcusolver.so.11") is not None
+    assert index.asked.count("cuda-toolkit") == 1
+
+
+def test_the_walk_starts_on_first_use_and_runs_once() -> None:
+    index = FakeIndex(INDEX)
+    g = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, index)
+    assert index.asked == []
+    g.provider("librmm.so")
+    g.provider("librapids_logger.so")
+    assert index.asked == ["librmm-cu12", "rapids-logger"]
+
+
+def test_extras_of_a_project_are_not_walked_unasked() -> None:
+    g = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX))
+    g.provider("x")
+    assert not any(u.startswith("pytest") for u in g.unread)
+
+
+def test_torch_is_left_to_its_own_rules() -> None:
+    index = FakeIndex({"torch": facts("torch", "2.11.0", ("torch/lib/libc10.so",))})
+    g = RequirementGraph(["torch==2.11.0"], ENVS, index)
+    assert g.provider("libc10.so") is None and index.asked == []
+
+
+@pytest.mark.parametrize(("limit", "depth"), [(1, 6), (64, 1)])
+def test_limits_bound_the_walk(limit: int, depth: int) -> None:
+    g = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX), max_projects=limit, max_depth=depth)
+    assert g.provider("librmm.so") is not None
+    assert g.provider("librapids_logger.so") is None
+    if limit == 1:
+        assert g.unread == ("rapids-logger: not read, 1 projects were read already",)
+
+
+def test_a_cycle_ends() -> None:
+    index = FakeIndex({"a": facts("a", "1", ("liba.so",), ("b",)), "b": facts("b", "1", ("libb.so",), ("a",))})
+    g = RequirementGraph(["a"], ENVS, index)
+    assert g.provider("libb.so") is not None and index.asked == ["a", "b"]
+
+
+def test_the_nearest_provider_wins() -> None:
+    index = FakeIndex(
+        {
+            "deep": facts("deep", "1", (), ("far",)),
+            "far": facts("far", "1", ("far/libx.so",)),
+            "near": facts("near", "1", ("near/libx.so",)),
+        }
+    )
+    p = RequirementGraph(["deep", "near"], ENVS, index).provider("libx.so")
+    assert p is not None and p.project == "near"
+
+
+@pytest.mark.parametrize(
+    ("member", "path"),
+    [
+        ("pkg/lib/libx.so", "pkg/lib/libx.so"),
+        ("pkg-1.0.data/platlib/pkg/libx.so", "pkg/libx.so"),
+        ("pkg-1.0.data/purelib/x.py", "x.py"),
+        ("pkg-1.0.data/scripts/tool", None),
+        ("pkg-1.0.data/data/lib/libx.so", None),
+        ("pkg-1.0.dist-info/RECORD", None),
+        ("pkg/", None),
+    ],
+)
+def test_install_path(member: str, path: str | None) -> None:
+    assert install_path(member) == path
