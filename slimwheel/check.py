@@ -18,6 +18,7 @@ from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport, coverage_detail, gap_text, nvrtc_targets
+from slimwheel.reqgraph import RequirementGraph
 from slimwheel.units import mb, mib, parse_size
 
 FailureKind = Literal["budget", "coverage", "dependencies", "record", "platform"] | distcheck.FindingKind
@@ -33,6 +34,9 @@ class CheckPolicy:
     installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)
     debug_symbols: bool = False  # distcheck: unstripped ELF files fail
     manylinux: floor.Policy | None = None  # the platform floor every ELF file must stay within (None: not checked)
+    # Read the package index for what the requirements' own requirements install, when a library is otherwise
+    # unprovided (`reqgraph`). Off for library callers and tests; `slimwheel check` turns it on unless --offline.
+    read_index: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -99,6 +103,7 @@ def make_policy(
     installed_budget: str | int | None = None,
     debug_symbols: bool = False,
     manylinux: str = "",
+    read_index: bool = False,
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
@@ -110,6 +115,7 @@ def make_policy(
         installed_budget_bytes=parse_size(installed_budget, what="installed-budget") if installed_budget else None,
         debug_symbols=debug_symbols,
         manylinux=floor.parse_target(manylinux) if manylinux.strip() else None,
+        read_index=read_index,
     )
 
 
@@ -139,12 +145,21 @@ def check_wheel_file(
     if not report.path.name.endswith(".whl"):
         return check_wheel(report, policy)
     path = file or report.path
+    graph = None
+    if policy.read_index and policy.dependencies and report.requires_dist:
+        from slimwheel.pypindex import IndexLookup
+        from slimwheel.reqgraph import RequirementGraph
+
+        installs = deps.Installs.from_tags(report.tags)
+        lookup = IndexLookup(machines=installs.machines, pythons=installs.pythons)
+        graph = RequirementGraph(report.requires_dist, installs.environments(), lookup)
     return check_wheel(
         report,
         policy,
         record_problems=archive_record_problems(path),
         torch=torchext.audit_wheel(path, {e.name: e.needed for e in report.elfs}),
         imports=imports if imports is not None else PythonImports.from_wheel(path),
+        graph=graph,
     )
 
 
@@ -155,10 +170,12 @@ def check_wheel(
     record_problems: Sequence[str] = (),
     torch: torchext.TorchUse | None = None,
     imports: PythonImports | None = None,
+    graph: RequirementGraph | None = None,
 ) -> Verdict:
     """The verdict on one wheel. `record_problems`: `wheelfile.archive_record_problems` of it; `torch`:
     `torchext.audit_wheel` of it (I/O the caller does); `imports`: its Python sources (`PythonImports.from_wheel`,
-    read only when a library nothing provides makes the dependency rules ask)."""
+    read only when a library nothing provides makes the dependency rules ask); `graph`: what the requirements'
+    requirements install (`reqgraph`, read on first use)."""
     failures: list[Failure] = [
         Failure(kind="record", message=p, exit_code=ExitCode.BAD_RECORD) for p in record_problems
     ]
@@ -239,6 +256,7 @@ def check_wheel(
             files=[f.name for f in report.files],
             name=report.name,
             imports=imports,
+            graph=graph,
         )
         notes.extend(dv.notes)
         failures.extend(

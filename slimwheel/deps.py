@@ -37,6 +37,7 @@ from slimwheel.errors import BadInputError
 from slimwheel.external import folder_of_project, library_of_project
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.inspect.pyimports import OptionalModule, PythonImports
+from slimwheel.reqgraph import Provider, RequirementGraph
 from slimwheel.rpath import describe, origin_target, resolve_entries
 from slimwheel.shown import abbreviated
 from slimwheel.wheelfile import parse_requirements
@@ -693,6 +694,7 @@ def dependency_problems(
     files: Iterable[str] = (),
     name: str = "",
     imports: PythonImports | None = None,
+    graph: RequirementGraph | None = None,
 ) -> DependencyVerdict:
     """Every NEEDED library of every ELF must be in the wheel, a CUDA library whose nvidia-* wheel is required (pinned
     to its major) wherever the wheel installs, found through RPATH in a required project's folder, the driver, the
@@ -702,7 +704,10 @@ def dependency_problems(
     `from_extras` and one note per extra say which extra provides what, and what happens without it. `name`: the
     project, for the notes' pip command. `imports`: the wheel's Python sources (`inspect.pyimports`, read only when
     asked): a library that nothing provides, needed by an extension module the package imports only where it survives
-    the import failing, is a note (an optional part, as CuPy's NCCL and cuTENSOR bindings), not a problem."""
+    the import failing, is a note (an optional part, as CuPy's NCCL and cuTENSOR bindings), not a problem. `graph`:
+    what the requirements' own requirements install (`reqgraph`, read from the index only when a library is left
+    unprovided by the rules above): a library one of them installs is a note that names the chain, not a problem
+    (rmm-cu12 -> librmm-cu12 -> rapids-logger's librapids_logger.so)."""
     problems: list[str] = []
     notes: list[str] = []
     platforms = tuple(dict.fromkeys(t.split("-", 2)[2] for t in tags if t.count("-") >= 2))
@@ -724,6 +729,26 @@ def dependency_problems(
     alts = alt_model.alternatives(info.path for info in elfs)
     torch = _admitted_torch(reqs)
     machines = Installs.from_tags(tags).machines
+    # (soname, provider, found through which RPATH entry, or "") -> the files that need it
+    transitive: dict[tuple[str, Provider, str], list[str]] = {}
+
+    def by_graph(info: ElfInfo, soname: str) -> bool:
+        """Whether a requirement's requirement installs the library (then a note says which, through what)."""
+        p = graph.provider(soname) if graph is not None else None
+        if p is None:
+            return False
+        folder = p.path.rsplit("/", 1)[0] if "/" in p.path else "."
+        entry = next((e for e in info.search_path if e and origin_target(e, info.path) == folder), "")
+        transitive.setdefault((soname, p, entry), []).append(info.path)
+        return True
+
+    def unread(problem: str) -> str:
+        """The problem, with the requirements whose own requirements the index could not tell."""
+        if graph is None or not (missed := graph.unread):
+            return problem
+        return f"{problem} (what {len(missed)} requirement(s) install could not be read from the index: " + (
+            f"{abbreviated(missed, 2)})"
+        )
 
     def by_torch(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], problem: str) -> str | None:
         """None when torch's import brings the library (a note then says so), else the problem, with the torch
@@ -795,6 +820,7 @@ def dependency_problems(
                 and _cuda_library_problem(info, opened, cands, reqs) is not None
                 and _extra_provider(cands, reqs) is None
                 and not _torch_enough(opened, cands, alternative=info.path in alts)
+                and not by_graph(info, opened)
             ):
                 wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in cands)
                 notes.append(
@@ -816,14 +842,16 @@ def dependency_problems(
                     required = any(_requirement_on(lib, reqs) for lib in cands)
                     if required:
                         problems.append(problem)
-                    else:
-                        unprovided(info, needed, cands, problem)
+                    elif not by_graph(info, needed):
+                        unprovided(info, needed, cands, unread(problem))
                 continue
             if provided := _external_provider(info, reqs):
                 notes.append(
                     f"{info.path} needs {needed}: found through RPATH {provided[0]}, a folder of "
                     f"Requires-Dist {provided[1]}"
                 )
+                continue
+            if by_graph(info, needed):
                 continue
             if named := _named_provider(needed, reqs):
                 notes.append(
@@ -838,7 +866,7 @@ def dependency_problems(
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
             )
             if problem := by_torch(info, needed, [], problem):
-                unprovided(info, needed, [], problem)
+                unprovided(info, needed, [], unread(problem))
 
     for info in elfs:
         if (copy := cudalibs.vendored(info.path)) is not None:
@@ -886,6 +914,23 @@ def dependency_problems(
             f"{'them' if len(sonames) > 1 else 'it'}, but Requires-Dist '{req}' does: torch {', '.join(providing)} "
             f"from PyPI {how} at `import torch`, and the loader uses those copies when torch is imported before "
             "these libraries are loaded"
+        )
+    # one note per provider for the same files (nvidia-cublas-cu12's libcublas.so.12 and libcublasLt.so.12)
+    grouped: dict[tuple[tuple[str, ...], str, str, tuple[str, ...], str], list[Provider]] = {}
+    for (_soname, p, entry), needing in transitive.items():
+        grouped.setdefault((tuple(needing), p.project, p.version, p.chain, entry), []).append(p)
+    for (files_of, project, version, _chain, entry), ps in grouped.items():
+        found = (
+            f"found through its RPATH entry {entry}"
+            if entry
+            else "the loader finds that copy when it is loaded before these files (RAPIDS' and NVIDIA's library "
+            "wheels load theirs when imported), which the wheel's own files do not show"
+        )
+        who = "a requirement of the wheel" if len(ps[0].chain) == 1 else "a requirement's requirement"
+        notes.append(
+            f"{abbreviated(files_of)} need(s) {', '.join(p.soname for p in ps)}, which {who} installs: "
+            f"{name or 'the wheel'} {ps[0].how()}, and {project} {version} (the version the index offers now) "
+            f"installs {', '.join(p.path for p in ps)}; {found}"
         )
     for path, (opt, libs) in optional.items():
         packages = ", ".join(dict.fromkeys(p for _, p in libs if p))

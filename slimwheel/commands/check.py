@@ -16,6 +16,7 @@ from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import distcheck, render
 from slimwheel.commands.size_report import FORMATS, emit
+from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.render import table_text
@@ -46,6 +47,14 @@ from slimwheel.render import table_text
 )
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
 @click.option(
+    "--offline",
+    is_flag=True,
+    default=None,
+    help="Do not read the package index (SLIMWHEEL_INDEX_URL, else PIP_INDEX_URL, else PyPI) for the libraries that "
+    "the requirements' own requirements install; asked only when a needed library is otherwise unaccounted for. "
+    "Env: SLIMWHEEL_OFFLINE=1.",
+)
+@click.option(
     "--installed-budget",
     default=None,
     metavar="SIZE",
@@ -74,6 +83,7 @@ def command(
     require_arch: str | None,
     manylinux: str | None,
     no_dependencies: bool,
+    offline: bool | None,
     installed_budget: str | None,
     debug_symbols: bool | None,
     release_total: bool,
@@ -105,6 +115,7 @@ def command(
                 installed_budget=cfg.parsed.installed_budget_bytes,
                 debug_symbols=cfg.debug_symbols,
                 manylinux=cfg.manylinux,
+                read_index=not (offline or env_bool(os.environ, "SLIMWHEEL_OFFLINE", default=False)),
             ),
         )
         for r in reports

@@ -115,6 +115,17 @@ CORPUS: tuple[CorpusWheel, ...] = (
         why="cuBLAS through its extra cudnn (nvidia-cudnn-cu13 requires it); sm_90a and sm_120a, no Blackwell 10.x",
     ),
 )
+# Wheels whose libraries come through a requirement's requirement (read from the index by `check`): RAPIDS'.
+RMM = CorpusWheel(
+    requirement="rmm-cu12==26.10.0",
+    filename="rmm_cu12-26.10.0-cp311-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+    why="librapids_logger.so through librmm-cu12 -> rapids-logger",
+)
+PYLIBRAFT = CorpusWheel(
+    requirement="pylibraft-cu12==26.10.0",
+    filename="pylibraft_cu12-26.10.0-cp311-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
+    why="cuSOLVER, cuBLAS, cuSPARSE, cuRAND through libraft-cu12 -> cuda-toolkit[...]==12.*",
+)
 CUOBJDUMP = CorpusWheel(
     requirement="nvidia-cuda-cuobjdump==13.5.37",
     filename="nvidia_cuda_cuobjdump-13.5.37-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",

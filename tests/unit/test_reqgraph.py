@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from packaging.requirements import Requirement
 
-from slimwheel.deps import Installs
+from slimwheel.deps import Installs, dependency_problems
+from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, install_path
 
 TAGS = ("cp311-abi3-manylinux_2_28_x86_64",)
@@ -144,3 +145,64 @@ def test_the_nearest_provider_wins() -> None:
 )
 def test_install_path(member: str, path: str | None) -> None:
     assert install_path(member) == path
+
+
+# --- what the dependency rules make of it -------------------------------------------------------------------------
+
+
+def elf(path: str, needed: tuple[str, ...], search: tuple[str, ...] = ()) -> ElfInfo:
+    return ElfInfo(path=path, soname=None, needed=needed, rpath=(), runpath=search)
+
+
+def test_a_library_a_requirements_requirement_installs_is_a_note() -> None:
+    elfs = [elf("rmm/a.so", ("librapids_logger.so", "libc.so.6")), elf("rmm/b.so", ("librapids_logger.so",))]
+    reqs = ["librmm-cu12==26.10.*"]
+    offline = dependency_problems(elfs, cuda_major=12, requires=reqs, tags=TAGS, name="rmm-cu12")
+    assert len(offline.problems) == 2 and "librapids_logger.so" in offline.problems[0]
+    graph = RequirementGraph(reqs, ENVS, FakeIndex(INDEX))
+    v = dependency_problems(elfs, cuda_major=12, requires=reqs, tags=TAGS, name="rmm-cu12", graph=graph)
+    assert v.problems == ()
+    (note,) = [n for n in v.notes if "librapids_logger.so" in n]
+    assert note.startswith("rmm/a.so, rmm/b.so need(s) librapids_logger.so, which a requirement's requirement")
+    assert "rmm-cu12 requires librmm-cu12==26.10.*, which requires rapids-logger==0.3.*" in note
+    assert "rapids-logger 0.3.0 (the version the index offers now) installs rapids_logger/lib64/" in note
+
+
+def test_a_cuda_library_through_a_requirements_metapackage_is_a_note() -> None:
+    elfs = [elf("pkg/x.so", ("libcusolver.so.11",))]
+    index = dict(INDEX, libfoo=facts("libfoo", "1", ("libfoo/lib/libfoo.so",), ("cuda-toolkit[cusolver]==12.*",)))
+    graph = RequirementGraph(["libfoo"], ENVS, FakeIndex(index))
+    v = dependency_problems(elfs, cuda_major=12, requires=["libfoo"], tags=TAGS, graph=graph)
+    assert v.problems == ()
+    assert any("libcusolver.so.11, which a requirement's requirement installs" in n for n in v.notes)
+
+
+def test_found_through_rpath_into_the_providers_folder() -> None:
+    elfs = [elf("rmm/a.so", ("librapids_logger.so",), ("$ORIGIN/../rapids_logger/lib64",))]
+    graph = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX))
+    v = dependency_problems(elfs, cuda_major=12, requires=["librmm-cu12==26.10.*"], tags=TAGS, graph=graph)
+    assert v.problems == ()
+    assert any(n.endswith("found through its RPATH entry $ORIGIN/../rapids_logger/lib64") for n in v.notes)
+
+
+def test_what_could_not_be_read_is_said_in_the_problem() -> None:
+    elfs = [elf("rmm/a.so", ("librapids_logger.so",))]
+    graph = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX, frozenset({"librmm-cu12"})))
+    v = dependency_problems(elfs, cuda_major=12, requires=["librmm-cu12==26.10.*"], tags=TAGS, graph=graph)
+    (problem,) = v.problems
+    assert problem.endswith(
+        "(what 1 requirement(s) install could not be read from the index: librmm-cu12: no route to the index)"
+    )
+
+
+def test_a_wrongly_pinned_direct_requirement_is_not_excused_by_the_graph() -> None:
+    elfs = [elf("pkg/x.so", ("libcusolver.so.12",))]
+    reqs = ["nvidia-cusolver", "libfoo"]  # unpinned: pip may bring another SONAME major
+    index = {
+        "libfoo": facts("libfoo", "1", (), ("nvidia-cusolver==12.*",)),
+        "nvidia-cusolver": facts("nvidia-cusolver", "12.0.9", ("nvidia/cu13/lib/libcusolver.so.12",)),
+    }
+    v = dependency_problems(
+        elfs, cuda_major=13, requires=reqs, tags=TAGS, graph=RequirementGraph(reqs, ENVS, FakeIndex(index))
+    )
+    assert len(v.problems) == 1 and "does not pin nvidia-cusolver to 12.*" in v.problems[0]
