@@ -778,13 +778,21 @@ def dependency_problems(
     # extension module -> (why it is optional, [(library, the package that provides it, if the table knows it)])
     optional: dict[str, tuple[OptionalModule, list[tuple[str, str]]]] = {}
     failed: set[str] = set()  # libraries nothing provides that a part the package cannot do without needs
+    # why -> library -> the files that need it: one problem per reason and set of files (torchaudio 2.11's three
+    # modules need the same five torch libraries: one line, not fifteen)
+    unaccounted: dict[str, dict[str, list[str]]] = {}
+    by_name: dict[tuple[str, str], list[str]] = {}  # (library, the requirement named after it) -> files
 
     def unprovided(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], problem: str) -> None:
         """A library nothing provides: a problem, or a note when the file is an optional part of the package."""
         opt = imports.optional(info.path) if imports is not None and info.path not in alts else None
         if opt is None:
-            problems.append(problem)
             failed.add(needed)
+            said = f"{info.path} needs {needed}: "
+            if info.path in alts or not problem.startswith(said):
+                problems.append(problem)  # an alternative's problems are joined per file below
+            else:
+                unaccounted.setdefault(problem[len(said) :], {}).setdefault(needed, []).append(info.path)
         else:
             optional.setdefault(info.path, (opt, []))[1].append((needed, cands[-1].package if cands else ""))
 
@@ -854,12 +862,7 @@ def dependency_problems(
             if by_graph(info, needed):
                 continue
             if named := _named_provider(needed, reqs):
-                notes.append(
-                    f"{info.path} needs {needed}, which no search path of it finds: Requires-Dist '{named}' is named "
-                    "after it; such library wheels (RAPIDS': librmm-cu12 installs librmm/lib64/librmm.so) load it "
-                    "when imported, and the loader uses that copy if they are imported before this file loads, "
-                    "which the wheel's own files do not show"
-                )
+                by_name.setdefault((needed, str(named)), []).append(info.path)
                 continue
             problem = (
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
@@ -887,6 +890,8 @@ def dependency_problems(
             problems[before:] = [
                 f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): " + "; ".join(mine)
             ]
+    notes += _named_notes(by_name)
+    problems += _unaccounted_problems(unaccounted)
     provisions = tuple(
         ExtraProvision(extra=extra, soname=soname, requirement=str(req), files=tuple(dict.fromkeys(fs)))
         for (extra, soname), (req, fs) in from_extras.items()
@@ -915,23 +920,7 @@ def dependency_problems(
             f"from PyPI {how} at `import torch`, and the loader uses those copies when torch is imported before "
             "these libraries are loaded"
         )
-    # one note per provider for the same files (nvidia-cublas-cu12's libcublas.so.12 and libcublasLt.so.12)
-    grouped: dict[tuple[tuple[str, ...], str, str, tuple[str, ...], str], list[Provider]] = {}
-    for (_soname, p, entry), needing in transitive.items():
-        grouped.setdefault((tuple(needing), p.project, p.version, p.chain, entry), []).append(p)
-    for (files_of, project, version, _chain, entry), ps in grouped.items():
-        found = (
-            f"found through its RPATH entry {entry}"
-            if entry
-            else "the loader finds that copy when it is loaded before these files (RAPIDS' and NVIDIA's library "
-            "wheels load theirs when imported), which the wheel's own files do not show"
-        )
-        who = "a requirement of the wheel" if len(ps[0].chain) == 1 else "a requirement's requirement"
-        notes.append(
-            f"{abbreviated(files_of)} need(s) {', '.join(p.soname for p in ps)}, which {who} installs: "
-            f"{name or 'the wheel'} {ps[0].how()}, and {project} {version} (the version the index offers now) "
-            f"installs {', '.join(p.path for p in ps)}; {found}"
-        )
+    notes += _transitive_notes(transitive, name)
     for path, (opt, libs) in optional.items():
         packages = ", ".join(dict.fromkeys(p for _, p in libs if p))
         notes.append(
@@ -945,6 +934,55 @@ def dependency_problems(
     return DependencyVerdict(
         problems=tuple(problems), notes=tuple(notes), from_extras=provisions, optional=tuple(only_optional)
     )
+
+
+def _named_notes(by_name: Mapping[tuple[str, str], Sequence[str]]) -> list[str]:
+    """One note per library named after a requirement ((library, requirement) -> the files that need it)."""
+    out = []
+    for (needed, named), paths in by_name.items():
+        one = len(paths) == 1
+        out.append(
+            f"{abbreviated(paths)} {'needs' if one else 'need'} {needed}, which no search path of "
+            f"{'it' if one else 'them'} finds: Requires-Dist '{named}' is named after it; such library wheels "
+            "(RAPIDS': librmm-cu12 installs librmm/lib64/librmm.so) load it when imported, and the loader uses that "
+            "copy if they are imported before these files load, which the wheel's own files do not show"
+        )
+    return out
+
+
+def _unaccounted_problems(unaccounted: Mapping[str, Mapping[str, Sequence[str]]]) -> list[str]:
+    """One problem per reason and set of needing files (reason -> library -> files), naming its libraries."""
+    out = []
+    for why, libs in unaccounted.items():
+        by_files: dict[tuple[str, ...], list[str]] = {}
+        for lib, paths in libs.items():
+            by_files.setdefault(tuple(paths), []).append(lib)
+        for files, sonames in by_files.items():
+            out.append(f"{abbreviated(files)} {'needs' if len(files) == 1 else 'need'} {', '.join(sonames)}: {why}")
+    return out
+
+
+def _transitive_notes(transitive: Mapping[tuple[str, Provider, str], Sequence[str]], name: str) -> list[str]:
+    """One note per provider and set of needing files ((library, provider, RPATH entry that reaches it or "") ->
+    files): nvidia-cublas-cu12's libcublas.so.12 and libcublasLt.so.12 share one."""
+    grouped: dict[tuple[tuple[str, ...], str, str, tuple[str, ...], str], list[Provider]] = {}
+    for (_soname, p, entry), needing in transitive.items():
+        grouped.setdefault((tuple(needing), p.project, p.version, p.chain, entry), []).append(p)
+    out = []
+    for (files, project, version, _chain, entry), ps in grouped.items():
+        found = (
+            f"found through its RPATH entry {entry}"
+            if entry
+            else "the loader finds that copy when it is loaded before these files (RAPIDS' and NVIDIA's library "
+            "wheels load theirs when imported), which the wheel's own files do not show"
+        )
+        who = "a requirement of the wheel" if len(ps[0].chain) == 1 else "a requirement's requirement"
+        out.append(
+            f"{abbreviated(files)} need(s) {', '.join(p.soname for p in ps)}, which {who} installs: "
+            f"{name or 'the wheel'} {ps[0].how()}, and {project} {version} (the version the index offers now) "
+            f"installs {', '.join(p.path for p in ps)}; {found}"
+        )
+    return out
 
 
 def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list[str]:
