@@ -668,6 +668,43 @@ def _cuda_library_problem(
     return f"{info.path} needs {needed}: not in the wheel and no Requires-Dist on {' or '.join(wanted)}"
 
 
+_PY_MODULE_TAG = re.compile(r"\.(cpython-|abi3\.|pypy)")
+_TEMPLATE_PART = re.compile(r"%[sdu]")
+
+
+def _name_matches(name: str, base: str) -> bool:
+    """Whether a name a file may open ("nvshmem_bootstrap_mpi.so", "nvshmem_transport_%s.so.%d") is the file name
+    `base`: itself, with a version after it (nvshmem_bootstrap_mpi.so.3), or the printf template filled in."""
+    if "%" in name:
+        parts = _TEMPLATE_PART.split(name)
+        holes = _TEMPLATE_PART.findall(name)
+        pattern = re.escape(parts[0]) + "".join(
+            ("[^/]+" if h == "%s" else r"\d+") + re.escape(p) for h, p in zip(holes, parts[1:], strict=True)
+        )
+        return re.fullmatch(pattern + r"(\.\d+)*", base) is not None
+    return base == name or base.startswith(name + ".")
+
+
+def plugins(elfs: Sequence[ElfInfo]) -> dict[str, str]:
+    """The wheel's plugins: file -> a file of the wheel that opens it by name (`ElfInfo.names`). A plugin is no Python
+    extension module (no ABI tag; named lib*.so or versioned .so.N), and no file of the wheel needs it: it is loaded
+    only when its opener asks (onnxruntime-gpu's TensorRT provider, NVSHMEM's bootstrap and transport plugins)."""
+    needed = {n for info in elfs for n in info.needed}
+    out: dict[str, str] = {}
+    for info in elfs:
+        base = info.path.rsplit("/", 1)[-1]
+        if base in needed or (info.soname or "") in needed or _PY_MODULE_TAG.search(base):
+            continue
+        if not (base.startswith("lib") or re.search(r"\.so\.\d", base)):
+            continue
+        opener = next(
+            (q.path for q in elfs if q.path != info.path and any(_name_matches(n, base) for n in q.names)), None
+        )
+        if opener is not None:
+            out[info.path] = opener
+    return out
+
+
 def cxx_runtime_problem(info: ElfInfo) -> str | None:
     """A library that carries libstdc++ (linked statically) and exports its symbols. Python processes load
     libstdc++.so.6 too (numpy, torch, the CUDA libraries); calls that go through the dynamic symbol table then bind to
@@ -782,9 +819,14 @@ def dependency_problems(
     # modules need the same five torch libraries: one line, not fifteen)
     unaccounted: dict[str, dict[str, list[str]]] = {}
     by_name: dict[tuple[str, str], list[str]] = {}  # (library, the requirement named after it) -> files
+    plugin_of = plugins(elfs)
+    plugin_lacks: dict[str, list[str]] = {}  # plugin -> the libraries nothing provides
 
     def unprovided(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], problem: str) -> None:
         """A library nothing provides: a problem, or a note when the file is an optional part of the package."""
+        if info.path in plugin_of and info.path not in alts:
+            plugin_lacks.setdefault(info.path, []).append(needed)
+            return
         opt = imports.optional(info.path) if imports is not None and info.path not in alts else None
         if opt is None:
             failed.add(needed)
@@ -891,6 +933,12 @@ def dependency_problems(
                 f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): " + "; ".join(mine)
             ]
     notes += _named_notes(by_name)
+    notes += [
+        f"{path} is a plugin: {plugin_of[path]} opens it by name, and no file of the wheel needs it; it needs "
+        f"{', '.join(libs)}, which neither the wheel nor its requirements install, so opening it fails where the "
+        "system does not provide them (whether the package works without that plugin, the wheel does not show)"
+        for path, libs in plugin_lacks.items()
+    ]
     problems += _unaccounted_problems(unaccounted)
     provisions = tuple(
         ExtraProvision(extra=extra, soname=soname, requirement=str(req), files=tuple(dict.fromkeys(fs)))

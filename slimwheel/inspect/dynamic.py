@@ -35,6 +35,8 @@ class ElfInfo:
     loads: tuple[str, ...] = ()
     # CUDA libraries it opens with dlopen by name (ElfReport.opens): maybe optional, so they are noted, not required.
     opens: tuple[str, ...] = ()
+    # Other shared-object names it may open by name (ElfReport.names): deps finds the wheel's plugins with them.
+    names: tuple[str, ...] = ()
     # It carries libstdc++ (linked statically) and exports it: see deps.cxx_runtime_problem.
     exports_cxx_runtime: bool = False
 
@@ -53,6 +55,7 @@ class ElfInfo:
             runpath=split_search_path(elf.runpath),
             loads=tuple(dict.fromkeys(r.nvrtc_soname for r in elf.nvrtc)),
             opens=elf.opens,
+            names=elf.names,
             exports_cxx_runtime=elf.exports_cxx_runtime,
         )
 

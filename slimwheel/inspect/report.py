@@ -470,6 +470,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
         "soname": elf.soname,
         "needed": list(elf.needed),
         "opens": list(elf.opens),  # CUDA libraries it opens with dlopen by name (ElfReport.opens)
+        "names": list(elf.names),  # other shared objects it may open by name (ElfReport.names)
         "rpath": elf.rpath,
         "runpath": elf.runpath,
         "exports_cxx_runtime": elf.exports_cxx_runtime,

@@ -64,7 +64,8 @@ def test_containers_agree_with_cuobjdump(name: str) -> None:
 def test_cupy_nccl_and_cutensor_are_optional_parts_and_cuda_comes_with_its_extra() -> None:
     v = verdict("cupy-cuda13x")
     deps = failures(v, "dependencies")
-    assert sorted(m.split(" needs ")[1].split(":")[0] for m in deps) == [
+    # one line per library wheel: libcutensor.so.2 and libcutensorMg.so.2 share one
+    assert sorted(lib for m in deps for lib in m.split(" needs ")[1].split(":")[0].split(", ")) == [
         "libcutensor.so.2",
         "libcutensorMg.so.2",
         "libnccl.so.2",
@@ -313,8 +314,11 @@ def test_onnxruntime_gets_cublas_with_cudnn_and_cannot_run_on_blackwell_10() -> 
     v = verdict("onnxruntime-gpu")
     (cov,) = failures(v, "coverage")
     assert "10.0 (" in cov and "10.3 (" in cov and "12.0" not in cov and "9.0" not in cov
-    deps = failures(v, "dependencies")  # only the TensorRT provider's TensorRT, which nothing installs
-    assert sorted(m.split(" needs ")[1].split(":")[0] for m in deps) == ["libnvinfer.so.10", "libnvonnxparser.so.10"]
+    # The TensorRT provider needs TensorRT, which nothing installs; onnxruntime opens it by name only when asked for
+    # the TensorRT execution provider, so it is a plugin: a note, not a failure.
+    assert failures(v, "dependencies") == []
+    (trt,) = [n for n in v.notes if n.startswith("onnxruntime/capi/libonnxruntime_providers_tensorrt.so is a plugin")]
+    assert "it needs libnvinfer.so.10, libnvonnxparser.so.10, which neither the wheel nor" in trt
     (cudnn,) = [n for n in v.notes if "extra 'cudnn'" in n]
     assert "libcublas.so.13" in cudnn and "libcublasLt.so.13" in cudnn and "nvidia-cudnn-cu13" in cudnn
-    assert not any(" opens " in n for n in v.notes)  # its CUDA 12 names are fallbacks beside the CUDA 13 ones
+    assert not any("at run time (dlopen;" in n for n in v.notes)  # its CUDA 12 names: fallbacks beside the 13 ones

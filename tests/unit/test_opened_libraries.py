@@ -75,3 +75,64 @@ def test_names_of_another_cuda_major_are_fallbacks_not_noted() -> None:
     assert v.notes == () and v.problems == ()
     (note,) = dependency_problems([_info("libnvrtc.so.12")], cuda_major=None, requires=[], tags=TAGS).notes
     assert "nvidia-cuda-nvrtc-cu12" in note  # major unknown: every major's
+
+
+# --- plugins: files of the wheel that another one opens by name, and nothing needs ---------------------------------
+
+PLUGIN_RODATA = (
+    b"\0providers %s\0libprov_trt.so\0nvshmem_bootstrap_mpi.so\0nvshmem_transport_%s.so.%d\0libcublas.so.12\0"
+)
+
+
+def test_other_shared_object_names_are_kept_templates_included() -> None:
+    got = read_elf(elf(sections={".rodata": PLUGIN_RODATA}, undefined=("dlopen",), needed=("libc.so.6",)), "h.so")
+    assert got.opens == ("libcublas.so.12",)
+    assert got.names == ("libprov_trt.so", "nvshmem_bootstrap_mpi.so", "nvshmem_transport_%s.so.%d")
+    assert ElfInfo.from_report(got).names == got.names
+    assert read_elf(elf(sections={".rodata": PLUGIN_RODATA}), "h.so").names == ()  # no dlopen: nothing opened
+
+
+def _file(path: str, needed: tuple[str, ...] = (), names: tuple[str, ...] = (), soname: str | None = None) -> ElfInfo:
+    return ElfInfo(path=path, soname=soname, needed=needed, rpath=(), runpath=(), names=names)
+
+
+HOST = _file(
+    "pkg/libhost.so.3",
+    ("libc.so.6",),
+    ("libprov_trt.so", "nvshmem_bootstrap_mpi.so", "nvshmem_transport_%s.so.%d"),
+    soname="libhost.so.3",
+)
+
+
+def test_a_plugin_that_needs_what_nothing_installs_is_a_note() -> None:
+    files = [
+        HOST,
+        _file("pkg/libprov_trt.so", ("libnvinfer.so.10", "libhost.so.3")),
+        _file("pkg/nvshmem_bootstrap_mpi.so.3", ("libmpi.so.40",)),
+        _file("pkg/nvshmem_transport_ucx.so.7", ("libucs.so.0", "libucp.so.0")),
+    ]
+    v = dependency_problems(files, cuda_major=13, requires=[], tags=TAGS)
+    assert v.problems == ()
+    assert [n.split(":")[0] for n in v.notes] == [
+        "pkg/libprov_trt.so is a plugin",
+        "pkg/nvshmem_bootstrap_mpi.so.3 is a plugin",
+        "pkg/nvshmem_transport_ucx.so.7 is a plugin",
+    ]
+    assert "pkg/libhost.so.3 opens it by name" in v.notes[2] and "needs libucs.so.0, libucp.so.0, which" in v.notes[2]
+
+
+def test_no_plugin_when_a_file_needs_it_or_it_is_a_module_or_nobody_names_it() -> None:
+    needed_by_host = _file("pkg/libhost.so.3", ("libprov_trt.so",), HOST.names)
+    for files in (
+        [needed_by_host, _file("pkg/libprov_trt.so", ("libnvinfer.so.10",))],  # loaded with the host: no plugin
+        [HOST, _file("pkg/libother.so", ("libnvinfer.so.10",))],  # named by nobody
+        [  # a Python module, named by another file: imported, not a plugin
+            _file("pkg/a.cpython-311-x86_64-linux-gnu.so", ("libnvinfer.so.10",)),
+            _file("pkg/b.so", (), ("a.cpython-311-x86_64-linux-gnu.so",)),
+        ],
+    ):
+        v = dependency_problems(files, cuda_major=13, requires=[], tags=TAGS)
+        assert any("libnvinfer.so.10" in p for p in v.problems), files
+    # a template's holes match only the whole name: nvshmem_transport_ucx.so.7 yes, xnvshmem_transport_ucx.so.7 no
+    odd = _file("pkg/xnvshmem_transport_ucx.so.7", ("libucs.so.0",))
+    assert dependency_problems([HOST, odd], cuda_major=13, requires=[], tags=TAGS).problems
