@@ -971,12 +971,16 @@ def dependency_problems(
     notes += _transitive_notes(transitive, name)
     for path, (opt, libs) in optional.items():
         packages = ", ".join(dict.fromkeys(p for _, p in libs if p))
+        others = [lib for lib, p in libs if not p]
+        if packages and others:  # installing the CUDA wheels alone does not turn it on (sgl-kernel needs torch too)
+            hint = f" (pip install {packages} brings the CUDA ones; {', '.join(others)} must come from elsewhere)"
+        else:
+            hint = f" (pip install {packages} turns it on)" if packages else ""
         notes.append(
             f"{path} needs {', '.join(lib for lib, _ in libs)}, which no requirement of the wheel installs; it is an "
             f"optional part: the package imports {opt.module} only where it survives the import failing "
             f"(try/except ImportError at {abbreviated(opt.guards)}), so without "
-            f"{'them' if len(libs) > 1 else 'it'} that feature is off and the rest works"
-            + (f" (pip install {packages} turns it on)" if packages else "")
+            f"{'them' if len(libs) > 1 else 'it'} that feature is off and the rest works{hint}"
         )
     only_optional = dict.fromkeys(lib for _, libs in optional.values() for lib, _ in libs if lib not in failed)
     return DependencyVerdict(

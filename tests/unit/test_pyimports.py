@@ -169,6 +169,17 @@ def test_a_non_cuda_library_of_an_optional_module_is_a_note_without_a_pip_comman
     assert "libfoo.so.3" in note and "pip install" not in note
 
 
+def test_cuda_wheels_alone_are_not_said_to_turn_on_a_part_that_needs_more() -> None:
+    # sgl-kernel 0.3.21's flashmla_ops needs libcudart.so.12 and torch's libraries, and requires neither
+    info = ElfInfo(path=EXT, soname=None, needed=("libtorch.so", "libcudart.so.13"), rpath=(), runpath=())
+    v = dependency_problems([info], cuda_major=13, requires=[], tags=TAGS, imports=_src({"pkg/cuda/nccl.py": GUARDED}))
+    (note,) = [n for n in v.notes if "optional part" in n]
+    assert note.endswith(
+        "(pip install nvidia-cuda-runtime brings the CUDA ones; libtorch.so must come from elsewhere)"
+    ), note
+    assert "turns it on" not in note
+
+
 def test_the_verdict_lists_libraries_only_optional_parts_need() -> None:
     """What repair leaves unrequired: NCCL needed by the optional module alone; not a library a required part also
     needs (that one stays a problem, and off the list)."""
