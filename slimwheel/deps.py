@@ -629,6 +629,35 @@ def _torch_provider(
     )
 
 
+def _second_copy(lib: cudalibs.RuntimeLib, torch: _AdmittedTorch | None) -> str:
+    """Who else brings the nvidia-* wheel's copy of a library the wheel carries, as far as torch tells: the torch
+    releases the wheel admits (or PyPI's torch releases of that CUDA major) that require that wheel. torchvision 0.26
+    carries cudart and nvJPEG; torch 2.11 requires nvidia-cuda-runtime, not nvidia-nvjpeg."""
+    from slimwheel import torchext
+
+    if torch is not None:
+        admitted = [r.version for r in torch.pinned]
+        loads = [r.version for r in torch.pinned if lib.package in r.pins]
+        if loads:
+            return (
+                f"torch {', '.join(loads)}, which the wheel's Requires-Dist '{torch.req}' admits, requires "
+                f"{lib.package} and loads its copy, so a process that imports both holds two"
+            )
+        if admitted:
+            return (
+                f"torch {', '.join(admitted)}, which the wheel's Requires-Dist '{torch.req}' admits, does not require "
+                f"{lib.package}: a process holds two only where another package loads that wheel's copy"
+            )
+    loads = [r.version for r in torchext.pypi_releases() if lib.package in r.pins]
+    if loads:
+        verb = "requires" if len(loads) == 1 else "require"
+        return f"a process that also loads {lib.package}'s copy holds two (PyPI's torch {', '.join(loads)} {verb} it)"
+    return (
+        f"a process holds two where another package loads {lib.package}'s copy (no torch release slimwheel knows "
+        "requires it)"
+    )
+
+
 def _requirement_on(lib: cudalibs.RuntimeLib, reqs: Requirements) -> Requirement | None:
     """The wheel's unconditional requirement on the library's package, directly or through the CUDA metapackage."""
     return reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
@@ -919,8 +948,7 @@ def dependency_problems(
             notes.append(
                 f"{info.path} is a copy of {copy.real_name} ({lib.package}"
                 + (", loaded by its library" if copy.companion else "")
-                + "): a process that also loads the nvidia-* wheels' copy (torch does) holds two; "
-                "`slimwheel repair` replaces it with that wheel"
+                + f"): {_second_copy(lib, torch)}; `slimwheel repair` replaces it with that wheel"
             )
         before = len(problems)
         judge_file(info)

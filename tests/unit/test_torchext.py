@@ -239,3 +239,22 @@ def test_a_wheel_that_pins_one_pypi_torch_release_tells_the_build() -> None:
     for loose in ("torch>=2.10", "torch==2.11.*", "torch==2.11.0; python_version < '3.13'", "torch==2.11.0+cu126"):
         assert pinned_build([loose], cuda_major=13) is None, loose
     assert pinned_build(["torch==1.0.0"], cuda_major=13) is None  # a release the table does not know
+
+
+def test_a_carried_copy_is_said_to_double_only_where_torch_brings_that_wheel() -> None:
+    # torchvision 0.26 carries cudart and nvJPEG copies; torch 2.11 requires nvidia-cuda-runtime, not nvidia-nvjpeg
+    from slimwheel.deps import dependency_problems
+    from slimwheel.inspect.dynamic import ElfInfo
+
+    files = [
+        ElfInfo(path=f"tv.libs/{name}", soname=None, needed=(), rpath=(), runpath=())
+        for name in ("libcudart.faf08d9a.so.13", "libnvjpeg.36e11081.so.13")
+    ]
+    tags = ["cp311-cp311-manylinux_2_28_x86_64"]
+    cudart, nvjpeg = dependency_problems(files, cuda_major=13, requires=["torch==2.11.0"], tags=tags).notes[:2]
+    assert (
+        "torch 2.11.0, which the wheel's Requires-Dist 'torch==2.11.0' admits, requires nvidia-cuda-runtime" in cudart
+    )
+    assert "does not require nvidia-nvjpeg: a process holds two only where another package loads" in nvjpeg
+    (alone,) = dependency_problems(files[1:], cuda_major=13, requires=[], tags=tags).notes
+    assert "(no torch release slimwheel knows requires it)" in alone
