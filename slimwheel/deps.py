@@ -1087,7 +1087,8 @@ def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list
         out.append(
             f"CUDA libraries come with the extra '{extra}' (pip install '{name or 'the wheel'}[{extra}]'): "
             f"{', '.join(p.soname for p in ps)}, from Requires-Dist {reqs}; without the extra, {len(files)} file(s) "
-            f"({shown}) load only where the system provides those libraries (a CUDA toolkit on the loader's path), "
-            "else their import fails"
+            f"({shown}) load only where those libraries come from elsewhere (a CUDA toolkit, conda, or the nvidia-* "
+            "wheels installed on their own, where the loader or the package's own loading code finds them), else "
+            "loading those files fails"
         )
     return out
