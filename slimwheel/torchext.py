@@ -362,9 +362,18 @@ def judge(use: TorchUse, requires: Sequence[str], *, cuda_major: int | None) -> 
         if rel is None:
             continue
         if cuda_major is not None and rel.cuda_major != cuda_major:
+            # with its own nvidia-*-cuXX requirements the wheel brings its runtime: two in one process; without,
+            # its CUDA files find none beside that torch (xformers 0.0.35's _C.so under torch 2.11)
+            own = any(str(canonicalize_name(r.name)).endswith(f"-cu{cuda_major}") for r in _parse(requires))
+            then = (
+                "one process loads two CUDA runtimes"
+                if own
+                else f"beside it, no CUDA {cuda_major} libraries are installed, so its files that need them fail to "
+                f"load (or, where a CUDA {cuda_major} toolkit provides them, one process loads two CUDA runtimes)"
+            )
             problems.append(
                 f"it is built with CUDA {cuda_major}, but Requires-Dist {shown} admits torch {minor}, "
-                f"whose PyPI build is CUDA {rel.cuda}: one process would load two CUDA runtimes"
+                f"whose PyPI build is CUDA {rel.cuda}: {then}"
             )
             continue
         problems += _pin_conflicts(rel, requires)
