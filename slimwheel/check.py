@@ -16,9 +16,11 @@ from slimwheel.cuda.arch import CC, CCRequest, RequireArch, counted, generation,
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.elf import ElfReport
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport, coverage_detail, gap_text, nvrtc_targets
 from slimwheel.reqgraph import RequirementGraph
+from slimwheel.shown import abbreviated
 from slimwheel.units import mb, mib, parse_size
 
 FailureKind = Literal["budget", "coverage", "dependencies", "record", "platform"] | distcheck.FindingKind
@@ -200,6 +202,11 @@ def check_wheel(
     if policy.require:
         # Judged for the required CCs themselves (they may lie outside the report's table, e.g. 8.8).
         detail = coverage_detail(report.elfs, policy.require)
+        if detail.coverage.none:
+            judged, side_notes = _judged_without_side_parts(report, policy.require, imports)
+            if side_notes:
+                detail = coverage_detail(judged, policy.require)
+                notes.extend(side_notes)
         cov = detail.coverage
         gaps = {g.cc: g for g in detail.gaps}
         missing = list(cov.none)
@@ -270,6 +277,37 @@ def check_wheel(
                 for p in tv.problems
             )
     return Verdict(wheel=str(report.path), ok=not failures, failures=tuple(failures), notes=tuple(notes))
+
+
+def _judged_without_side_parts(
+    report: WheelReport, require: tuple[CC, ...], imports: PythonImports | None
+) -> tuple[tuple[ElfReport, ...], list[str]]:
+    """The files coverage judges when some required GPU is missing, and a note per side part left out. A side part is a
+    plugin (`deps.plugins`: opened by name, needed by no file: transformer-engine 2.20's libnccl_ep.so for its
+    expert-parallel API) or an optional extension module (`PythonImports.optional`: sgl-kernel's flashmla_ops); on a
+    GPU it has no code for, that feature fails and the rest runs. They are left out only when the other files carry
+    device code themselves: onnxruntime-gpu's CUDA provider is a plugin too, and the only file with its kernels."""
+    infos = [ElfInfo.from_report(e) for e in report.elfs]
+    plugin_of = deps.plugins(infos)
+    side: dict[str, str] = {}
+    for e in report.elfs:
+        if not (e.judged_fatbins or e.nvrtc):
+            continue
+        if e.name in plugin_of:
+            side[e.name] = f"a plugin {plugin_of[e.name]} opens by name"
+        elif imports is not None and (opt := imports.optional(e.name)) is not None:
+            side[e.name] = f"an optional part, imported under a guard at {abbreviated(opt.guards, 2)}"
+    core = tuple(e for e in report.elfs if e.name not in side)
+    if not side or not any(e.judged_fatbins or e.nvrtc for e in core):
+        return report.elfs, []
+    notes = []
+    for e in report.elfs:
+        if e.name in side and (gone := coverage_detail((e,), require).coverage.none):
+            notes.append(
+                f"{e.name} ({side[e.name]}) has neither SASS nor PTX for {', '.join(map(str, gone))}: on those GPUs "
+                "that feature fails when used and the rest runs; coverage is judged without it"
+            )
+    return core, notes
 
 
 def exit_code_for(verdicts: list[Verdict] | tuple[Verdict, ...]) -> ExitCode:

@@ -136,3 +136,43 @@ def test_no_plugin_when_a_file_needs_it_or_it_is_a_module_or_nobody_names_it() -
     # a template's holes match only the whole name: nvshmem_transport_ucx.so.7 yes, xnvshmem_transport_ucx.so.7 no
     odd = _file("pkg/xnvshmem_transport_ucx.so.7", ("libucs.so.0",))
     assert dependency_problems([HOST, odd], cuda_major=13, requires=[], tags=TAGS).problems
+
+
+def _gpu(sms: tuple[int, ...], **kw: object) -> bytes:
+    from helpers.binsynth import fatbin, fatbin_entry
+
+    return elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=sm) for sm in sms]), **kw.pop("extra", {})}, **kw)
+
+
+def _verdict(tmp_path: Path, files: dict[str, bytes], require: str):  # type: ignore[no-untyped-def]
+    from helpers.wheelmaker import make_wheel
+
+    from slimwheel.check import check_wheel, make_policy
+    from slimwheel.inspect.scan import inspect_wheel
+
+    r = inspect_wheel(make_wheel(tmp_path, name="te", files=files, tag="py3-none-manylinux_2_28_x86_64"))
+    return check_wheel(r, make_policy(r, require_arch=require))
+
+
+def test_a_plugin_without_code_for_a_gpu_is_a_note_when_the_rest_serves_it(tmp_path: Path) -> None:
+    # transformer-engine 2.20's shape: the main library serves 7.0-12.0; libnccl_ep.so, opened by name for one API,
+    # only 9.0 and newer
+    main = _gpu((70, 80, 90), undefined=("dlopen",), extra={".rodata": b"\0libnccl_ep.so\0"})
+    files = {"te/libte.so": main, "te/libnccl_ep.so": _gpu((90,))}
+    v = _verdict(tmp_path, files, "7.0-9.0")
+    assert v.ok, v.failures
+    (note,) = [n for n in v.notes if "has neither SASS nor PTX" in n]
+    assert note.startswith(
+        "te/libnccl_ep.so (a plugin te/libte.so opens by name) has neither SASS nor PTX for 7.0, 7.5, 8.0, 8.6"
+    )
+
+
+def test_a_plugin_with_all_the_wheels_kernels_is_judged(tmp_path: Path) -> None:
+    # onnxruntime-gpu's shape: the CUDA provider is a plugin and the only file with device code
+    host = elf(sections={".rodata": b"\0libprov_cuda.so\0"}, undefined=("dlopen",))
+    v = _verdict(tmp_path / "a", {"te/libhost.so": host, "te/libprov_cuda.so": _gpu((90,))}, "8.0-9.0")
+    assert [f.kind for f in v.failures] == ["coverage"]
+    # and one the main library does not serve either still fails the wheel
+    main = _gpu((90,), undefined=("dlopen",), extra={".rodata": b"\0libnccl_ep.so\0"})
+    v = _verdict(tmp_path / "b", {"te/libte.so": main, "te/libnccl_ep.so": _gpu((90,))}, "8.0-9.0")
+    assert [f.kind for f in v.failures] == ["coverage"]
