@@ -2,7 +2,7 @@
 
 It reads straight from a buffer (bytes in memory, or an mmap of a file or of a spooled zip member) with `struct`, so
 that hostile files cost linear time and bounded memory: every table must lie inside the file, every string ends
-within its string table and `MAX_STRING` bytes, counts are bounded (`MAX_DYNAMIC_STRINGS`, `MAX_WRAPPERS`, the fatbin
+within its string table and `MAX_STRING` bytes (`MAX_SEARCH_PATH` for RPATH and RUNPATH), counts are bounded (`MAX_DYNAMIC_STRINGS`, `MAX_WRAPPERS`, the fatbin
 reader's `MAX_RECORDS`), and no step revisits earlier work (wrappers are resolved through sorted tables).
 pyelftools, which re-reads a string per use and a segment table per address, is used only for its names of
 machine numbers. Both ELF classes and byte orders are read.
@@ -40,7 +40,10 @@ WRAPPER_MAGIC = 0x466243B1
 # Bounds far above real files (libcublasLt.so.13 of CUDA 13 registers 2,638 modules and needs six libraries) that keep
 # a hostile file's cost small.
 MAX_WRAPPERS = 1 << 18
-MAX_STRING = 4096  # one SONAME, library name, RPATH or section name (PATH_MAX)
+MAX_STRING = 4096  # one SONAME, library name or section name (PATH_MAX)
+# One RPATH or RUNPATH: a list of folders, which the loader does not bound (tensorflow 2.20's
+# libtensorflow_framework.so.2 has a RUNPATH of 21,581 bytes: $ORIGIN/../nvidia/... for every CUDA library wheel).
+MAX_SEARCH_PATH = 1 << 20
 MAX_DYNAMIC_STRINGS = 4096  # DT_NEEDED, DT_SONAME, DT_RPATH and DT_RUNPATH tags of one file
 MAX_STRING_BYTES = 64 << 20  # every string read from one file: overlapping names cannot multiply a table's size
 
@@ -290,17 +293,17 @@ class _Elf:
             out.append(replace(s, name=name))
         return out
 
-    def _string(self, table: Section, at: int, what: str) -> str:
-        """A NUL-terminated string at `at` of a string table, which must end inside the table and MAX_STRING."""
+    def _string(self, table: Section, at: int, what: str, limit: int = MAX_STRING) -> str:
+        """A NUL-terminated string at `at` of a string table, which must end inside the table and `limit` bytes."""
         if table.type == _SHT_NOBITS or table.offset + table.size > self.n:
             raise self._bad(f"malformed ELF file: the string table of a {what} lies outside the file")
         if at >= table.size:
             raise self._bad(f"malformed ELF file: a {what} starts at {at}, past its string table's {table.size} bytes")
         start = table.offset + at
-        stop = table.offset + min(table.size, at + MAX_STRING)
+        stop = table.offset + min(table.size, at + limit)
         end = self.buf.find(b"\0", start, stop)
         if end < 0:
-            raise self._bad(f"malformed ELF file: a {what} does not end inside its string table or {MAX_STRING} bytes")
+            raise self._bad(f"malformed ELF file: a {what} does not end inside its string table or {limit} bytes")
         self.string_bytes += end - start
         if self.string_bytes > MAX_STRING_BYTES:
             raise self._bad(f"malformed ELF file: its strings add up to more than {MAX_STRING_BYTES} bytes")
@@ -337,7 +340,13 @@ class _Elf:
                     )
                 text = cache.get(val)
                 if text is None:
-                    text = cache[val] = self._string(strings, val, "dynamic string")
+                    search = tag in (_DT_RPATH, _DT_RUNPATH)
+                    text = cache[val] = self._string(
+                        strings,
+                        val,
+                        "search path" if search else "dynamic string",
+                        MAX_SEARCH_PATH if search else MAX_STRING,
+                    )
                 if tag == _DT_NEEDED:
                     needed.append(text)
                 elif tag == _DT_SONAME:

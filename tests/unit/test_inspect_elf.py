@@ -150,6 +150,11 @@ def test_dynamic_strings_are_bounded() -> None:
     long = elf(needed=("lib" + "x" * 5000 + ".so",))
     with pytest.raises(BadInputError, match=r"does not end inside its string table or 4096 bytes"):
         read_elf(long, "x.so")
+    # a search path is a list of folders: tensorflow 2.20's RUNPATH is 21,581 bytes, read whole; 1 MiB is the bound
+    runpath = ":".join(f"$ORIGIN/../nvidia/lib{i:05}/lib" for i in range(900))
+    assert read_elf(elf(needed=("libc.so.6",), runpath=runpath), "x.so").runpath == runpath
+    with pytest.raises(BadInputError, match=r"a search path does not end inside its string table or 1048576 bytes"):
+        read_elf(elf(runpath="x" * (1 << 20)), "x.so")
     many = elf(needed=[f"lib{i}.so" for i in range(4097)])
     with pytest.raises(BadInputError, match=r"more than 4096 DT_NEEDED/SONAME/RPATH/RUNPATH entries"):
         read_elf(many, "x.so")
