@@ -427,7 +427,11 @@ def use_to_json(use: TorchUse, verdict: TorchVerdict | None = None) -> dict[str,
 
 
 def audit_wheel(path: Path, needed: Mapping[str, Sequence[str]]) -> TorchUse | None:
-    """`torch_use` of a wheel on disk: the members that need torch's libraries, read through the bounded zip reader."""
+    """`torch_use` of a wheel on disk: the members that need torch's libraries, read through the bounded zip reader.
+    `needed`: each ELF member's DT_NEEDED. Libraries the wheel carries itself are no use of torch: torch's own wheel
+    carries libc10.so and the rest in torch/lib."""
+    carried = {name.rsplit("/", 1)[-1] for name in needed}
+    needed = {name: [n for n in names if n not in carried] for name, names in needed.items()}
     if not any(is_torch_library(n) for names in needed.values() for n in names):
         return None
     from slimwheel.inspect.elf import undefined_symbols

@@ -265,3 +265,19 @@ def test_a_carried_copy_is_said_to_double_only_where_torch_brings_that_wheel() -
     assert "does not require nvidia-nvjpeg: a process holds two only where another package loads" in nvjpeg
     (alone,) = dependency_problems(files[1:], cuda_major=13, requires=[], tags=tags).notes
     assert "(no torch release slimwheel knows requires it)" in alone
+
+
+def test_torchs_own_wheel_is_no_torch_extension(tmp_path: Path) -> None:
+    # torch 2.11.0's wheel: torch/_C.so needs libtorch_python.so and libc10.so, which it carries in torch/lib
+    from helpers.wheelmaker import make_wheel
+
+    files = {
+        "torch/_C.cpython-311-x86_64-linux-gnu.so": elf(needed=("libtorch_python.so", "libc10.so")),
+        "torch/lib/libtorch_python.so": elf(needed=("libc10.so",)),
+        "torch/lib/libc10.so": elf(),
+    }
+    wheel = make_wheel(tmp_path, name="torch", files=files, tag="cp311-cp311-manylinux_2_28_x86_64")
+    needed = {name: ["libtorch_python.so", "libc10.so"] for name in files}
+    assert torchext.audit_wheel(wheel, needed) is None
+    ext = torchext.audit_wheel(wheel, {"torch/_C.cpython-311-x86_64-linux-gnu.so": ["libc10.so"]})  # not carried
+    assert ext is not None and ext.needed == ("libc10.so",)
