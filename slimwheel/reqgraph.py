@@ -11,8 +11,8 @@ first use (`RequirementGraph.provider`), so a wheel whose libraries the direct r
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from packaging.markers import Marker
@@ -24,8 +24,9 @@ from slimwheel.wheelfile import parse_requirements
 # Projects the walk does not enter: torch has rules of its own (torchext's tables of what its releases load), and its
 # requirement tree (the CUDA wheels of each release) is what those tables already say.
 NOT_WALKED = frozenset({"torch"})
-MAX_PROJECTS = 64  # projects read at most for one wheel
+MAX_PROJECTS = 256  # projects read at most for one wheel (vllm 0.34 requires 61, and they theirs)
 MAX_DEPTH = 6  # requirement hops from the wheel
+WORKERS = 8  # lookups of one level of the walk at once (each is one or two HTTP requests)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -122,49 +123,77 @@ class RequirementGraph:
         return self._walk().get(soname)
 
     def _walk(self) -> dict[str, Provider]:
+        """Breadth first, a level at a time; the lookups of one level run at once (`WORKERS`), the level is then
+        taken in order, so the result is what a one-by-one walk gives."""
         if self._by_name is not None:
             return self._by_name
         found: dict[str, Provider] = {}
         roots, _bad = parse_requirements(self._requires)
-        queue: deque[tuple[Requirement, tuple[str, ...]]] = deque(
-            (r, (_short(r),)) for r in roots if _holds(r.marker, self._envs, frozenset())
-        )
+        level = [(r, (_short(r),)) for r in roots if _holds(r.marker, self._envs, frozenset())]
         seen: dict[str, frozenset[str]] = {}  # project -> the extras walked
         facts_of: dict[str, WheelFacts] = {}
-        while queue:
-            req, chain = queue.popleft()
-            name = str(canonicalize_name(req.name))
-            extras = frozenset(str(canonicalize_name(e)) for e in req.extras)
-            if name in NOT_WALKED or (name in seen and extras <= seen[name]):
-                continue
-            new_extras = extras - seen.get(name, frozenset())
-            first = name not in seen
-            seen[name] = seen.get(name, frozenset()) | extras
-            if first:
-                if len(facts_of) >= self._max_projects:
-                    self._unread.append(f"{name}: not read, {self._max_projects} projects were read already")
+        while level:
+            got = self._read_level(level, seen, facts_of)
+            following: list[tuple[Requirement, tuple[str, ...]]] = []
+            for req, chain in level:
+                name = str(canonicalize_name(req.name))
+                extras = frozenset(str(canonicalize_name(e)) for e in req.extras)
+                if name in NOT_WALKED or (name in seen and extras <= seen[name]):
                     continue
-                try:
-                    facts_of[name] = facts = self._lookup(req)
-                except LookupFailed as exc:
-                    self._unread.append(f"{name}: {exc}")
+                new_extras = extras - seen.get(name, frozenset())
+                first = name not in seen
+                seen[name] = seen.get(name, frozenset()) | extras
+                if first:
+                    outcome = got.get(name)
+                    if outcome is None:
+                        self._unread.append(f"{name}: not read, {self._max_projects} projects were read already")
+                        continue
+                    if isinstance(outcome, LookupFailed):
+                        self._unread.append(f"{name}: {outcome}")
+                        continue
+                    facts_of[name] = facts = outcome
+                    for path in facts.files:
+                        base = path.rsplit("/", 1)[-1]
+                        if ".so" in base and base not in found:
+                            found[base] = Provider(
+                                soname=base, path=path, project=name, version=facts.version, chain=chain
+                            )
+                elif name not in facts_of:
                     continue
-                for path in facts.files:
-                    base = path.rsplit("/", 1)[-1]
-                    if ".so" in base and base not in found:
-                        found[base] = Provider(soname=base, path=path, project=name, version=facts.version, chain=chain)
-            elif name not in facts_of:
-                continue
-            if len(chain) >= self._max_depth:
-                continue
-            facts = facts_of[name]
-            walked = seen[name] if first else new_extras
-            sub, _ = parse_requirements(facts.requires)
-            for r in sub:
-                marker_extras = walked
-                if not first and (r.marker is None or "extra" not in str(r.marker)):
-                    continue  # walked when the project was first met
-                if _holds(r.marker, self._envs, marker_extras):
-                    queue.append((r, (*chain, _short(r))))
+                if len(chain) >= self._max_depth:
+                    continue
+                walked = seen[name] if first else new_extras
+                for r in parse_requirements(facts_of[name].requires)[0]:
+                    if not first and (r.marker is None or "extra" not in str(r.marker)):
+                        continue  # walked when the project was first met
+                    if _holds(r.marker, self._envs, walked):
+                        following.append((r, (*chain, _short(r))))
+            level = following
         self._by_name = found
         return found
+
+    def _read_level(
+        self,
+        level: list[tuple[Requirement, tuple[str, ...]]],
+        seen: dict[str, frozenset[str]],
+        facts_of: dict[str, WheelFacts],
+    ) -> dict[str, WheelFacts | LookupFailed]:
+        """The facts (or why not) of each project this level meets first, read at once, within `max_projects`."""
+        wanted: dict[str, Requirement] = {}
+        for req, _chain in level:
+            name = str(canonicalize_name(req.name))
+            if name not in NOT_WALKED and name not in seen and name not in wanted:
+                wanted[name] = req
+        room = max(0, self._max_projects - len(facts_of))
+        names = list(wanted)[:room]
+
+        def one(name: str) -> WheelFacts | LookupFailed:
+            try:
+                return self._lookup(wanted[name])
+            except LookupFailed as exc:
+                return exc
+
+        if len(names) <= 1:
+            return {n: one(n) for n in names}
+        with ThreadPoolExecutor(max_workers=min(WORKERS, len(names))) as pool:
+            return dict(zip(names, pool.map(one, names), strict=True))
