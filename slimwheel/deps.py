@@ -604,11 +604,14 @@ def _torch_provider(
     oldest = Version(next(iter(table)))
     yes: list[torchext.ShippedLibs] = []
     no: list[str] = []
+    newer: list[str] = []  # releases newer than the table: torch's own libraries are in torch/lib in every release
     for minor in torch.minors:
         per = table.get(minor)
         if per is None:
             if Version(minor) < oldest:
                 no.append(f"{minor} (torch/lib not read)")
+            elif torchext.is_torch_library(soname):
+                newer.append(minor)
             continue
         shipped = [per.get(m) for m in machines]
         if all(s is not None and soname in s.loaded for s in shipped):
@@ -619,14 +622,26 @@ def _torch_provider(
             renamed = sorted({n for s in shipped if s is not None for n in s.loaded if n.startswith(stem)})
             version = next(s.version for s in per.values())
             no.append(f"{version} (loads {', '.join(renamed)})" if renamed else version)
-    if not yes:
+    if not yes and not newer:
         return None
+    how = (
+        f"ship(s) torch/lib/{soname}, which {yes[-1].loaded[soname]} needs,"
+        if yes
+        else (
+            f"ship(s) torch/lib/{soname} (torch's own library, in every release; slimwheel's table ends at {_newest_minor(table)})"
+        )
+    )
     return _FromTorch(
         req=torch.req,
-        providing=tuple(s.version for s in yes),
+        providing=tuple(s.version for s in yes) + tuple(f"{m}.x" for m in newer),
         lacking=tuple(no),
-        how=f"ship(s) torch/lib/{soname}, which {yes[-1].loaded[soname]} needs,",
+        how=how,
     )
+
+
+def _newest_minor(table: Mapping[str, object]) -> str:
+    """The newest torch minor of a table keyed by minor ("2.11")."""
+    return max(table, key=Version)
 
 
 def _second_copy(lib: cudalibs.RuntimeLib, torch: _AdmittedTorch | None) -> str:
@@ -774,6 +789,8 @@ def dependency_problems(
     what the requirements' own requirements install (`reqgraph`, read from the index only when a library is left
     unprovided by the rules above): a library one of them installs is a note that names the chain, not a problem
     (rmm-cu12 -> librmm-cu12 -> rapids-logger's librapids_logger.so)."""
+    from slimwheel import torchext
+
     problems: list[str] = []
     notes: list[str] = []
     platforms = tuple(dict.fromkeys(t.split("-", 2)[2] for t in tags if t.count("-") >= 2))
@@ -930,7 +947,8 @@ def dependency_problems(
                     f"Requires-Dist {provided[1]}"
                 )
                 continue
-            if by_graph(info, needed):
+            # torch's libraries go to the torch rules first: its tables say which releases load them at import
+            if not torchext.is_torch_library(needed) and by_graph(info, needed):
                 continue
             if named := _named_provider(needed, reqs):
                 by_name.setdefault((needed, str(named)), []).append(info.path)
@@ -939,7 +957,9 @@ def dependency_problems(
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
             )
-            if problem := by_torch(info, needed, [], problem):
+            if (problem := by_torch(info, needed, [], problem)) and not (
+                torchext.is_torch_library(needed) and by_graph(info, needed)
+            ):
                 unprovided(info, needed, [], unread(problem))
 
     for info in elfs:

@@ -21,9 +21,9 @@ from packaging.utils import canonicalize_name
 
 from slimwheel.wheelfile import parse_requirements
 
-# Projects the walk does not enter: torch has rules of its own (torchext's tables of what its releases load), and its
-# requirement tree (the CUDA wheels of each release) is what those tables already say.
-NOT_WALKED = frozenset({"torch"})
+# Projects the walk does not enter. torch is walked: its rules (torchext's tables) come first in deps, and the walk
+# answers for releases newer than those tables (vllm 0.34 requires torch 2.14, whose cudart the tables do not know).
+NOT_WALKED: frozenset[str] = frozenset()
 MAX_PROJECTS = 256  # projects read at most for one wheel (vllm 0.34 requires 61, and they theirs)
 MAX_DEPTH = 6  # requirement hops from the wheel
 WORKERS = 8  # lookups of one level of the walk at once (each is one or two HTTP requests)

@@ -98,10 +98,28 @@ def test_extras_of_a_project_are_not_walked_unasked() -> None:
     assert not any(u.startswith("pytest") for u in g.unread)
 
 
-def test_torch_is_left_to_its_own_rules() -> None:
-    index = FakeIndex({"torch": facts("torch", "2.11.0", ("torch/lib/libc10.so",))})
-    g = RequirementGraph(["torch==2.11.0"], ENVS, index)
-    assert g.provider("libc10.so") is None and index.asked == []
+def test_torch_libraries_go_to_the_torch_rules_first_and_the_walk_answers_past_their_tables() -> None:
+    torch_index = {
+        "torch": facts("torch", "2.14.0", ("torch/lib/libc10.so",), ("cuda-toolkit[cudart]==13.*",)),
+        "cuda-toolkit": facts("cuda-toolkit", "13.2.0", (), ('nvidia-cuda-runtime==13.2.*; extra == "cudart"',)),
+        "nvidia-cuda-runtime": facts("nvidia-cuda-runtime", "13.2.51", ("nvidia/cu13/lib/libcudart.so.13",)),
+    }
+    ext = [elf("ext/_C.so", ("libc10.so", "libcudart.so.13"))]
+    # a release the tables know: torch's notes, not the walk's
+    known = RequirementGraph(["torch==2.11.0"], ENVS, FakeIndex(torch_index))
+    v = dependency_problems(ext, cuda_major=13, requires=["torch==2.11.0"], tags=TAGS, graph=known)
+    assert v.problems == ()
+    assert all("a requirement of the wheel installs" not in n for n in v.notes), v.notes
+    # one newer than the tables: torch's own library is assumed in torch/lib; its cudart comes through the walk
+    newer = RequirementGraph(["torch==2.14.0"], ENVS, FakeIndex(torch_index))
+    v = dependency_problems(ext, cuda_major=13, requires=["torch==2.14.0"], tags=TAGS, graph=newer)
+    assert v.problems == ()
+    assert any("libc10.so" in n and "2.14.x" in n and "torch's own library, in every release" in n for n in v.notes)
+    assert any(
+        "libcudart.so.13, which a requirement's requirement installs: the wheel requires torch==2.14.0, which "
+        "requires cuda-toolkit[cudart]==13.*, which requires nvidia-cuda-runtime==13.2.*" in n
+        for n in v.notes
+    ), v.notes
 
 
 @pytest.mark.parametrize(("limit", "depth"), [(1, 6), (64, 1)])
