@@ -129,7 +129,9 @@ class RequirementGraph:
             return self._by_name
         found: dict[str, Provider] = {}
         roots, _bad = parse_requirements(self._requires)
-        level = [(r, (_short(r),)) for r in roots if _holds(r.marker, self._envs, frozenset())]
+        level: list[tuple[Requirement, tuple[str, ...]]] = [
+            (r, (_short(r),)) for r in roots if _holds(r.marker, self._envs, frozenset())
+        ]
         seen: dict[str, frozenset[str]] = {}  # project -> the extras walked
         facts_of: dict[str, WheelFacts] = {}
         while level:
