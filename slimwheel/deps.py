@@ -866,12 +866,17 @@ def dependency_problems(
     unaccounted: dict[str, dict[str, list[str]]] = {}
     by_name: dict[tuple[str, str], list[str]] = {}  # (library, the requirement named after it) -> files
     plugin_of = plugins(elfs)
+    backends = alt_model.other_backends(info.path for info in elfs)  # bitsandbytes' ROCm and XPU builds
+    backend_lacks: dict[str, list[str]] = {}  # such a build -> the libraries nothing provides
     plugin_lacks: dict[str, list[str]] = {}  # plugin -> the libraries nothing provides
 
     def unprovided(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], problem: str) -> None:
         """A library nothing provides: a problem, or a note when the file is an optional part of the package."""
         if info.path in plugin_of and info.path not in alts:
             plugin_lacks.setdefault(info.path, []).append(needed)
+            return
+        if info.path in backends:
+            backend_lacks.setdefault(info.path, []).append(needed)
             return
         opt = imports.optional(info.path) if imports is not None and info.path not in alts else None
         if opt is None:
@@ -981,6 +986,7 @@ def dependency_problems(
                 f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): " + "; ".join(mine)
             ]
     notes += _named_notes(by_name)
+    notes += _backend_notes(backend_lacks, backends)
     notes += [
         f"{path} is a plugin: {plugin_of[path]} opens it by name, and no file of the wheel needs it; it needs "
         f"{', '.join(libs)}, which neither the wheel nor its requirements install, so opening it fails where the "
@@ -1048,6 +1054,21 @@ def _named_notes(by_name: Mapping[tuple[str, str], Sequence[str]]) -> list[str]:
             "copy if they are imported before these files load, which the wheel's own files do not show"
         )
     return out
+
+
+def _backend_notes(lacks: Mapping[str, Sequence[str]], backends: Mapping[str, str]) -> list[str]:
+    """One note per set of libraries that builds for another GPU platform need and nothing provides."""
+    by_libs: dict[tuple[str, ...], list[str]] = {}
+    for path, libs in lacks.items():
+        by_libs.setdefault(tuple(libs), []).append(path)
+    return [
+        f"{abbreviated(paths)} ({', '.join(dict.fromkeys(backends[p] for p in paths))}: "
+        f"{'a build' if len(paths) == 1 else 'builds'} for another GPU platform beside the per-CUDA ones, one "
+        "loaded per process where the package runs on that platform) "
+        f"{'needs' if len(paths) == 1 else 'need'} {', '.join(libs)}, which come with that platform's own stack "
+        "(its drivers and runtime, or its build of torch), not with the wheel's requirements"
+        for libs, paths in by_libs.items()
+    ]
 
 
 def _unaccounted_problems(unaccounted: Mapping[str, Mapping[str, Sequence[str]]]) -> list[str]:

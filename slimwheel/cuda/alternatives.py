@@ -54,3 +54,31 @@ def alternatives(names: Iterable[str]) -> dict[str, AlternativeFile]:
     return {
         f: AlternativeFile(group=g, file=f, cuda=version_of(f)) for g, files in groups(names).items() for f in files
     }
+
+
+# Builds of the same library for another GPU platform beside per-CUDA alternatives: bitsandbytes 0.50.2 carries
+# libbitsandbytes_rocm64.so ... _rocm72.so and _xpu2025.so beside its _cuda118.so ... _cuda132.so, and loads the one
+# that matches torch's backend (torch.version.hip, torch.xpu).
+_BACKEND_TOKEN = re.compile(r"^(?P<pre>.*?)(?P<tok>rocm|hip|xpu)(?P<ver>\d*)(?P<post>(?:[._-][^/]*)?)$")
+_BACKEND_NAMES = {"rocm": "ROCm", "hip": "ROCm", "xpu": "Intel XPU"}
+
+
+def other_backends(names: Iterable[str]) -> dict[str, str]:
+    """file -> the platform it is built for ("ROCm 6.4", "Intel XPU 2025"), for files in a folder of per-CUDA
+    alternatives whose names differ from theirs by a ROCm or XPU token in the same place."""
+    names = list(names)
+    cuda_groups = set(groups(names))
+    out: dict[str, str] = {}
+    for name in names:
+        folder, _, base = name.rpartition("/")
+        m = _BACKEND_TOKEN.match(base)
+        if m is None:
+            continue
+        for tok in ("cuda", "cu"):
+            key = f"{m['pre']}{tok}*{m['post']}"
+            if (f"{folder}/{key}" if folder else key) in cuda_groups:
+                ver = m["ver"]
+                shown = f"{ver[0]}.{ver[1:]}" if m["tok"] != "xpu" and len(ver) >= 2 else ver
+                out[name] = f"{_BACKEND_NAMES[m['tok']]} {shown}".strip()
+                break
+    return out

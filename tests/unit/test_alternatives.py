@@ -86,3 +86,35 @@ def test_summary_states_coverage_and_driver_floor_per_alternative(tmp_path: Path
     assert "SASS: 5.0" not in line130 and MAJOR_DRIVER[13] in line130
     assert "minimum driver: per alternative" in text and "minimum driver: " + MAJOR_DRIVER[11] not in text
     assert "libbnb\\_cuda124.so (CUDA 12.4)" in render_markdown([r])  # names escaped for Markdown (shown.md_text)
+
+
+def test_builds_for_other_gpu_platforms_beside_the_cuda_ones() -> None:
+    from slimwheel.cuda.alternatives import other_backends
+    from slimwheel.deps import dependency_problems
+    from slimwheel.inspect.dynamic import ElfInfo
+
+    names = [
+        "bnb/libbnb_cuda121.so",
+        "bnb/libbnb_cuda130.so",
+        "bnb/libbnb_rocm64.so",
+        "bnb/libbnb_rocm72.so",
+        "bnb/libbnb_xpu2025.so",
+        "bnb/libbnb_cpu.so",
+        "other/librocm64.so",  # no CUDA alternatives beside it: no backend
+    ]
+    assert other_backends(names) == {
+        "bnb/libbnb_rocm64.so": "ROCm 6.4",
+        "bnb/libbnb_rocm72.so": "ROCm 7.2",
+        "bnb/libbnb_xpu2025.so": "Intel XPU 2025",
+    }
+
+    def info(name: str, *needed: str) -> ElfInfo:
+        return ElfInfo(path=name, soname=None, needed=needed, rpath=(), runpath=())
+
+    elfs = [info("bnb/libbnb_rocm64.so", "libhipblas.so.2"), info("bnb/libbnb_rocm72.so", "libhipblas.so.2")]
+    elfs += [info("bnb/libbnb_cuda121.so"), info("bnb/libbnb_cuda130.so"), info("bnb/libbnb_cpu.so", "libfoo.so")]
+    v = dependency_problems(elfs, cuda_major=13, requires=[], tags=["py3-none-manylinux_2_28_x86_64"])
+    assert len(v.problems) == 1 and "bnb/libbnb_cpu.so needs libfoo.so" in v.problems[0]  # the CPU build is judged
+    (note,) = [n for n in v.notes if "another GPU platform" in n]
+    assert note.startswith("bnb/libbnb_rocm64.so, bnb/libbnb_rocm72.so (ROCm 6.4, ROCm 7.2: builds for another GPU")
+    assert "need libhipblas.so.2, which come with that platform's own stack" in note
