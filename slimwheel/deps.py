@@ -924,10 +924,21 @@ def dependency_problems(
                 and not by_graph(info, opened)
             ):
                 wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in cands)
+                # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
+                # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
+                reached = [
+                    e for e in info.search_path if e and origin_target(e, info.path) in {lib.folder for lib in cands}
+                ]
+                how = (
+                    f"installed, that wheel is found through its RPATH entry {reached[0]}"
+                    if reached
+                    else f"no search path of {info.path} reaches that wheel's folder ({cands[0].folder}), so "
+                    "installing it alone does not help: the library must already be loaded (torch loads its "
+                    "nvidia-* libraries at import) or sit on the loader's path (a CUDA toolkit, LD_LIBRARY_PATH)"
+                )
                 notes.append(
                     f"{info.path} opens {opened} at run time (dlopen; the name is in its read-only data), and no "
-                    f"requirement of the wheel installs it ({wanted}): where neither that wheel nor a CUDA toolkit "
-                    "on the loader's path provides it, what needs it fails when it runs"
+                    f"requirement of the wheel installs it ({wanted}); {how}; else what needs it fails when it runs"
                 )
         for needed in info.needed:
             if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:

@@ -176,3 +176,19 @@ def test_a_plugin_with_all_the_wheels_kernels_is_judged(tmp_path: Path) -> None:
     main = _gpu((90,), undefined=("dlopen",), extra={".rodata": b"\0libnccl_ep.so\0"})
     v = _verdict(tmp_path / "b", {"te/libte.so": main, "te/libnccl_ep.so": _gpu((90,))}, "8.0-9.0")
     assert [f.kind for f in v.failures] == ["coverage"]
+
+
+def test_the_opened_library_note_says_whether_installing_its_wheel_would_help() -> None:
+    # ctranslate2 4.8.5: RUNPATH $ORIGIN only, so installing nvidia-cublas-cu12 alone does not let dlopen find it
+    (alone,) = dependency_problems([_info("libcublas.so.12")], cuda_major=12, requires=[], tags=TAGS).notes
+    assert "no search path of ct/libct.so reaches that wheel's folder (nvidia/cublas/lib)" in alone
+    reaching = ElfInfo(
+        path="ct/libct.so",
+        soname=None,
+        needed=(),
+        rpath=(),
+        runpath=("$ORIGIN", "$ORIGIN/../nvidia/cublas/lib"),
+        opens=("libcublas.so.12",),
+    )
+    (note,) = dependency_problems([reaching], cuda_major=12, requires=[], tags=TAGS).notes
+    assert "installed, that wheel is found through its RPATH entry $ORIGIN/../nvidia/cublas/lib" in note
