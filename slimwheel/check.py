@@ -236,6 +236,17 @@ def check_wheel(
             said = ([f"{', '.join(only)} only through PTX JIT"] if only else []) + (
                 [f"some modules only through PTX JIT, the others SASS: {'; '.join(part)} modules"] if part else []
             )
+            # CCs served only through PTX, by a few modules while most carry code for other GPUs only: said with the
+            # count, as such a library most likely refuses those GPUs (cuSPARSELt 0.8.1: "does not support pre-SM80")
+            few = [(cc, n) for cc, n in detail.judged if str(cc) in only and detail.total and n * 2 < detail.total]
+            by_count: dict[int, list[str]] = {}
+            for cc, n in few:
+                by_count.setdefault(n, []).append(str(cc))
+            said += [
+                f"{', '.join(c)}: only {n} of {detail.total} modules carry code for "
+                f"{'them' if len(c) > 1 else 'it'}, the others for other GPUs only"
+                for n, c in by_count.items()
+            ]
             notes.append(
                 f"all {len(policy.require)} required compute capabilities are served"
                 + (f" ({'; '.join(said)})" if said else "")

@@ -102,6 +102,10 @@ class CoverageDetail:
     coverage: Coverage
     gaps: tuple[CoverageGap, ...]
     excused: tuple[Excused, ...]
+    # CC -> the modules judged for it (not left out as made for other GPUs, per-generation or alternatives), and all
+    # modules: cuSPARSELt 0.8.1 "serves" 6.0-7.5 through the PTX of 2 of its 995 modules, the rest made for 8.0+.
+    judged: tuple[tuple[CC, int], ...] = ()
+    total: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -260,6 +264,7 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
     out: dict[str, list[CC]] = {"sass": [], "ptx": [], "none": []}
     gaps = []
     excused: list[Excused] = []
+    judged_per_cc: list[tuple[CC, int]] = []
     dispatching = {name for name, groups in per_elf.items() if _dispatches_by_gpu(groups)}
     for cc in ccs:
         left_out: dict[str, dict[frozenset[Target], int]] = {}
@@ -306,6 +311,7 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
                 sets.setdefault(how, set()).add(ts)
         worst = min(hows, key=_RANK.__getitem__) if hows else "none"
         out[worst].append(cc)
+        judged_per_cc.append((cc, sum(n for count in per_file.values() for _how, n in count.values())))
         if len(hows) > 1:
             count, names = hows[worst]
             kinds = sorted(_sorted_targets(ts) for ts in sets[worst])
@@ -324,7 +330,9 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
                 )
             )
     coverage = Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"]))
-    return CoverageDetail(coverage=coverage, gaps=tuple(gaps), excused=tuple(excused))
+    return CoverageDetail(
+        coverage=coverage, gaps=tuple(gaps), excused=tuple(excused), judged=tuple(judged_per_cc), total=total
+    )
 
 
 def assemble(

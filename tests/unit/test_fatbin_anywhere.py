@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import struct
+from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
@@ -115,3 +116,22 @@ def test_scanning_a_large_data_section_is_one_search_per_container() -> None:
     took = time.perf_counter() - t
     assert len(r.fatbins) == 48 and {fb.section for fb in r.fatbins} == {".data"}
     assert took < 5.0, f"scanning {len(body) >> 20} MiB took {took:.1f} s"  # about 0.05 s on the 2-core machine
+
+
+def test_ccs_only_a_few_modules_have_code_for_are_said_with_the_count(tmp_path: Path) -> None:
+    # cuSPARSELt 0.8.1's shape: 993 modules for 8.0 and newer, 2 with PTX for 5.2; here 10 and 1
+    from helpers.wheelmaker import make_wheel
+
+    from slimwheel.check import check_wheel, make_policy
+    from slimwheel.inspect.scan import inspect_wheel
+
+    mods = [fatbin([fatbin_entry(sm=80), fatbin_entry(sm=90)]) for _ in range(10)]
+    mods.append(fatbin([fatbin_entry(kind="ptx", sm=52)]))
+    lib = elf(sections={".nv_fatbin": b"".join(m + b"\0" * (-len(m) % 8) for m in mods)})
+    r = inspect_wheel(
+        make_wheel(tmp_path, name="lt", files={"lt/liblt.so.0": lib}, tag="py3-none-manylinux_2_28_x86_64")
+    )
+    v = check_wheel(r, make_policy(r, require_arch="6.0-8.0"))
+    assert v.ok, v.failures
+    (served,) = [n for n in v.notes if n.startswith("all ")]
+    assert "6.0, 6.1, 7.0, 7.5: only 1 of 11 modules carry code for them, the others for other GPUs only" in served
