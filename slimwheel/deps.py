@@ -463,6 +463,9 @@ class ExtraProvision:
     soname: str
     requirement: str  # the Requires-Dist under the extra that installs it: cuda-toolkit[cublas,...]==13.*
     files: tuple[str, ...]  # the wheel's files that need it
+    # the folder the extra's wheel installs it in, when no search path of those files reaches it (onnxruntime-gpu
+    # 1.31's providers have no RUNPATH: the libraries are found only once loaded, by its preload_dlls() or torch)
+    unreached: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1005,8 +1008,27 @@ def dependency_problems(
         for path, libs in plugin_lacks.items()
     ]
     problems += _unaccounted_problems(unaccounted)
+    by_path = {info.path: info for info in elfs}
+
+    def unreached(soname: str, files: Iterable[str]) -> str:
+        """The library's folder, when no search path of any of the files reaches it."""
+        rows = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname]
+        folders = {lib.folder for lib in rows}
+        for f in files:
+            info = by_path[f]
+            if any(e and origin_target(e, info.path) in folders for e in info.search_path):
+                return ""
+        mine = sorted(lib.folder for lib in rows if lib.cuda_major == cuda_major) or sorted(folders)
+        return mine[0] if mine else ""
+
     provisions = tuple(
-        ExtraProvision(extra=extra, soname=soname, requirement=str(req), files=tuple(dict.fromkeys(fs)))
+        ExtraProvision(
+            extra=extra,
+            soname=soname,
+            requirement=str(req),
+            files=tuple(dict.fromkeys(fs)),
+            unreached=unreached(soname, fs),
+        )
         for (extra, soname), (req, fs) in from_extras.items()
     )
     notes += extra_notes(provisions, name=name)
@@ -1142,5 +1164,11 @@ def extra_notes(provisions: Sequence[ExtraProvision], *, name: str = "") -> list
             f"({shown}) load only where those libraries come from elsewhere (a CUDA toolkit, conda, or the nvidia-* "
             "wheels installed on their own, where the loader or the package's own loading code finds them), else "
             "loading those files fails"
+            + (
+                f"; with it, no search path of those files reaches {', '.join(sorted({p.unreached for p in ps}))}, "
+                "so the libraries are found only once loaded (by the package's own preloading, or torch's import)"
+                if all(p.unreached for p in ps)
+                else ""
+            )
         )
     return out

@@ -30,6 +30,22 @@ def test_libraries_through_the_metapackage_under_an_extra_are_a_note() -> None:
     assert "cupy-cuda13x[ctk]" in note and "libcufft.so.12" in note and "without the extra" in note
 
 
+def test_the_extra_note_says_when_no_search_path_reaches_the_extras_folder() -> None:
+    # onnxruntime-gpu 1.31's CUDA provider has no RUNPATH: with the extra installed, its libraries are found only once
+    # loaded (onnxruntime.preload_dlls(), or torch's import)
+    (note,) = [n for n in dependency_problems(ELFS[:2], cuda_major=13, requires=[CTK], tags=TAGS).notes if "extra" in n]
+    assert note.endswith(
+        "with it, no search path of those files reaches nvidia/cu13/lib, so the libraries are found only once loaded "
+        "(by the package's own preloading, or torch's import)"
+    )
+    reaching = [
+        ElfInfo(path=e.path, soname=None, needed=e.needed, rpath=(), runpath=("$ORIGIN/../../nvidia/cu13/lib",))
+        for e in ELFS[:2]
+    ]
+    (note,) = [n for n in dependency_problems(reaching, cuda_major=13, requires=[CTK], tags=TAGS).notes if "extra" in n]
+    assert "no search path" not in note
+
+
 def test_a_library_no_extra_installs_stays_a_problem() -> None:
     v = dependency_problems(ELFS, cuda_major=13, requires=[CTK], tags=TAGS)
     (p,) = v.problems
