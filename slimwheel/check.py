@@ -149,8 +149,7 @@ def check_wheel_file(
     path = file or report.path
     graph = None
     if policy.read_index and policy.dependencies and report.requires_dist:
-        from slimwheel.pypindex import IndexLookup
-        from slimwheel.reqgraph import RequirementGraph
+        from slimwheel.pypindex import IndexLookup  # urllib and html.parser only when the index is to be read
 
         installs = deps.Installs.from_tags(report.tags)
         lookup = IndexLookup(machines=installs.machines, pythons=installs.pythons)
