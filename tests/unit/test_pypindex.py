@@ -276,3 +276,9 @@ def test_an_index_that_does_not_answer_is_asked_once(tmp_path: Path) -> None:
         look(Requirement("a"))
     with pytest.raises(LookupFailed, match="not asked, as the index did not answer before"):
         look(Requirement("b"))
+
+
+def test_a_listing_cannot_name_a_file_outside_the_cache() -> None:
+    # file names from the index become cache file names: one with a path in it is never chosen
+    files = [f("../../p-2.0-py3-none-any.whl"), f("sub/p-3.0-py3-none-any.whl"), f("p-1.0-py3-none-any.whl")]
+    assert pick(files, "p") == "p-1.0-py3-none-any.whl"
