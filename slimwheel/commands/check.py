@@ -21,6 +21,20 @@ from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.render import table_text
 
+offline_option = click.option(
+    "--offline",
+    is_flag=True,
+    default=None,
+    help="Do not read the package index (SLIMWHEEL_INDEX_URL, else PIP_INDEX_URL, else PyPI) for the libraries that "
+    "the requirements' own requirements install; asked only when a needed library is otherwise unaccounted for. "
+    "Env: SLIMWHEEL_OFFLINE=1.",
+)
+
+
+def read_index(offline: bool | None) -> bool:
+    """Whether the verdict may read the index: not with --offline, nor with SLIMWHEEL_OFFLINE set true."""
+    return not (offline or env_bool(os.environ, "SLIMWHEEL_OFFLINE", default=False))
+
 
 @click.command("check")
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
@@ -46,14 +60,7 @@ from slimwheel.render import table_text
     "manylinux_2_31, manylinux2014. Config key: manylinux.",
 )
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
-@click.option(
-    "--offline",
-    is_flag=True,
-    default=None,
-    help="Do not read the package index (SLIMWHEEL_INDEX_URL, else PIP_INDEX_URL, else PyPI) for the libraries that "
-    "the requirements' own requirements install; asked only when a needed library is otherwise unaccounted for. "
-    "Env: SLIMWHEEL_OFFLINE=1.",
-)
+@offline_option
 @click.option(
     "--installed-budget",
     default=None,
@@ -115,7 +122,7 @@ def command(
                 installed_budget=cfg.parsed.installed_budget_bytes,
                 debug_symbols=cfg.debug_symbols,
                 manylinux=cfg.manylinux,
-                read_index=not (offline or env_bool(os.environ, "SLIMWHEEL_OFFLINE", default=False)),
+                read_index=read_index(offline),
             ),
         )
         for r in reports

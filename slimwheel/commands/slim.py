@@ -14,6 +14,7 @@ from rich.table import Table
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import render, shown
+from slimwheel.commands.check import offline_option, read_index
 from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
@@ -100,6 +101,7 @@ def _draw(r: SlimResult, console: Console) -> None:
     help="Write the wheel even when none of its CUDA modules runs on any --archs GPU (all its device code "
     "is dropped); without it that is refused, exit 11, and nothing is written.",
 )
+@offline_option
 def command(
     wheel: Path,
     archs: str,
@@ -110,6 +112,7 @@ def command(
     report: Path | None,
     rewrite_record: bool,
     allow_unserved: bool,
+    offline: bool | None,
 ) -> None:
     """Rewrite WHEEL's fatbins to keep only the code that serves the --archs GPUs, in place (no rebuild, no relink).
 
@@ -127,6 +130,7 @@ def command(
         budget=cfg.budget,
         rewrite_record=rewrite_record,
         allow_unserved=allow_unserved,
+        read_index=read_index(offline),
     )
     data = json.dumps(result_to_json(result), indent=2) + "\n"
     if report is not None:

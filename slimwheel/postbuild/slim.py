@@ -290,6 +290,7 @@ def slim(
     budget: str | int = DEFAULT_BUDGET,
     allow_unserved: bool = False,
     rewrite_record: bool = False,
+    read_index: bool = False,
 ) -> SlimResult:
     """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request: "9.0", "8.0-9.0", "8.0+").
 
@@ -297,6 +298,7 @@ def slim(
     that none of the wheel's code serves, and an input whose RECORD does not match its files (as repair refuses it,
     `wheelfile.judge_record`, unless `rewrite_record`). The output is read back and judged under a temporary name, renamed only
     then; the work folder (`$TMPDIR/slimwheel-slim-*`) goes whatever happens, and a killed run's is removed by the next.
+    `read_index`: judge the output's dependencies as `slimwheel check` does, reading the index when needed.
     """
     wheel = Path(wheel)
     mode, ptx_ccs = parse_ptx(ptx)
@@ -326,7 +328,7 @@ def slim(
         with fsutil.atomic_path(target) as tmp:
             rewritten = write_rewritten(src, tmp, target, plans, version=version)
             after = judge_output(tmp, target)
-    policy = checkmod.make_policy(after, budget=budget, require_arch=CCRequest.of(ccs))
+    policy = checkmod.make_policy(after, budget=budget, require_arch=CCRequest.of(ccs), read_index=read_index)
     verdict = checkmod.check_wheel_file(after, policy)  # judged as `slimwheel check` judges it
     return SlimResult(
         source=wheel,

@@ -115,7 +115,12 @@ def variant_json(label: str, properties: dict[str, dict[str, list[str]]]) -> dic
 
 
 def make_variants(
-    wheel: Path, out_dir: Path, *, budget: str | int = DEFAULT_BUDGET, rewrite_record: bool = False
+    wheel: Path,
+    out_dir: Path,
+    *,
+    budget: str | int = DEFAULT_BUDGET,
+    rewrite_record: bool = False,
+    read_index: bool = False,
 ) -> VariantsResult:
     """Every family's variant wheel, the universal copy and the index file, from one read of `wheel` (unpacked once;
     each variant streamed from the unpacked files through its own plans). All wheels are written under temporary
@@ -144,7 +149,9 @@ def make_variants(
                 report = judge_output(tmp, target)
                 if set(report.targets) != set(kept):
                     raise AssertionError(f"{target.name}: targets {report.targets} differ from the plan {kept}")
-                policy = checkmod.make_policy(report, budget=budget, require_arch=CCRequest.of(fam.request.ccs))
+                policy = checkmod.make_policy(
+                    report, budget=budget, require_arch=CCRequest.of(fam.request.ccs), read_index=read_index
+                )
                 made.append(
                     VariantWheel(
                         family=fam,
