@@ -25,6 +25,8 @@ import zipfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+from slimwheel import pypindex
+
 OUT = Path(__file__).resolve().parents[1] / "slimwheel" / "resources" / "torch-lib.json"
 # PEP 691's JSON form of the simple index: every file of a project with its URL. (PyPI's per-version JSON API,
 # /pypi/torch/<version>/json, answered 404 from this machine for 2.10.0 while /pypi/torch/json answered.)
@@ -32,49 +34,12 @@ INDEX = "https://pypi.org/simple/torch/"
 MACHINES = ("x86_64", "aarch64")
 PYTHON = "cp312"  # the wheel whose libraries are read; the other Python versions' torch/lib must list the same files
 MAX_READ = 200 * 2**20  # stored bytes of one library, at most
+MAX_WHEEL_READ = 4 * 2**30  # bytes fetched of one wheel in all: its directory and the libraries read (torch: ~1 GB)
 _SHARED = re.compile(r"\.so(\.\d+)*$")
 # A wheel's file name: torch-VERSION[-BUILD]-PY-ABI-PLATFORM.whl
 _WHEEL = re.compile(
     r"^torch-(?P<version>[^-]+)(?:-(?P<build>\d[^-]*))?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$"
 )
-
-
-class RangeFile(io.RawIOBase):
-    """A seekable read-only file over HTTP range requests, for zipfile. Hand-written: zipfile (the standard library)
-    does all the zip work over any seekable file, and this is all it needs; remotezip, the package that does it,
-    brings requests and tabulate as dependencies for these twenty lines."""
-
-    def __init__(self, url: str) -> None:
-        self.url, self.pos, self.fetched = url, 0, 0
-        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=60) as r:
-            self.size = int(r.headers["Content-Length"])
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self.pos
-
-    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
-        self.pos = {io.SEEK_SET: 0, io.SEEK_CUR: self.pos, io.SEEK_END: self.size}[whence] + offset
-        return self.pos
-
-    def readinto(self, buf: bytearray | memoryview) -> int:  # type: ignore[override]
-        if self.pos >= self.size or not len(buf):
-            return 0
-        end = min(self.pos + len(buf), self.size) - 1
-        req = urllib.request.Request(self.url, headers={"Range": f"bytes={self.pos}-{end}"})
-        with urllib.request.urlopen(req, timeout=120) as r:
-            if r.status != 206:  # a server that ignores Range would send the whole wheel
-                raise OSError(f"{self.url}: HTTP {r.status} to a range request")
-            data = r.read()
-        buf[: len(data)] = data
-        self.pos += len(data)
-        self.fetched += len(data)
-        return len(data)
 
 
 def wheels(files: list[dict[str, object]], version: str, machine: str) -> list[tuple[str, str]]:
@@ -178,7 +143,7 @@ def release(files: list[dict[str, object]], version: str, machine: str) -> dict[
         return None
     listings = {}
     for name, url in found:
-        zf = zipfile.ZipFile(io.BufferedReader(RangeFile(url), 1 << 20))
+        zf = zipfile.ZipFile(io.BufferedReader(pypindex.RangeReader(url, limit=MAX_WHEEL_READ), 1 << 20))
         listings[name] = lib_files(zf.namelist())
         if name.split("-")[-3] == PYTHON:
             chosen, chosen_zf = name, zf

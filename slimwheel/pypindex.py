@@ -179,20 +179,22 @@ def choose(
     return best[0][3]
 
 
-class _Ranges(io.RawIOBase):
+class RangeReader(io.RawIOBase):
     """A read-only seekable file over HTTP range requests, for `zipfile`; the last `TAIL_BYTES` come with the first
-    request and are served from memory. At most `MAX_WHEEL_READ` bytes are fetched in all."""
+    request and are served from memory. At most `limit` bytes (default `MAX_WHEEL_READ`) are fetched in all; `fetched`
+    says how many were. devtools/torch_libs.py reads torch's wheels with it too, with a bound of its own."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, *, limit: int | None = None) -> None:
         self.url, self.pos, self.fetched = url, 0, 0
-        status, headers, body = _get(url, headers={"Range": f"bytes=-{TAIL_BYTES}"}, limit=MAX_WHEEL_READ)
+        self.limit = MAX_WHEEL_READ if limit is None else limit
+        status, headers, body = _get(url, headers={"Range": f"bytes=-{TAIL_BYTES}"}, limit=self.limit)
         if status == 206:
             m = re.fullmatch(r"bytes (\d+)-(\d+)/(\d+)", headers.get("Content-Range", "").strip())
             if m is None:
                 raise LookupFailed(f"{url}: a range answer without Content-Range")
             self.size = int(m.group(3))
             self.tail_at = int(m.group(1))
-        elif status == 200:  # the server ignores ranges: the whole file came (within MAX_WHEEL_READ)
+        elif status == 200:  # the server ignores ranges: the whole file came (within the limit)
             self.size, self.tail_at = len(body), 0
         else:
             raise LookupFailed(f"{url}: HTTP {status}")
@@ -220,8 +222,8 @@ class _Ranges(io.RawIOBase):
             data = self.tail[self.pos - self.tail_at : self.pos - self.tail_at + n]
         else:
             n = min(n, self.tail_at - self.pos)
-            if self.fetched + n > MAX_WHEEL_READ:
-                raise LookupFailed(f"{self.url}: more than {MAX_WHEEL_READ} bytes would be read")
+            if self.fetched + n > self.limit:
+                raise LookupFailed(f"{self.url}: more than {self.limit} bytes would be read")
             status, _h, data = _get(self.url, headers={"Range": f"bytes={self.pos}-{self.pos + n - 1}"}, limit=n)
             if status != 206 or len(data) != n:
                 raise LookupFailed(f"{self.url}: HTTP {status} to a range request")
@@ -235,7 +237,7 @@ def read_wheel(url: str, filename: str) -> WheelFacts:
     """The facts of the wheel at `url`: its install paths and its Requires-Dist."""
     name, version, _build, _tags = parse_wheel_filename(filename)
     try:
-        with zipfile.ZipFile(io.BufferedReader(_Ranges(url), buffer_size=64 * 1024)) as zf:
+        with zipfile.ZipFile(io.BufferedReader(RangeReader(url), buffer_size=64 * 1024)) as zf:
             names = zf.namelist()
             meta = [n for n in names if re.fullmatch(r"[^/]+\.dist-info/METADATA", n)]
             if len(meta) != 1:
