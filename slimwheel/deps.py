@@ -483,6 +483,13 @@ class DependencyVerdict:
         return tuple(dict.fromkeys(p.extra for p in self.from_extras))
 
 
+def _reaching(info: ElfInfo, folders: Iterable[str]) -> str:
+    """The first entry of the file's search path that resolves, from where it installs, to one of `folders`
+    (site-packages-relative: nvidia/cu13/lib); "" when none does."""
+    wanted = set(folders)
+    return next((e for e in info.search_path if e and origin_target(e, info.path) in wanted), "")
+
+
 def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirement] | None:
     """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
     of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32; cutensor/lib <->
@@ -631,7 +638,8 @@ def _torch_provider(
         f"ship(s) torch/lib/{soname}, which {yes[-1].loaded[soname]} needs,"
         if yes
         else (
-            f"ship(s) torch/lib/{soname} (torch's own library, in every release; slimwheel's table ends at {_newest_minor(table)})"
+            f"ship(s) torch/lib/{soname} (torch's own library, in every release; slimwheel's table ends at "
+            f"{max(table, key=Version)})"
         )
     )
     return _FromTorch(
@@ -640,11 +648,6 @@ def _torch_provider(
         lacking=tuple(no),
         how=how,
     )
-
-
-def _newest_minor(table: Mapping[str, object]) -> str:
-    """The newest torch minor of a table keyed by minor ("2.11")."""
-    return max(table, key=Version)
 
 
 def _second_copy(lib: cudalibs.RuntimeLib, torch: _AdmittedTorch | None) -> str:
@@ -824,8 +827,7 @@ def dependency_problems(
         if p is None:
             return False
         folder = p.path.rsplit("/", 1)[0] if "/" in p.path else "."
-        entry = next((e for e in info.search_path if e and origin_target(e, info.path) == folder), "")
-        transitive.setdefault((soname, p, entry), []).append(info.path)
+        transitive.setdefault((soname, p, _reaching(info, [folder])), []).append(info.path)
         return True
 
     def unread(problem: str) -> str:
@@ -929,11 +931,9 @@ def dependency_problems(
                 wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in cands)
                 # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
                 # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
-                reached = [
-                    e for e in info.search_path if e and origin_target(e, info.path) in {lib.folder for lib in cands}
-                ]
+                reached = _reaching(info, (lib.folder for lib in cands))
                 how = (
-                    f"installed, that wheel is found through its RPATH entry {reached[0]}"
+                    f"installed, that wheel is found through its RPATH entry {reached}"
                     if reached
                     else f"no search path of {info.path} reaches that wheel's folder ({cands[0].folder}), so "
                     "installing it alone does not help: the library must already be loaded (torch loads its "
@@ -1014,10 +1014,8 @@ def dependency_problems(
         """The library's folder, when no search path of any of the files reaches it."""
         rows = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname]
         folders = {lib.folder for lib in rows}
-        for f in files:
-            info = by_path[f]
-            if any(e and origin_target(e, info.path) in folders for e in info.search_path):
-                return ""
+        if any(_reaching(by_path[f], folders) for f in files):
+            return ""
         mine = sorted(lib.folder for lib in rows if lib.cuda_major == cuda_major) or sorted(folders)
         return mine[0] if mine else ""
 
