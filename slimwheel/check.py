@@ -134,26 +134,39 @@ def floor_failures(report: WheelReport, target: floor.Policy) -> tuple[list[Fail
     ], note
 
 
+def requirement_graph(report: WheelReport) -> RequirementGraph:
+    """What the wheel's requirements install, and theirs, read from the index on first use (`reqgraph`)."""
+    from slimwheel.pypindex import IndexLookup  # urllib and html.parser only when the index is to be read
+
+    installs = deps.Installs.from_tags(report.tags)
+    lookup = IndexLookup(machines=installs.machines, pythons=installs.pythons)
+    return RequirementGraph(report.requires_dist, installs.environments(), lookup)
+
+
 def check_wheel_file(
-    report: WheelReport, policy: CheckPolicy, *, file: Path | None = None, imports: PythonImports | None = None
+    report: WheelReport,
+    policy: CheckPolicy,
+    *,
+    file: Path | None = None,
+    imports: PythonImports | None = None,
+    graph: RequirementGraph | None = None,
 ) -> Verdict:
     """`check_wheel` with what the wheel file holds besides its report, as `slimwheel check` judges a wheel: its
     RECORD's problems, its use of torch's libraries, its Python sources (read only when the rules ask). `file`: where
     the wheel is now (slim and variants judge their outputs under temporary names), default `report.path`.
     `imports`: those sources when the caller has them already (variants: the input's, which slimming leaves as they
-    are, read once for all its wheels: 1.6 s for cupy-cuda13x's). A loose binary (not a .whl) has none of those."""
+    are, read once for all its wheels: 1.6 s for cupy-cuda13x's). `graph`: `requirement_graph` of the wheel when the
+    caller has one (variants: the input's, whose requirements and tags its wheels keep, walked once), else made here
+    when the policy reads the index. A loose binary (not a .whl) has none of those."""
     from slimwheel.wheelfile import archive_record_problems
 
     if not report.path.name.endswith(".whl"):
         return check_wheel(report, policy)
     path = file or report.path
-    graph = None
-    if policy.read_index and policy.dependencies and report.requires_dist:
-        from slimwheel.pypindex import IndexLookup  # urllib and html.parser only when the index is to be read
-
-        installs = deps.Installs.from_tags(report.tags)
-        lookup = IndexLookup(machines=installs.machines, pythons=installs.pythons)
-        graph = RequirementGraph(report.requires_dist, installs.environments(), lookup)
+    if not (policy.read_index and policy.dependencies and report.requires_dist):
+        graph = None
+    elif graph is None:
+        graph = requirement_graph(report)
     return check_wheel(
         report,
         policy,

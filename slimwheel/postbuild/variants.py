@@ -134,6 +134,8 @@ def make_variants(
         fams = families(before)
         # The wheels' Python sources are the input's (slimming edits libraries only): read once, if the rules ask.
         python = PythonImports.from_wheel(wheel)
+        # So are its requirements and tags: what they install is walked once, on first need, for all its wheels.
+        graph = checkmod.requirement_graph(before) if read_index else None
         targets = [output_name(src, out_dir, version=None, variant=fam.label) for fam in fams]
         universal = out_dir / wheel.name
         same = universal.resolve() == wheel.resolve()
@@ -158,7 +160,7 @@ def make_variants(
                         rewritten=rewritten,
                         report=report,
                         properties=props,
-                        verdict=checkmod.check_wheel_file(report, policy, file=tmp, imports=python),
+                        verdict=checkmod.check_wheel_file(report, policy, file=tmp, imports=python, graph=graph),
                     )
                 )
             if not same:
