@@ -21,9 +21,8 @@ from packaging.utils import canonicalize_name
 
 from slimwheel.wheelfile import parse_requirements
 
-# Projects the walk does not enter. torch is walked: its rules (torchext's tables) come first in deps, and the walk
-# answers for releases newer than those tables (vllm 0.34 requires torch 2.14, whose cudart the tables do not know).
-NOT_WALKED: frozenset[str] = frozenset()
+# Every project is walked, torch too: its rules (torchext's tables) come first in deps, and the walk answers for
+# releases newer than those tables (vllm 0.34 requires torch 2.14, whose cudart the tables do not know).
 MAX_PROJECTS = 256  # projects read at most for one wheel (vllm 0.34 requires 61, and they theirs)
 MAX_DEPTH = 6  # requirement hops from the wheel
 WORKERS = 8  # lookups of one level of the walk at once (each is one or two HTTP requests)
@@ -140,7 +139,7 @@ class RequirementGraph:
             for req, chain in level:
                 name = str(canonicalize_name(req.name))
                 extras = frozenset(str(canonicalize_name(e)) for e in req.extras)
-                if name in NOT_WALKED or (name in seen and extras <= seen[name]):
+                if name in seen and extras <= seen[name]:
                     continue
                 new_extras = extras - seen.get(name, frozenset())
                 first = name not in seen
@@ -184,7 +183,7 @@ class RequirementGraph:
         wanted: dict[str, Requirement] = {}
         for req, _chain in level:
             name = str(canonicalize_name(req.name))
-            if name not in NOT_WALKED and name not in seen and name not in wanted:
+            if name not in seen and name not in wanted:
                 wanted[name] = req
         room = max(0, self._max_projects - len(facts_of))
         names = list(wanted)[:room]

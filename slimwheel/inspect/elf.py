@@ -2,8 +2,9 @@
 
 It reads straight from a buffer (bytes in memory, or an mmap of a file or of a spooled zip member) with `struct`, so
 that hostile files cost linear time and bounded memory: every table must lie inside the file, every string ends
-within its string table and `MAX_STRING` bytes (`MAX_SEARCH_PATH` for RPATH and RUNPATH), counts are bounded (`MAX_DYNAMIC_STRINGS`, `MAX_WRAPPERS`, the fatbin
-reader's `MAX_RECORDS`), and no step revisits earlier work (wrappers are resolved through sorted tables).
+within its string table and `MAX_STRING` bytes (`MAX_SEARCH_PATH` for RPATH and RUNPATH), counts are bounded
+(`MAX_DYNAMIC_STRINGS`, `MAX_WRAPPERS`, the fatbin reader's `MAX_RECORDS`), and no step revisits earlier work
+(wrappers are resolved through sorted tables).
 pyelftools, which re-reads a string per use and a segment table per address, is used only for its names of
 machine numbers. Both ELF classes and byte orders are read.
 
