@@ -140,7 +140,8 @@ def choose(
     manylinux before musllinux. Sdists are not read (their libraries exist only once built)."""
     project = canonicalize_name(req.name)
     machine = machines[0] if machines else "x86_64"
-    parsed: list[tuple[Version, int, int, IndexFile]] = []
+    exact = [f"cp{p.replace('.', '')}" for p in pythons]
+    parsed: list[tuple[Version, tuple[int, int, int], IndexFile]] = []  # version, (build, Python, platform), file
     for f in files:
         if f.yanked or not f.filename.endswith(".whl"):
             continue
@@ -165,18 +166,16 @@ def choose(
         interps = {t.interpreter for t in tags}
         if not any(i.startswith(("py3", "cp3", "py2")) for i in interps):
             continue
-        exact = [f"cp{p.replace('.', '')}" for p in pythons]
         python_rank = next((len(exact) - k for k, i in enumerate(exact) if i in interps), 0)
         plat_rank = 1 if any(p.startswith("musllinux") for p in plats) and "any" not in plats else 2
-        parsed.append((version, (build[0] if build else 0) * 1000 + python_rank * 10 + plat_rank, 0, f))
+        parsed.append((version, (build[0] if build else 0, python_rank, plat_rank), f))
     if not parsed:
         raise LookupFailed(f"no wheel of {project} for Linux {machine} on the index")
-    allowed = set(req.specifier.filter({v for v, _, _, _ in parsed}))
+    allowed = set(req.specifier.filter({v for v, _, _ in parsed}))
     best = [p for p in parsed if p[0] in allowed]
     if not best:
         raise LookupFailed(f"no wheel of {project} that '{req.specifier}' admits for Linux {machine} on the index")
-    best.sort(key=lambda p: (p[0], p[1]), reverse=True)
-    return best[0][3]
+    return max(best, key=lambda p: (p[0], p[1]))[2]
 
 
 class RangeReader(io.RawIOBase):
