@@ -25,7 +25,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-from helpers.corpus import PLATFORMS
+from helpers.corpus import pip_download
 
 from slimwheel import fsutil
 
@@ -65,19 +65,11 @@ WHEELS: tuple[tuple[str, str], ...] = (
 def ensure(requirement: str, python: str) -> Path:
     """The wheel's path in `<cache>/wild`, downloaded with pip once."""
     folder = fsutil.cache_dir() / "wild"
-    folder.mkdir(parents=True, exist_ok=True)
     name, version = requirement.split("==")
     stem = f"{name.replace('-', '_')}-{version}-"
     if found := sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem.lower())):
         return found[0]
-    with tempfile.TemporaryDirectory(dir=folder, prefix=".dl-") as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary", ":all:"]
-        cmd += ["--python-version", python, *(a for p in PLATFORMS for a in ("--platform", p)), "-d", tmp, requirement]
-        subprocess.run(cmd, check=True, capture_output=True, text=True, timeout=1800)
-        (got,) = Path(tmp).glob("*.whl")
-        target = folder / got.name
-        os.replace(got, target)
-    return target
+    return pip_download(requirement, python, folder)
 
 
 def check(wheel: Path, *flags: str) -> dict[str, Any]:

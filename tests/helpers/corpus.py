@@ -138,12 +138,12 @@ def corpus_dir() -> Path:
     return d
 
 
-def ensure(w: CorpusWheel) -> Path:
-    """The wheel's path in the cache, downloaded with pip once (RuntimeError when pip cannot bring that file)."""
-    target = corpus_dir() / w.filename
-    if target.is_file():
-        return target
-    with tempfile.TemporaryDirectory(dir=corpus_dir(), prefix=".dl-") as tmp:
+def pip_download(requirement: str, python: str, folder: Path, *, expect: str = "") -> Path:
+    """The one wheel pip downloads for `requirement` (Linux x86_64, `python`, no dependencies) into `folder`, through
+    a temporary folder there. RuntimeError, with pip's output, when pip brings none, or (`expect`) another file than
+    the one named: nothing then lands in `folder`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".dl-") as tmp:
         cmd = [
             sys.executable,
             "-m",
@@ -153,21 +153,30 @@ def ensure(w: CorpusWheel) -> Path:
             "--only-binary",
             ":all:",
             "--python-version",
-            w.python,
+            python,
             *(a for p in PLATFORMS for a in ("--platform", p)),
             "-d",
             tmp,
-            w.requirement,
+            requirement,
         ]
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-        got = Path(tmp) / w.filename
-        if proc.returncode != 0 or not got.is_file():
+        got = sorted(Path(tmp).glob("*.whl"))
+        if proc.returncode != 0 or len(got) != 1 or (expect and got[0].name != expect):
             raise RuntimeError(
-                f"corpus download of {w.requirement} ({w.filename}) failed (exit {proc.returncode}): "
+                f"download of {requirement}{f' ({expect})' if expect else ''} failed (exit {proc.returncode}): "
                 f"{proc.stdout[-1500:]}{proc.stderr[-1500:]}; found {os.listdir(tmp)}"
             )
-        os.replace(got, target)
+        target = folder / got[0].name
+        os.replace(got[0], target)
     return target
+
+
+def ensure(w: CorpusWheel) -> Path:
+    """The wheel's path in the cache, downloaded with pip once (RuntimeError when pip cannot bring that file)."""
+    target = corpus_dir() / w.filename
+    if target.is_file():
+        return target
+    return pip_download(w.requirement, w.python, corpus_dir(), expect=w.filename)
 
 
 def cuobjdump() -> Path:
