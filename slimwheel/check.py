@@ -265,8 +265,13 @@ def check_wheel(
             )
         for ex in detail.excused:
             notes.append(
-                f"{ex.cc}: {ex.fatbins} modules of {', '.join(ex.elfs)} carry no code for it beside modules that run "
-                "it natively: per-generation kernels of a library that picks them by GPU (it has arch- or "
+                f"{ex.cc}: {abbreviated(ex.elfs)} carr{'ies' if len(ex.elfs) == 1 else 'y'} code for other GPUs only "
+                f"({'; '.join(' '.join(t) for t in ex.targets[:3])}{'; ...' if len(ex.targets) > 3 else ''}), while "
+                "other files serve this one: parts for those GPUs in a wheel that picks its kernels by GPU (it has "
+                "arch- or family-specific SASS), not judged for this GPU"
+                if ex.whole
+                else f"{ex.cc}: {ex.fatbins} modules of {', '.join(ex.elfs)} carry no code for it beside modules that "
+                "run it natively: per-generation kernels of a library that picks them by GPU (it has arch- or "
                 "family-specific SASS), not judged for this GPU"
             )
     failures.extend(

@@ -89,12 +89,14 @@ class CoverageGap:
 @dataclass(frozen=True, kw_only=True)
 class Excused:
     """Modules of one file that carry no code for a CC while other modules of the same file run it natively, in a
-    file that dispatches by GPU (`_dispatches_by_gpu`): per-generation kernels, not judged for this CC."""
+    file that dispatches by GPU (`_dispatches_by_gpu`): per-generation kernels, not judged for this CC; or (`whole`)
+    files of a wheel that dispatches by GPU whose code is all for other GPUs, while other files serve this one."""
 
     cc: CC
     fatbins: int
     elfs: tuple[str, ...]
     targets: tuple[tuple[str, ...], ...] = ()
+    whole: bool = False  # files left out whole: components for other GPUs (`_for_others`), not modules within one
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +193,12 @@ def _made_for_others(ts: frozenset[Target], cc: CC) -> bool:
     return min(majors) > cc.major or (len(majors) == 1 and cc.major not in majors)
 
 
+def _for_others(ts: frozenset[Target], cc: CC) -> bool:
+    """Whether none of a module's code is meant for `cc` (which it does not run natively): each target is for a newer
+    GPU, or arch- or family-specific code, which runs on its own GPU (or family) and nowhere else."""
+    return bool(ts) and all(t.cc > cc or t.variant is not Variant.PLAIN for t in ts)
+
+
 def _dispatches_by_gpu(groups: dict[frozenset[Target], int]) -> bool:
     """Whether a file's modules are per-generation kernels that it picks by the GPU it runs on: some module carries
     arch- or family-specific SASS (sm_90a, sm_100f, sm_120f), code that only a library choosing kernels per GPU
@@ -284,16 +292,20 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
             else:
                 best = max((served_by(cc, ts)[0] for ts in groups), key=_RANK.__getitem__)
                 per_file[name] = {ts: (best, n) for ts, n in groups.items()}
-        # A file that picks its kernels by GPU and has code for newer GPUs only (sgl-kernel 0.3.21's
-        # flashmla_ops: sm_90a sm_100a) is a component for those GPUs: not judged for one that other files run
-        # natively, as per-generation modules within a file are not.
+        # In a wheel that picks kernels by GPU (some file has arch- or family-specific SASS), a file none of whose
+        # code is meant for this GPU is a component for others: code for newer GPUs only, or arch-/family-specific
+        # code of other GPUs (sgl-kernel 0.3.21's flashmla_ops: sm_90a sm_100a; torchao 0.18's _C_cutlass_90a:
+        # sm_90a, beside _C_mxfp8: sm_100 compute_120; vLLM's _flashmla_C). It is not judged for a GPU that other
+        # files serve, as per-generation modules within a file are not. A wheel of plain builds is judged file by
+        # file: there a file missing a GPU is a gap.
         native = {n for n, judged in per_file.items() if any(how == "sass" for how, _ in judged.values())}
         components = [
-            n
-            for n in per_file
-            if n in dispatching and n not in native and all(all(t.cc > cc for t in ts) for ts in per_elf[n])
+            n for n in per_file if dispatching and n not in native and all(_for_others(ts, cc) for ts in per_elf[n])
         ]
-        if native:
+        serving = any(
+            how != "none" for n, judged in per_file.items() if n not in components for how, _ in judged.values()
+        )
+        if serving:
             for name in components:
                 left_out[name] = dict(per_elf[name])
                 del per_file[name]
@@ -319,16 +331,19 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
                 CoverageGap(cc=cc, how=worst, fatbins=count, total=total, elfs=tuple(names), targets=tuple(kinds))
             )
         # of alternatives, the one judged; a component file left out whole is judged by no alternative
-        kept = {name: gone for name, gone in left_out.items() if name in per_file or (native and name in components)}
-        if kept:
-            excused.append(
-                Excused(
-                    cc=cc,
-                    fatbins=sum(n for gone in kept.values() for n in gone.values()),
-                    elfs=tuple(kept),
-                    targets=tuple(sorted({_sorted_targets(ts) for gone in kept.values() for ts in gone})),
+        within = {name: gone for name, gone in left_out.items() if name in per_file}
+        whole = {name: left_out[name] for name in components if serving}
+        for kept, is_whole in ((within, False), (whole, True)):
+            if kept:
+                excused.append(
+                    Excused(
+                        cc=cc,
+                        fatbins=sum(n for gone in kept.values() for n in gone.values()),
+                        elfs=tuple(kept),
+                        targets=tuple(sorted({_sorted_targets(ts) for gone in kept.values() for ts in gone})),
+                        whole=is_whole,
+                    )
                 )
-            )
     coverage = Coverage(tuple(out["sass"]), tuple(out["ptx"]), tuple(out["none"]))
     return CoverageDetail(
         coverage=coverage, gaps=tuple(gaps), excused=tuple(excused), judged=tuple(judged_per_cc), total=total

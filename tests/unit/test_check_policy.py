@@ -461,7 +461,33 @@ def test_a_component_file_for_newer_gpus_only_is_not_judged_where_other_files_ru
     (ex,) = coverage_detail(r.elfs, (CC(8, 0),)).excused
     assert ex.elfs == ("p/mla.so",) and ex.fatbins == 2
     v = verdict(_libs(tmp_path / "v", ops=main_, mla=mla), require_arch="8.0-9.0")
-    assert v.ok and any("8.0: 2 modules of p/mla.so carry no code for it" in n for n in v.notes), v
+    assert v.ok and any("8.0: p/mla.so carries code for other GPUs only (sm_90a; sm_90a sm_100a)" in n for n in v.notes)
+
+
+def test_files_for_other_gpus_in_a_wheel_that_picks_kernels_by_gpu(tmp_path: Path) -> None:
+    """torchao 0.18: _C_cutlass_90a carries sm_90a alone, _C_mxfp8 sm_100 and compute_120: parts for Hopper and for
+    Blackwell. Each GPU is served by one of them; check failed 9.0 on the one and 10.0, 10.3 and 12.0 on the other."""
+    hopper = _module_blob([("sass", 90, "a")], [("sass", 90, "a")])
+    blackwell = _module_blob([("sass", 100), ("ptx", 120)])
+    r = inspect_wheel(_libs(tmp_path / "w", hopper=hopper, blackwell=blackwell))
+    ccs = (CC(9, 0), CC(10, 0), CC(10, 3), CC(12, 0))
+    assert set(ccs) <= set(r.coverage.native) | set(r.coverage.ptx_only)
+    left = {ex.cc: (ex.elfs, ex.whole) for ex in coverage_detail(r.elfs, ccs).excused}
+    assert left == {
+        CC(9, 0): (("p/blackwell.so",), True),
+        CC(10, 0): (("p/hopper.so",), True),
+        CC(10, 3): (("p/hopper.so",), True),
+        CC(12, 0): (("p/hopper.so",), True),  # 12.0 runs the other file's PTX: served, so the part is left out
+    }
+    v = verdict(_libs(tmp_path / "v", hopper=hopper, blackwell=blackwell), require_arch="9.0-12.0")
+    assert v.ok, v
+    # the Blackwell part alone, in a wheel with no code for other GPUs at all, is judged: 9.0 is not served
+    alone = inspect_wheel(_libs(tmp_path / "a", blackwell=blackwell))
+    assert CC(9, 0) in alone.coverage.none
+    # and plain SASS for older GPUs (no PTX) in such a wheel is a library missing a GPU, not a part for others
+    old = _module_blob([("sass", 75), ("sass", 80), ("sass", 90)])
+    r = inspect_wheel(_libs(tmp_path / "o", hopper=hopper, blackwell=blackwell, old=old))
+    assert CC(10, 0) in r.coverage.none
 
 
 def test_a_component_file_alone_or_of_a_plain_build_is_still_judged(tmp_path: Path) -> None:
