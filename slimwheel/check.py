@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from slimwheel import deps, distcheck, floor, torchext
 from slimwheel.config import DEFAULT_BUDGET
@@ -24,6 +24,9 @@ from slimwheel.shown import abbreviated
 from slimwheel.units import mb, mib, parse_size
 
 FailureKind = Literal["budget", "coverage", "dependencies", "record", "platform"] | distcheck.FindingKind
+
+if TYPE_CHECKING:
+    from slimwheel.wheelfile import RecordProblem
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -181,7 +184,7 @@ def check_wheel(
     report: WheelReport,
     policy: CheckPolicy,
     *,
-    record_problems: Sequence[str] = (),
+    record_problems: Sequence[RecordProblem] = (),
     torch: torchext.TorchUse | None = None,
     imports: PythonImports | None = None,
     graph: RequirementGraph | None = None,
@@ -191,7 +194,7 @@ def check_wheel(
     read only when a library nothing provides makes the dependency rules ask); `graph`: what the requirements'
     requirements install (`reqgraph`, read on first use)."""
     failures: list[Failure] = [
-        Failure(kind="record", message=p, exit_code=ExitCode.BAD_RECORD) for p in record_problems
+        Failure(kind="record", message=str(p), exit_code=ExitCode.BAD_RECORD) for p in record_problems
     ]
     notes: list[str] = []
     if report.size > policy.budget_bytes:

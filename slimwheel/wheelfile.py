@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import enum
 import hashlib
 import io
 import logging
@@ -183,50 +184,85 @@ class MemberDigest:
     sha256: bytes  # raw digest
 
 
-def record_problems(record_text: str, members: Mapping[str, MemberDigest], *, record_name: str) -> list[str]:
+class RecordFault(enum.Enum):
+    """What a RECORD problem says of the wheel: its files differ from what RECORD lists (changed after the build, or
+    written by a broken tool: the commands that rewrite a wheel refuse it), or RECORD's text is malformed while what it
+    says of every file is true (rewritten without asking)."""
+
+    MISMATCH = "mismatch"
+    MALFORMED = "malformed"
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordProblem:
+    message: str
+    fault: RecordFault = RecordFault.MISMATCH
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def record_problems(record_text: str, members: Mapping[str, MemberDigest], *, record_name: str) -> list[RecordProblem]:
     """What is wrong with a RECORD against the members it describes: a member it does not list, an entry with no
     member (ghost), a wrong size or hash, an unparsable line. RECORD itself (and signatures beside it) carry no hash."""
-    problems: list[str] = []
+    problems: list[RecordProblem] = []
     listed: dict[str, tuple[str, str]] = {}
     try:
         rows = list(csv.reader(io.StringIO(record_text)))
     except csv.Error as e:
-        return [f"{record_name}: not CSV: {e}"]
+        return [RecordProblem(message=f"{record_name}: not CSV: {e}")]
     for i, row in enumerate(rows, 1):
         if not row:
             continue
         if len(row) != 3:
-            problems.append(f"{record_name} line {i}: expected path,hash,size, got {len(row)} fields")
+            problems.append(
+                RecordProblem(message=f"{record_name} line {i}: expected path,hash,size, got {len(row)} fields")
+            )
             continue
         if row[0] in listed:
-            problems.append(f"{record_name} line {i}: {row[0]} is listed twice")
+            problems.append(RecordProblem(message=f"{record_name} line {i}: {row[0]} is listed twice"))
         listed[row[0]] = (row[1], row[2])
     unsigned = {record_name, record_name + ".jws", record_name + ".p7s"}
     for name, digest in sorted(members.items()):
         if name not in listed:
             if name not in unsigned:
-                problems.append(f"{name} is in the wheel but not in {record_name}")
+                problems.append(RecordProblem(message=f"{name} is in the wheel but not in {record_name}"))
             continue
         hash_text, size_text = listed[name]
         if name in unsigned and not hash_text:
             continue
-        algo, _, value = hash_text.partition("=")
-        if algo != "sha256":
-            problems.append(f"{record_name}: {name} has no sha256 hash ({hash_text or 'empty'})")
-        elif value != _b64digest(digest.sha256):
+        algo, eq, value = hash_text.partition("=")
+        actual = _b64digest(digest.sha256)
+        if not eq and hash_text == actual:
+            # mlx-cuda 0.30.0's libmlx.so: the digest is right, its "sha256=" is missing. pip 26.3 installs the
+            # wheel; wheel 0.48's `wheel unpack` stops at the line (ValueError).
             problems.append(
-                f"{record_name}: {name} has the wrong hash (RECORD {value}, file {_b64digest(digest.sha256)})"
+                RecordProblem(
+                    message=f"{record_name}: {name}'s hash has no algorithm ('{hash_text[:12]}...', where RECORD "
+                    "writes 'sha256=<digest>'); the digest is the file's SHA-256, so the file is as built: pip "
+                    "installs the wheel, tools that read RECORD's hashes (`wheel unpack`) stop at that line",
+                    fault=RecordFault.MALFORMED,
+                )
+            )
+        elif algo != "sha256" or not eq:
+            problems.append(RecordProblem(message=f"{record_name}: {name} has no sha256 hash ({hash_text or 'empty'})"))
+        elif value != actual:
+            problems.append(
+                RecordProblem(message=f"{record_name}: {name} has the wrong hash (RECORD {value}, file {actual})")
             )
         if size_text != str(digest.size):
             problems.append(
-                f"{record_name}: {name} has the wrong size (RECORD {size_text or 'empty'}, file {digest.size})"
+                RecordProblem(
+                    message=f"{record_name}: {name} has the wrong size (RECORD {size_text or 'empty'}, file "
+                    f"{digest.size})"
+                )
             )
     for name in sorted(set(listed) - set(members)):
-        problems.append(f"{record_name} lists {name}, which is not in the wheel")
+        problems.append(RecordProblem(message=f"{record_name} lists {name}, which is not in the wheel"))
     return problems
 
 
-def archive_record_problems(wheel: Path) -> list[str]:
+def archive_record_problems(wheel: Path) -> list[RecordProblem]:
     """`record_problems` of a wheel file, its members hashed as they stream out of the zip (`inspect.zipread`:
     bounded memory, sizes held to what each member declares)."""
     with ZipReader(wheel) as z:
@@ -234,7 +270,7 @@ def archive_record_problems(wheel: Path) -> list[str]:
         record_name = f"{dist_info}/RECORD"
         by_name = {m.name: m for m in z.members}
         if record_name not in by_name:
-            return [f"{record_name} is missing"]
+            return [RecordProblem(message=f"{record_name} is missing")]
         digests: dict[str, MemberDigest] = {}
         for m in z.members:
             h = hashlib.sha256()
@@ -243,25 +279,29 @@ def archive_record_problems(wheel: Path) -> list[str]:
         try:
             record = z.read(by_name[record_name]).decode("utf-8")
         except UnicodeDecodeError:
-            return [f"{record_name} is not UTF-8 text"]
+            return [RecordProblem(message=f"{record_name} is not UTF-8 text")]
     return record_problems(record, digests, record_name=record_name)
 
 
-def judge_record(wheel: Path, problems: Sequence[str], *, rewrite_record: bool) -> tuple[str, ...]:
+def judge_record(wheel: Path, problems: Sequence[RecordProblem], *, rewrite_record: bool) -> tuple[str, ...]:
     """THE rule of the commands that write a wheel from another (repair, slim, variants): an input whose RECORD does
     not match its files was changed after it was built and is refused with exit 14 (what check fails it with), unless
-    `rewrite_record` (--rewrite-record): then each problem is a warning and the output gets a correct RECORD."""
-    if problems and not rewrite_record:
+    `rewrite_record` (--rewrite-record): then each problem is a warning and the output gets a correct RECORD. A
+    malformed RECORD that is true of every file (`RecordFault.MALFORMED`) is a warning either way. Returns what was
+    wrong (the output's RECORD is new)."""
+    mismatched = [p.message for p in problems if p.fault is RecordFault.MISMATCH]
+    if mismatched and not rewrite_record:
         raise BadRecordError(
-            f"{wheel}: RECORD does not match the wheel's files ({len(problems)} problem(s)): "
-            + "; ".join(problems[:5])
-            + ("; ..." if len(problems) > 5 else ""),
+            f"{wheel}: RECORD does not match the wheel's files ({len(mismatched)} problem(s)): "
+            + "; ".join(mismatched[:5])
+            + ("; ..." if len(mismatched) > 5 else ""),
             hint="a wheel whose files changed after it was built; if you changed them on purpose, pass "
             "--rewrite-record",
         )
     for p in problems:
-        log.warning("%s: %s (RECORD rewritten, --rewrite-record)", wheel.name, p)
-    return tuple(problems)
+        why = "--rewrite-record" if p.fault is RecordFault.MISMATCH else "the output's RECORD is written anew"
+        log.warning("%s: %s (RECORD rewritten, %s)", wheel.name, p.message, why)
+    return tuple(p.message for p in problems)
 
 
 def digest_tree(root: Path) -> dict[str, MemberDigest]:

@@ -21,7 +21,7 @@ from slimwheel.errors import BadInputError, BadRecordError, ExitCode, ToolError
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
-from slimwheel.wheelfile import archive_record_problems
+from slimwheel.wheelfile import archive_record_problems, judge_record
 
 TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
 CU13 = "nvidia-cuda-runtime>=13.0,<14"
@@ -174,6 +174,23 @@ def test_record_is_verified(tmp_path: Path, edit, problem: str) -> None:  # type
     for argv in (["repair", "-w"], ["slim", "--archs", "9.0", "-o"], ["variants", "-o"]):
         assert main([*argv, str(tmp_path / "out"), str(w)]) == ExitCode.BAD_RECORD, argv
         assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir()), argv
+
+
+def test_a_hash_without_its_algorithm_is_malformed_not_a_changed_file(tmp_path: Path) -> None:
+    """mlx-cuda 0.30.0 lists libmlx.so with its digest and no 'sha256=': check says so (exit 14) without calling the
+    file changed; repair (and slim, variants: one rule) rewrites RECORD without --rewrite-record. A bare digest that
+    is wrong is still a changed file."""
+    w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[CU13])
+    _rewrite_record(w, lambda r: r.replace("pkg/_ext.abi3.so,sha256=", "pkg/_ext.abi3.so,", 1))
+    (f,) = verdict_of(w).failures
+    assert f.exit_code == ExitCode.BAD_RECORD and "hash has no algorithm" in f.message and "as built" in f.message
+    (said,) = judge_record(w, archive_record_problems(w), rewrite_record=False)  # no refusal: a warning
+    assert "hash has no algorithm" in said
+    _rewrite_record(w, lambda r: r.replace("pkg/_ext.abi3.so,", "pkg/_ext.abi3.so,AAAA", 1))
+    (f,) = verdict_of(w).failures
+    assert "no sha256 hash" in f.message
+    with pytest.raises(BadRecordError, match="RECORD does not match"):
+        repair_wheel(w, tmp_path / "out2")
 
 
 # --------------------------------------------------------------------------- 7 and 8: one rule for check and repair
