@@ -856,10 +856,31 @@ def dependency_problems(
         t = _torch_provider(soname, cands, torch, machines)
         return t is not None and t.enough(alternative=alternative)
 
+    # A torch extension in a wheel that requires no torch (torchaudio 2.11, torchao 0.18, fbgemm-gpu 1.9): torch's own
+    # libraries and the CUDA libraries torch's PyPI builds install (libcudart.so.13) lack for one reason, said once
+    # per set of files (`torchless`), not once per library and again by the torch rules.
+    any_torch = _admitted_torch(Requirements.of(["torch"], Installs.from_tags(tags))) if torch is None else None
+    torchless: dict[str, list[str]] = {}  # file -> the libraries a torch requirement would bring
+
+    def for_torch(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> bool:
+        """Whether the library is one that a torch requirement would bring to this torch extension, the wheel
+        requiring no torch: then a requirement's requirement installs it (a note), or `torchless` holds it."""
+        if any_torch is None or not any(torchext.is_torch_library(n) for n in info.needed):
+            return False
+        if info.path in plugin_of or info.path in backends or (imports is not None and imports.optional(info.path)):
+            return False  # a part the package does without: `unprovided` says what it lacks, in a note
+        if not torchext.is_torch_library(soname) and _torch_provider(soname, cands, any_torch, machines) is None:
+            return False
+        if not by_graph(info, soname):
+            torchless.setdefault(info.path, []).append(soname)
+        return True
+
     def judge(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> str | None:
         problem = _cuda_library_problem(info, soname, cands, reqs)
         if problem is not None and (got := _extra_provider(cands, reqs)) is not None:
             from_extras.setdefault((got[0], soname), (got[1], []))[1].append(info.path)
+            return None
+        if problem is not None and for_torch(info, soname, cands):
             return None
         return problem if problem is None else by_torch(info, soname, cands, problem)
 
@@ -969,6 +990,8 @@ def dependency_problems(
             # torch's libraries go to the torch rules first: its tables say which releases load them at import
             if not torchext.is_torch_library(needed) and by_graph(info, needed):
                 continue
+            if for_torch(info, needed, []):
+                continue
             if named := _named_provider(needed, reqs):
                 by_name.setdefault((needed, str(named)), []).append(info.path)
                 continue
@@ -1008,6 +1031,7 @@ def dependency_problems(
         for path, libs in plugin_lacks.items()
     ]
     problems += _unaccounted_problems(unaccounted)
+    problems += _torchless_problems(torchless)
     by_path = {info.path: info for info in elfs}
 
     def unreached(soname: str, files: Iterable[str]) -> str:
@@ -1099,6 +1123,30 @@ def _backend_notes(lacks: Mapping[str, Sequence[str]], backends: Mapping[str, st
         f"{'needs' if len(paths) == 1 else 'need'} {', '.join(libs)}, which come with that platform's own stack "
         "(its drivers and runtime, or its build of torch), not with the wheel's requirements"
         for libs, paths in by_libs.items()
+    ]
+
+
+def _torchless_problems(torchless: Mapping[str, Sequence[str]]) -> list[str]:
+    """The one problem of the torch extensions of a wheel that requires no torch (file -> the libraries a torch
+    requirement would bring): one reason, so one line, with every such file and the libraries of them all."""
+    from slimwheel import torchext
+
+    if not torchless:
+        return []
+    libs = list(dict.fromkeys(lib for needed in torchless.values() for lib in needed))
+    own = [lib for lib in libs if torchext.is_torch_library(lib)]
+    brought = [lib for lib in libs if lib not in own]
+    what = " and ".join(
+        part
+        for part in (
+            f"torch's libraries ({', '.join(own)})" if own else "",
+            f"{', '.join(brought)}, which torch's PyPI builds install" if brought else "",
+        )
+        if part
+    )
+    return [
+        f"{abbreviated(torchless)} {'needs' if len(torchless) == 1 else 'need'} {what}, but the wheel has no "
+        "Requires-Dist on torch: pip may install it without torch, or beside a torch it cannot load"
     ]
 
 

@@ -329,11 +329,9 @@ def judge(use: TorchUse, requires: Sequence[str], *, cuda_major: int | None) -> 
     notes = [f"torch: {use.summary()}; needs {', '.join(use.needed)}"]
     reqs = [r for r in _parse(requires) if canonicalize_name(r.name) == "torch" and not _extra_only(r)]
     if not reqs:
-        problems.append(
-            f"{', '.join(use.files)} need torch's libraries ({', '.join(use.needed)}), but the wheel has no "
-            "Requires-Dist on torch: pip may install it without torch, or beside a torch it cannot load"
-        )
-        return TorchVerdict(problems=tuple(problems), notes=tuple(notes), serves=())
+        # no torch requirement: the dependency rules say so, once, with the CUDA libraries torch would have brought
+        # (deps.dependency_problems), or name the requirement's requirement that installs torch
+        return TorchVerdict(problems=(), notes=tuple(notes), serves=())
     spec = SpecifierSet(",".join(str(r.specifier) for r in reqs if str(r.specifier)))
     minors = admitted_minors(spec)
     shown = f"'{', '.join(str(r) for r in reqs)}'"

@@ -122,6 +122,36 @@ def test_torch_libraries_go_to_the_torch_rules_first_and_the_walk_answers_past_t
     ), v.notes
 
 
+def test_a_torch_extension_without_a_torch_requirement_is_one_problem() -> None:
+    # torchao 0.18's shape: two extensions need torch's libraries and CUDA 13's runtime, and nothing requires torch
+    ext = [
+        elf("ao/_C_a.so", ("libc10.so", "libtorch_cuda.so", "libcudart.so.13", "libc.so.6")),
+        elf("ao/_C_b.so", ("libc10.so", "libtorch_cuda.so", "libcudart.so.13")),
+    ]
+    v = dependency_problems(ext, cuda_major=13, requires=["numpy"], tags=TAGS)
+    assert v.problems == (
+        "ao/_C_a.so, ao/_C_b.so need torch's libraries (libc10.so, libtorch_cuda.so) and libcudart.so.13, which "
+        "torch's PyPI builds install, but the wheel has no Requires-Dist on torch: pip may install it without "
+        "torch, or beside a torch it cannot load",
+    )
+    # a library torch does not bring is still its own problem; a file that is no torch extension is judged alone
+    other = [elf("ao/_C_a.so", ("libc10.so", "libfoo.so.1")), elf("ao/plain.so", ("libcudart.so.13",))]
+    v = dependency_problems(other, cuda_major=13, requires=[], tags=TAGS)
+    assert len(v.problems) == 3, v.problems
+    assert any(p.startswith("ao/_C_a.so needs libfoo.so.1: not in the wheel") for p in v.problems)
+    assert any(p.startswith("ao/plain.so needs libcudart.so.13: not in the wheel") for p in v.problems)
+    assert any(p.startswith("ao/_C_a.so needs torch's libraries (libc10.so), but") for p in v.problems)
+    # a requirement's requirement that installs torch answers it: a note, no problem
+    torch_index = {
+        "xformers": facts("xformers", "0.1", (), ("torch==2.11.0",)),
+        "torch": facts("torch", "2.11.0", ("torch/lib/libc10.so", "torch/lib/libtorch_cuda.so"), ("cudart==13",)),
+        "cudart": facts("cudart", "13", ("nvidia/cu13/lib/libcudart.so.13",)),
+    }
+    walk = RequirementGraph(["xformers==0.1"], ENVS, FakeIndex(torch_index))
+    v = dependency_problems(ext[:1], cuda_major=13, requires=["xformers==0.1"], tags=TAGS, graph=walk)
+    assert not any("no Requires-Dist on torch" in p for p in v.problems), v.problems
+
+
 @pytest.mark.parametrize(("limit", "depth"), [(1, 6), (64, 1)])
 def test_limits_bound_the_walk(limit: int, depth: int) -> None:
     g = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX), max_projects=limit, max_depth=depth)
