@@ -890,6 +890,9 @@ def dependency_problems(
     # why -> library -> the files that need it: one problem per reason and set of files (torchaudio 2.11's three
     # modules need the same five torch libraries: one line, not fifteen)
     unaccounted: dict[str, dict[str, list[str]]] = {}
+    # the unsafe search path entries, as said -> the files that have them: one line per entry and depth
+    # (nvidia-nvimgcodec-cu12 0.9's 17 files share '/usr/local/cuda/lib64')
+    unsafe: dict[str, list[str]] = {}
     by_name: dict[tuple[str, str], list[str]] = {}  # (library, the requirement named after it) -> files
     plugin_of = plugins(elfs)
     backends = alt_model.other_backends(info.path for info in elfs)  # bitsandbytes' ROCm and XPU builds
@@ -921,9 +924,7 @@ def dependency_problems(
             problems.append(problem)
         resolved = resolve_entries(info.search_path, info.path)
         if bad := [e for e in resolved if not e.safe]:
-            problems.append(
-                f"{info.path}: unsafe RPATH/RUNPATH {'entry' if len(bad) == 1 else 'entries'}: {describe(bad)}"
-            )
+            unsafe.setdefault(f"{'entry' if len(bad) == 1 else 'entries'}: {describe(bad)}", []).append(info.path)
         if dead := [e for e in resolved if e.kind == "python-lib"]:
             notes.append(f"{info.path}: RPATH/RUNPATH {describe(dead)}")
         for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
@@ -1032,6 +1033,7 @@ def dependency_problems(
     ]
     problems += _unaccounted_problems(unaccounted)
     problems += _torchless_problems(torchless)
+    problems += [f"{abbreviated(paths)}: unsafe RPATH/RUNPATH {said}" for said, paths in unsafe.items()]
     by_path = {info.path: info for info in elfs}
 
     def unreached(soname: str, files: Iterable[str]) -> str:

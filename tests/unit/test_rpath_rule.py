@@ -73,3 +73,15 @@ def test_an_unsafe_entry_is_reported_once_per_file_with_its_target(tmp_path: Pat
     assert len(msgs) == 1, msgs
     assert "<site-packages>/../../../lib" in msgs[0] and "'/opt/cuda/lib64'" in msgs[0]
     assert msgs[0].count("../../../../lib'") == 1
+
+
+def test_files_with_the_same_unsafe_entry_share_one_line(tmp_path: Path) -> None:
+    """nvidia-nvimgcodec-cu12 0.9: 17 files with RUNPATH /usr/local/cuda/lib64 were 17 lines. One per entry (and
+    resolved target): files at another depth resolve a relative entry elsewhere, and get their own line."""
+    so = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="/usr/local/cuda/lib64")
+    deep = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="$ORIGIN/../../..")
+    v = _verdict(tmp_path, {"pkg/a.so": so, "pkg/b.so": so, "pkg/c.so": so, "pkg/d.so": so, "pkg/e/f.so": deep})
+    msgs = [f.message for f in v.failures]
+    assert len(msgs) == 2, msgs
+    assert msgs[0].startswith("pkg/a.so, pkg/b.so, pkg/c.so and 1 more: unsafe RPATH/RUNPATH entry: '/usr/local/cuda")
+    assert msgs[1].startswith("pkg/e/f.so: unsafe RPATH/RUNPATH entry: '$ORIGIN/../../..' -> <site-packages>/..")
