@@ -983,11 +983,20 @@ def dependency_problems(
                         unprovided(info, needed, cands, unread(problem))
                 continue
             if provided := _external_provider(info, reqs):
-                notes.append(
-                    f"{info.path} needs {needed}: found through RPATH {provided[0]}, a folder of "
-                    f"Requires-Dist {provided[1]}"
-                )
-                continue
+                # An RPATH entry into a required project's folder says where the file looks, not what is there:
+                # pennylane-lightning-gpu 0.45's libcustatevec.so.1 was "found" in scipy_openblas32/lib. Where the
+                # index tells which requirement installs the library, that answers (and whether RPATH reaches it);
+                # where it was not read (offline, or a requirement it could not tell), the folder is taken on trust.
+                if by_graph(info, needed):
+                    continue
+                if graph is None or graph.unread:
+                    notes.append(
+                        f"{info.path} needs {needed}: its RPATH entry {provided[0]} reaches a folder of Requires-Dist "
+                        f"{provided[1]}, taken to hold it ("
+                        + ("offline: the index would tell" if graph is None else "the index did not tell its files")
+                        + ")"
+                    )
+                    continue
             # torch's libraries go to the torch rules first: its tables say which releases load them at import
             if not torchext.is_torch_library(needed) and by_graph(info, needed):
                 continue

@@ -152,6 +152,35 @@ def test_a_torch_extension_without_a_torch_requirement_is_one_problem() -> None:
     assert not any("no Requires-Dist on torch" in p for p in v.problems), v.problems
 
 
+def test_an_rpath_into_a_required_projects_folder_is_checked_against_its_files() -> None:
+    """pennylane-lightning-gpu 0.45: RPATH $ORIGIN/../scipy_openblas32/lib made libcustatevec.so.1 "found" there.
+    With the index read, the requirement that installs it answers, and whether a search path reaches its folder."""
+    index = {
+        "scipy-openblas32": facts("scipy-openblas32", "0.3.30", ("scipy_openblas32/lib/libscipy_openblas.so",)),
+        "custatevec-cu12": facts("custatevec-cu12", "1.15.0", ("cuquantum/lib/libcustatevec.so.1",)),
+    }
+    reqs = ["scipy-openblas32>=0.3", "custatevec-cu12"]
+    ext = [
+        elf("pl/ops.so", ("libcustatevec.so.1", "libscipy_openblas.so"), ("$ORIGIN/../scipy_openblas32/lib",)),
+        elf("pl/both.so", ("libcustatevec.so.1",), ("$ORIGIN/../scipy_openblas32/lib", "$ORIGIN/../cuquantum/lib")),
+    ]
+    v = dependency_problems(
+        ext, cuda_major=12, requires=reqs, tags=TAGS, graph=RequirementGraph(reqs, ENVS, FakeIndex(index))
+    )
+    assert v.problems == ()
+    (alone,) = [n for n in v.notes if n.startswith("pl/ops.so need(s) libcustatevec.so.1")]
+    assert "installs cuquantum/lib/libcustatevec.so.1; the loader finds that copy when it is loaded before" in alone
+    (reached,) = [n for n in v.notes if n.startswith("pl/both.so need(s) libcustatevec.so.1")]
+    assert reached.endswith("found through its RPATH entry $ORIGIN/../cuquantum/lib")
+    assert any(n.startswith("pl/ops.so need(s) libscipy_openblas.so") for n in v.notes), v.notes
+    # the index read every requirement's files and none installs it: a problem, not a note
+    lost = [elf("pl/ops.so", ("libmissing.so.1",), ("$ORIGIN/../scipy_openblas32/lib",))]
+    v = dependency_problems(
+        lost, cuda_major=12, requires=reqs, tags=TAGS, graph=RequirementGraph(reqs, ENVS, FakeIndex(index))
+    )
+    assert len(v.problems) == 1 and "libmissing.so.1" in v.problems[0], v
+
+
 @pytest.mark.parametrize(("limit", "depth"), [(1, 6), (64, 1)])
 def test_limits_bound_the_walk(limit: int, depth: int) -> None:
     g = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX), max_projects=limit, max_depth=depth)
