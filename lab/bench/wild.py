@@ -25,7 +25,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests"))
-from helpers.corpus import pip_download
+from helpers.corpus import PLATFORMS, pip_download
 
 from slimwheel import fsutil
 
@@ -59,7 +59,31 @@ WHEELS: tuple[tuple[str, str], ...] = (
     ("xgboost==3.2.0", "3.11"),
     ("catboost==1.2.10", "3.11"),
     ("warp-lang==1.19.0", "3.11"),
+    # session 13: more families (CV, imaging, quantum, video, recommendation, quantization, older CUDA 11 builds)
+    ("cucim-cu12==26.10.0", "3.11"),
+    ("cuml-cu12==26.10.0", "3.11"),
+    ("cuda-quantum-cu12==0.16.0.post1", "3.11"),
+    ("cuequivariance-ops-torch-cu12==0.13.0", "3.11"),
+    ("cupy-cuda11x==13.6.0", "3.11"),
+    ("custatevec-cu12==1.15.0", "3.11"),
+    ("cvcuda-cu12==0.19.0", "3.11"),
+    ("fbgemm-gpu==1.9.0", "3.11"),
+    ("lmdeploy==0.18.0", "3.11"),
+    ("mlx-cuda==0.30.0", "3.11"),
+    ("mxnet-cu112==1.9.1", "3.11"),
+    ("nvidia-cudss-cu12==1.0.0.35", "3.11"),
+    ("nvidia-nvcomp-cu12==6.0.0.12", "3.11"),
+    ("nvidia-nvimgcodec-cu12==0.9.0.20", "3.11"),
+    ("nvidia-nvjpeg2k-cu12==0.11.0.51", "3.11"),
+    ("open3d==0.20.0", "3.11"),
+    ("paddlepaddle-gpu==2.6.2", "3.11"),
+    ("pennylane-lightning-gpu==0.45.0", "3.11"),
+    ("pynvvideocodec==2.2.4", "3.11"),
+    ("qiskit-aer-gpu==0.18.2", "3.11"),
+    ("torchao==0.18.0", "3.11"),
 )
+# mlx-cuda 0.30 and open3d 0.20 ship manylinux_2_35 wheels only (this machine's glibc is 2.36)
+NEWER = ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64")
 
 
 def ensure(requirement: str, python: str) -> Path:
@@ -69,7 +93,7 @@ def ensure(requirement: str, python: str) -> Path:
     stem = f"{name.replace('-', '_')}-{version}-"
     if found := sorted(p for p in folder.glob("*.whl") if p.name.lower().startswith(stem.lower())):
         return found[0]
-    return pip_download(requirement, python, folder)
+    return pip_download(requirement, python, folder, platforms=(*NEWER, *PLATFORMS))
 
 
 def check(wheel: Path, *flags: str) -> dict[str, Any]:

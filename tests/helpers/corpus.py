@@ -138,9 +138,11 @@ def corpus_dir() -> Path:
     return d
 
 
-def pip_download(requirement: str, python: str, folder: Path, *, expect: str = "") -> Path:
-    """The one wheel pip downloads for `requirement` (Linux x86_64, `python`, no dependencies) into `folder`, through
-    a temporary folder there. RuntimeError, with pip's output, when pip brings none, or (`expect`) another file than
+def pip_download(
+    requirement: str, python: str, folder: Path, *, expect: str = "", platforms: tuple[str, ...] = PLATFORMS
+) -> Path:
+    """The one wheel pip downloads for `requirement` (Linux x86_64 of `platforms`, `python`, no dependencies) into
+    `folder`, through a temporary folder there. RuntimeError, with pip's output, when pip brings none, or (`expect`) another file than
     the one named: nothing then lands in `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder, prefix=".dl-") as tmp:
@@ -154,7 +156,7 @@ def pip_download(requirement: str, python: str, folder: Path, *, expect: str = "
             ":all:",
             "--python-version",
             python,
-            *(a for p in PLATFORMS for a in ("--platform", p)),
+            *(a for p in platforms for a in ("--platform", p)),
             "-d",
             tmp,
             requirement,
