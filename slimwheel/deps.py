@@ -872,6 +872,7 @@ def dependency_problems(
     # per set of files (`torchless`), not once per library and again by the torch rules.
     any_torch = _admitted_torch(Requirements.of(["torch"], Installs.from_tags(tags))) if torch is None else None
     torchless: dict[str, list[str]] = {}  # file -> the libraries a torch requirement would bring
+    brought_by: dict[str, tuple[str, ...]] = {}  # a CUDA library of those -> the PyPI torch releases that install it
 
     def for_torch(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> bool:
         """Whether the library is one that a torch requirement would bring to this torch extension, the wheel
@@ -880,8 +881,10 @@ def dependency_problems(
             return False
         if info.path in plugin_of or info.path in backends or (imports is not None and imports.optional(info.path)):
             return False  # a part the package does without: `unprovided` says what it lacks, in a note
-        if not torchext.is_torch_library(soname) and _torch_provider(soname, cands, any_torch, machines) is None:
-            return False
+        if not torchext.is_torch_library(soname):
+            if (t := _torch_provider(soname, cands, any_torch, machines)) is None:
+                return False
+            brought_by[soname] = t.providing
         if not by_graph(info, soname):
             torchless.setdefault(info.path, []).append(soname)
         return True
@@ -1052,7 +1055,7 @@ def dependency_problems(
         for path, libs in plugin_lacks.items()
     ]
     problems += _unaccounted_problems(unaccounted)
-    problems += _torchless_problems(torchless)
+    problems += _torchless_problems(torchless, brought_by)
     problems += [f"{abbreviated(paths)}: unsafe RPATH/RUNPATH {said}" for said, paths in unsafe.items()]
     by_path = {info.path: info for info in elfs}
 
@@ -1148,27 +1151,28 @@ def _backend_notes(lacks: Mapping[str, Sequence[str]], backends: Mapping[str, st
     ]
 
 
-def _torchless_problems(torchless: Mapping[str, Sequence[str]]) -> list[str]:
+def _torchless_problems(torchless: Mapping[str, Sequence[str]], brought_by: Mapping[str, Sequence[str]]) -> list[str]:
     """The one problem of the torch extensions of a wheel that requires no torch (file -> the libraries a torch
-    requirement would bring): one reason, so one line, with every such file and the libraries of them all."""
+    requirement would bring; library -> the PyPI torch releases that install it): one reason, so one line, with every
+    such file and the libraries of them all."""
     from slimwheel import torchext
 
     if not torchless:
         return []
     libs = list(dict.fromkeys(lib for needed in torchless.values() for lib in needed))
     own = [lib for lib in libs if torchext.is_torch_library(lib)]
-    brought = [lib for lib in libs if lib not in own]
-    what = " and ".join(
-        part
-        for part in (
-            f"torch's libraries ({', '.join(own)})" if own else "",
-            f"{', '.join(brought)}, which torch's PyPI builds install" if brought else "",
-        )
-        if part
-    )
+    by_releases: dict[tuple[str, ...], list[str]] = {}
+    for lib in libs:
+        if lib not in own:
+            by_releases.setdefault(tuple(brought_by.get(lib, ())), []).append(lib)
+    parts = [f"torch's libraries ({', '.join(own)})"] if own else []
+    parts += [
+        f"{', '.join(brought)}, which PyPI's torch {abbreviated(releases, 4)} install{'s' if len(releases) == 1 else ''}"
+        for releases, brought in by_releases.items()
+    ]
     return [
-        f"{abbreviated(torchless)} {'needs' if len(torchless) == 1 else 'need'} {what}, but the wheel has no "
-        "Requires-Dist on torch: pip may install it without torch, or beside a torch it cannot load"
+        f"{abbreviated(torchless)} {'needs' if len(torchless) == 1 else 'need'} {' and '.join(parts)}, but the wheel "
+        "has no Requires-Dist on torch: pip may install it without torch, or beside a torch it cannot load"
     ]
 
 

@@ -131,7 +131,7 @@ def test_a_torch_extension_without_a_torch_requirement_is_one_problem() -> None:
     v = dependency_problems(ext, cuda_major=13, requires=["numpy"], tags=TAGS)
     assert v.problems == (
         "ao/_C_a.so, ao/_C_b.so need torch's libraries (libc10.so, libtorch_cuda.so) and libcudart.so.13, which "
-        "torch's PyPI builds install, but the wheel has no Requires-Dist on torch: pip may install it without "
+        "PyPI's torch 2.11.0 installs, but the wheel has no Requires-Dist on torch: pip may install it without "
         "torch, or beside a torch it cannot load",
     )
     # a library torch does not bring is still its own problem; a file that is no torch extension is judged alone
