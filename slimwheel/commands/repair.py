@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from slimwheel import shown, torchext
+from slimwheel import heap, shown, torchext
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.external import parse_externals
 from slimwheel.repair import repair_wheel
@@ -101,6 +101,7 @@ def command(
     """Repair WHEEL: bundle what auditwheel bundles, except the CUDA libraries of the nvidia-* wheels and the
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
     `slimwheel repair -w {dest_dir} {wheel}`."""
+    heap.return_freed_buffers()
     library_dirs: list[Path] = []
     if sysroot:
         from slimwheel.toolkit.sysroot import ensure_sysroot

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import render, shown
+from slimwheel import heap, render, shown
 from slimwheel.commands.check import offline_option, read_index
 from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
@@ -121,6 +121,7 @@ def command(
     wheel serves is refused (exit 11, nothing written); so are compute capabilities no GPU has (exit 3). WHEEL is
     never changed.
     """
+    heap.return_freed_buffers()
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
     result = slim(
         wheel,

@@ -13,7 +13,7 @@ from rich.table import Table
 
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import render, shown
+from slimwheel import heap, render, shown
 from slimwheel.commands.check import offline_option, read_index
 from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.variants import VariantsResult, make_variants, result_to_json
@@ -71,6 +71,7 @@ def command(
     """Split WHEEL into one variant wheel per GPU family of its SASS (7.5, 8.x, 9.0, 10.x, 12.x ...), each with only
     that family's code (the newest family keeps the newest PTX), labelled `-sm<major>x` with a variant.json under the
     `nvidia :: sm_arch` property; WHEEL itself is copied beside them as the universal fallback."""
+    heap.return_freed_buffers()
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
     result = make_variants(
         wheel, out_dir, budget=cfg.budget, rewrite_record=rewrite_record, read_index=read_index(offline)

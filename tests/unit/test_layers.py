@@ -17,7 +17,7 @@ PKG = REPO / "slimwheel"
 # lower layer, never one of a higher layer (docs/architecture.md, "Layers").
 LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"errors"}),
-    frozenset({"units", "envvars", "fsutil", "rpath", "cuda", "resources", "shown", "textable"}),
+    frozenset({"units", "envvars", "fsutil", "heap", "rpath", "cuda", "resources", "shown", "textable"}),
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools", "torchext", "reqgraph"}),
     frozenset({"config", "toolkit", "plan", "check", "floor", "render", "runtime", "distcheck", "pypindex"}),
