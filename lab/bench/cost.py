@@ -2,8 +2,11 @@
 
 - `size-report` wall time / the `unzip` + `cuobjdump --list-elf` route (unzip of the ELF members, cuobjdump on each);
   best of `--repeat` runs of each, page cache warm for both; the goal is at most 0.5;
-- `slim --archs 9.0` and `variants` peak RSS / the wheel's largest member (goal: at most 1.5), and the same less the
-  interpreter's own start-up RSS (measured here too), which dominates small wheels;
+- `slim --archs 9.0` and `variants` peak RSS / the wheel's largest member (goal: at most 1.5), the same less the
+  interpreter's own start-up RSS (measured here too), which dominates small wheels, and the same less the command's
+  fixed cost: its peak on a wheel of one 1 KiB library (`_tiny_wheel`, made in the run), which holds everything the
+  command imports and builds whatever the wheel (check, its tables, the index reader) and no data to speak of: what is
+  left is what the wheel's bytes cost, the copies the goal is about;
 - `variants` wall time / `slim` wall time, with the number of wheels variants wrote: one read of the input and one
   write per wheel, where it used to be a full pass (inspect, unpack, slim, pack, inspect) per variant;
 - the floor under size-report's ratio: a minimal Python route (`_FLOOR`: interpreter start, the zip directory, every
@@ -231,7 +234,32 @@ def _peak(cmd: list[str]) -> tuple[int, float, int]:
     return int(out[0]), float(out[1]), int(out[2])
 
 
-def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int) -> dict[str, Any]:
+def _tiny_wheel(folder: Path) -> Path:
+    """A wheel of one small extension module with SASS for 7.5 and 9.0 (tests/helpers' synthesizers): slim and
+    variants do all their steps on it."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from helpers.binsynth import elf, fatbin, fatbin_entry
+    from helpers.wheelmaker import make_wheel
+
+    blob = fatbin([fatbin_entry(kind="sass", sm=75), fatbin_entry(kind="sass", sm=90)])
+    so = elf(sections={".nv_fatbin": blob}, needed=("libc.so.6",))
+    return make_wheel(folder, name="tiny", files={"tiny/_ext.abi3.so": so})
+
+
+def fixed_costs() -> dict[str, int]:
+    """Peak RSS of `slim --archs 9.0` and of `variants` on `_tiny_wheel`: each command's cost before data."""
+    with tempfile.TemporaryDirectory() as tmp:
+        wheel = _tiny_wheel(Path(tmp))
+        slim = _peak([SLIMWHEEL, "-q", "slim", "--archs", "9.0", "-o", f"{tmp}/s", str(wheel)])
+        variants = _peak([SLIMWHEEL, "-q", "variants", "-o", f"{tmp}/v", str(wheel)])
+    if slim[0] or variants[0]:
+        raise SystemExit(f"the fixed-cost runs failed: slim exit {slim[0]}, variants exit {variants[0]}")
+    return {"slim": slim[2], "variants": variants[2]}
+
+
+def measure(
+    requirement: str, python: str, exe: Path, repeat: int, base_rss: int, fixed: dict[str, int]
+) -> dict[str, Any]:
     wheel = ensure_wheel(requirement, python)
     with zipfile.ZipFile(wheel) as zf:
         largest = max((i.file_size for i in zf.infolist()), default=0)
@@ -273,6 +301,8 @@ def measure(requirement: str, python: str, exe: Path, repeat: int, base_rss: int
         r = row[key]
         r["rss_ratio"] = round(r["peak_rss_bytes"] / largest, 3) if largest else None
         r["rss_ratio_above_start_up"] = round(max(0, r["peak_rss_bytes"] - base_rss) / largest, 3) if largest else None
+        above = max(0, r["peak_rss_bytes"] - fixed[key])
+        r["rss_ratio_above_fixed"] = round(above / largest, 3) if largest else None
     row["variants_over_slim_time"] = round(wall_v / wall, 2) if wall else None
     return row
 
@@ -282,6 +312,26 @@ def _write(out: Path, doc: dict[str, Any]) -> None:
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     tmp.replace(out)
+
+
+def _fixed_lines(doc: dict[str, Any]) -> list[str]:
+    """The commands' fixed costs of the run, or of the partial runs that measured them (their rows show the ratio)."""
+    runs = [("", doc)] if "fixed_rss_bytes" in doc else []
+    runs += [(f" (the run of {p['date']})", p) for p in doc.get("partial", []) if "fixed_rss_bytes" in p]
+    return [
+        line
+        for which, run in runs
+        for line in (
+            f"Fixed cost{which}, peak RSS on a wheel of one 1 KiB library: slim "
+            f"{run['fixed_rss_bytes']['slim'] / 2**20:.1f} MiB, variants {run['fixed_rss_bytes']['variants'] / 2**20:.1f}"
+            " MiB; in brackets in the memory columns, the peak above it over the largest member.",
+            "",
+        )
+    ]
+
+
+def _above(r: dict[str, Any]) -> str:
+    return f" ({r['rss_ratio_above_fixed']:.2f})" if r.get("rss_ratio_above_fixed") is not None else ""
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -294,8 +344,9 @@ def markdown(doc: dict[str, Any]) -> str:
             if "size_report_help_import_us" in doc
             else []
         ),
-        "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest | "
-        "variants peak RSS / largest | variants wheels |",
+        *_fixed_lines(doc),
+        "| wheel | largest member | size-report / unzip+cuobjdump | slim peak RSS / largest (above fixed cost) | "
+        "variants peak RSS / largest (above fixed cost) | variants wheels |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in doc["wheels"]:
@@ -305,7 +356,7 @@ def markdown(doc: dict[str, Any]) -> str:
             f"{r['size_report_s']:.2f} s / {r['cuobjdump_route_s']:.2f} s = {r['size_report_ratio']:.2f}"
             + (f" (floor {r['floor_ratio']:.2f})" if "floor_ratio" in r else "")
             + " | "
-            f"{s['rss_ratio']:.2f} | {v['rss_ratio']:.2f} | {v['wheels']} |"
+            f"{s['rss_ratio']:.2f}{_above(s)} | {v['rss_ratio']:.2f}{_above(v)} | {v['wheels']} |"
         )
     for part in doc.get("partial", []):
         out.append("")
@@ -332,6 +383,11 @@ def main() -> int:
     _rc, _t, base_rss = _peak(
         [sys.executable, "-c", "import slimwheel.cli, slimwheel.commands.slim, slimwheel.commands.variants"]
     )
+    fixed = fixed_costs()
+    print(
+        f"fixed cost (peak RSS on a one-library wheel): slim {fixed['slim'] / 2**20:.1f} MiB, variants "
+        f"{fixed['variants'] / 2**20:.1f} MiB"
+    )
     start_up_us = import_time(args.repeat)
     print(f"import time of `slimwheel size-report --help`: {start_up_us / 1000:.1f} ms (least of {args.repeat})")
     rows = []
@@ -340,15 +396,15 @@ def main() -> int:
         f"{'slim RSS/largest':>17} {'variants RSS/largest':>21} {'var/slim time':>14}"
     )
     for requirement, python in chosen:
-        row = measure(requirement, python, exe, args.repeat, base_rss)
+        row = measure(requirement, python, exe, args.repeat, base_rss, fixed)
         rows.append(row)
         s, v = row["slim"], row["variants"]
         print(
             f"{requirement:34} {row['bytes'] / 2**20:6.1f} {row['largest_member_bytes'] / 2**20:7.1f}M "
             f"{row['size_report_s']:6.2f}s {row['cuobjdump_route_s']:6.2f}s {row['size_report_ratio']:6.2f} "
             f"{row['floor_ratio']:6.2f} "
-            f"{s['rss_ratio']:8.2f} ({s['rss_ratio_above_start_up']:.2f})"
-            f"{v['rss_ratio']:12.2f} ({v['rss_ratio_above_start_up']:.2f}) "
+            f"{s['rss_ratio']:8.2f} ({s['rss_ratio_above_fixed']:.2f})"
+            f"{v['rss_ratio']:12.2f} ({v['rss_ratio_above_fixed']:.2f}) "
             f"{row['variants_over_slim_time']:8.2f} ({v['wheels']} wheels)",
             flush=True,
         )
@@ -364,6 +420,7 @@ def main() -> int:
                 "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                 "command": " ".join(sys.argv),
                 "note": args.note,
+                "fixed_rss_bytes": fixed,
                 "load_average_1_5_15": {
                     "start": [round(x, 2) for x in load_before],
                     "end": [round(x, 2) for x in os.getloadavg()],
@@ -386,12 +443,14 @@ def main() -> int:
         "note": args.note,
         "cuobjdump": str(exe),
         "start_up_rss_bytes": base_rss,
+        "fixed_rss_bytes": fixed,
         "size_report_help_import_us": start_up_us,
         "wheels": rows,
     }
     _write(args.out, doc)
     print(
-        f"start-up RSS (slim's modules imported): {base_rss / 2**20:.0f} MiB; in brackets: RSS above it / largest member"
+        f"start-up RSS (slim's modules imported): {base_rss / 2**20:.0f} MiB; in brackets: RSS above the command's "
+        "fixed cost / largest member"
     )
     print(f"wrote {args.out}")
     return 0
