@@ -150,6 +150,7 @@ class PythonImports:
     def __init__(self, load: Callable[[], Mapping[str, bytes]]) -> None:
         self._load = load
         self._sites: list[tuple[str, ImportSite, str | None]] | None = None  # (imported, site, importing module)
+        self._optional: dict[str, OptionalModule | None] = {}  # path -> `optional`, asked per library of the file
 
     @classmethod
     def from_sources(cls, sources: Mapping[str, bytes]) -> PythonImports:
@@ -195,11 +196,15 @@ class PythonImports:
         it is guarded, or made by a module that is itself optional (CuPy's `cupyx/_cutensor.so` through
         `cupyx/cutensor.py`, which `cupy/linalg/_einsum.py` imports under a guard). None when it is not, or when the
         package never imports it (a module only users import, or one loaded by compiled code: no evidence)."""
-        module = extension_module(path)
-        if module is None:
-            return None
-        guards = self._guards(module, frozenset({module}))
-        return None if guards is None else OptionalModule(module=module, guards=tuple(dict.fromkeys(guards)))
+        if path not in self._optional:
+            module = extension_module(path)
+            guards = None if module is None else self._guards(module, frozenset({module}))
+            self._optional[path] = (
+                None
+                if module is None or guards is None
+                else OptionalModule(module=module, guards=tuple(dict.fromkeys(guards)))
+            )
+        return self._optional[path]
 
     def _guards(self, module: str, seen: frozenset[str]) -> list[ImportSite] | None:
         sites = self.sites_of(module)
