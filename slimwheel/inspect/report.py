@@ -276,8 +276,9 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
     dispatching = {name for name, groups in per_elf.items() if _dispatches_by_gpu(groups)}
     for cc in ccs:
         left_out: dict[str, dict[frozenset[Target], int]] = {}
-        # how -> (fatbins judged that way, the files they are in)
-        hows: dict[str, tuple[int, list[str]]] = {}
+        # how -> (fatbins judged that way, the files they are in: a dict as an ordered set, since a wheel may hold
+        # thousands of files, flashinfer-cubin 15,970 cubins)
+        hows: dict[str, tuple[int, dict[str, None]]] = {}
         sets: dict[str, set[frozenset[Target]]] = {}
         per_file: dict[str, dict[frozenset[Target], tuple[str, int]]] = {}
         for name, groups in per_elf.items():
@@ -302,9 +303,8 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
         components = [
             n for n in per_file if dispatching and n not in native and all(_for_others(ts, cc) for ts in per_elf[n])
         ]
-        serving = any(
-            how != "none" for n, judged in per_file.items() if n not in components for how, _ in judged.values()
-        )
+        others = set(components)
+        serving = any(how != "none" for n, judged in per_file.items() if n not in others for how, _ in judged.values())
         if serving:
             for name in components:
                 left_out[name] = dict(per_elf[name])
@@ -318,8 +318,9 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
                         del per_file[f]
         for name, judged in per_file.items():
             for ts, (how, n) in judged.items():
-                count, names = hows.get(how, (0, []))
-                hows[how] = (count + n, names if name in names else [*names, name])
+                count, names = hows.get(how, (0, {}))
+                names[name] = None
+                hows[how] = (count + n, names)
                 sets.setdefault(how, set()).add(ts)
         worst = min(hows, key=_RANK.__getitem__) if hows else "none"
         out[worst].append(cc)
