@@ -12,7 +12,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from slimwheel import deps, distcheck, floor, torchext
 from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import CC, CCRequest, RequireArch, counted, generation, parse_require_arch
+from slimwheel.cuda.arch import (
+    CC,
+    KNOWN_CCS,
+    CCRequest,
+    Coverage,
+    RequireArch,
+    counted,
+    generation,
+    parse_require_arch,
+)
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
@@ -97,6 +106,19 @@ def required_ccs(spec: str | RequireArch, report: WheelReport) -> tuple[tuple[CC
     # The one counting rule (cuda.arch.counted) the plan's wanted set and coverage line use too.
     keep = tuple(cc for cc in ccs if generation(cc) is None or counted(cc, exclude_integrated=True))
     return keep, tuple(cc for cc in ccs if cc not in keep)
+
+
+def _unjudged_coverage(report: WheelReport) -> str:
+    """Why `--require-arch auto` judged no GPU of a wheel with device code (flashinfer-cubin 0.6.13: cubins that its
+    package loads through the driver, no CUDA runtime, no requirement), and which GPUs its code runs on."""
+    cov = Coverage.of(report.targets, tuple(cc for cc in KNOWN_CCS if counted(cc, exclude_integrated=report.is_x86_64)))
+    runs = ", ".join(map(str, cov.native)) or "none"
+    jit = f"; through PTX JIT only: {', '.join(map(str, cov.ptx_only))}" if cov.ptx_only else ""
+    return (
+        "GPU coverage not judged: --require-arch auto requires what the wheel's CUDA major supports, and nothing in "
+        "the wheel tells its major (no CUDA runtime library, nvidia-* requirement or PTX); its code runs natively on "
+        f"{runs}{jit}; give the GPUs to judge, e.g. --require-arch 8.0-12.0"
+    )
 
 
 def make_policy(
@@ -214,6 +236,8 @@ def check_wheel(
             "left out of the required set, as integrated aarch64 GPUs never run an x86_64 wheel: "
             + ", ".join(map(str, policy.left_out))
         )
+    if not policy.require and report.targets and report.cuda_major is None and policy.require_spec == "auto":
+        notes.append(_unjudged_coverage(report))
     if policy.require:
         # Judged for the required CCs themselves (they may lie outside the report's table, e.g. 8.8).
         detail = coverage_detail(report.elfs, policy.require)

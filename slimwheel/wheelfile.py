@@ -114,17 +114,20 @@ def pack_to(
     *,
     sources: Mapping[str, Source] | None = None,
     extra: Mapping[str, bytes] | None = None,
+    omit: frozenset[str] = frozenset(),
     label: Path | None = None,
 ) -> None:
     """Write root as a wheel to `out`: RECORD rewritten with hashes, entries sorted, dist-info last, fixed
     timestamps. Each member streams through the zip (hashed and deflated in blocks: memory holds a block, never a
     file); `sources` gives the bytes of some members instead of their file under root (slim's edited libraries,
-    of the same length); `extra`: members that are not files under root (a variant's variant.json). Every member is held to the reader's inflate rule (`zipread.ratio_problem`): slimwheel never
-    writes a wheel that it would refuse to read."""
+    of the same length); `extra`: members that are not files under root (a variant's variant.json); `omit`: files
+    under root left out of the wheel and its RECORD (slim's cubins for none of the requested GPUs). Every member is
+    held to the reader's inflate rule (`zipread.ratio_problem`): slimwheel never writes a wheel that it would refuse
+    to read."""
     extra = dict(extra or {})
     on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
     record_name = f"{dist_info}/RECORD"
-    files = sorted((on_disk | set(extra)) - {record_name}, key=lambda f: (f.startswith(dist_info + "/"), f))
+    files = sorted((on_disk | set(extra)) - {record_name} - omit, key=lambda f: (f.startswith(dist_info + "/"), f))
     date = zip_time()
     level = compression_level()
     buf = io.StringIO()

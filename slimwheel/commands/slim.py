@@ -19,6 +19,8 @@ from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
 
+_ROWS = 40  # rows of the dropped-code table; the JSON lists every file
+
 
 def _draw(r: SlimResult, console: Console) -> None:
     b, a = r.before, r.after
@@ -45,15 +47,34 @@ def _draw(r: SlimResult, console: Console) -> None:
     dropped = Table(title="dropped device code", show_edge=False, pad_edge=False)
     for col in ("file", "kind", "arch", "entries", "bytes"):
         dropped.add_column(col, justify="right" if col in ("entries", "bytes") else "left")
-    for f in r.rewritten.files:
-        for (kind, arch), (n, nbytes) in sorted(f.by_arch().items(), key=lambda kv: -kv[1][1]):
-            dropped.add_row(shown.markup(f.name), kind, arch, str(n), human(nbytes))
-    if any(f.dropped for f in r.rewritten.files):
+    rows = [
+        (f.name, kind, arch, n, nbytes) for f in r.rewritten.files for (kind, arch), (n, nbytes) in f.by_arch().items()
+    ]
+    rows.sort(key=lambda row: -row[4])
+    for name, kind, arch, n, nbytes in rows[:_ROWS]:
+        dropped.add_row(shown.markup(name), kind, arch, str(n), human(nbytes))
+    if len(rows) > _ROWS:  # flashinfer-cubin's 1,952 cubins for 10.3 would be a page each
+        rest = rows[_ROWS:]
+        dropped.add_row(
+            f"... {len({row[0] for row in rest})} more files",
+            "",
+            "",
+            str(sum(row[3] for row in rest)),
+            human(sum(row[4] for row in rest)),
+        )
+    if rows:
         console.print(dropped)
     else:
         console.print("  nothing dropped: every entry serves a requested GPU")
+    removed = [f for f in r.rewritten.files if f.removed]
     console.print(
-        "sizes: KiB/MiB = 2**10/2**20 bytes; freed bytes stay in the files as zeros (installed size unchanged)"
+        "sizes: KiB/MiB = 2**10/2**20 bytes; freed bytes stay in the files as zeros"
+        + (
+            f"; {len(removed)} cubin file(s) for none of the GPUs ({human(sum(f.size for f in removed))}) left "
+            "the wheel"
+            if removed
+            else " (installed size unchanged)"
+        )
     )
     render.render_verdicts([r.verdict], console)
 

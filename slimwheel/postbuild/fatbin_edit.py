@@ -67,7 +67,8 @@ class Dropped:
 
 @dataclass(frozen=True, kw_only=True)
 class ElfSlim:
-    """The outcome for one ELF file (or .fatbin file): its new bytes (same length) and what left it."""
+    """The outcome for one ELF file (or .fatbin file): its new bytes (same length) and what left it; a standalone
+    cubin for none of the requested GPUs has no bytes left (the file goes)."""
 
     name: str
     data: bytes
@@ -138,10 +139,13 @@ class ElfPlan:
     kept: tuple[tuple[str, str], ...]  # (kind, arch) of every entry kept, in file order
     kept_targets: frozenset[Target]  # the loadable targets left
     edits: tuple[ContainerEdit, ...]
+    # A standalone cubin for none of the requested GPUs: the file leaves the wheel (it is one module; nothing of it
+    # would ever load on them), where a container would keep its header.
+    omitted: tuple[Dropped, ...] = ()
 
     @property
     def dropped(self) -> tuple[Dropped, ...]:
-        return tuple(d for e in self.edits for d in e.dropped)
+        return tuple(d for e in self.edits for d in e.dropped) + self.omitted
 
 
 def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest) -> ElfPlan:
@@ -150,6 +154,8 @@ def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest) -> ElfPlan:
     edits: list[ContainerEdit] = []
     kept: list[tuple[str, str]] = []
     targets: set[Target] = set()
+    if report.kind == "cubin":  # the whole file is its one module: kept as it is, or left out of the wheel
+        return _cubin_plan(report, request)
     for fb in report.fatbins:
         keep = keep_mask(fb.entries, request)
         kept.extend((e.kind, e.arch) for e, k in zip(fb.entries, keep, strict=True) if k)
@@ -190,6 +196,21 @@ CHUNK = 1 << 20
 _ZEROS = bytes(CHUNK)
 
 
+def _cubin_plan(report: ElfReport, request: SlimRequest) -> ElfPlan:
+    (module,) = report.fatbins
+    (entry,) = module.entries
+    (keep,) = keep_mask(module.entries, request)
+    return ElfPlan(
+        name=report.name,
+        size=report.size,
+        containers=1,
+        kept=((entry.kind, entry.arch),) if keep else (),
+        kept_targets=frozenset({entry.target} if keep and entry.target is not None else ()),
+        edits=(),
+        omitted=() if keep else (Dropped(container=0, kind=entry.kind, arch=entry.arch, bytes=report.size),),
+    )
+
+
 def apply_plan(read: Callable[[int, int], bytes], plan: ElfPlan, sink: Callable[[bytes], object]) -> None:
     """Stream the slimmed file to `sink`, at most CHUNK bytes at once: unchanged ranges and kept entries are read
     from the unchanged file through `read(offset, size)` (os.pread, or a slice of a buffer), so memory holds one
@@ -225,6 +246,8 @@ def slim_elf(data: Buffer, name: str, request: SlimRequest) -> ElfSlim:
     """Slim every fatbin container of an ELF (or bare .fatbin) file held in memory; `data` itself is not changed."""
     report: ElfReport = read_elf(data, name)
     plan = plan_elf(data, report, request)
+    if plan.omitted:  # a cubin for none of the GPUs: nothing of the file is left
+        return ElfSlim(name=name, data=b"", containers=1, kept=(), dropped=plan.dropped)
     if not plan.edits:
         return ElfSlim(name=name, data=bytes(data), containers=plan.containers, kept=plan.kept, dropped=())
     out = bytearray()

@@ -46,12 +46,14 @@ SCHEMA = 1
 
 @dataclass(frozen=True, kw_only=True)
 class FileSlim:
-    """One ELF file of the wheel: its installed bytes (unchanged: freed bytes become zeros) and what it lost."""
+    """One ELF file of the wheel: its installed bytes (unchanged: freed bytes become zeros) and what it lost.
+    `removed`: a standalone cubin for none of the requested GPUs, left out of the wheel whole."""
 
     name: str
     size: int
     containers: int
     dropped: tuple[Dropped, ...]
+    removed: bool = False
 
     @property
     def dropped_bytes(self) -> int:
@@ -251,9 +253,20 @@ def write_rewritten(
         return name
 
     sources = {moved(name): _source(root / moved(name), plan) for name, plan in plans.items() if plan.edits}
-    pack_to(root, dist_info, tmp, sources=sources, extra=extra_files(dist_info) if extra_files else None, label=target)
+    omit = frozenset(moved(name) for name, plan in plans.items() if plan.omitted)
+    pack_to(
+        root,
+        dist_info,
+        tmp,
+        sources=sources,
+        extra=extra_files(dist_info) if extra_files else None,
+        omit=omit,
+        label=target,
+    )
     files = tuple(
-        FileSlim(name=name, size=plan.size, containers=plan.containers, dropped=plan.dropped)
+        FileSlim(
+            name=name, size=plan.size, containers=plan.containers, dropped=plan.dropped, removed=bool(plan.omitted)
+        )
         for name, plan in sorted(plans.items())
     )
     return Rewritten(wheel=target, version=version or old_version, files=files)
@@ -359,6 +372,7 @@ def files_json(files: tuple[FileSlim, ...]) -> list[dict[str, Any]]:
             "bytes": f.size,
             "fatbins": f.containers,
             "dropped_bytes": f.dropped_bytes,
+            "removed": f.removed,
             "dropped": [
                 {"kind": kind, "arch": arch, "entries": n, "bytes": b}
                 for (kind, arch), (n, b) in sorted(f.by_arch().items(), key=lambda kv: -kv[1][1])

@@ -65,7 +65,7 @@ def _fatbin_children(elf: ElfReport) -> list[Node]:
 
 def _elf_node(elf: ElfReport, installed: int) -> Node:
     fat = _fatbin_children(elf)
-    if elf.kind == "fatbin":
+    if elf.kind in ("fatbin", "cubin"):  # the file is its device code
         return _inner(elf.name, "file", fat, installed, "headers, padding")
     # The fatbin entries go under the fatbin section that can hold them (one per file in practice).
     host = next((s for s in FATBIN_SECTIONS if elf.sections.get(s, 0) >= sum(n.size for n in fat)), None)

@@ -160,3 +160,18 @@ def elf(
         flags = 2 if t == 1 else 0  # SHF_ALLOC for PROGBITS
         shdrs += struct.pack("<IIQQQQIIQQ", name_off[i], t, flags, placed[i], placed[i], len(data), link, 0, 8, ent)
     return ehdr + phdr + body + shdrs
+
+
+def cubin(sm: int, *, abi: int = 8, arch_specific: bool = False, text: bytes = b"\x00" * 256) -> bytes:
+    """A standalone cubin as nvcc -cubin writes it, as far as readers look: an ELF for EM_CUDA (190) with the CUDA
+    OS/ABI (0x41), the ABI version in e_ident[8] and the SM in e_flags (ABI 8: bits 8-15, 0x8 arch-specific; ABI 7:
+    bits 0-7 with the virtual SM in 16-23, 0x800 arch-specific), one kernel's text section."""
+    body = bytearray(elf(sections={".text._Z6kernelv": text, ".nv.info": b"\x04\x2f\x08\x00" * 4}, e_type=2))
+    body[7], body[8] = 0x41, abi
+    if abi >= 8:
+        flags = 0x6000002 | (sm << 8) | (0x8 if arch_specific else 0)
+    else:
+        flags = 0x500 | sm | (sm << 16) | (0x800 if arch_specific else 0)
+    struct.pack_into("<H", body, 18, 190)
+    struct.pack_into("<I", body, 48, flags)
+    return bytes(body)
