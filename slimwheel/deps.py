@@ -947,38 +947,55 @@ def dependency_problems(
                 cands = [lib for lib in cands if lib.cuda_major == major] or cands
             if cands and (problem := judge(info, loaded, cands)):
                 problems.append(problem.replace(" needs ", " loads at run time ", 1))
+        # A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs
+        # it. Names of another CUDA major are fallbacks tried in turn (onnxruntime-gpu 1.31's CUDA 13 provider names
+        # libcudart.so.12 and .13), not what a file of its major loads; in a file of no known major, the names of one
+        # library for several majors are such a chain (cudnn-frontend 1.32's module opens libcudart.so.13 or .12,
+        # whichever it finds): one note when none of them is provided, none when one is.
+        chains: dict[str, list[tuple[str, list[cudalibs.RuntimeLib], bool]]] = {}
         for opened in info.opens:
-            # A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs
-            # it. Names of another CUDA major are fallbacks tried in turn (onnxruntime-gpu 1.31's CUDA 13 provider
-            # names libcudart.so.12 and .13), not what a file of its major loads.
             cands = [
                 lib
                 for lib in cudalibs.RUNTIME_LIBS
                 if lib.soname == opened and (major is None or lib.cuda_major == major)
             ]
-            if (
-                cands
-                and opened not in inside
-                and _cuda_library_problem(info, opened, cands, reqs) is not None
-                and _extra_provider(cands, reqs) is None
-                and not _torch_enough(opened, cands, alternative=info.path in alts)
-                and not by_graph(info, opened)
-            ):
-                wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in cands)
-                # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
-                # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
-                reached = _reaching(info, (lib.folder for lib in cands))
-                how = (
-                    f"installed, that wheel is found through its RPATH entry {reached}"
-                    if reached
-                    else f"no search path of {info.path} reaches that wheel's folder ({cands[0].folder}), so "
-                    "installing it alone does not help: the library must already be loaded (torch loads its "
-                    "nvidia-* libraries at import) or sit on the loader's path (a CUDA toolkit, LD_LIBRARY_PATH)"
+            if cands:
+                missing = (
+                    opened not in inside
+                    and _cuda_library_problem(info, opened, cands, reqs) is not None
+                    and _extra_provider(cands, reqs) is None
+                    and not _torch_enough(opened, cands, alternative=info.path in alts)
+                    and not by_graph(info, opened)
                 )
-                notes.append(
-                    f"{info.path} opens {opened} at run time (dlopen; the name is in its read-only data), and no "
-                    f"requirement of the wheel installs it ({wanted}); {how}; else what needs it fails when it runs"
-                )
+                chains.setdefault(opened.split(".so", 1)[0], []).append((opened, cands, missing))
+        for chain in chains.values():
+            if not all(missing for _o, _c, missing in chain):
+                continue
+            chain.sort(key=lambda link: -max(lib.cuda_major for lib in link[1]))  # the newest major first
+            names = " or ".join(opened for opened, _c, _m in chain)
+            every = [lib for _o, cands, _m in chain for lib in cands]
+            wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in every)
+            # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
+            # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
+            reached = _reaching(info, (lib.folder for lib in every))
+            how = (
+                f"installed, that wheel is found through its RPATH entry {reached}"
+                if reached
+                else f"no search path of {info.path} reaches "
+                f"{'that wheel' + chr(39) + 's folder' if len(every) == 1 else 'those wheels' + chr(39) + ' folders'} "
+                f"({', '.join(dict.fromkeys(lib.folder for lib in every))}), so installing it alone does not "
+                "help: the library must already be loaded (torch loads its nvidia-* libraries at import) or sit on "
+                "the loader's path (a CUDA toolkit, LD_LIBRARY_PATH)"
+            )
+            said = (
+                "the name is in its read-only data"
+                if len(chain) == 1
+                else "names of several CUDA majors in its read-only data: it takes whichever it finds"
+            )
+            notes.append(
+                f"{info.path} opens {names} at run time (dlopen; {said}), and no requirement of the wheel installs "
+                f"{'it' if len(chain) == 1 else 'any of them'} ({wanted}); {how}; else what needs it fails when it runs"
+            )
         for needed in info.needed:
             if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:
                 continue

@@ -192,3 +192,18 @@ def test_the_opened_library_note_says_whether_installing_its_wheel_would_help() 
     )
     (note,) = dependency_problems([reaching], cuda_major=12, requires=[], tags=TAGS).notes
     assert "installed, that wheel is found through its RPATH entry $ORIGIN/../nvidia/cublas/lib" in note
+
+
+def test_names_of_one_library_for_several_majors_are_one_chain() -> None:
+    """A file of no known CUDA major that names libcudart.so.13 and .12 (cudnn-frontend 1.32) takes whichever it
+    finds: one note naming both when nothing installs either, none when a requirement installs one."""
+    (note,) = dependency_problems(
+        [_info("libcudart.so.12", "libcudart.so.13")], cuda_major=None, requires=[], tags=TAGS
+    ).notes
+    assert note.count("opens libcudart.so.13 or libcudart.so.12 at run time") == 1
+    assert "nvidia-cuda-runtime, CUDA 13 or nvidia-cuda-runtime-cu12, CUDA 12" in note
+    assert "those wheels' folders (nvidia/cu13/lib, nvidia/cuda_runtime/lib)" in note
+    one = dependency_problems(
+        [_info("libcudart.so.12", "libcudart.so.13")], cuda_major=None, requires=["nvidia-cuda-runtime-cu12"], tags=TAGS
+    )
+    assert not [n for n in one.notes if "libcudart" in n] and not one.problems
