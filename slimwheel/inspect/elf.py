@@ -36,7 +36,7 @@ from slimwheel.inspect.fatbin import (
     parse_fatbins,
     scan_fatbins,
 )
-from slimwheel.inspect.files import ELF_MAGIC, Buffer, mapped_file
+from slimwheel.inspect.files import ELF_MAGIC, Buffer, mapped_file, release
 from slimwheel.inspect.nvrtc import SECTION as NVRTC_SECTION
 from slimwheel.inspect.nvrtc import EmbeddedSources, parse_section
 
@@ -616,6 +616,8 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
                     data, where=where, start=sec.offset, end=sec.offset + sec.size, budget=budget, section=sec.name
                 )
             )
+        if sec.name in FATBIN_SECTIONS or _scanned(sec):
+            release(data, sec.offset, sec.offset + sec.size)  # a mapped file's pages, read: not held to the end
     soname, needed, rpath, runpath = elf.dynamic()
     opens, names = _opened_libraries(data, elf, needed, soname)
     # libstdc++.so.6 itself (the one a process shares) defines it too; only another library carrying a copy counts.

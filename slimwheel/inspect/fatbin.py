@@ -33,7 +33,7 @@ from typing import Literal
 
 from slimwheel.cuda.arch import CC, Kind, Target, Variant
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.files import FATBIN_MAGIC, Buffer
+from slimwheel.inspect.files import FATBIN_MAGIC, Buffer, release
 
 MAGIC = 0xBA55ED50
 MAGIC_BYTES = FATBIN_MAGIC
@@ -57,6 +57,7 @@ _COMPRESSED = FLAG_LZ4 | FLAG_ZSTD
 # 1,092 cubins; each record costs about 150 bytes of memory, so the bound keeps a hostile file near 40 MB.
 MAX_RECORDS = 1 << 18
 _ZERO_WINDOW = 1 << 20
+_SCAN_WINDOW = 16 << 20  # bytes searched for container headers at once
 # The most a compressed payload can inflate to, by the format's own limits: an LZ4 sequence adds at most 255 bytes of
 # match per input byte; a zstd RLE block makes at most 128 KiB from 4 bytes. A header that claims more (a 64-byte
 # payload said to hold 2**64-1 bytes) lies, and its number would reach every table and total.
@@ -262,6 +263,7 @@ def skip_zeros(data: Buffer, p: int, end: int) -> int:
         window = bytes(data[p : min(end, p + _ZERO_WINDOW)])
         if window != _ZEROS[: len(window)]:
             return p + len(window) - len(window.lstrip(b"\0"))
+        release(data, p, p + len(window))
         p += len(window)
     return end
 
@@ -316,13 +318,18 @@ def scan_fatbins(data: Buffer, *, where: str, start: int, end: int, budget: Reco
     search going on after its end (bytes inside a container are its own, never a second container)."""
     out: list[Fatbin] = []
     p = start
-    while True:
-        q = data.find(MAGIC_BYTES, p, end)
+    while p < end:
+        # in windows, each given back once searched (`files.release`): a 300 MB section is not held whole
+        stop = min(end, p + _SCAN_WINDOW)
+        q = data.find(MAGIC_BYTES, p, min(end, stop + len(MAGIC_BYTES) - 1))
         if q < 0:
-            return out
+            release(data, p, stop)
+            p = stop
+            continue
         if not looks_like_container(data, q, end):
             p = q + 1
             continue
         fb = parse_fatbin(data, q, where=where, end=end, budget=budget, section=section)
         out.append(fb)
         p = q + fb.size
+    return out

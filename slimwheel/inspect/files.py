@@ -59,3 +59,16 @@ def mapped_file(path: Path, label: str | None = None) -> Iterator[Buffer]:
             yield mm
     finally:
         os.close(fd)
+
+
+def release(data: Buffer, start: int, end: int) -> None:
+    """Give back the pages of `data[start:end]` once read, when `data` maps a file: they count in the process's
+    resident memory while mapped, so scanning a slimmed library's zeroed containers (13 MiB in cupy-cuda13x 14.2's
+    thrust module) or a data section held all of it at once. The map stays valid: reading those bytes again faults
+    them back in from the page cache. Bytes in memory are left alone."""
+    if not isinstance(data, mmap.mmap) or not hasattr(mmap, "MADV_DONTNEED"):
+        return
+    first = start - start % mmap.PAGESIZE
+    last = min(len(data), end)
+    if last > first:
+        data.madvise(mmap.MADV_DONTNEED, first, last - first)

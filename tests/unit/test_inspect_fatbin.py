@@ -184,3 +184,39 @@ def test_the_measured_tile_ir_fatbin_parses_as_measured() -> None:
     (e,) = fb.entries
     assert (e.kind, e.arch, e.compression) == ("tile-ir", doc["cuobjdump"]["arch"].removeprefix("sm_"), "zstd")
     assert doc["entry_kind"] == 0x80
+
+
+def test_pages_read_from_a_mapped_file_are_given_back_and_stay_readable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """files.release drops the pages of a mapped range once read (the reader's resident memory stays bounded while it
+    scans zeroed containers or data sections); the map stays valid and reads the same bytes again."""
+    import mmap
+
+    from slimwheel.inspect.fatbin import RecordBudget as Budget
+    from slimwheel.inspect.fatbin import scan_fatbins, skip_zeros
+    from slimwheel.inspect.files import mapped_file, release
+
+    blob = bytes(3 << 20) + b"\x01tail"
+    path = tmp_path / "f.bin"
+    path.write_bytes(blob)
+    with mapped_file(path) as mm:
+        assert isinstance(mm, mmap.mmap)
+        assert skip_zeros(mm, 0, len(mm)) == 3 << 20
+        assert scan_fatbins(mm, where="f", start=0, end=len(mm), budget=Budget("f"), section=".data") == []
+        release(mm, 5, len(mm))  # unaligned start: from its page
+        assert mm[:] == blob
+    data = bytearray(b"abc")
+    release(data, 0, 3)  # bytes in memory: left alone
+    assert data == b"abc"
+
+
+@pytest.mark.parametrize("at", [56, 61, 62, 63, 64, 65])
+def test_the_windowed_search_finds_a_container_across_a_window_edge(monkeypatch, at: int) -> None:  # type: ignore[no-untyped-def]
+    import slimwheel.inspect.fatbin as fatbin_mod
+
+    monkeypatch.setattr(fatbin_mod, "_SCAN_WINDOW", 64)
+    container = fatbin([fatbin_entry(sm=90, payload=b"\x22" * 64)])
+    data = b"\x07" * at + container + b"\x09" * 100
+    found = fatbin_mod.scan_fatbins(
+        data, where="f", start=0, end=len(data), budget=fatbin_mod.RecordBudget("f"), section=".data"
+    )
+    assert [(fb.offset, fb.size) for fb in found] == [(at, len(container))]
