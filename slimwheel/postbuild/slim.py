@@ -31,7 +31,7 @@ from packaging.version import InvalidVersion, Version
 from slimwheel import check as checkmod
 from slimwheel import fsutil
 from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import CC, CCRequest, parse_cc_set, require_known, served_by
+from slimwheel.cuda.arch import CC, CCRequest, Target, parse_cc_set, require_known, served_by
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.files import mapped_file
 from slimwheel.inspect.report import WheelReport, nvrtc_targets
@@ -274,7 +274,7 @@ def write_rewritten(
 
 # Members over 8 MiB are spooled and mapped rather than read into memory when slim reads its own outputs back: freed
 # large buffers stay in the allocator's arenas (variants of cupy-cuda13x crept from 44 to 87 MB over five wheels).
-_JUDGE_LIMITS = dataclasses.replace(DEFAULT_LIMITS, in_memory_bytes=8 << 20)
+_JUDGE_LIMITS = dataclasses.replace(DEFAULT_LIMITS, in_memory_bytes=1 << 20)
 
 
 def judge_output(tmp: Path, target: Path) -> WheelReport:
@@ -354,14 +354,33 @@ def slim(
     )
 
 
-def sizes_json(before: WheelReport, after: WheelReport) -> dict[str, int]:
+@dataclass(frozen=True, kw_only=True)
+class WheelSummary:
+    """The sizes and targets of a wheel, all a result keeps of a report it no longer needs."""
+
+    targets: tuple[Target, ...]
+    size: int
+    installed_size: int
+    fatbin_bytes: int
+
+    @classmethod
+    def of(cls, report: WheelReport) -> WheelSummary:
+        return cls(
+            targets=report.targets,
+            size=report.size,
+            installed_size=report.installed_size,
+            fatbin_bytes=sum(e.fatbin_bytes for e in report.elfs),
+        )
+
+
+def sizes_json(before: WheelSummary, after: WheelSummary) -> dict[str, int]:
     return {
         "before_bytes": before.size,
         "after_bytes": after.size,
         "before_installed_bytes": before.installed_size,
         "after_installed_bytes": after.installed_size,
-        "before_fatbin_bytes": sum(e.fatbin_bytes for e in before.elfs),
-        "after_fatbin_bytes": sum(e.fatbin_bytes for e in after.elfs),
+        "before_fatbin_bytes": before.fatbin_bytes,
+        "after_fatbin_bytes": after.fatbin_bytes,
     }
 
 
@@ -397,7 +416,7 @@ def result_to_json(r: SlimResult) -> dict[str, Any]:
         },
         "targets_before": [str(t) for t in r.before.targets],
         "targets_after": [str(t) for t in r.after.targets],
-        "sizes": sizes_json(r.before, r.after),
+        "sizes": sizes_json(WheelSummary.of(r.before), WheelSummary.of(r.after)),
         "files": files_json(r.rewritten.files),
         "check": checkmod.verdict_to_json(r.verdict),
     }

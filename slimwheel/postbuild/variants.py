@@ -34,6 +34,7 @@ from slimwheel.inspect.report import WheelReport
 from slimwheel.postbuild.fatbin_edit import SlimRequest
 from slimwheel.postbuild.slim import (
     Rewritten,
+    WheelSummary,
     files_json,
     judge_output,
     output_name,
@@ -62,7 +63,7 @@ class Family:
 class VariantWheel:
     family: Family
     rewritten: Rewritten
-    report: WheelReport
+    report: WheelSummary  # the report itself is judged and dropped: a run of many variants holds one at a time
     properties: dict[str, dict[str, list[str]]]
     verdict: checkmod.Verdict
 
@@ -154,15 +155,17 @@ def make_variants(
                 policy = checkmod.make_policy(
                     report, budget=budget, require_arch=CCRequest.of(fam.request.ccs), read_index=read_index
                 )
+                verdict = checkmod.check_wheel_file(report, policy, file=tmp, imports=python, graph=graph)
                 made.append(
                     VariantWheel(
                         family=fam,
                         rewritten=rewritten,
-                        report=report,
+                        report=WheelSummary.of(report),
                         properties=props,
-                        verdict=checkmod.check_wheel_file(report, policy, file=tmp, imports=python, graph=graph),
+                        verdict=verdict,
                     )
                 )
+                del report, policy, verdict
             if not same:
                 shutil.copyfile(wheel, tmps[-1])
     dist = before.path.name.split("-", 1)[0]
@@ -202,7 +205,7 @@ def result_to_json(r: VariantsResult) -> dict[str, Any]:
                 "ptx": v.family.request.ptx,
                 "properties": v.properties,
                 "targets": [str(t) for t in v.report.targets],
-                "sizes": sizes_json(r.before, v.report),
+                "sizes": sizes_json(WheelSummary.of(r.before), v.report),
                 "files": files_json(v.rewritten.files),
                 "check": checkmod.verdict_to_json(v.verdict),
             }
