@@ -20,7 +20,7 @@ import importlib.resources
 import importlib.util
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -522,6 +522,13 @@ def _external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirem
     return None
 
 
+def _foreign_folders(info: ElfInfo, tops: Collection[str]) -> tuple[str, ...]:
+    """The folders in site-packages outside the wheel's own top-level folders `tops` (other projects') that the
+    `$ORIGIN/...` entries of the ELF's search path name."""
+    targets = (origin_target(entry, info.path) if entry else None for entry in info.search_path)
+    return tuple(dict.fromkeys(t for t in targets if t is not None and t != "." and t.split("/")[0] not in tops))
+
+
 def _named_provider(needed: str, reqs: Requirements) -> Requirement | None:
     """The requirement whose project the library is named after (`external.library_of_project`: librmm.so and
     librmm-cu12). Torch's libraries are left to the torch rules (torchext)."""
@@ -822,7 +829,9 @@ def dependency_problems(
                 f"Requires-Dist on {project} contradict each other ({'; '.join(map(str, rs))}): "
                 "pip can install no version of it, so it cannot install the wheel"
             )
+    files = tuple(files)
     inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
+    tops = {f.split("/", 1)[0] for f in files}  # the wheel's own top-level folders
     from_extras: dict[tuple[str, str], tuple[Requirement, list[str]]] = {}  # (extra, soname) -> (req, files)
     # soname -> (torch requirement, providing releases, package, files)
     from_torch: dict[str, tuple[_FromTorch, list[str]]] = {}  # soname -> (what torch brings, files)
@@ -1040,6 +1049,16 @@ def dependency_problems(
                 f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
                 f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
             )
+            if graph is None and reqs.always and (foreign := _foreign_folders(info, tops)):
+                # Offline, a folder of another project that a search path names may be a requirement's whose folder
+                # is not named like it (tilelang 0.1.15: tvm_ffi/lib of apache-tvm-ffi, z3/lib of z3-solver): the
+                # failure says what is not known, not that no requirement has it.
+                problem = (
+                    f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, not allowed "
+                    f"by {policy.name}, and not in an RPATH folder named like a required project; its RPATH reaches "
+                    f"{', '.join(foreign)}, other projects' folders, and offline it is not known whether a "
+                    "requirement installs it there (without --offline the index tells)"
+                )
             if (problem := by_torch(info, needed, [], problem)) and not (
                 torchext.is_torch_library(needed) and by_graph(info, needed)
             ):

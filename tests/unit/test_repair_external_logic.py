@@ -415,3 +415,18 @@ def test_the_faiss_recipe_declares_the_requirement_its_metadata_provider_writes(
     meta = f"Name: f\nRequires-Dist: {mod.SCIPY_OPENBLAS32}\n\n"
     assert merge_requires_dist(meta, [blas.requirement], path="METADATA")[0] == meta
     assert check_can_tie(blas) is None
+
+
+def test_offline_a_folder_not_named_like_a_requirement_is_said_to_be_unknown(tmp_path: Path) -> None:
+    """tilelang 0.1.15: RPATH $ORIGIN/../../tvm_ffi/lib, which apache-tvm-ffi installs. Offline the wheel cannot show
+    it: the failure says what is not known, not that no required project's folder holds the library."""
+    _, failures = check_notes_and_failures(
+        tmp_path, "tl/lib/libtl.so", requires=("apache-tvm-ffi>=0.1",), rpath="$ORIGIN/../../tvm_ffi/lib"
+    )
+    (failure,) = [f for f in failures if "needs" in f]
+    assert "its RPATH reaches tvm_ffi/lib, other projects' folders" in failure
+    assert "offline it is not known whether a requirement installs it there" in failure
+    # with no requirement, or a folder of the wheel's own, the plain failure stands
+    for requires, rpath in (((), "$ORIGIN/../../tvm_ffi/lib"), (("apache-tvm-ffi",), "$ORIGIN/../lib")):
+        _, failures = check_notes_and_failures(tmp_path, "tl/lib/libtl.so", requires=requires, rpath=rpath)
+        assert [f for f in failures if "needs" in f and "not in an RPATH folder of a required project" in f]
