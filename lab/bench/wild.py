@@ -81,6 +81,22 @@ WHEELS: tuple[tuple[str, str], ...] = (
     ("pynvvideocodec==2.2.4", "3.11"),
     ("qiskit-aer-gpu==0.18.2", "3.11"),
     ("torchao==0.18.0", "3.11"),
+    # session 14: cubin files (flashinfer-cubin), TensorRT, RAPIDS' C++ and Python halves, DALI, UCX, cuTENSOR, ...
+    ("flashinfer-cubin==0.6.13", "3.11"),
+    ("nvidia-cudnn-frontend==1.32.0", "3.11"),
+    ("taichi==1.7.4", "3.11"),
+    ("nvmath-python==1.0.0", "3.11"),
+    ("libucx-cu12==1.22.0", "3.11"),
+    ("cutensor-cu12==2.8.1", "3.11"),
+    ("pylibcudf-cu12==26.10.2", "3.11"),
+    ("pycolmap-cuda12==4.2.1", "3.11"),
+    ("tilelang==0.1.15", "3.11"),
+    ("nvidia-cublasmp-cu12==0.10.0.3695", "3.11"),
+    ("torch-tensorrt==2.14.0", "3.11"),
+    ("nvidia-dali-cuda120==2.4.0", "3.11"),
+    ("numba-cuda==0.30.4", "3.11"),
+    ("libcugraph-cu12==26.10.0", "3.11"),
+    ("libcuopt-cu12==26.10.0", "3.11"),
 )
 # mlx-cuda 0.30 and open3d 0.20 ship manylinux_2_35 wheels only (this machine's glibc is 2.36)
 NEWER = ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64")
