@@ -27,10 +27,12 @@ from typing import Literal
 from slimwheel.cuda.libs import RUNTIME_LIBS
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.fatbin import (
+    COMPAT_SECTION,
     EM_CUDA,
     MAGIC_BYTES,
     Fatbin,
     RecordBudget,
+    compat_arch_specific,
     cubin_entry,
     parse_fatbin,
     parse_fatbins,
@@ -656,10 +658,14 @@ def _cubin(elf: _Elf, *, fatbins: bool) -> ElfReport:
     a fatbin of one entry (section "") so that sizes, coverage and slim treat it as the device code it is; it has no
     dynamic section, and nothing in it is scanned for containers."""
     sections: dict[str, int] = {}
+    arch_specific = False
     for sec in elf.sections:
         if sec.type not in (_SHT_NULL, _SHT_NOBITS):
             sections[sec.name] = sections.get(sec.name, 0) + sec.size
-    module = Fatbin(offset=0, size=elf.n, entries=(cubin_entry(elf.abi_version, elf.flags, elf.n),))
+            if sec.name == COMPAT_SECTION:
+                arch_specific = compat_arch_specific(elf.buf, sec.offset, sec.offset + sec.size)
+    entry = cubin_entry(elf.abi_version, elf.flags, elf.n, compat_arch_specific=arch_specific)
+    module = Fatbin(offset=0, size=elf.n, entries=(entry,))
     return ElfReport(
         name=elf.name,
         size=elf.n,

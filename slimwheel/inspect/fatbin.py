@@ -231,22 +231,45 @@ def _described(
 
 
 # A cubin's own ELF header says which GPU it is for: e_machine EM_CUDA (190), the ABI version in e_ident[8], the SM in
-# e_flags. ABI 7 and older (CUDA <= 12.7): the SM in bits 0-7 (the virtual arch in bits 16-23), 0x800 arch-specific;
-# ABI 8 (CUDA 12.8+): the SM in bits 8-15, 0x8 arch-specific. Family-specific code (sm_100f) is not marked: it reads as
-# plain SASS of its SM, which runs on the same GPUs. Measured against the fatbin headers of 2,900 uncompressed cubins
-# in jax-cuda13-plugin, torchvision, bitsandbytes, cumm, torchao, fbgemm-gpu, sgl-kernel and lmdeploy (sm_60 to
-# sm_121, `a` and `f`), and against `cuobjdump -lelf` 13.5 on flashinfer-cubin 0.6.13's .cubin files (ABI 8).
+# e_flags: ABI 7 in bits 0-7 (the virtual SM in bits 16-23), ABI 8 in bits 8-15. Which cubins are arch-specific
+# (`sm_100a`, runs on 10.0 alone) depends on the toolkit that wrote them, measured on `-arch sm_XXa` output here:
+# - ABI 7 (CUDA 12.x up to sm_90a; ptxas 12.4 and 12.9.86): 0x800 in e_flags;
+# - ABI 8 of CUDA 12.8/12.9 (sm_100 and newer; ptxas 12.9.86): 0x8 in e_flags (0x600640a for sm_100a);
+# - ABI 8 of CUDA 13.0 (nvcc/ptxas 13.0.88, every SM): e_flags as for plain sm_100 (0x6006402); the mark is attribute
+#   9 of the `.nv.compat` section (a byte-valued record `02 09 01 00`; `02 09 00 00` otherwise), which cuobjdump 13.0
+#   reads too (it lists `sm=100a` for those files). `compat_arch_specific` is that attribute, read by the ELF reader.
+# Family-specific code (`sm_100f`) has no mark in any of them (the `-arch` option kept in .note.nv.tkinfo aside): it
+# reads as plain SASS of its SM, as cuobjdump lists it, and runs on the same GPUs. Checked against the fatbin entry
+# headers of the uncompressed cubins in the corpus wheels (lab/bench/cubin_flags.py, lab/results/cubin-flags.json)
+# and against real nvcc output in tests/integration/test_inspect_fixtures.py.
 EM_CUDA = 190
 _CUBIN_ABI_8 = 8
+_EF_ACCELERATORS_ABI_7, _EF_ACCELERATORS_ABI_8 = 0x800, 0x8
+COMPAT_SECTION = ".nv.compat"
+_COMPAT_ARCH_SPECIFIC = 9  # the `.nv.compat` attribute that marks arch-specific code (CUDA 13.0)
 
 
-def cubin_entry(abi_version: int, e_flags: int, size: int) -> FatbinEntry:
+def compat_arch_specific(data: Buffer, start: int = 0, end: int | None = None) -> bool:
+    """Whether a cubin's `.nv.compat` section (`data[start:end]`) says arch-specific: its records are 4 bytes
+    (format, attribute, a 16-bit value), format 4 followed by as many payload bytes as the value says; a record cut
+    off ends the reading."""
+    p, n = start, len(data) if end is None else end
+    while p + 4 <= n:
+        fmt, attr, value = data[p], data[p + 1], data[p + 2] | data[p + 3] << 8
+        if attr == _COMPAT_ARCH_SPECIFIC and fmt == 2:
+            return value & 0xFF == 1
+        p += 4 + (value if fmt == 4 else 0)
+    return False
+
+
+def cubin_entry(abi_version: int, e_flags: int, size: int, *, compat_arch_specific: bool = False) -> FatbinEntry:
     """The one module a standalone cubin file (an ELF for EM_CUDA, `size` bytes) is, as a fatbin entry would describe
-    it: SASS for the SM its header names, stored plain."""
+    it: SASS for the SM its header names, stored plain; arch-specific as its toolkit marks it (see above)."""
     if abi_version >= _CUBIN_ABI_8:
-        sm, arch_specific = (e_flags >> 8) & 0xFF, bool(e_flags & 0x8)
+        sm = (e_flags >> 8) & 0xFF
+        arch_specific = bool(e_flags & _EF_ACCELERATORS_ABI_8) or compat_arch_specific
     else:
-        sm, arch_specific = e_flags & 0xFF, bool(e_flags & 0x800)
+        sm, arch_specific = e_flags & 0xFF, bool(e_flags & _EF_ACCELERATORS_ABI_7)
     kind, arch, target, _c, _isa = _described(2, 0, sm, FLAG_ARCH_SPECIFIC if arch_specific else 0)
     return FatbinEntry(
         kind=kind, arch=arch, target=target, compression="none", stored_size=size, uncompressed_size=size

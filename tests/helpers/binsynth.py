@@ -162,14 +162,23 @@ def elf(
     return ehdr + phdr + body + shdrs
 
 
-def cubin(sm: int, *, abi: int = 8, arch_specific: bool = False, text: bytes = b"\x00" * 256) -> bytes:
+def cubin(
+    sm: int, *, abi: int = 8, arch_specific: bool = False, compat: bool = False, text: bytes = b"\x00" * 256
+) -> bytes:
     """A standalone cubin as nvcc -cubin writes it, as far as readers look: an ELF for EM_CUDA (190) with the CUDA
-    OS/ABI (0x41), the ABI version in e_ident[8] and the SM in e_flags (ABI 8: bits 8-15, 0x8 arch-specific; ABI 7:
-    bits 0-7 with the virtual SM in 16-23, 0x800 arch-specific), one kernel's text section."""
-    body = bytearray(elf(sections={".text._Z6kernelv": text, ".nv.info": b"\x04\x2f\x08\x00" * 4}, e_type=2))
+    OS/ABI (0x41), the ABI version in e_ident[8] and the SM in e_flags (ABI 8: bits 8-15; ABI 7: bits 0-7 with the
+    virtual SM in 16-23), one kernel's text section. Arch-specific as CUDA 12.x marks it (0x800 in ABI 7, 0x8 in ABI
+    8), or with `compat` as CUDA 13.0 does: e_flags unmarked, attribute 9 of a .nv.compat section (the records nvcc 13.0.88
+    wrote for sm_100a, attribute 9 moved behind the sized record that readers step over)."""
+    sections = {".text._Z6kernelv": text, ".nv.info": b"\x04\x2f\x08\x00" * 4}
+    if compat:
+        sections[".nv.compat"] = bytes.fromhex(
+            f"0202010002050500030701010203000002060100040b080009000000000000000209{int(arch_specific):02x}00"
+        )
+    body = bytearray(elf(sections=sections, e_type=2))
     body[7], body[8] = 0x41, abi
     if abi >= 8:
-        flags = 0x6000002 | (sm << 8) | (0x8 if arch_specific else 0)
+        flags = 0x6000002 | (sm << 8) | (0x8 if arch_specific and not compat else 0)
     else:
         flags = 0x500 | sm | (sm << 16) | (0x800 if arch_specific else 0)
     struct.pack_into("<H", body, 18, 190)

@@ -29,6 +29,9 @@ GENCODE = (
 )
 
 
+CUBIN_ARCHS = ("90", "90a", "100", "100a", "100f", "120a")
+
+
 @dataclass(frozen=True)
 class Build:
     name: str  # output file name
@@ -58,6 +61,9 @@ BUILDS = (
     Build("host.o", ("-c", "-Xcompiler=-fPIC", *GENCODE), ("saxpy.cu",)),
     # A bare fatbin file.
     Build("kernels.fatbin", ("-fatbin", *GENCODE), ("saxpy.cu",)),
+    # Standalone cubins (as flashinfer-cubin ships them), plain, arch-specific and family-specific: CUDA 13.0 marks
+    # `a` in their .nv.compat section only (see slimwheel.inspect.fatbin.cubin_entry).
+    *(Build(f"sm_{a}.cubin", ("-cubin", f"-arch=sm_{a}"), ("saxpy.cu",)) for a in CUBIN_ARCHS),
 )
 
 

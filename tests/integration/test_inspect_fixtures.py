@@ -7,7 +7,7 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers.cudafixtures import compile_fixtures, cuobjdump_list, find_cuobjdump
+from helpers.cudafixtures import CUBIN_ARCHS, compile_fixtures, cuobjdump_list, find_cuobjdump
 from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
@@ -47,6 +47,16 @@ def test_entries_match_cuobjdump(binaries: dict[str, Path], cuobjdump: Path, nam
     # cuobjdump lists all cubins, then all PTX: compare per kind, each in file order.
     for kind in ("sass", "ptx"):
         assert [a for k, a in got if k == kind] == [a for k, a in expected if k == kind]
+
+
+@pytest.mark.parametrize("arch", CUBIN_ARCHS)
+def test_standalone_cubins_name_the_gpu_cuobjdump_names(binaries: dict[str, Path], cuobjdump: Path, arch: str) -> None:
+    # nvcc 13.0 writes sm_90a and sm_100a with the e_flags of sm_90 and sm_100: the `a` is in .nv.compat alone.
+    path = binaries[f"sm_{arch}.cubin"]
+    assert cuobjdump_list(cuobjdump, path) == [("sass", arch.removesuffix("f"))]
+    report = inspect_binary(path)
+    assert report.kind == "cubin"
+    assert ours(path) == [("sass", arch.removesuffix("f"))]
 
 
 def test_compression_modes_and_sizes_match_extracted_payloads(

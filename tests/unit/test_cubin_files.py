@@ -5,18 +5,22 @@ slimmed wheel when they serve none of the requested GPUs."""
 from __future__ import annotations
 
 import json
+import struct
 import zipfile
 from pathlib import Path
 
 import pytest
 from helpers.binsynth import cubin, elf, fatbin, fatbin_entry, pad8
 from helpers.wheelmaker import make_wheel
+from hypothesis import given
+from hypothesis import strategies as st
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import CheckFailed
 from slimwheel.inspect.elf import read_elf
+from slimwheel.inspect.fatbin import compat_arch_specific
 from slimwheel.inspect.report import coverage_detail
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.fatbin_edit import SlimRequest, slim_elf
@@ -47,6 +51,38 @@ def test_a_cubin_is_one_module_for_the_gpu_its_header_names(sm: int, abi: int, a
     assert entry.stored_size == entry.uncompressed_size == len(data)
     assert r.needed == () and r.rpath is None and ".text._Z6kernelv" in r.sections
     assert read_elf(data, "k.cubin", fatbins=False).fatbins == ()
+
+
+@pytest.mark.parametrize(
+    ("sm", "arch_specific", "want"), [(100, True, "sm_100a"), (100, False, "sm_100"), (90, True, "sm_90a")]
+)
+def test_cuda_13_marks_arch_specific_cubins_in_nv_compat_alone(sm: int, arch_specific: bool, want: str) -> None:
+    # nvcc 13.0.88: sm_100a and sm_100 have the same e_flags (0x6006402); .nv.compat attribute 9 says which is which.
+    data = cubin(sm, arch_specific=arch_specific, compat=True)
+    assert struct.unpack_from("<I", data, 48)[0] == 0x6000002 | sm << 8
+    (entry,) = read_elf(data, "k.cubin").fatbins[0].entries
+    assert str(entry.target) == want
+
+
+@pytest.mark.parametrize(
+    ("records", "want"),
+    [
+        ("020900000202010002050500030701010203000002060100040b08000900000000000000", False),  # nvcc 13.0 sm_100
+        ("020901000202010002050500030701010203000002060100040b08000900000000000000", True),  # nvcc 13.0 sm_100a
+        ("0202010002050500030701010203000002060100040b08000000000000000000", False),  # ptxas 12.9: no attribute 9
+        ("040b0800020901000000000002090000", False),  # a sized record's payload is not read as records
+        ("040bffff02090100", False),  # a size past the end ends the reading
+        ("020901", False),  # a record cut off
+        ("", False),
+    ],
+)
+def test_nv_compat_records(records: str, want: bool) -> None:
+    assert compat_arch_specific(bytes.fromhex(records)) is want
+
+
+@given(st.binary(max_size=256))
+def test_nv_compat_reading_never_fails(data: bytes) -> None:
+    assert compat_arch_specific(data) in (True, False)
 
 
 def test_a_header_naming_no_gpu_is_a_module_without_a_target() -> None:
