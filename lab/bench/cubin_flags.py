@@ -8,8 +8,14 @@ cache; downloaded when missing), the payload's ELF header (ABI version in e_iden
 reference. The JSON counts, per (ABI version, fatbin arch, cubin arch), how many entries there are: where the two
 arches differ, the header's reading is wrong for that kind of cubin.
 
+Standalone `.cubin` members of the wheels given with `--wheel` (flashinfer-cubin) have no fatbin around them: their
+reference is the `-arch sm_XX` option the toolkit recorded in the cubin's .note.nv.tkinfo note (cuobjdump prints it
+as "Tool Command Line Arguments"), `f` dropped (family-specific code is marked nowhere and runs where plain code
+does); slimwheel's reading is `read_elf`'s, as size-report, check and slim see the file.
+
     .venv/bin/python lab/bench/cubin_flags.py              # lab/results/cubin-flags.json
     .venv/bin/python lab/bench/cubin_flags.py --only torchvision,jax
+    .venv/bin/python lab/bench/cubin_flags.py --wheel flashinfer_cubin-0.6.13-py3-none-any.whl
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import struct
 import sys
 import time
@@ -38,6 +45,7 @@ OUT = REPO / "lab" / "results" / "cubin-flags.json"
 _HEADER = struct.Struct("<IHHQ")
 _ENTRY = struct.Struct("<HHIQIIIIQQQQ")
 _EM_CUDA = 190
+_TKINFO_ARCH = re.compile(rb"-arch[= ]sm_(\d+[af]?)\b")
 
 
 def _payloads(data: bytes, offset: int) -> list[tuple[int, int]]:
@@ -80,9 +88,32 @@ def measure(wheel: Path) -> tuple[Counter[tuple[int, str, str]], int]:
     return counts, skipped
 
 
+def measure_standalone(wheel: Path) -> tuple[Counter[tuple[int, str, str]], int]:
+    """Per (ABI version, tkinfo's -arch, slimwheel's arch): the standalone cubins of `wheel`; and how many had no
+    -arch recorded."""
+    counts: Counter[tuple[int, str, str]] = Counter()
+    unrecorded = 0
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if not info.filename.endswith(".cubin"):
+                continue
+            data = zf.read(info)
+            report = read_elf(data, info.filename)
+            if report.kind != "cubin":
+                continue
+            m = _TKINFO_ARCH.search(data)
+            if m is None:
+                unrecorded += 1
+                continue
+            (entry,) = report.fatbins[0].entries
+            counts[(data[8], m.group(1).decode().removesuffix("f"), entry.arch)] += 1
+    return counts, unrecorded
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help="comma-separated parts of requirements to read")
+    ap.add_argument("--wheel", type=Path, action="append", default=[], help="a wheel of standalone .cubin files")
     args = ap.parse_args()
     only = [s for s in args.only.split(",") if s]
     rows: list[dict[str, Any]] = []
@@ -105,6 +136,24 @@ def main() -> int:
             }
         )
         print(f"{w.requirement:34} {rows[-1]['entries']:6} cubins, {rows[-1]['disagree']:5} disagree", flush=True)
+    standalone: list[dict[str, Any]] = []
+    for path in args.wheel:
+        t = time.perf_counter()
+        counts, unrecorded = measure_standalone(path)
+        standalone.append(
+            {
+                "wheel": path.name,
+                "cubins": sum(counts.values()),
+                "no_arch_recorded": unrecorded,
+                "by_abi_tkinfo_cubin": [
+                    {"abi": abi, "tkinfo_arch": ta, "cubin_arch": ca, "count": n}
+                    for (abi, ta, ca), n in sorted(counts.items())
+                ],
+                "disagree": sum(n for (_a, ta, ca), n in counts.items() if ta != ca),
+                "s": round(time.perf_counter() - t, 1),
+            }
+        )
+        print(f"{path.name}: {standalone[-1]['cubins']} cubins, {standalone[-1]['disagree']} disagree", flush=True)
     total: Counter[tuple[int, str, str]] = Counter()
     for r in rows:
         for c in r["by_abi_fatbin_cubin"]:
@@ -113,8 +162,11 @@ def main() -> int:
         "schema": 1,
         "machine": f"this project's CPU machine ({platform.machine()}, {len(os.sched_getaffinity(0))} cores)",
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": "lab/bench/cubin_flags.py" + (f" --only {args.only}" if only else ""),
+        "command": "lab/bench/cubin_flags.py"
+        + (f" --only {args.only}" if only else "")
+        + "".join(f" --wheel {p.name}" for p in args.wheel),
         "wheels": rows,
+        "standalone": standalone,
         "total": {
             "entries": sum(total.values()),
             "disagree": sum(n for (_a, fa, ca), n in total.items() if fa != ca),
