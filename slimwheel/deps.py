@@ -1001,6 +1001,23 @@ def dependency_problems(
                 if len(chain) == 1
                 else "names of several CUDA majors in its read-only data: it takes whichever it finds"
             )
+            # A requirement on the library's wheel that admits any release of it (nvidia-cudnn-cu13 9.28 requires
+            # plain `nvidia-cublas`, nvidia-cufft 12.5 `nvidia-nvjitlink`) installs the library today: the fault is
+            # the missing pin, not a missing requirement.
+            unpinned = next((r for lib in every if (r := _requirement_on(lib, reqs)) is not None), None)
+            if unpinned is not None:
+                lib = next(lib for lib in every if _requirement_on(lib, reqs) is unpinned)
+                through = (
+                    ""
+                    if canonicalize_name(unpinned.name) == lib.package
+                    else f" through its requirement on {lib.package}"
+                )
+                notes.append(
+                    f"{info.path} opens {names} at run time (dlopen; {said}); Requires-Dist '{unpinned}' installs it"
+                    f"{through}, but does not pin {unpinned.name} to CUDA {lib.cuda_major}: a release of another CUDA "
+                    f"major, which pip may install, has another SONAME; {how}"
+                )
+                continue
             notes.append(
                 f"{info.path} opens {names} at run time (dlopen; {said}), and no requirement of the wheel installs "
                 f"{'it' if len(chain) == 1 else 'any of them'} ({wanted}); {how}; else what needs it fails when it runs"

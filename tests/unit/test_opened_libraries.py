@@ -55,6 +55,27 @@ def test_an_opened_library_a_requirement_installs_is_not_mentioned() -> None:
     assert "is a copy of libnccl.so.2 (nvidia-nccl-cu12)" in note  # of the wheel's CUDA major, and no "opens" note
 
 
+def test_an_opened_library_an_unpinned_requirement_installs_says_the_pin_is_missing() -> None:
+    # nvidia-cudnn-cu13 9.28.1.4 opens libcublasLt.so.13 and requires plain `nvidia-cublas`; nvidia-cufft 12.5.0.14
+    # opens libnvJitLink.so.13 and requires plain `nvidia-nvjitlink`. Both were told "no requirement installs it".
+    lib = ElfInfo(
+        path="nvidia/cudnn/lib/libcudnn_adv.so.9",
+        soname="libcudnn_adv.so.9",
+        needed=("libc.so.6",),
+        rpath=("$ORIGIN/../../cu13/lib",),
+        runpath=(),
+        opens=("libcublasLt.so.13",),
+    )
+    v = dependency_problems([lib], cuda_major=13, requires=["nvidia-cublas"], tags=TAGS)
+    assert v.problems == ()
+    (note,) = v.notes
+    assert "no requirement" not in note
+    assert "Requires-Dist 'nvidia-cublas' installs it, but does not pin nvidia-cublas to CUDA 13" in note
+    assert "found through its RPATH entry $ORIGIN/../../cu13/lib" in note
+    pinned = dependency_problems([lib], cuda_major=13, requires=["nvidia-cublas==13.*"], tags=TAGS)
+    assert pinned.notes == () and pinned.problems == ()
+
+
 def test_the_json_report_lists_what_each_file_opens(tmp_path: Path) -> None:
     from helpers.wheelmaker import make_wheel
 
