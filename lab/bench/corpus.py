@@ -1,7 +1,7 @@
 """The corpus of real GPU wheels, measured (issue 22 item 8): cuobjdump agreement container by container, the
 verdict of `check` (for the GPUs each wheel is meant for) and why, what `repair` makes of it, `slim --archs 9.0`
 sizes, all from one run on one machine; the table's last column, `size-report` time against the unzip + cuobjdump route,
-comes from lab/bench/cost.py's results (lab/results/cost.json), where it is measured best of 5.
+comes from lab/bench/cost.py's results (lab/results/cost.json), where it is measured best of `--repeat` runs.
 
     .venv/bin/python lab/bench/corpus.py            # measure: lab/results/corpus.json, then docs/corpus.md's table
     .venv/bin/python lab/bench/corpus.py --docs     # only re-render docs/corpus.md's table from the JSON
@@ -120,10 +120,14 @@ def _cell(text: str, limit: int = 160) -> str:
 
 
 def table(data: dict[str, Any]) -> str:
-    # size-report's cost is measured in one place, lab/bench/cost.py (best of 5 against the unzip + cuobjdump route,
+    # size-report's cost is measured in one place, lab/bench/cost.py (best of --repeat against the unzip + cuobjdump route,
     # page cache warm): its results file gives the last column.
-    cost = (
-        {r["requirement"]: r for r in json.loads(COST.read_text(encoding="utf-8"))["wheels"]} if COST.exists() else {}
+    measured = json.loads(COST.read_text(encoding="utf-8")) if COST.exists() else {"wheels": []}
+    cost = {r["requirement"]: r for r in measured["wheels"]}
+    how = (
+        f"measured {measured['date']}, `{measured['command'].partition(' --note ')[0]}`: best of the runs"
+        if cost
+        else "not written yet"
     )
     rows = [
         "| wheel | containers (by header) | cuobjdump agreement | verdict and why | repair | "
@@ -169,7 +173,7 @@ def table(data: dict[str, Any]) -> str:
     return (
         "\n".join(rows)
         + f"\n\nMeasured {data['when']} on {data['machine']}: `{data['command']}`.{later} The last column comes from "
-        "`lab/results/cost.json` (`lab/bench/cost.py --repeat 5`: best of 5, page cache warm; docs/results.md).\n"
+        f"`lab/results/cost.json` ({how}, page cache warm; docs/results.md).\n"
     )
 
 
