@@ -1004,9 +1004,9 @@ def dependency_problems(
             # A requirement on the library's wheel that admits any release of it (nvidia-cudnn-cu13 9.28 requires
             # plain `nvidia-cublas`, nvidia-cufft 12.5 `nvidia-nvjitlink`) installs the library today: the fault is
             # the missing pin, not a missing requirement.
-            unpinned = next((r for lib in every if (r := _requirement_on(lib, reqs)) is not None), None)
-            if unpinned is not None:
-                lib = next(lib for lib in every if _requirement_on(lib, reqs) is unpinned)
+            pinless = next(((lib, r) for lib in every if (r := _requirement_on(lib, reqs)) is not None), None)
+            if pinless is not None:
+                lib, unpinned = pinless
                 through = (
                     ""
                     if canonicalize_name(unpinned.name) == lib.package
