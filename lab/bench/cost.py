@@ -42,6 +42,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from slimwheel.errors import ExitCode
+
 REPO = Path(__file__).resolve().parents[2]
 OUT = REPO / "lab" / "results" / "cost.json"
 SLIMWHEEL = str(Path(sys.executable).parent / "slimwheel")
@@ -249,8 +251,14 @@ def _tiny_wheel(folder: Path) -> Path:
     return make_wheel(folder, name="tiny", files={"tiny/_ext.abi3.so": so}, requires=("nvidia-cublas==13.*",))
 
 
-# Exit statuses of a verdict (over budget, coverage, dependencies, a failed check): the command did all its work.
-_VERDICTS = {0, 10, 11, 12, 13}
+# Exit statuses of a verdict: the command did all its work.
+_VERDICTS = {
+    0,
+    ExitCode.OVER_BUDGET,
+    ExitCode.MISSING_COVERAGE,
+    ExitCode.INCONSISTENT_DEPENDENCIES,
+    ExitCode.CHECK_FAILED,
+}
 
 
 def fixed_costs() -> dict[str, int]:
