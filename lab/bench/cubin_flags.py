@@ -110,6 +110,16 @@ def measure_standalone(wheel: Path) -> tuple[Counter[tuple[int, str, str]], int]
     return counts, unrecorded
 
 
+def _breakdown(counts: Counter[tuple[int, str, str]], reference: str) -> dict[str, Any]:
+    """Counts per (ABI version, the reference's arch, slimwheel's arch), and how many of them disagree."""
+    return {
+        "by_abi": [
+            {"abi": abi, reference: ref, "cubin_arch": ca, "count": n} for (abi, ref, ca), n in sorted(counts.items())
+        ],
+        "disagree": sum(n for (_a, ref, ca), n in counts.items() if ref != ca),
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", default="", help="comma-separated parts of requirements to read")
@@ -117,47 +127,42 @@ def main() -> int:
     args = ap.parse_args()
     only = [s for s in args.only.split(",") if s]
     rows: list[dict[str, Any]] = []
+    total: Counter[tuple[int, str, str]] = Counter()
     for w in CORPUS:
         if only and not any(s in w.requirement for s in only):
             continue
         t = time.perf_counter()
         counts, skipped = measure(ensure(w))
+        total.update(counts)
+        part = _breakdown(counts, "fatbin_arch")
         rows.append(
             {
                 "requirement": w.requirement,
                 "entries": sum(counts.values()),
                 "compressed_or_not_elf": skipped,
-                "by_abi_fatbin_cubin": [
-                    {"abi": abi, "fatbin_arch": fa, "cubin_arch": ca, "count": n}
-                    for (abi, fa, ca), n in sorted(counts.items())
-                ],
-                "disagree": sum(n for (_a, fa, ca), n in counts.items() if fa != ca),
+                "by_abi_fatbin_cubin": part["by_abi"],
+                "disagree": part["disagree"],
                 "s": round(time.perf_counter() - t, 1),
             }
         )
-        print(f"{w.requirement:34} {rows[-1]['entries']:6} cubins, {rows[-1]['disagree']:5} disagree", flush=True)
+        print(f"{w.requirement:34} {rows[-1]['entries']:6} cubins, {part['disagree']:5} disagree", flush=True)
     standalone: list[dict[str, Any]] = []
     for path in args.wheel:
         t = time.perf_counter()
         counts, unrecorded = measure_standalone(path)
+        part = _breakdown(counts, "tkinfo_arch")
         standalone.append(
             {
                 "wheel": path.name,
                 "cubins": sum(counts.values()),
                 "no_arch_recorded": unrecorded,
-                "by_abi_tkinfo_cubin": [
-                    {"abi": abi, "tkinfo_arch": ta, "cubin_arch": ca, "count": n}
-                    for (abi, ta, ca), n in sorted(counts.items())
-                ],
-                "disagree": sum(n for (_a, ta, ca), n in counts.items() if ta != ca),
+                "by_abi_tkinfo_cubin": part["by_abi"],
+                "disagree": part["disagree"],
                 "s": round(time.perf_counter() - t, 1),
             }
         )
-        print(f"{path.name}: {standalone[-1]['cubins']} cubins, {standalone[-1]['disagree']} disagree", flush=True)
-    total: Counter[tuple[int, str, str]] = Counter()
-    for r in rows:
-        for c in r["by_abi_fatbin_cubin"]:
-            total[(c["abi"], c["fatbin_arch"], c["cubin_arch"])] += c["count"]
+        print(f"{path.name}: {standalone[-1]['cubins']} cubins, {part['disagree']} disagree", flush=True)
+    whole = _breakdown(total, "fatbin_arch")
     doc: dict[str, Any] = {
         "schema": 1,
         "machine": f"this project's CPU machine ({platform.machine()}, {len(os.sched_getaffinity(0))} cores)",
@@ -169,12 +174,8 @@ def main() -> int:
         "standalone": standalone,
         "total": {
             "entries": sum(total.values()),
-            "disagree": sum(n for (_a, fa, ca), n in total.items() if fa != ca),
-            "disagreements": [
-                {"abi": abi, "fatbin_arch": fa, "cubin_arch": ca, "count": n}
-                for (abi, fa, ca), n in sorted(total.items())
-                if fa != ca
-            ],
+            "disagree": whole["disagree"],
+            "disagreements": [c for c in whole["by_abi"] if c["fatbin_arch"] != c["cubin_arch"]],
         },
     }
     fsutil.write_text_atomic(OUT, json.dumps(doc, indent=1) + "\n")
