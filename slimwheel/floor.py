@@ -1,7 +1,7 @@
 """The platform floor of a wheel: the GNU symbol versions its ELF files need (GLIBC_2.29, GLIBCXX_3.4.30, CXXABI,
 GCC_*) against what a manylinux policy allows.
 
-auditwheel's policy data (`auditwheel/policy/manylinux-policy.json`, read by `deps._policies`) is the authority: for
+auditwheel's policy data (`auditwheel/policy/manylinux-policy.json`, read by `deps.policy.policy_data`) is the authority: for
 each policy and machine it lists the versions a system of that policy provides, per prefix. A requirement whose
 prefix the policy lists (GLIBC, GLIBCXX, CXXABI, GCC, ZLIB, LIBATOMIC) and whose version it does not list is newer
 than the policy allows, exactly as `auditwheel show` decides the tag. Pure functions over `ElfReport`s.
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from slimwheel.deps import _policies
+from slimwheel.deps.policy import policy_data
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import ElfReport, VersionNeed
 from slimwheel.shown import abbreviated
@@ -72,7 +72,7 @@ def version_key(v: str) -> tuple[tuple[int, int | str], ...]:
 def policies() -> tuple[Policy, ...]:
     """auditwheel's manylinux policies, oldest first (the `linux` pseudo-policy left out)."""
     out = []
-    for p in _policies():
+    for p in policy_data():
         if p["priority"] <= 0 or not p["name"].startswith("manylinux"):
             continue
         versions = {
@@ -85,7 +85,7 @@ def policies() -> tuple[Policy, ...]:
 
 def _aliases() -> dict[str, str]:
     out: dict[str, str] = {}
-    for p in _policies():
+    for p in policy_data():
         for a in p.get("aliases", []):
             out[a] = p["name"]
     return out

@@ -1,0 +1,320 @@
+"""Provider rules: who provides a library a wheel's file needs, loads or opens (an extra, torch, a project's folder,
+a requirement named after it), and the faults of a CUDA library's requirement."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
+
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.deps.bounds import admits_only_major
+from slimwheel.deps.installs import Requirements
+from slimwheel.external import folder_of_project, library_of_project
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.rpath import origin_target
+
+if TYPE_CHECKING:
+    from slimwheel.torchext import PypiRelease
+
+
+# ------------------------------------------------------------------------------------------- every library accounted
+
+
+def reaching(info: ElfInfo, folders: Iterable[str]) -> str:
+    """The first entry of the file's search path that resolves, from where it installs, to one of `folders`
+    (site-packages-relative: nvidia/cu13/lib); "" when none does."""
+    wanted = set(folders)
+    return next((e for e in info.search_path if e and origin_target(e, info.path) in wanted), "")
+
+
+def external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirement] | None:
+    """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
+    of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32; cutensor/lib <->
+    cutensor-cu13: `external.folder_of_project`).
+
+    The folder is computed from where the ELF installs (`faiss/_swigfaiss.so` + `$ORIGIN/../x/lib` -> `x/lib`); its
+    first component, normalized as PEP 503 normalizes project names, must equal a required project's name. It cannot
+    see projects whose import folder has another name (PyQt5-Qt5 installs PyQt5/Qt5): the wheel alone does not tell
+    which folders those install, and guessing by prefix would accept torchvision's RPATH into torch/ without a torch
+    requirement."""
+    for entry in info.search_path:
+        target = origin_target(entry, info.path) if entry else None
+        if target is None or target == ".":
+            continue
+        top = target.split("/")[0]
+        for project, rs in reqs.always.items():
+            if folder_of_project(top, project):
+                return entry, rs[0]
+    return None
+
+
+def foreign_folders(info: ElfInfo, tops: Collection[str]) -> tuple[str, ...]:
+    """The folders in site-packages outside the wheel's own top-level folders `tops` (other projects') that the
+    `$ORIGIN/...` entries of the ELF's search path name."""
+    targets = (origin_target(entry, info.path) if entry else None for entry in info.search_path)
+    return tuple(dict.fromkeys(t for t in targets if t is not None and t != "." and t.split("/")[0] not in tops))
+
+
+def named_provider(needed: str, reqs: Requirements) -> Requirement | None:
+    """The requirement whose project the library is named after (`external.library_of_project`: librmm.so and
+    librmm-cu12). Torch's libraries are left to the torch rules (torchext)."""
+    from slimwheel import torchext
+
+    if torchext.is_torch_library(needed):
+        return None
+    named = [(project, rs[0]) for project, rs in reqs.always.items() if library_of_project(needed, project)]
+    # the library wheel itself (librmm-cu12) before a wheel that requires it (rmm-cu12, which pylibraft requires)
+    named.sort(key=lambda pr: not pr[0].startswith("lib") and not pr[0].startswith("nvidia-lib"))
+    return named[0][1] if named else None
+
+
+def pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:
+    """Whether `req` installs lib's wheel of lib's CUDA major only: itself pinned, or through a wheel pinned to the
+    major (cuda-toolkit==13.*, or a library wheel of that major that requires lib's wheel: nvidia-cudnn-cu13)."""
+    name = str(canonicalize_name(req.name))
+    if name == cudalibs.TOOLKIT_PACKAGE:  # the metapackage of a major pins its components to it
+        return admits_only_major(req, lib.cuda_major)
+    if name != lib.package:
+        return any(
+            pinned(provider, req)
+            for provider in cudalibs.libs_for(lib.cuda_major)
+            if provider.package == name and lib.package in cudalibs.WHEEL_REQUIRES.get(name, ())
+        )
+    return lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major)
+
+
+def extra_provider(cands: list[cudalibs.RuntimeLib], reqs: Requirements) -> tuple[str, Requirement] | None:
+    for lib in cands:
+        if (got := reqs.under_extra(lib.package)) is not None and pinned(lib, got[1]):
+            return got
+    return None
+
+
+@dataclass(frozen=True, kw_only=True)
+class AdmittedTorch:
+    req: Requirement  # the wheel's torch requirement
+    minors: tuple[str, ...]  # the torch minors it admits (torchext.admitted_minors)
+    pinned: tuple[PypiRelease, ...]  # the admitted ones of torchext's table of nvidia-* pins
+
+
+def admitted_torch(reqs: Requirements) -> AdmittedTorch | None:
+    """The wheel's torch requirement and the torch releases it admits; None when it requires no torch."""
+    from slimwheel import torchext
+
+    req = reqs.first("torch")
+    if req is None:
+        return None
+    minors = tuple(torchext.admitted_minors(req.specifier))
+    return AdmittedTorch(req=req, minors=minors, pinned=tuple(r for r in torchext.pypi_releases() if r.minor in minors))
+
+
+@dataclass(frozen=True, kw_only=True)
+class FromTorch:
+    """What `import torch` of the admitted PyPI releases brings of one library the wheel does not."""
+
+    req: Requirement
+    providing: tuple[str, ...]  # the torch versions whose import loads it
+    lacking: tuple[str, ...]  # admitted torch versions whose import does not (or that slimwheel has not read)
+    how: str  # "require(s) nvidia-cublas-cu12" / "ship(s) torch/lib/libgomp.so.1, which libtorch_global_deps.so needs,"
+
+    def enough(self, *, alternative: bool) -> bool:
+        """Every admitted release must load it, except for a per-CUDA alternative, which the project loads only for
+        the CUDA it finds (bitsandbytes loads libbitsandbytes_cuda128.so under a torch of CUDA 12.8): there one
+        release suffices."""
+        return bool(self.providing) and (alternative or not self.lacking)
+
+
+def torch_provider(
+    soname: str, cands: list[cudalibs.RuntimeLib], torch: AdmittedTorch | None, machines: Sequence[str]
+) -> FromTorch | None:
+    """Which admitted PyPI torch releases load `soname` at `import torch`, when the wheel requires torch; the dynamic
+    loader then takes a library of that name that is already loaded. A CUDA library (`cands`): torch's own
+    requirements install one of `cands` (the table of nvidia-* pins), and torch loads it. Another library: torch's
+    wheel ships it in torch/lib for each of the wheel's `machines` and a chain of DT_NEEDED from torch/_C loads it
+    under that name (torchext.shipped_libs; auditwheel's renamed libgomp-a34b3233.so.1 of torch 2.4-2.6 is another
+    name). Releases newer than the tables are not judged, as for CUDA libraries; older admitted ones that the table
+    of torch/lib does not hold count as lacking. None when torch is not required or none of its releases loads it."""
+    from slimwheel import torchext
+
+    if torch is None:
+        return None
+    if cands:
+        packages = {lib.package for lib in cands}
+        providing = [r for r in torch.pinned if packages & set(r.pins)]
+        if not providing:
+            return None
+        package = next(p for p in providing[0].pins if p in packages)
+        return FromTorch(
+            req=torch.req,
+            providing=tuple(r.version for r in providing),
+            lacking=tuple(r.version for r in torch.pinned if r not in providing),
+            how=f"require(s) {package}",
+        )
+    # torch's own libraries (libc10.so, libtorch_cuda.so) are judged the same way: torchvision 0.26's _C.so needs
+    # them with no search path into torch/lib, and finds them because `import torch` loaded them first.
+    table = torchext.shipped_libs()
+    oldest = Version(next(iter(table)))
+    yes: list[torchext.ShippedLibs] = []
+    no: list[str] = []
+    newer: list[str] = []  # releases newer than the table: torch's own libraries are in torch/lib in every release
+    for minor in torch.minors:
+        per = table.get(minor)
+        if per is None:
+            if Version(minor) < oldest:
+                no.append(f"{minor} (torch/lib not read)")
+            elif torchext.is_torch_library(soname):
+                newer.append(minor)
+            continue
+        shipped = [per.get(m) for m in machines]
+        if all(s is not None and soname in s.loaded for s in shipped):
+            yes.append(per[machines[0]])
+        else:
+            # auditwheel's renamed copy (libgomp-a34b3233.so.1) is loaded under its own name only
+            stem = soname.split(".so")[0] + "-"
+            renamed = sorted({n for s in shipped if s is not None for n in s.loaded if n.startswith(stem)})
+            version = next(s.version for s in per.values())
+            no.append(f"{version} (loads {', '.join(renamed)})" if renamed else version)
+    if not yes and not newer:
+        return None
+    how = (
+        f"ship(s) torch/lib/{soname}, which {yes[-1].loaded[soname]} needs,"
+        if yes
+        else (
+            f"ship(s) torch/lib/{soname} (torch's own library, in every release; slimwheel's table ends at "
+            f"{max(table, key=Version)})"
+        )
+    )
+    return FromTorch(
+        req=torch.req,
+        providing=tuple(s.version for s in yes) + tuple(f"{m}.x" for m in newer),
+        lacking=tuple(no),
+        how=how,
+    )
+
+
+def second_copy(lib: cudalibs.RuntimeLib, torch: AdmittedTorch | None) -> str:
+    """Who else brings the nvidia-* wheel's copy of a library the wheel carries, as far as torch tells: the torch
+    releases the wheel admits (or PyPI's torch releases of that CUDA major) that require that wheel. torchvision 0.26
+    carries cudart and nvJPEG; torch 2.11 requires nvidia-cuda-runtime, not nvidia-nvjpeg."""
+    from slimwheel import torchext
+
+    if torch is not None:
+        admitted = [r.version for r in torch.pinned]
+        loads = [r.version for r in torch.pinned if lib.package in r.pins]
+        if loads:
+            return (
+                f"torch {', '.join(loads)}, which the wheel's Requires-Dist '{torch.req}' admits, requires "
+                f"{lib.package} and loads its copy, so a process that imports both holds two"
+            )
+        if admitted:
+            return (
+                f"torch {', '.join(admitted)}, which the wheel's Requires-Dist '{torch.req}' admits, does not require "
+                f"{lib.package}: a process holds two only where another package loads that wheel's copy"
+            )
+    loads = [r.version for r in torchext.pypi_releases() if lib.package in r.pins]
+    if loads:
+        verb = "requires" if len(loads) == 1 else "require"
+        return f"a process that also loads {lib.package}'s copy holds two (PyPI's torch {', '.join(loads)} {verb} it)"
+    return (
+        f"a process holds two where another package loads {lib.package}'s copy (no torch release slimwheel knows "
+        "requires it)"
+    )
+
+
+def requirement_on(lib: cudalibs.RuntimeLib, reqs: Requirements) -> Requirement | None:
+    """The wheel's unconditional requirement on the library's package, directly or through the CUDA metapackage."""
+    return reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
+
+
+def cuda_library_problem(
+    info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements
+) -> str | None:
+    wanted = []
+    for lib in cands:
+        wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
+        req = requirement_on(lib, reqs)
+        if req is None:
+            continue
+        if str(canonicalize_name(req.name)) != lib.package:  # through cuda-toolkit or a wheel that requires it
+            if pinned(lib, req):
+                return None
+            return (
+                f"{info.path} needs {needed} (CUDA {lib.cuda_major}) through Requires-Dist '{req}', which does "
+                f"not pin {req.name} to CUDA {lib.cuda_major}: pip may install another CUDA major"
+            )
+        # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
+        # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
+        version_major = lib.version_major
+        if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, version_major):
+            return None
+        return (
+            f"{info.path} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
+            f"{lib.package} to {version_major}.*: pip may install another CUDA major"
+        )
+    cond = [r for lib in cands for r in reqs.conditional.get(str(canonicalize_name(lib.package)), [])]
+    if cond:
+        return (
+            f"{info.path} needs {needed}: Requires-Dist '{cond[0]}' holds only under its marker, not everywhere "
+            "the wheel installs (Linux, its Python versions), so pip may install the wheel without it"
+        )
+    return f"{info.path} needs {needed}: not in the wheel and no Requires-Dist on {' or '.join(wanted)}"
+
+
+_PY_MODULE_TAG = re.compile(r"\.(cpython-|abi3\.|pypy)")
+_TEMPLATE_PART = re.compile(r"%[sdu]")
+
+
+def _name_matches(name: str, base: str) -> bool:
+    """Whether a name a file may open ("nvshmem_bootstrap_mpi.so", "nvshmem_transport_%s.so.%d") is the file name
+    `base`: itself, with a version after it (nvshmem_bootstrap_mpi.so.3), or the printf template filled in."""
+    if "%" in name:
+        parts = _TEMPLATE_PART.split(name)
+        holes = _TEMPLATE_PART.findall(name)
+        pattern = re.escape(parts[0]) + "".join(
+            ("[^/]+" if h == "%s" else r"\d+") + re.escape(p) for h, p in zip(holes, parts[1:], strict=True)
+        )
+        return re.fullmatch(pattern + r"(\.\d+)*", base) is not None
+    return base == name or base.startswith(name + ".")
+
+
+def plugins(elfs: Sequence[ElfInfo]) -> dict[str, str]:
+    """The wheel's plugins: file -> a file of the wheel that opens it by name (`ElfInfo.names`). A plugin is no Python
+    extension module (no ABI tag; named lib*.so or versioned .so.N), and no file of the wheel needs it: it is loaded
+    only when its opener asks (onnxruntime-gpu's TensorRT provider, NVSHMEM's bootstrap and transport plugins)."""
+    needed = {n for info in elfs for n in info.needed}
+    out: dict[str, str] = {}
+    for info in elfs:
+        base = info.path.rsplit("/", 1)[-1]
+        if base in needed or (info.soname or "") in needed or _PY_MODULE_TAG.search(base):
+            continue
+        if not (base.startswith("lib") or re.search(r"\.so\.\d", base)):
+            continue
+        opener = next(
+            (q.path for q in elfs if q.path != info.path and any(_name_matches(n, base) for n in q.names)), None
+        )
+        if opener is not None:
+            out[info.path] = opener
+    return out
+
+
+def cxx_runtime_problem(info: ElfInfo) -> str | None:
+    """A library that carries libstdc++ (linked statically) and exports its symbols. Python processes load
+    libstdc++.so.6 too (numpy, torch, the CUDA libraries); calls that go through the dynamic symbol table then bind to
+    the first copy the loader meets while the rest stay in the file's own copy, so the two copies' state mixes:
+    locales, exceptions, iostreams. The faiss wheel built on the GPU machine carried such a copy (no libstdc++.so.6 in
+    DT_NEEDED, libstdc++'s SystemTap notes, 5,400 dynamic symbols) and crashed in index_factory, whose std::regex
+    reads the locale; linked to the shared libstdc++ there, it passed faiss's GPU tests (docs/faiss.md)."""
+    if not info.exports_cxx_runtime:
+        return None
+    return (
+        f"{info.path} carries libstdc++ linked statically and exports it (std::locale::classic is in its dynamic "
+        "symbol table): in a process that also loads libstdc++.so.6, part of its C++ runtime calls go to the "
+        "other copy and the two copies' state mixes. Link libstdc++ dynamically (it is on the manylinux "
+        "allow-list), or hide the static copy (-Wl,--exclude-libs,ALL)"
+    )
