@@ -15,10 +15,9 @@ import click
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import distcheck, render
+from slimwheel.analysis import analyze
 from slimwheel.commands.size_report import FORMATS, emit
-from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
-from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.render import table_text
 
 offline_option = click.option(
@@ -33,7 +32,7 @@ offline_option = click.option(
 
 def read_index(offline: bool | None) -> bool:
     """Whether the verdict may read the index: not with --offline, nor with SLIMWHEEL_OFFLINE set true."""
-    return not (offline or env_bool(os.environ, "SLIMWHEEL_OFFLINE", default=False))
+    return checkmod.may_read_index(os.environ, offline=offline)
 
 
 @click.command("check")
@@ -110,12 +109,13 @@ def command(
             "manylinux": manylinux,
         },
     )
-    reports = [inspect_wheel(w) for w in wheels]
+    analyses = [analyze(w) for w in wheels]
+    reports = [a.report for a in analyses]
     verdicts = [
-        checkmod.check_wheel_file(
-            r,
+        checkmod.judge(
+            a,
             checkmod.make_policy(
-                r,
+                a.report,
                 budget=cfg.parsed.budget_bytes,
                 require_arch=cfg.require_arch_for(None),
                 dependencies=not no_dependencies,
@@ -125,7 +125,7 @@ def command(
                 read_index=read_index(offline),
             ),
         )
-        for r in reports
+        for a in analyses
     ]
     if fmt == "json":
         text = render.render_json(reports, verdicts)

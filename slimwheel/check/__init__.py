@@ -1,0 +1,165 @@
+"""The one verdict: a wheel's analysis (`slimwheel.analysis`) judged against a policy, check by check.
+
+Each check is a module of this package with one function, `findings(analysis, policy)`: `record`, `budget`,
+`coverage`, `dist` (installed size, debug symbols), `platform` (the manylinux floor), `dependencies` (`slimwheel.deps`)
+and `torch`. `judge` runs them in that order; every command that gives a verdict (check, build, repair, slim, variants,
+and the container's audit, which runs check) calls it, so the same wheel gets the same verdict from each. A new check
+is a module and one line in `CHECKS`. The CLI turns verdicts into output and an exit code (`raise_for`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from slimwheel import floor
+from slimwheel.analysis import WheelAnalysis, analyze, requirement_graph
+from slimwheel.check import budget, coverage, dependencies, dist, platform, record, torch
+from slimwheel.check.coverage import required_ccs
+from slimwheel.check.platform import floor_failures
+from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
+from slimwheel.config import DEFAULT_BUDGET
+from slimwheel.cuda.arch import RequireArch
+from slimwheel.envvars import env_bool
+from slimwheel.errors import CheckFailed, ExitCode
+from slimwheel.inspect.pyimports import PythonImports
+from slimwheel.inspect.report import WheelReport
+from slimwheel.reqgraph import RequirementGraph
+from slimwheel.units import parse_size
+
+if TYPE_CHECKING:
+    from slimwheel import torchext
+    from slimwheel.wheelfile import RecordProblem
+
+__all__ = [
+    "CHECKS",
+    "CheckPolicy",
+    "Failure",
+    "FailureKind",
+    "Findings",
+    "Verdict",
+    "analyze",
+    "check_wheel",
+    "check_wheel_file",
+    "exit_code_for",
+    "floor_failures",
+    "judge",
+    "make_policy",
+    "may_read_index",
+    "raise_for",
+    "required_ccs",
+    "requirement_graph",
+    "verdict_to_json",
+]
+
+Check = Callable[[WheelAnalysis, CheckPolicy], Findings]
+# In this order: the verdict's failures and notes come out check by check.
+CHECKS: tuple[Check, ...] = (
+    record.findings,
+    budget.findings,
+    coverage.findings,
+    dist.findings,
+    platform.findings,
+    dependencies.findings,
+    torch.findings,
+)
+
+
+def may_read_index(env: Mapping[str, str], *, offline: bool | None = None) -> bool:
+    """Whether a verdict may read the package index: not with --offline (`offline`), nor with SLIMWHEEL_OFFLINE set
+    true in `env`. Every command that judges asks this one rule (check, slim, variants, build)."""
+    return not (offline or env_bool(env, "SLIMWHEEL_OFFLINE", default=False))
+
+
+def judge(analysis: WheelAnalysis, policy: CheckPolicy) -> Verdict:
+    """THE verdict on one wheel: every check of `CHECKS` over its analysis."""
+    failures: list[Failure] = []
+    notes: list[str] = []
+    for check in CHECKS:
+        found = check(analysis, policy)
+        failures.extend(found.failures)
+        notes.extend(found.notes)
+    return Verdict(wheel=str(analysis.report.path), ok=not failures, failures=tuple(failures), notes=tuple(notes))
+
+
+def make_policy(
+    report: WheelReport,
+    *,
+    budget: str | int = DEFAULT_BUDGET,
+    require_arch: str | RequireArch = "",
+    dependencies: bool = True,
+    installed_budget: str | int | None = None,
+    debug_symbols: bool = False,
+    manylinux: str = "",
+    read_index: bool = False,
+) -> CheckPolicy:
+    require, left_out = required_ccs(require_arch, report)
+    return CheckPolicy(
+        budget_bytes=parse_size(budget, what="budget"),
+        require=require,
+        require_spec=str(require_arch),
+        left_out=left_out,
+        dependencies=dependencies,
+        installed_budget_bytes=parse_size(installed_budget, what="installed-budget") if installed_budget else None,
+        debug_symbols=debug_symbols,
+        manylinux=floor.parse_target(manylinux) if manylinux.strip() else None,
+        read_index=read_index,
+    )
+
+
+def check_wheel_file(
+    report: WheelReport,
+    policy: CheckPolicy,
+    *,
+    file: Path | None = None,
+    imports: PythonImports | None = None,
+    graph: RequirementGraph | None = None,
+) -> Verdict:
+    """`judge` of the wheel `report` was read from (`analyze`): its RECORD, its use of torch, its Python sources."""
+    return judge(analyze(report.path, report=report, file=file, imports=imports, graph=graph), policy)
+
+
+def check_wheel(
+    report: WheelReport,
+    policy: CheckPolicy,
+    *,
+    record_problems: Sequence[RecordProblem] = (),
+    torch: torchext.TorchUse | None = None,
+    imports: PythonImports | None = None,
+    graph: RequirementGraph | None = None,
+) -> Verdict:
+    """`judge` of an analysis put together by the caller (tests, and callers that hold the parts already)."""
+    analysis = WheelAnalysis(
+        report=report, file=report.path, record=tuple(record_problems), torch=torch, imports=imports, graph=graph
+    )
+    return judge(analysis, policy)
+
+
+def exit_code_for(verdicts: list[Verdict] | tuple[Verdict, ...]) -> ExitCode:
+    codes = {f.exit_code for v in verdicts for f in v.failures}
+    if not codes:
+        return ExitCode.OK
+    if len(codes) == 1:
+        return codes.pop()
+    return ExitCode.CHECK_FAILED
+
+
+def raise_for(verdicts: list[Verdict] | tuple[Verdict, ...]) -> None:
+    """CheckFailed with 10 (budget), 11 (coverage), 12 (dependencies), 14 (RECORD), 18 (platform floor), or 13 when
+    several kinds failed."""
+    code = exit_code_for(verdicts)
+    if code is ExitCode.OK:
+        return
+    failed = [v for v in verdicts if not v.ok]
+    kinds = sorted({f.kind for v in failed for f in v.failures})
+    raise CheckFailed(f"{len(failed)} of {len(verdicts)} wheel(s) failed: {', '.join(kinds)}", code)
+
+
+def verdict_to_json(v: Verdict) -> dict[str, Any]:
+    return {
+        "wheel": v.wheel,
+        "ok": v.ok,
+        "failures": [{"kind": f.kind, "message": f.message, "exit_code": int(f.exit_code)} for f in v.failures],
+        "notes": list(v.notes),
+    }
