@@ -33,7 +33,9 @@ from slimwheel.toolkit.model import Toolkit
 from slimwheel.tools import run_tool_status
 
 if TYPE_CHECKING:  # the repair and inspect areas are imported when a build runs, not when slimwheel starts
+    from slimwheel.analysis import WheelAnalysis
     from slimwheel.check import Verdict
+    from slimwheel.cuda.arch import CC
     from slimwheel.inspect.report import WheelReport
     from slimwheel.repair import RepairResult
 
@@ -291,6 +293,29 @@ def _report_path(wheel: Path) -> Path:
     return wheel.with_name(wheel.name.removesuffix(".whl") + ".slimwheel.json")
 
 
+def judge_built(
+    wheel: Path, cfg: Config, wanted: tuple[CC, ...] | None, *, env: Mapping[str, str]
+) -> tuple[WheelAnalysis, Verdict]:
+    """The check phase of a build: the repaired wheel's analysis judged by the one verdict (`check.judge`), with the
+    project's budget, coverage (`wanted`: the plan's GPUs, for `require-arch = "auto"`), distribution checks and
+    platform floor, reading the index as `slimwheel check` does. `slimwheel check` with the same settings gives the
+    same verdict."""
+    from slimwheel.analysis import analyze
+    from slimwheel.check import judge, make_policy, may_read_index
+
+    analysis = analyze(wheel)
+    policy = make_policy(
+        analysis.report,
+        budget=cfg.parsed.budget_bytes,
+        require_arch=cfg.require_arch_for(wanted),
+        installed_budget=cfg.parsed.installed_budget_bytes,
+        debug_symbols=cfg.debug_symbols,
+        manylinux=cfg.manylinux,
+        read_index=may_read_index(env),
+    )
+    return analysis, judge(analysis, policy)
+
+
 def build_project(
     project_dir: Path,
     cfg: Config,
@@ -308,12 +333,10 @@ def build_project(
     `build_dir`: CMake's build folder, kept for incremental rebuilds; default a fresh temporary one (a clean build
     that shares nothing with the project's own build-dir or a concurrent build).
     """
-    from slimwheel.check import check_wheel, make_policy, verdict_to_json
+    from slimwheel.check import verdict_to_json
     from slimwheel.external import parse_externals
     from slimwheel.inspect.report import report_to_json
-    from slimwheel.inspect.scan import inspect_wheel
     from slimwheel.repair import repair_wheel
-    from slimwheel.wheelfile import archive_record_problems
 
     e = dict(os.environ if env is None else env)
     out_dir = Path(out_dir).absolute()
@@ -354,20 +377,8 @@ def build_project(
             )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:
-            report = inspect_wheel(repaired.wheel)
-            require = cfg.require_arch_for(setup.plan.arch.wanted)
-            policy = make_policy(
-                report,
-                budget=cfg.parsed.budget_bytes,
-                require_arch=require,
-                installed_budget=cfg.parsed.installed_budget_bytes,
-                debug_symbols=cfg.debug_symbols,
-                manylinux=cfg.manylinux,
-            )
-            torch_use = torchext.audit_wheel(repaired.wheel, {e.name: e.needed for e in report.elfs})
-            verdict = check_wheel(
-                report, policy, record_problems=archive_record_problems(repaired.wheel), torch=torch_use
-            )
+            analysis, verdict = judge_built(repaired.wheel, cfg, setup.plan.arch.wanted, env=e)
+            report, torch_use = analysis.report, analysis.torch
             box["detail"] = "ok" if verdict.ok else "; ".join(f.message for f in verdict.failures)
     report_json = _report_path(repaired.wheel)
     with ph.phase("report") as box:

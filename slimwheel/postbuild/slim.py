@@ -342,7 +342,7 @@ def slim(
             rewritten = write_rewritten(src, tmp, target, plans, version=version)
             after = judge_output(tmp, target)
     policy = checkmod.make_policy(after, budget=budget, require_arch=CCRequest.of(ccs), read_index=read_index)
-    verdict = checkmod.check_wheel_file(after, policy)  # judged as `slimwheel check` judges it
+    verdict = checkmod.judge(checkmod.analyze(after.path, report=after), policy)  # as `slimwheel check` judges it
     return SlimResult(
         source=wheel,
         request=request,

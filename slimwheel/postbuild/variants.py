@@ -155,7 +155,8 @@ def make_variants(
                 policy = checkmod.make_policy(
                     report, budget=budget, require_arch=CCRequest.of(fam.request.ccs), read_index=read_index
                 )
-                verdict = checkmod.check_wheel_file(report, policy, file=tmp, imports=python, graph=graph)
+                analysis = checkmod.analyze(report.path, report=report, file=tmp, imports=python, graph=graph)
+                verdict = checkmod.judge(analysis, policy)
                 made.append(
                     VariantWheel(
                         family=fam,
@@ -165,7 +166,7 @@ def make_variants(
                         verdict=verdict,
                     )
                 )
-                del report, policy, verdict
+                del report, policy, verdict, analysis
             if not same:
                 shutil.copyfile(wheel, tmps[-1])
     dist = before.path.name.split("-", 1)[0]

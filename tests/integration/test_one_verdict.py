@@ -1,0 +1,164 @@
+"""One verdict: the same wheel and the same settings get the same verdict from every command that judges one (issue
+36). `check` (the CLI), `build`'s check phase (`build.judge_built`), and the judging paths of `slim` and `variants`
+(their outputs judged through `check.analyze` + `check.judge`, variants with the input's Python sources) are run on
+synthesized wheels and real PyPI wheels of the corpus; their failures and notes must be identical. The wheel that
+split them before: an optional extension module that needs NCCL (imported only under try/except ImportError), which
+`check` passed and `build` failed (it judged without the Python sources)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slimwheel import build, config
+from slimwheel import check as checkmod
+from slimwheel.cli import main
+from slimwheel.inspect.pyimports import PythonImports
+from slimwheel.inspect.scan import inspect_wheel
+from tests.helpers import corpus
+from tests.helpers.binsynth import elf
+from tests.helpers.wheelmaker import make_wheel
+
+pytestmark = pytest.mark.integration
+
+OFFLINE = {"SLIMWHEEL_OFFLINE": "1"}
+EXT = "pkg/libs/nccl.cpython-311-x86_64-linux-gnu.so"
+GUARDED = textwrap.dedent(
+    """
+    try:
+        from pkg.libs import nccl
+    except ImportError:
+        nccl = None
+    """
+).encode()
+
+
+def _synthesized(out: Path) -> list[Path]:
+    tag = "cp311-cp311-manylinux_2_28_x86_64"
+    core = elf(needed=["libcudart.so.13", "libc.so.6"], soname=None)
+    wheels = [
+        # the optional part: NCCL is required by nothing, and the package runs without the module
+        make_wheel(
+            out / "optional",
+            name="pkg",
+            files={"pkg/__init__.py": GUARDED, EXT: elf(needed=["libnccl.so.2", "libc.so.6"]), "pkg/_core.so": core},
+            requires=["nvidia-cuda-runtime==13.*"],
+            tag=tag,
+        ),
+        # the same module imported without a guard: a failure everywhere
+        make_wheel(
+            out / "required",
+            name="pkg",
+            files={
+                "pkg/__init__.py": b"from pkg.libs import nccl\n",
+                EXT: elf(needed=["libnccl.so.2", "libc.so.6"]),
+                "pkg/_core.so": core,
+            },
+            requires=["nvidia-cuda-runtime==13.*"],
+            tag=tag,
+        ),
+        # a CUDA library with no requirement at all
+        make_wheel(out / "unrequired", name="pkg", files={"pkg/_core.so": core}, tag=tag),
+        # a clean wheel
+        make_wheel(
+            out / "clean",
+            name="pkg",
+            files={"pkg/_core.so": core},
+            requires=["nvidia-cuda-runtime==13.*"],
+            tag=tag,
+        ),
+    ]
+    # RECORD that does not match: a member changed after the build
+    tampered = out / "tampered" / wheels[-1].name
+    tampered.parent.mkdir()
+    import zipfile
+
+    with zipfile.ZipFile(wheels[-1]) as src, zipfile.ZipFile(tampered, "w") as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            dst.writestr(info, data + b"\0" if info.filename == "pkg/_core.so" else data)
+    return [*wheels, tampered]
+
+
+def _cli_verdict(wheel: Path, out: Path, budget: str, require: str) -> dict[str, Any]:
+    """`slimwheel check` as users run it (the CLI's error boundary included), its verdict read from its JSON."""
+    report = out / "check.json"
+    args = ["check", "--offline", "--format", "json", "-o", str(report), "--budget", budget, "--require-arch", require]
+    status = main([*args, str(wheel)])
+    data = json.loads(report.read_text(encoding="utf-8"))
+    (v,) = data["verdicts"]
+    assert (status == 0) == v["ok"], status
+    return {"failures": v["failures"], "notes": v["notes"], "ok": v["ok"]}
+
+
+def _as_json(v: checkmod.Verdict) -> dict[str, Any]:
+    d = checkmod.verdict_to_json(v)
+    return {"failures": d["failures"], "notes": d["notes"], "ok": d["ok"]}
+
+
+def _every_command(wheel: Path, tmp: Path, budget: str, require: str) -> dict[str, dict[str, Any]]:
+    cfg = config.load(None, OFFLINE, {"budget": budget, "require_arch": require})
+    _, built = build.judge_built(wheel, cfg, None, env=OFFLINE)
+    report = inspect_wheel(wheel)
+    policy = checkmod.make_policy(report, budget=cfg.parsed.budget_bytes, require_arch=cfg.require_arch_for(None))
+    # slim judges its output where it lies; variants judges each output under a temporary name, with the input's
+    # Python sources read once
+    slim = checkmod.judge(checkmod.analyze(report.path, report=report), policy)
+    moved = tmp / "variant.tmp"
+    shutil.copyfile(wheel, moved)
+    variants = checkmod.judge(
+        checkmod.analyze(report.path, report=report, file=moved, imports=PythonImports.from_wheel(wheel)), policy
+    )
+    return {
+        "check": _cli_verdict(wheel, tmp, budget, require),
+        "build": _as_json(built),
+        "slim": _as_json(slim),
+        "variants": _as_json(variants),
+    }
+
+
+def _assert_one(got: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    first = got["check"]
+    for command, v in got.items():
+        assert v == first, f"{command} and check disagree:\n{command}: {v}\ncheck: {first}"
+    return first
+
+
+def test_synthesized_wheels_get_one_verdict_from_every_command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLIMWHEEL_OFFLINE", "1")
+    outcomes = {}
+    for wheel in _synthesized(tmp_path / "in"):
+        v = _assert_one(_every_command(wheel, tmp_path, "60MiB", "none"))
+        outcomes[wheel.parent.name] = sorted({f["kind"] for f in v["failures"]})
+    # the verdicts themselves, so that agreeing on a wrong answer fails too
+    assert outcomes == {
+        "optional": [],
+        "required": ["dependencies"],
+        "unrequired": ["dependencies"],
+        "clean": [],
+        "tampered": ["record"],
+    }
+
+
+@pytest.mark.parametrize("name", ["cupy-cuda13x", "bitsandbytes", "jax-cuda13-plugin", "nvidia-curand", "torchvision"])
+def test_corpus_wheels_get_one_verdict_from_every_command(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLIMWHEEL_OFFLINE", "1")
+    (w,) = [c for c in corpus.CORPUS if c.requirement.split("==")[0] == name]
+    _assert_one(_every_command(corpus.ensure(w), tmp_path, "1GiB", w.require))
+
+
+def test_cupy_optional_nccl_passes_in_build_as_in_check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disagreement of issue 36, on the real wheel: CuPy's NCCL binding is an optional part for every command."""
+    monkeypatch.setenv("SLIMWHEEL_OFFLINE", "1")
+    (w,) = [c for c in corpus.CORPUS if c.requirement.startswith("cupy-cuda13x==")]
+    got = _every_command(corpus.ensure(w), tmp_path, "1GiB", w.require)
+    v = _assert_one(got)
+    assert not [f for f in v["failures"] if f["kind"] == "dependencies"], v["failures"]
+    assert any("nccl" in n and "optional part" in n for n in v["notes"])
