@@ -3,7 +3,10 @@ every library a wheel needs is accounted for. `check` judges a wheel with `depen
 own output with the same function before writing it, so repair never emits a wheel that check fails.
 
 The parts: `bounds` (the CUDA major's libraries and the requirement bounds repair writes), `installs` (where the wheel
-installs and which requirements hold there), `policy` (the manylinux allow-list), `verdict` (every library accounted).
+installs and which requirements hold there), `policy` (the manylinux allow-list), `providers` (the provider rules),
+`resolve` (for every library of every file, who provides it and how: typed values), `verdict` (the verdict and its
+notes, worded from the resolution alone). A new provider rule is a function in `resolve` (a `How`) and its wording in
+`verdict`; repair plans from the resolution (`Resolved.extras`, `only_optional`).
 """
 
 from __future__ import annotations
@@ -22,21 +25,28 @@ from slimwheel.deps.bounds import (
 from slimwheel.deps.installs import Installs, Requirements
 from slimwheel.deps.policy import SYSTEM_LOADERS, SystemPolicy, known_platform, policy_data, system_policy
 from slimwheel.deps.providers import cxx_runtime_problem, plugins
+from slimwheel.deps.resolve import FileResolution, How, Resolution, Resolved, Use, resolve
 from slimwheel.deps.verdict import (
     DependencyVerdict,
     ExtraProvision,
     dependency_problems,
     extra_notes,
+    word,
 )
 
 __all__ = [
     "SYSTEM_LOADERS",
     "DependencyVerdict",
     "ExtraProvision",
+    "FileResolution",
     "Floor",
+    "How",
     "Installs",
     "Requirements",
+    "Resolution",
+    "Resolved",
     "SystemPolicy",
+    "Use",
     "admits_only_major",
     "cxx_runtime_problem",
     "dependency_problems",
@@ -49,7 +59,9 @@ __all__ = [
     "policy_data",
     "requirement_for",
     "requirements",
+    "resolve",
     "satisfiable",
     "system_policy",
+    "word",
     "wrong_major",
 ]

@@ -3,6 +3,7 @@ a requirement named after it), and the faults of a CUDA library's requirement.""
 
 from __future__ import annotations
 
+import enum
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
@@ -232,38 +233,44 @@ def requirement_on(lib: cudalibs.RuntimeLib, reqs: Requirements) -> Requirement 
     return reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
 
 
-def cuda_library_problem(
-    info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements
-) -> str | None:
-    wanted = []
+class CudaFaultKind(enum.Enum):
+    """What the requirements lack for a CUDA library of the table."""
+
+    UNPINNED_THROUGH = "unpinned-through"  # required through cuda-toolkit or a wheel that requires it, not pinned
+    UNPINNED = "unpinned"  # required directly, not pinned to the library's major
+    CONDITIONAL = "conditional"  # required only under a marker that does not hold everywhere the wheel installs
+    MISSING = "missing"  # no requirement on any of its wheels
+
+
+@dataclass(frozen=True, kw_only=True)
+class CudaFault:
+    kind: CudaFaultKind
+    candidates: tuple[cudalibs.RuntimeLib, ...]  # the table's rows of that SONAME (of the file's major, if any)
+    lib: cudalibs.RuntimeLib | None = None  # UNPINNED*: the row whose requirement is at fault
+    requirement: Requirement | None = None  # UNPINNED*: the unconditional requirement that does not pin it
+    conditional: Requirement | None = None  # CONDITIONAL: the requirement under its marker
+
+
+def cuda_library_fault(cands: Sequence[cudalibs.RuntimeLib], reqs: Requirements) -> CudaFault | None:
+    """None when a requirement installs one of `cands` pinned to its CUDA major (directly, through cuda-toolkit, or
+    through a wheel that requires it), else what is wrong. The first row with an unconditional requirement decides."""
     for lib in cands:
-        wanted.append(f"{lib.package} (CUDA {lib.cuda_major})")
         req = requirement_on(lib, reqs)
         if req is None:
             continue
         if str(canonicalize_name(req.name)) != lib.package:  # through cuda-toolkit or a wheel that requires it
             if pinned(lib, req):
                 return None
-            return (
-                f"{info.path} needs {needed} (CUDA {lib.cuda_major}) through Requires-Dist '{req}', which does "
-                f"not pin {req.name} to CUDA {lib.cuda_major}: pip may install another CUDA major"
-            )
+            return CudaFault(kind=CudaFaultKind.UNPINNED_THROUGH, candidates=tuple(cands), lib=lib, requirement=req)
         # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
         # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
-        version_major = lib.version_major
-        if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, version_major):
+        if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major):
             return None
-        return (
-            f"{info.path} needs {needed} (CUDA {lib.cuda_major}), but Requires-Dist '{req}' does not pin "
-            f"{lib.package} to {version_major}.*: pip may install another CUDA major"
-        )
+        return CudaFault(kind=CudaFaultKind.UNPINNED, candidates=tuple(cands), lib=lib, requirement=req)
     cond = [r for lib in cands for r in reqs.conditional.get(str(canonicalize_name(lib.package)), [])]
     if cond:
-        return (
-            f"{info.path} needs {needed}: Requires-Dist '{cond[0]}' holds only under its marker, not everywhere "
-            "the wheel installs (Linux, its Python versions), so pip may install the wheel without it"
-        )
-    return f"{info.path} needs {needed}: not in the wheel and no Requires-Dist on {' or '.join(wanted)}"
+        return CudaFault(kind=CudaFaultKind.CONDITIONAL, candidates=tuple(cands), conditional=cond[0])
+    return CudaFault(kind=CudaFaultKind.MISSING, candidates=tuple(cands))
 
 
 _PY_MODULE_TAG = re.compile(r"\.(cpython-|abi3\.|pypy)")
@@ -312,8 +319,12 @@ def cxx_runtime_problem(info: ElfInfo) -> str | None:
     reads the locale; linked to the shared libstdc++ there, it passed faiss's GPU tests (docs/faiss.md)."""
     if not info.exports_cxx_runtime:
         return None
+    return cxx_runtime_text(info.path)
+
+
+def cxx_runtime_text(path: str) -> str:
     return (
-        f"{info.path} carries libstdc++ linked statically and exports it (std::locale::classic is in its dynamic "
+        f"{path} carries libstdc++ linked statically and exports it (std::locale::classic is in its dynamic "
         "symbol table): in a process that also loads libstdc++.so.6, part of its C++ runtime calls go to the "
         "other copy and the two copies' state mixes. Link libstdc++ dynamically (it is on the manylinux "
         "allow-list), or hide the static copy (-Wl,--exclude-libs,ALL)"

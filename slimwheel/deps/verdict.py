@@ -2,37 +2,19 @@
 
 from __future__ import annotations
 
-import fnmatch
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.deps.bounds import satisfiable
-from slimwheel.deps.installs import Installs, Requirements
-from slimwheel.deps.policy import SYSTEM_LOADERS, system_policy
-from slimwheel.deps.providers import (
-    FromTorch,
-    admitted_torch,
-    cuda_library_problem,
-    cxx_runtime_problem,
-    external_provider,
-    extra_provider,
-    foreign_folders,
-    named_provider,
-    plugins,
-    reaching,
-    requirement_on,
-    second_copy,
-    torch_provider,
-)
-from slimwheel.inspect.dynamic import ElfInfo, carried_names
+from slimwheel.deps.providers import CudaFaultKind, FromTorch, cxx_runtime_text, second_copy
+from slimwheel.deps.resolve import Fault, FileResolution, How, OpenedChain, Resolution, Resolved, resolve
+from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.reqgraph import Provider, RequirementGraph
-from slimwheel.rpath import describe, resolve_entries
+from slimwheel.rpath import describe
 from slimwheel.shown import abbreviated
 
 # ------------------------------------------------------------------------------------------- every library accounted
@@ -59,6 +41,7 @@ class DependencyVerdict:
     # Libraries that nothing provides and only optional parts of the package need (CuPy's NCCL and cuTENSOR): repair
     # leaves them unrequired, as the project does (a note says which package turns the part on).
     optional: tuple[str, ...] = ()
+    resolved: Resolved | None = None  # what the verdict was worded from
 
     @property
     def extras(self) -> tuple[str, ...]:
@@ -88,350 +71,301 @@ def dependency_problems(
     the import failing, is a note (an optional part, as CuPy's NCCL and cuTENSOR bindings), not a problem. `graph`:
     what the requirements' own requirements install (`reqgraph`, read from the index only when a library is left
     unprovided by the rules above): a library one of them installs is a note that names the chain, not a problem
-    (rmm-cu12 -> librmm-cu12 -> rapids-logger's librapids_logger.so)."""
-    from slimwheel import torchext
-
-    problems: list[str] = []
-    notes: list[str] = []
-    platforms = tuple(dict.fromkeys(t.split("-", 2)[2] for t in tags if t.count("-") >= 2))
-    policy = system_policy(platforms)
-    if policy.note:
-        notes.append(policy.note)
-    reqs = Requirements.of(requires, Installs.from_tags(tags))
-    notes += [f"Requires-Dist {r!r} cannot be parsed" for r in reqs.unparsable]
-    for project, rs in reqs.always.items():
-        if len(rs) > 1 and not satisfiable([r.specifier for r in rs]):
-            problems.append(
-                f"Requires-Dist on {project} contradict each other ({'; '.join(map(str, rs))}): "
-                "pip can install no version of it, so it cannot install the wheel"
-            )
-    files = tuple(files)
-    inside = carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in files}
-    tops = {f.split("/", 1)[0] for f in files}  # the wheel's own top-level folders
-    from_extras: dict[tuple[str, str], tuple[Requirement, list[str]]] = {}  # (extra, soname) -> (req, files)
-    # soname -> (torch requirement, providing releases, package, files)
-    from_torch: dict[str, tuple[FromTorch, list[str]]] = {}  # soname -> (what torch brings, files)
-    alts = alt_model.alternatives(info.path for info in elfs)
-    torch = admitted_torch(reqs)
-    machines = Installs.from_tags(tags).machines
-    # (soname, provider, found through which RPATH entry, or "") -> the files that need it
-    transitive: dict[tuple[str, Provider, str], list[str]] = {}
-
-    def by_graph(info: ElfInfo, soname: str) -> bool:
-        """Whether a requirement's requirement installs the library (then a note says which, through what)."""
-        p = graph.provider(soname) if graph is not None else None
-        if p is None:
-            return False
-        folder = p.path.rsplit("/", 1)[0] if "/" in p.path else "."
-        transitive.setdefault((soname, p, reaching(info, [folder])), []).append(info.path)
-        return True
-
-    def unread(problem: str) -> str:
-        """The problem, with the requirements whose own requirements the index could not tell."""
-        if graph is None or not (missed := graph.unread):
-            return problem
-        return f"{problem} (what {len(missed)} requirement(s) install could not be read from the index: " + (
-            f"{abbreviated(missed, 2)})"
+    (rmm-cu12 -> librmm-cu12 -> rapids-logger's librapids_logger.so). The resolution is `deps.resolve`; this words it
+    (`word`)."""
+    return word(
+        resolve(
+            elfs,
+            cuda_major=cuda_major,
+            requires=requires,
+            tags=tags,
+            files=files,
+            name=name,
+            imports=imports,
+            graph=graph,
         )
+    )
 
-    def by_torch(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], problem: str) -> str | None:
-        """None when torch's import brings the library (a note then says so), else the problem, with the torch
-        releases that would bring it where some do."""
-        t = torch_provider(soname, cands, torch, machines)
-        if t is None:
-            return problem
-        if t.enough(alternative=info.path in alts):
-            from_torch.setdefault(soname, (t, []))[1].append(info.path)
-            return None
-        return (
-            f"{problem}; torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, but "
+
+def fault_text(r: Resolution) -> str:
+    """What is wrong with a library nothing (or a wrongly pinned requirement) provides, as one line."""
+    said = f"{r.file} needs {r.soname}"
+    c = r.cuda
+    if c is not None and c.kind is CudaFaultKind.UNPINNED_THROUGH:
+        assert c.lib is not None and c.requirement is not None
+        text = (
+            f"{said} (CUDA {c.lib.cuda_major}) through Requires-Dist '{c.requirement}', which does not pin "
+            f"{c.requirement.name} to CUDA {c.lib.cuda_major}: pip may install another CUDA major"
+        )
+    elif c is not None and c.kind is CudaFaultKind.UNPINNED:
+        assert c.lib is not None and c.requirement is not None
+        text = (
+            f"{said} (CUDA {c.lib.cuda_major}), but Requires-Dist '{c.requirement}' does not pin "
+            f"{c.lib.package} to {c.lib.version_major}.*: pip may install another CUDA major"
+        )
+    elif c is not None and c.kind is CudaFaultKind.CONDITIONAL:
+        text = (
+            f"{said}: Requires-Dist '{c.conditional}' holds only under its marker, not everywhere the wheel installs "
+            "(Linux, its Python versions), so pip may install the wheel without it"
+        )
+    elif c is not None:
+        wanted = " or ".join(f"{lib.package} (CUDA {lib.cuda_major})" for lib in c.candidates)
+        text = f"{said}: not in the wheel and no Requires-Dist on {wanted}"
+    elif r.fault is Fault.FOREIGN:
+        text = (
+            f"{said}: not in the wheel, not a CUDA runtime library from PyPI, not allowed by {r.policy}, and not in "
+            f"an RPATH folder named like a required project; its RPATH reaches {', '.join(r.foreign)}, other "
+            "projects' folders, and offline it is not known whether a requirement installs it there (without "
+            "--offline the index tells)"
+        )
+    else:
+        text = (
+            f"{said}: not in the wheel, not a CUDA runtime library from PyPI, not in an RPATH folder of a required "
+            f"project, and not allowed by {r.policy}"
+        )
+    if (t := r.torch) is not None:
+        text = (
+            f"{text}; torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, but "
             f"Requires-Dist '{t.req}' also admits torch {', '.join(t.lacking)}, which do(es) not"
         )
+    if r.unread:
+        text = f"{text} (what {len(r.unread)} requirement(s) install could not be read from the index: " + (
+            f"{abbreviated(r.unread, 2)})"
+        )
+    return text
 
-    def _torch_enough(soname: str, cands: list[cudalibs.RuntimeLib], *, alternative: bool) -> bool:
-        t = torch_provider(soname, cands, torch, machines)
-        return t is not None and t.enough(alternative=alternative)
 
-    # A torch extension in a wheel that requires no torch (torchaudio 2.11, torchao 0.18, fbgemm-gpu 1.9): torch's own
-    # libraries and the CUDA libraries torch's PyPI builds install (libcudart.so.13) lack for one reason, said once
-    # per set of files (`torchless`), not once per library and again by the torch rules.
-    any_torch = admitted_torch(Requirements.of(["torch"], Installs.from_tags(tags))) if torch is None else None
-    torchless: dict[str, list[str]] = {}  # file -> the libraries a torch requirement would bring
-    brought_by: dict[str, tuple[str, ...]] = {}  # a CUDA library of those -> the PyPI torch releases that install it
+def _copy_note(f: FileResolution, resolved: Resolved) -> str:
+    assert f.copy is not None and f.copy_lib is not None
+    return (
+        f"{f.file} is a copy of {f.copy.real_name} ({f.copy_lib.package}"
+        + (", loaded by its library" if f.copy.companion else "")
+        + f"): {second_copy(f.copy_lib, resolved.torch)}; `slimwheel repair` replaces it with that wheel"
+    )
 
-    def for_torch(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> bool:
-        """Whether the library is one that a torch requirement would bring to this torch extension, the wheel
-        requiring no torch: then a requirement's requirement installs it (a note), or `torchless` holds it."""
-        if any_torch is None or not any(torchext.is_torch_library(n) for n in info.needed):
-            return False
-        if info.path in plugin_of or info.path in backends or (imports is not None and imports.optional(info.path)):
-            return False  # a part the package does without: `unprovided` says what it lacks, in a note
-        if not torchext.is_torch_library(soname):
-            if (t := torch_provider(soname, cands, any_torch, machines)) is None:
-                return False
-            brought_by[soname] = t.providing
-        if not by_graph(info, soname):
-            torchless.setdefault(info.path, []).append(soname)
-        return True
 
-    def judge(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib]) -> str | None:
-        problem = cuda_library_problem(info, soname, cands, reqs)
-        if problem is not None and (got := extra_provider(cands, reqs)) is not None:
-            from_extras.setdefault((got[0], soname), (got[1], []))[1].append(info.path)
-            return None
-        if problem is not None and for_torch(info, soname, cands):
-            return None
-        return problem if problem is None else by_torch(info, soname, cands, problem)
+def _folder_note(r: Resolution) -> str:
+    return (
+        f"{r.file} needs {r.soname}: its RPATH entry {r.entry} reaches a folder of Requires-Dist {r.requirement}, "
+        "taken to hold it ("
+        + ("offline: the index would tell" if r.offline else "the index did not tell its files")
+        + ")"
+    )
 
-    # extension module -> (why it is optional, [(library, the package that provides it, if the table knows it)])
-    optional: dict[str, tuple[OptionalModule, list[tuple[str, str]]]] = {}
-    failed: set[str] = set()  # libraries nothing provides that a part the package cannot do without needs
-    # why -> library -> the files that need it: one problem per reason and set of files (torchaudio 2.11's three
-    # modules need the same five torch libraries: one line, not fifteen)
-    unaccounted: dict[str, dict[str, list[str]]] = {}
-    # the unsafe search path entries, as said -> the files that have them: one line per entry and depth
-    # (nvidia-nvimgcodec-cu12 0.9's 17 files share '/usr/local/cuda/lib64')
-    unsafe: dict[str, list[str]] = {}
-    by_name: dict[tuple[str, str], list[str]] = {}  # (library, the requirement named after it) -> files
-    plugin_of = plugins(elfs)
-    backends = alt_model.other_backends(info.path for info in elfs)  # bitsandbytes' ROCm and XPU builds
-    backend_lacks: dict[str, list[str]] = {}  # such a build -> the libraries nothing provides
-    plugin_lacks: dict[str, list[str]] = {}  # plugin -> the libraries nothing provides
 
-    def unprovided(info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], problem: str) -> None:
-        """A library nothing provides: a problem, or a note when the file is an optional part of the package."""
-        if info.path in plugin_of and info.path not in alts:
-            plugin_lacks.setdefault(info.path, []).append(needed)
-            return
-        if info.path in backends:
-            backend_lacks.setdefault(info.path, []).append(needed)
-            return
-        opt = imports.optional(info.path) if imports is not None and info.path not in alts else None
-        if opt is None:
-            failed.add(needed)
-            said = f"{info.path} needs {needed}: "
-            if info.path in alts or not problem.startswith(said):
-                problems.append(problem)  # an alternative's problems are joined per file below
-            else:
-                unaccounted.setdefault(problem[len(said) :], {}).setdefault(needed, []).append(info.path)
+def _chain_note(c: OpenedChain) -> str:
+    names = " or ".join(c.names)
+    wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in c.libs)
+    how = (
+        f"installed, that wheel is found through its RPATH entry {c.reached}"
+        if c.reached
+        else f"no search path of {c.file} reaches "
+        f"{'that wheel' + chr(39) + 's folder' if len(c.libs) == 1 else 'those wheels' + chr(39) + ' folders'} "
+        f"({', '.join(dict.fromkeys(lib.folder for lib in c.libs))}), so installing it alone does not help: the "
+        "library must already be loaded (torch loads its nvidia-* libraries at import) or sit on the loader's path "
+        "(a CUDA toolkit, LD_LIBRARY_PATH)"
+    )
+    said = (
+        "the name is in its read-only data"
+        if len(c.names) == 1
+        else "names of several CUDA majors in its read-only data: it takes whichever it finds"
+    )
+    if c.unpinned is not None:
+        # A requirement on the library's wheel that admits any release of it (nvidia-cudnn-cu13 9.28 requires plain
+        # `nvidia-cublas`, nvidia-cufft 12.5 `nvidia-nvjitlink`) installs the library today: the fault is the missing
+        # pin, not a missing requirement.
+        lib, unpinned = c.unpinned
+        through = (
+            "" if canonicalize_name(unpinned.name) == lib.package else f" through its requirement on {lib.package}"
+        )
+        return (
+            f"{c.file} opens {names} at run time (dlopen; {said}); Requires-Dist '{unpinned}' installs it{through}, "
+            f"but does not pin {unpinned.name} to CUDA {lib.cuda_major}: a release of another CUDA major, which pip "
+            f"may install, has another SONAME; {how}"
+        )
+    return (
+        f"{c.file} opens {names} at run time (dlopen; {said}), and no requirement of the wheel installs "
+        f"{'it' if len(c.names) == 1 else 'any of them'} ({wanted}); {how}; else what needs it fails when it runs"
+    )
+
+
+@dataclass(kw_only=True)
+class _Tally:
+    """What `word` gathers across files before it words the lines said once per set of files."""
+
+    from_extras: dict[tuple[str, str], tuple[Requirement, list[str], list[str]]] = field(default_factory=dict)
+    from_torch: dict[str, tuple[FromTorch, list[str]]] = field(default_factory=dict)
+    transitive: dict[tuple[str, Provider, str], list[str]] = field(default_factory=dict)
+    torchless: dict[str, list[str]] = field(default_factory=dict)
+    brought_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    by_name: dict[tuple[str, str], list[str]] = field(default_factory=dict)
+    unaccounted: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    unsafe: dict[str, list[str]] = field(default_factory=dict)
+    optional: dict[str, tuple[OptionalModule, list[tuple[str, str]]]] = field(default_factory=dict)
+    failed: set[str] = field(default_factory=set)
+    plugin_lacks: dict[str, list[str]] = field(default_factory=dict)
+    backend_lacks: dict[str, list[str]] = field(default_factory=dict)
+
+    def provided(self, r: Resolution) -> None:
+        """A library something provides that a note says once per provider (and set of files)."""
+        if r.how is How.EXTRA:
+            assert r.requirement is not None
+            got = self.from_extras.setdefault((r.extra, r.soname), (r.requirement, [], []))
+            got[1].append(r.file)
+            got[2].append(r.entry)
+        elif r.how is How.TORCH:
+            assert r.torch is not None
+            self.from_torch.setdefault(r.soname, (r.torch, []))[1].append(r.file)
+        elif r.how is How.TORCHLESS:
+            self.torchless.setdefault(r.file, []).append(r.soname)
+            if r.brought_by:
+                self.brought_by[r.soname] = r.brought_by
+        elif r.how is How.TRANSITIVE:
+            assert r.provider is not None
+            self.transitive.setdefault((r.soname, r.provider, r.entry), []).append(r.file)
+        elif r.how is How.NAMED:
+            self.by_name.setdefault((r.soname, str(r.requirement)), []).append(r.file)
+
+    def unprovided(self, r: Resolution, *, alternative: bool, problems: list[str]) -> None:
+        if r.how is How.PLUGIN:
+            self.plugin_lacks.setdefault(r.file, []).append(r.soname)
+        elif r.how is How.BACKEND:
+            self.backend_lacks.setdefault(r.file, []).append(r.soname)
+        elif r.how is How.OPTIONAL:
+            assert r.optional is not None
+            self.optional.setdefault(r.file, (r.optional, []))[1].append((r.soname, r.package))
         else:
-            optional.setdefault(info.path, (opt, []))[1].append((needed, cands[-1].package if cands else ""))
+            self.failed.add(r.soname)
+            text = fault_text(r)
+            said = f"{r.file} needs {r.soname}: "
+            if alternative or not text.startswith(said):
+                problems.append(text)  # an alternative's problems are joined per file by `word`
+            else:
+                self.unaccounted.setdefault(text[len(said) :], {}).setdefault(r.soname, []).append(r.file)
 
-    def judge_file(info: ElfInfo) -> None:
-        major = alts[info.path].major if info.path in alts else cuda_major  # an alternative has its own
-        if problem := cxx_runtime_problem(info):
-            problems.append(problem)
-        resolved = resolve_entries(info.search_path, info.path)
-        if bad := [e for e in resolved if not e.safe]:
-            unsafe.setdefault(f"{'entry' if len(bad) == 1 else 'entries'}: {describe(bad)}", []).append(info.path)
-        if dead := [e for e in resolved if e.kind == "python-lib"]:
-            notes.append(f"{info.path}: RPATH/RUNPATH {describe(dead)}")
-        for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
-            cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == loaded]
-            if major is not None:
-                cands = [lib for lib in cands if lib.cuda_major == major] or cands
-            if cands and (problem := judge(info, loaded, cands)):
-                problems.append(problem.replace(" needs ", " loads at run time ", 1))
-        # A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs
-        # it. Names of another CUDA major are fallbacks tried in turn (onnxruntime-gpu 1.31's CUDA 13 provider names
-        # libcudart.so.12 and .13), not what a file of its major loads; in a file of no known major, the names of one
-        # library for several majors are such a chain (cudnn-frontend 1.32's module opens libcudart.so.13 or .12,
-        # whichever it finds): one note when none of them is provided, none when one is.
-        chains: dict[str, list[tuple[str, list[cudalibs.RuntimeLib], bool]]] = {}
-        for opened in info.opens:
-            cands = [
-                lib
-                for lib in cudalibs.RUNTIME_LIBS
-                if lib.soname == opened and (major is None or lib.cuda_major == major)
-            ]
-            if cands:
-                missing = (
-                    opened not in inside
-                    and cuda_library_problem(info, opened, cands, reqs) is not None
-                    and extra_provider(cands, reqs) is None
-                    and not _torch_enough(opened, cands, alternative=info.path in alts)
-                    and not by_graph(info, opened)
-                )
-                chains.setdefault(opened.split(".so", 1)[0], []).append((opened, cands, missing))
-        for chain in chains.values():
-            if not all(missing for _o, _c, missing in chain):
-                continue
-            chain.sort(key=lambda link: -max(lib.cuda_major for lib in link[1]))  # the newest major first
-            names = " or ".join(opened for opened, _c, _m in chain)
-            every = [lib for _o, cands, _m in chain for lib in cands]
-            wanted = " or ".join(f"{lib.package}, CUDA {lib.cuda_major}" for lib in every)
-            # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
-            # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
-            reached = reaching(info, (lib.folder for lib in every))
-            how = (
-                f"installed, that wheel is found through its RPATH entry {reached}"
-                if reached
-                else f"no search path of {info.path} reaches "
-                f"{'that wheel' + chr(39) + 's folder' if len(every) == 1 else 'those wheels' + chr(39) + ' folders'} "
-                f"({', '.join(dict.fromkeys(lib.folder for lib in every))}), so installing it alone does not "
-                "help: the library must already be loaded (torch loads its nvidia-* libraries at import) or sit on "
-                "the loader's path (a CUDA toolkit, LD_LIBRARY_PATH)"
-            )
-            said = (
-                "the name is in its read-only data"
-                if len(chain) == 1
-                else "names of several CUDA majors in its read-only data: it takes whichever it finds"
-            )
-            # A requirement on the library's wheel that admits any release of it (nvidia-cudnn-cu13 9.28 requires
-            # plain `nvidia-cublas`, nvidia-cufft 12.5 `nvidia-nvjitlink`) installs the library today: the fault is
-            # the missing pin, not a missing requirement.
-            pinless = next(((lib, r) for lib in every if (r := requirement_on(lib, reqs)) is not None), None)
-            if pinless is not None:
-                lib, unpinned = pinless
-                through = (
-                    ""
-                    if canonicalize_name(unpinned.name) == lib.package
-                    else f" through its requirement on {lib.package}"
-                )
-                notes.append(
-                    f"{info.path} opens {names} at run time (dlopen; {said}); Requires-Dist '{unpinned}' installs it"
-                    f"{through}, but does not pin {unpinned.name} to CUDA {lib.cuda_major}: a release of another CUDA "
-                    f"major, which pip may install, has another SONAME; {how}"
-                )
-                continue
-            notes.append(
-                f"{info.path} opens {names} at run time (dlopen; {said}), and no requirement of the wheel installs "
-                f"{'it' if len(chain) == 1 else 'any of them'} ({wanted}); {how}; else what needs it fails when it runs"
-            )
-        for needed in info.needed:
-            if needed in inside or needed in policy.whitelist or needed in cudalibs.DRIVER_SONAMES:
-                continue
-            if any(fnmatch.fnmatchcase(needed, pat) for pat in SYSTEM_LOADERS):
-                continue
-            cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == needed]
-            if major is not None:
-                cands = [lib for lib in cands if lib.cuda_major == major] or cands
-            if cands:
-                if problem := judge(info, needed, cands):
-                    # a requirement that pins the wrong major is a fault of the wheel's metadata, optional part or not
-                    required = any(requirement_on(lib, reqs) for lib in cands)
-                    if required:
-                        problems.append(problem)
-                    elif not by_graph(info, needed):
-                        unprovided(info, needed, cands, unread(problem))
-                continue
-            if provided := external_provider(info, reqs):
-                # An RPATH entry into a required project's folder says where the file looks, not what is there:
-                # pennylane-lightning-gpu 0.45's libcustatevec.so.1 was "found" in scipy_openblas32/lib. Where the
-                # index tells which requirement installs the library, that answers (and whether RPATH reaches it);
-                # where it was not read (offline, or a requirement it could not tell), the folder is taken on trust.
-                if by_graph(info, needed):
-                    continue
-                if graph is None or graph.unread:
-                    notes.append(
-                        f"{info.path} needs {needed}: its RPATH entry {provided[0]} reaches a folder of Requires-Dist "
-                        f"{provided[1]}, taken to hold it ("
-                        + ("offline: the index would tell" if graph is None else "the index did not tell its files")
-                        + ")"
-                    )
-                    continue
-            # torch's libraries go to the torch rules first: its tables say which releases load them at import
-            if not torchext.is_torch_library(needed) and by_graph(info, needed):
-                continue
-            if for_torch(info, needed, []):
-                continue
-            if named := named_provider(needed, reqs):
-                by_name.setdefault((needed, str(named)), []).append(info.path)
-                continue
-            problem = (
-                f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, "
-                f"not in an RPATH folder of a required project, and not allowed by {policy.name}"
-            )
-            if graph is None and reqs.always and (foreign := foreign_folders(info, tops)):
-                # Offline, a folder of another project that a search path names may be a requirement's whose folder
-                # is not named like it (tilelang 0.1.15: tvm_ffi/lib of apache-tvm-ffi, z3/lib of z3-solver): the
-                # failure says what is not known, not that no requirement has it.
-                problem = (
-                    f"{info.path} needs {needed}: not in the wheel, not a CUDA runtime library from PyPI, not allowed "
-                    f"by {policy.name}, and not in an RPATH folder named like a required project; its RPATH reaches "
-                    f"{', '.join(foreign)}, other projects' folders, and offline it is not known whether a "
-                    "requirement installs it there (without --offline the index tells)"
-                )
-            if (problem := by_torch(info, needed, [], problem)) and not (
-                torchext.is_torch_library(needed) and by_graph(info, needed)
-            ):
-                unprovided(info, needed, [], unread(problem))
 
-    for info in elfs:
-        if (copy := cudalibs.vendored(info.path)) is not None:
-            lib = next((c for c in copy.candidates if c.cuda_major == cuda_major), copy.candidates[-1])
-            notes.append(
-                f"{info.path} is a copy of {copy.real_name} ({lib.package}"
-                + (", loaded by its library" if copy.companion else "")
-                + f"): {second_copy(lib, torch)}; `slimwheel repair` replaces it with that wheel"
-            )
+def word(resolved: Resolved) -> DependencyVerdict:
+    """The verdict and its notes, worded from the resolution alone: one line per fault, per provider and per set of
+    files where several files share one reason."""
+    problems: list[str] = []
+    notes: list[str] = []
+    if resolved.policy.note:
+        notes.append(resolved.policy.note)
+    notes += [f"Requires-Dist {r!r} cannot be parsed" for r in resolved.unparsable]
+    problems += [
+        f"Requires-Dist on {project} contradict each other ({'; '.join(map(str, rs))}): "
+        "pip can install no version of it, so it cannot install the wheel"
+        for project, rs in resolved.contradictions
+    ]
+    tally = _Tally()
+    for f in resolved.files:
+        if f.copy is not None:
+            notes.append(_copy_note(f, resolved))
         before = len(problems)
-        judge_file(info)
-        if info.path in alts and len(problems) > before:
+        if f.exports_cxx_runtime:
+            problems.append(cxx_runtime_text(f.file))
+        if f.unsafe:
+            said = f"{'entry' if len(f.unsafe) == 1 else 'entries'}: {describe(f.unsafe)}"
+            tally.unsafe.setdefault(said, []).append(f.file)
+        if f.dead:
+            notes.append(f"{f.file}: RPATH/RUNPATH {describe(f.dead)}")
+        for r in f.loads:
+            if r.how is How.NOTHING:
+                problems.append(fault_text(r).replace(" needs ", " loads at run time ", 1))
+            tally.provided(r)
+        notes += [_chain_note(c) for c in f.chains]
+        for r in f.opened:
+            tally.provided(r)
+        for r in f.needed:
+            if r.how is How.FOLDER:
+                notes.append(_folder_note(r))
+            elif r.how is How.NOTHING and r.required_fault:
+                # a requirement that pins the wrong major is a fault of the wheel's metadata, optional part or not
+                problems.append(fault_text(r))
+            elif not r.provided:
+                tally.unprovided(r, alternative=f.alternative is not None, problems=problems)
+            else:
+                tally.provided(r)
+        if f.alternative is not None and len(problems) > before:
             # an alternative is judged on its own: its problems in one line, named as the alternative it is
-            a = alts[info.path]
-            n = sum(1 for x in alts.values() if x.group == a.group)
-            mine = [p.removeprefix(f"{info.path}: ").removeprefix(f"{info.path} ") for p in problems[before:]]
+            a = f.alternative
+            n = sum(1 for x in resolved.files if x.alternative is not None and x.alternative.group == a.group)
+            mine = [p.removeprefix(f"{f.file}: ").removeprefix(f"{f.file} ") for p in problems[before:]]
             problems[before:] = [
-                f"{info.path} (alternative for CUDA {a.cuda}, one of {n} loaded per process): " + "; ".join(mine)
+                f"{f.file} (alternative for CUDA {a.cuda}, one of {n} loaded per process): " + "; ".join(mine)
             ]
-    notes += _named_notes(by_name)
-    notes += _backend_notes(backend_lacks, backends)
+    notes += _named_notes(tally.by_name)
+    notes += _backend_notes(tally.backend_lacks, resolved.backends)
     notes += [
-        f"{path} is a plugin: {plugin_of[path]} opens it by name, and no file of the wheel needs it; it needs "
+        f"{path} is a plugin: {resolved.plugins[path]} opens it by name, and no file of the wheel needs it; it needs "
         f"{', '.join(libs)}, which neither the wheel nor its requirements install, so opening it fails where the "
         "system does not provide them (whether the package works without that plugin, the wheel does not show)"
-        for path, libs in plugin_lacks.items()
+        for path, libs in tally.plugin_lacks.items()
     ]
-    problems += _unaccounted_problems(unaccounted)
-    problems += _torchless_problems(torchless, brought_by)
-    problems += [f"{abbreviated(paths)}: unsafe RPATH/RUNPATH {said}" for said, paths in unsafe.items()]
-    by_path = {info.path: info for info in elfs}
-
-    def unreached(soname: str, files: Iterable[str]) -> str:
-        """The library's folder, when no search path of any of the files reaches it."""
-        rows = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname]
-        folders = {lib.folder for lib in rows}
-        if any(reaching(by_path[f], folders) for f in files):
-            return ""
-        mine = sorted(lib.folder for lib in rows if lib.cuda_major == cuda_major) or sorted(folders)
-        return mine[0] if mine else ""
-
+    problems += _unaccounted_problems(tally.unaccounted)
+    problems += _torchless_problems(tally.torchless, tally.brought_by)
+    problems += [f"{abbreviated(paths)}: unsafe RPATH/RUNPATH {said}" for said, paths in tally.unsafe.items()]
     provisions = tuple(
         ExtraProvision(
             extra=extra,
             soname=soname,
             requirement=str(req),
             files=tuple(dict.fromkeys(fs)),
-            unreached=unreached(soname, fs),
+            unreached="" if any(entries) else _folder_of(soname, resolved.cuda_major),
         )
-        for (extra, soname), (req, fs) in from_extras.items()
+        for (extra, soname), (req, fs, entries) in tally.from_extras.items()
     )
-    notes += extra_notes(provisions, name=name)
-    # torch's own libraries come in sixes (libc10.so ... libtorch_cuda.so): one note for those that the same files need
-    # from the same releases' torch/lib, one per library otherwise
+    notes += extra_notes(provisions, name=resolved.name)
+    notes += _torch_notes(tally.from_torch)
+    notes += _transitive_notes(tally.transitive, resolved.name)
+    notes += _optional_notes(tally.optional)
+    only_optional = dict.fromkeys(
+        lib for _, libs in tally.optional.values() for lib, _ in libs if lib not in tally.failed
+    )
+    return DependencyVerdict(
+        problems=tuple(problems),
+        notes=tuple(notes),
+        from_extras=provisions,
+        optional=tuple(only_optional),
+        resolved=resolved,
+    )
+
+
+def _folder_of(soname: str, cuda_major: int | None) -> str:
+    """The folder an extra's wheel installs the library in (of the wheel's major, where the SONAME fits two)."""
+    rows = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname]
+    mine = sorted(lib.folder for lib in rows if lib.cuda_major == cuda_major) or sorted({lib.folder for lib in rows})
+    return mine[0] if mine else ""
+
+
+def _torch_notes(from_torch: Mapping[str, tuple[FromTorch, Sequence[str]]]) -> list[str]:
+    """One note per library `import torch` brings; torch's own libraries come in sixes (libc10.so ...
+    libtorch_cuda.so): one note for those that the same files need from the same releases' torch/lib."""
+    notes = []
     shipped: dict[tuple[str, tuple[str, ...], tuple[str, ...]], list[str]] = {}
     for soname, (t, paths) in from_torch.items():
         if t.how.startswith("ship"):
             shipped.setdefault((str(t.req), t.providing, tuple(paths)), []).append(soname)
             continue
-        shown = abbreviated(paths)
         notes.append(
-            f"{shown} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist '{t.req}' does: "
-            f"torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
+            f"{abbreviated(paths)} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist "
+            f"'{t.req}' does: torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
             "loader uses that copy when torch is imported before these libraries are loaded"
         )
     for (req, providing, files), sonames in shipped.items():
         one = from_torch[sonames[0]][0]
         how = f"{one.how} and load it" if len(sonames) == 1 else "ship(s) them in torch/lib and load them"
-        shown = abbreviated(files)
         notes.append(
-            f"{shown} need(s) {', '.join(sonames)}: no requirement of the wheel installs "
+            f"{abbreviated(files)} need(s) {', '.join(sonames)}: no requirement of the wheel installs "
             f"{'them' if len(sonames) > 1 else 'it'}, but Requires-Dist '{req}' does: torch {', '.join(providing)} "
             f"from PyPI {how} at `import torch`, and the loader uses those copies when torch is imported before "
             "these libraries are loaded"
         )
-    notes += _transitive_notes(transitive, name)
+    return notes
+
+
+def _optional_notes(optional: Mapping[str, tuple[OptionalModule, Sequence[tuple[str, str]]]]) -> list[str]:
+    notes = []
     for path, (opt, libs) in optional.items():
         packages = ", ".join(dict.fromkeys(p for _, p in libs if p))
         others = [lib for lib, p in libs if not p]
@@ -445,10 +379,7 @@ def dependency_problems(
             f"(try/except ImportError at {abbreviated(opt.guards)}), so without "
             f"{'them' if len(libs) > 1 else 'it'} that feature is off and the rest works{hint}"
         )
-    only_optional = dict.fromkeys(lib for _, libs in optional.values() for lib, _ in libs if lib not in failed)
-    return DependencyVerdict(
-        problems=tuple(problems), notes=tuple(notes), from_extras=provisions, optional=tuple(only_optional)
-    )
+    return notes
 
 
 def _named_notes(by_name: Mapping[tuple[str, str], Sequence[str]]) -> list[str]:

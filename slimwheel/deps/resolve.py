@@ -1,0 +1,488 @@
+"""Resolution: for every library each ELF file of a wheel needs (DT_NEEDED), loads at run time (NVRTC for embedded
+sources) or opens by name (dlopen), which provider covers it and how, as typed, frozen values. Nothing here words a
+verdict: `deps.verdict` does, from these values alone; `repair` plans from them (which libraries an extra installs,
+which only optional parts need).
+
+The provider rules, in the order a library is tried: in the wheel; on the manylinux allow-list; the driver; the
+system's dynamic loader; for a CUDA library of the table, a requirement on its nvidia-* wheel pinned to its major, else
+an extra's, else torch's import (a torch extension with or without a torch requirement), else a requirement's
+requirement, else nothing; for any other library, an RPATH folder of a required project (taken on trust only where the
+index could not tell), a requirement's requirement, torch, a requirement named after it, else nothing. A library
+nothing provides is no fault where only a part the package does without needs it: an optional extension module, a
+plugin opened by name, a build for another GPU platform.
+"""
+
+from __future__ import annotations
+
+import enum
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from packaging.requirements import Requirement
+
+from slimwheel.cuda import alternatives as alt_model
+from slimwheel.cuda import libs as cudalibs
+from slimwheel.deps.bounds import satisfiable
+from slimwheel.deps.installs import Installs, Requirements
+from slimwheel.deps.policy import SYSTEM_LOADERS, SystemPolicy, system_policy
+from slimwheel.deps.providers import (
+    AdmittedTorch,
+    CudaFault,
+    FromTorch,
+    admitted_torch,
+    cuda_library_fault,
+    external_provider,
+    extra_provider,
+    foreign_folders,
+    named_provider,
+    plugins,
+    reaching,
+    requirement_on,
+    torch_provider,
+)
+from slimwheel.inspect.dynamic import ElfInfo, carried_names
+from slimwheel.inspect.pyimports import OptionalModule, PythonImports
+from slimwheel.reqgraph import Provider, RequirementGraph
+from slimwheel.rpath import SearchEntry, resolve_entries
+
+
+class How(enum.Enum):
+    """Who provides a library a file needs."""
+
+    IN_WHEEL = "in the wheel"
+    SYSTEM = "the system (manylinux allow-list)"
+    DRIVER = "the driver"
+    LOADER = "the dynamic loader"
+    REQUIREMENT = "a requirement on its nvidia-* wheel"
+    EXTRA = "an extra's requirement"
+    TORCH = "torch's import"
+    TORCHLESS = "torch, which the wheel does not require"  # a torch extension of a wheel with no torch requirement
+    FOLDER = "an RPATH folder of a required project"  # taken on trust: the index did not tell what is there
+    TRANSITIVE = "a requirement's requirement"
+    NAMED = "a requirement named after it"
+    OPTIONAL = "nothing; an optional part needs it"
+    PLUGIN = "nothing; a plugin needs it"
+    BACKEND = "nothing; a build for another GPU platform needs it"
+    NOTHING = "nothing"
+
+
+class Use(enum.Enum):
+    NEEDED = "needs"  # DT_NEEDED
+    LOADS = "loads at run time"  # NVRTC for embedded sources, loaded by slimwheel's code
+
+
+class Fault(enum.Enum):
+    """Why nothing provides a library that is not a CUDA library of the table."""
+
+    UNPROVIDED = "unprovided"  # not in the wheel, not CUDA, not in a required project's folder, not allowed
+    FOREIGN = "foreign"  # the same, and offline: its RPATH reaches other projects' folders that may hold it
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolution:
+    """One library of one file, and who provides it. Only the fields of its `how` are set."""
+
+    file: str
+    soname: str
+    use: Use
+    how: How
+    cuda: CudaFault | None = None  # a CUDA library: what its requirement lacks (None: a pinned requirement has it)
+    fault: Fault | None = None  # another library nothing provides: why
+    foreign: tuple[str, ...] = ()  # Fault.FOREIGN: the other projects' folders its RPATH reaches
+    policy: str = ""  # the manylinux policy it is not allowed by (Fault.*)
+    torch: FromTorch | None = None  # TORCH, or a fault with the torch releases that would and would not bring it
+    extra: str = ""  # EXTRA: the extra
+    requirement: Requirement | None = None  # EXTRA, FOLDER, NAMED: the Requires-Dist that provides it
+    # FOLDER: the RPATH entry; TRANSITIVE, EXTRA: the entry that reaches the provider's (the library's) folder, or ""
+    entry: str = ""
+    offline: bool = False  # FOLDER: the index was not read (else: it could not tell that project's files)
+    provider: Provider | None = None  # TRANSITIVE
+    brought_by: tuple[str, ...] = ()  # TORCHLESS, a CUDA library: the PyPI torch releases that install it
+    optional: OptionalModule | None = None  # OPTIONAL: why the file is optional
+    package: str = ""  # OPTIONAL: the nvidia-* wheel that would turn the part on, if the table knows it
+    unread: tuple[str, ...] = ()  # a fault: the requirements whose own requirements the index could not tell
+
+    @property
+    def provided(self) -> bool:
+        return self.how not in (How.NOTHING, How.OPTIONAL, How.PLUGIN, How.BACKEND)
+
+    @property
+    def required_fault(self) -> bool:
+        """A fault of the wheel's metadata (a requirement pinned wrong, or under a marker), optional part or not."""
+        return self.cuda is not None and self.cuda.requirement is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpenedChain:
+    """Names of one library a file opens by name (dlopen: NVRTC, NCCL), of one or more CUDA majors, none of which
+    anything provides (a chain where one name is provided resolves)."""
+
+    file: str
+    names: tuple[str, ...]  # newest major first
+    libs: tuple[cudalibs.RuntimeLib, ...]
+    reached: str  # the RPATH entry that reaches one of the libraries' folders, or ""
+    # a requirement that installs the library without pinning its major (nvidia-cudnn-cu13 9.28's `nvidia-cublas`)
+    unpinned: tuple[cudalibs.RuntimeLib, Requirement] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FileResolution:
+    """Everything resolved of one ELF file, in the order the rules met it."""
+
+    file: str
+    alternative: alt_model.AlternativeFile | None  # a per-CUDA alternative (one loaded per process)
+    copy: cudalibs.Vendored | None  # a copy of a CUDA library the nvidia-* wheels provide
+    copy_lib: cudalibs.RuntimeLib | None
+    exports_cxx_runtime: bool  # carries libstdc++ linked statically and exports it
+    unsafe: tuple[SearchEntry, ...]  # search path entries that leave site-packages or point at the build machine
+    dead: tuple[SearchEntry, ...]  # entries into the Python library's folder, which never hold a wheel's libraries
+    loads: tuple[Resolution, ...]
+    chains: tuple[OpenedChain, ...]
+    opened: tuple[Resolution, ...]  # names it opens that a requirement's requirement installs (TRANSITIVE)
+    needed: tuple[Resolution, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resolved:
+    """The resolution of a whole wheel."""
+
+    policy: SystemPolicy
+    unparsable: tuple[str, ...]  # Requires-Dist lines that cannot be parsed
+    contradictions: tuple[tuple[str, tuple[Requirement, ...]], ...]  # project -> requirements no version satisfies
+    files: tuple[FileResolution, ...]
+    torch: AdmittedTorch | None  # the wheel's torch requirement and the releases it admits
+    plugins: dict[str, str]  # plugin -> the file that opens it
+    backends: dict[str, str]  # builds for other GPU platforms -> the platform
+    cuda_major: int | None
+    name: str
+
+    def libraries(self) -> Iterable[Resolution]:
+        for f in self.files:
+            yield from f.loads
+            yield from f.opened
+            yield from f.needed
+
+    def by(self, how: How) -> list[Resolution]:
+        return [r for r in self.libraries() if r.how is how]
+
+    def extras(self) -> tuple[str, ...]:
+        """The extras that install CUDA libraries the wheel needs, in order (CuPy's `ctk`)."""
+        return tuple(dict.fromkeys(r.extra for r in self.by(How.EXTRA)))
+
+    def from_extras(self) -> frozenset[str]:
+        """The libraries an extra installs."""
+        return frozenset(r.soname for r in self.by(How.EXTRA))
+
+    def only_optional(self) -> tuple[str, ...]:
+        """Libraries that nothing provides and only optional parts of the package need (CuPy's NCCL and cuTENSOR):
+        repair leaves them unrequired, as the project does."""
+        failed = {r.soname for r in self.by(How.NOTHING) if r.use is Use.NEEDED and not r.required_fault}
+        return tuple(dict.fromkeys(r.soname for r in self.by(How.OPTIONAL) if r.soname not in failed))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Context:
+    """What every rule may consult; nothing in it changes while a wheel is resolved (the graph caches its reads)."""
+
+    reqs: Requirements
+    policy: SystemPolicy
+    inside: frozenset[str]
+    tops: frozenset[str]
+    alts: dict[str, alt_model.AlternativeFile]
+    torch: AdmittedTorch | None
+    any_torch: AdmittedTorch | None  # torch as if required, for a wheel that requires none
+    machines: tuple[str, ...]
+    plugin_of: dict[str, str]
+    backends: dict[str, str]
+    imports: PythonImports | None
+    graph: RequirementGraph | None
+
+
+def resolve(
+    elfs: Sequence[ElfInfo],
+    *,
+    cuda_major: int | None,
+    requires: Sequence[str],
+    tags: Sequence[str],
+    files: Iterable[str] = (),
+    name: str = "",
+    imports: PythonImports | None = None,
+    graph: RequirementGraph | None = None,
+) -> Resolved:
+    """Resolve every library of every ELF file (see the module docstring). `files`: every file of the wheel (a NEEDED
+    name that is a file's name is carried by the wheel). `imports`: the wheel's Python sources, asked only for files
+    that need a library nothing provides. `graph`: what the requirements' own requirements install, asked only where
+    the rules before it provide nothing."""
+    platforms = tuple(dict.fromkeys(t.split("-", 2)[2] for t in tags if t.count("-") >= 2))
+    installs = Installs.from_tags(tags)
+    reqs = Requirements.of(requires, installs)
+    torch = admitted_torch(reqs)
+    all_files = tuple(files)
+    ctx = _Context(
+        reqs=reqs,
+        policy=system_policy(platforms),
+        inside=frozenset(carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in all_files}),
+        tops=frozenset(f.split("/", 1)[0] for f in all_files),
+        alts=alt_model.alternatives(info.path for info in elfs),
+        torch=torch,
+        any_torch=admitted_torch(Requirements.of(["torch"], installs)) if torch is None else None,
+        machines=tuple(installs.machines),
+        plugin_of=plugins(elfs),
+        backends=alt_model.other_backends(info.path for info in elfs),
+        imports=imports,
+        graph=graph,
+    )
+    contradictions = tuple(
+        (project, tuple(rs))
+        for project, rs in reqs.always.items()
+        if len(rs) > 1 and not satisfiable([r.specifier for r in rs])
+    )
+    return Resolved(
+        policy=ctx.policy,
+        unparsable=tuple(reqs.unparsable),
+        contradictions=contradictions,
+        files=tuple(_resolve_file(info, ctx, cuda_major) for info in elfs),
+        torch=torch,
+        plugins=ctx.plugin_of,
+        backends=ctx.backends,
+        cuda_major=cuda_major,
+        name=name,
+    )
+
+
+def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileResolution:
+    alt = ctx.alts.get(info.path)
+    major = alt.major if alt is not None else cuda_major  # an alternative has its own
+    copy = cudalibs.vendored(info.path)
+    copy_lib = next((c for c in copy.candidates if c.cuda_major == cuda_major), copy.candidates[-1]) if copy else None
+    entries = resolve_entries(info.search_path, info.path)
+    loads = []
+    for loaded in info.loads:  # opened at run time (NVRTC for embedded sources): its wheel must be required
+        cands = _candidates(loaded, major)
+        if cands:
+            loads.append(_cuda(info, loaded, cands, ctx, Use.LOADS))
+    chains, opened = _opened_chains(info, ctx, major)
+    return FileResolution(
+        file=info.path,
+        alternative=alt,
+        copy=copy,
+        copy_lib=copy_lib,
+        exports_cxx_runtime=info.exports_cxx_runtime,
+        unsafe=tuple(e for e in entries if not e.safe),
+        dead=tuple(e for e in entries if e.kind == "python-lib"),
+        loads=tuple(loads),
+        chains=chains,
+        opened=opened,
+        needed=tuple(r for needed in info.needed if (r := _needed(info, needed, ctx, major)) is not None),
+    )
+
+
+def _candidates(soname: str, major: int | None) -> list[cudalibs.RuntimeLib]:
+    cands = [lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname]
+    if major is not None:
+        cands = [lib for lib in cands if lib.cuda_major == major] or cands
+    return cands
+
+
+def _by_graph(info: ElfInfo, soname: str, ctx: _Context, use: Use) -> Resolution | None:
+    """A requirement's requirement that installs the library, with the RPATH entry that reaches its folder."""
+    p = ctx.graph.provider(soname) if ctx.graph is not None else None
+    if p is None:
+        return None
+    folder = p.path.rsplit("/", 1)[0] if "/" in p.path else "."
+    return Resolution(
+        file=info.path, soname=soname, use=use, how=How.TRANSITIVE, provider=p, entry=reaching(info, [folder])
+    )
+
+
+def _unread(ctx: _Context) -> tuple[str, ...]:
+    return ctx.graph.unread if ctx.graph is not None else ()
+
+
+def _for_torch(
+    info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Context, use: Use
+) -> Resolution | None:
+    """For a torch extension in a wheel that requires no torch (torchaudio 2.11, torchao 0.18, fbgemm-gpu 1.9): a
+    library a torch requirement would bring (torch's own, or a CUDA library torch's PyPI builds install), which a
+    requirement's requirement installs (TRANSITIVE) or nothing does (TORCHLESS). None when the rule does not apply."""
+    from slimwheel import torchext
+
+    if ctx.any_torch is None or not any(torchext.is_torch_library(n) for n in info.needed):
+        return None
+    if (
+        info.path in ctx.plugin_of
+        or info.path in ctx.backends
+        or (ctx.imports is not None and ctx.imports.optional(info.path))
+    ):
+        return None  # a part the package does without: what it lacks is said of the part
+    brought: tuple[str, ...] = ()
+    if not torchext.is_torch_library(soname):
+        if (t := torch_provider(soname, cands, ctx.any_torch, ctx.machines)) is None:
+            return None
+        brought = t.providing
+    if (via := _by_graph(info, soname, ctx, use)) is not None:
+        return via
+    return Resolution(file=info.path, soname=soname, use=use, how=How.TORCHLESS, brought_by=brought)
+
+
+def _torch_or(fault: Resolution, cands: list[cudalibs.RuntimeLib], ctx: _Context, info: ElfInfo) -> Resolution:
+    """TORCH where `import torch` of every admitted release brings the library (one release, for an alternative);
+    else the fault, with the releases that would and would not bring it where some would."""
+    t = torch_provider(fault.soname, cands, ctx.torch, ctx.machines)
+    if t is None:
+        return fault
+    if t.enough(alternative=info.path in ctx.alts):
+        return Resolution(file=info.path, soname=fault.soname, use=fault.use, how=How.TORCH, torch=t)
+    return _replace(fault, torch=t)
+
+
+def _replace(r: Resolution, **changes: object) -> Resolution:
+    import dataclasses
+
+    return dataclasses.replace(r, **changes)  # type: ignore[arg-type]
+
+
+def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Context, use: Use) -> Resolution:
+    """A CUDA library of the table: its pinned requirement, an extra's, torch's import, else a fault (which the caller
+    may still see provided by a requirement's requirement or excuse in an optional part)."""
+    fault = cuda_library_fault(cands, ctx.reqs)
+    if fault is None:
+        return Resolution(file=info.path, soname=soname, use=use, how=How.REQUIREMENT)
+    if (got := extra_provider(cands, ctx.reqs)) is not None:
+        folders = {lib.folder for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname}
+        return Resolution(
+            file=info.path,
+            soname=soname,
+            use=use,
+            how=How.EXTRA,
+            extra=got[0],
+            requirement=got[1],
+            cuda=fault,
+            entry=reaching(info, folders),
+        )
+    if (r := _for_torch(info, soname, cands, ctx, use)) is not None:
+        return r
+    return _torch_or(Resolution(file=info.path, soname=soname, use=use, how=How.NOTHING, cuda=fault), cands, ctx, info)
+
+
+def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> Resolution:
+    """A library nothing provides: a fault, unless the file is a part the package does without."""
+    if info.path in ctx.plugin_of and info.path not in ctx.alts:
+        return _replace(fault, how=How.PLUGIN)
+    if info.path in ctx.backends:
+        return _replace(fault, how=How.BACKEND)
+    opt = ctx.imports.optional(info.path) if ctx.imports is not None and info.path not in ctx.alts else None
+    if opt is None:
+        return fault
+    return _replace(fault, how=How.OPTIONAL, optional=opt, package=cands[-1].package if cands else "")
+
+
+def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Resolution | None:
+    """The resolution of one DT_NEEDED entry; None for the loader itself (no provider to name)."""
+    from slimwheel import torchext
+
+    def plain(how: How) -> Resolution:
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=how)
+
+    if needed in ctx.inside:
+        return plain(How.IN_WHEEL)
+    if needed in ctx.policy.whitelist:
+        return plain(How.SYSTEM)
+    if needed in cudalibs.DRIVER_SONAMES:
+        return plain(How.DRIVER)
+    if any(fnmatch.fnmatchcase(needed, pat) for pat in SYSTEM_LOADERS):
+        return plain(How.LOADER)
+    cands = _candidates(needed, major)
+    if cands:
+        r = _cuda(info, needed, cands, ctx, Use.NEEDED)
+        if r.how is not How.NOTHING or r.required_fault:
+            return r
+        if (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
+            return via
+        return _unprovided(info, _replace(r, unread=_unread(ctx)), cands, ctx)
+    if provided := external_provider(info, ctx.reqs):
+        # An RPATH entry into a required project's folder says where the file looks, not what is there:
+        # pennylane-lightning-gpu 0.45's libcustatevec.so.1 was "found" in scipy_openblas32/lib. Where the index tells
+        # which requirement installs the library, that answers (and whether RPATH reaches it); where it was not read
+        # (offline, or a requirement it could not tell), the folder is taken on trust.
+        if (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
+            return via
+        if ctx.graph is None or ctx.graph.unread:
+            return Resolution(
+                file=info.path,
+                soname=needed,
+                use=Use.NEEDED,
+                how=How.FOLDER,
+                entry=provided[0],
+                requirement=provided[1],
+                offline=ctx.graph is None,
+            )
+    # torch's libraries go to the torch rules first: its tables say which releases load them at import
+    if not torchext.is_torch_library(needed) and (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
+        return via
+    if (for_torch := _for_torch(info, needed, [], ctx, Use.NEEDED)) is not None:
+        return for_torch
+    if named := named_provider(needed, ctx.reqs):
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.NAMED, requirement=named)
+    fault = Resolution(
+        file=info.path, soname=needed, use=Use.NEEDED, how=How.NOTHING, fault=Fault.UNPROVIDED, policy=ctx.policy.name
+    )
+    if ctx.graph is None and ctx.reqs.always and (foreign := foreign_folders(info, ctx.tops)):
+        # Offline, a folder of another project that a search path names may be a requirement's whose folder is not
+        # named like it (tilelang 0.1.15: tvm_ffi/lib of apache-tvm-ffi, z3/lib of z3-solver): the failure says what
+        # is not known, not that no requirement has it.
+        fault = _replace(fault, fault=Fault.FOREIGN, foreign=foreign)
+    fault = _torch_or(fault, [], ctx, info)
+    if fault.how is How.TORCH:
+        return fault
+    if torchext.is_torch_library(needed) and (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
+        return via
+    return _unprovided(info, _replace(fault, unread=_unread(ctx)), [], ctx)
+
+
+def _opened_chains(
+    info: ElfInfo, ctx: _Context, major: int | None
+) -> tuple[tuple[OpenedChain, ...], tuple[Resolution, ...]]:
+    """A library opened by name may be optional (NCCL for several GPUs): said, not failed, when nothing installs it.
+    Names of another CUDA major are fallbacks tried in turn (onnxruntime-gpu 1.31's CUDA 13 provider names
+    libcudart.so.12 and .13), not what a file of its major loads; in a file of no known major, the names of one
+    library for several majors are such a chain (cudnn-frontend 1.32's module opens libcudart.so.13 or .12, whichever
+    it finds): one chain when none of them is provided, none when one is. Also the names a requirement's requirement
+    installs."""
+    chains: dict[str, list[tuple[str, list[cudalibs.RuntimeLib], bool]]] = {}
+    transitive: list[Resolution] = []
+    for opened in info.opens:
+        cands = [
+            lib for lib in cudalibs.RUNTIME_LIBS if lib.soname == opened and (major is None or lib.cuda_major == major)
+        ]
+        if not cands:
+            continue
+        missing = opened not in ctx.inside and cuda_library_fault(cands, ctx.reqs) is not None
+        missing = missing and extra_provider(cands, ctx.reqs) is None
+        if missing:
+            t = torch_provider(opened, cands, ctx.torch, ctx.machines)
+            missing = not (t is not None and t.enough(alternative=info.path in ctx.alts))
+        if missing and (via := _by_graph(info, opened, ctx, Use.NEEDED)) is not None:
+            transitive.append(via)
+            missing = False
+        chains.setdefault(opened.split(".so", 1)[0], []).append((opened, cands, missing))
+    out = []
+    for chain in chains.values():
+        if not all(missing for _o, _c, missing in chain):
+            continue
+        chain.sort(key=lambda link: -max(lib.cuda_major for lib in link[1]))  # the newest major first
+        every = tuple(lib for _o, cands, _m in chain for lib in cands)
+        unpinned = next(((lib, r) for lib in every if (r := requirement_on(lib, ctx.reqs)) is not None), None)
+        out.append(
+            OpenedChain(
+                file=info.path,
+                names=tuple(opened for opened, _c, _m in chain),
+                libs=every,
+                # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
+                # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
+                reached=reaching(info, (lib.folder for lib in every)),
+                unpinned=unpinned,
+            )
+        )
+    return tuple(out), tuple(transitive)
