@@ -50,21 +50,27 @@ def analyze(
     (slim and variants read their outputs as they write them); `file`: where it is now, if not at `report.path`;
     `imports`, `graph`: those of an input whose outputs keep its Python sources and requirements (variants: read once
     for all its wheels)."""
-    from slimwheel.inspect.pyimports import PythonImports
-    from slimwheel.inspect.scan import inspect_wheel
-
-    if report is None:
-        report = inspect_wheel(path)
-    where = file or report.path
-    if not report.path.name.endswith(".whl"):
-        return WheelAnalysis(report=report, file=where)
     from slimwheel import torchext
-    from slimwheel.wheelfile import archive_record_problems
+    from slimwheel.inspect.pyimports import PythonImports
+    from slimwheel.inspect.scan import MemberDigest, inspect_file, inspect_wheel
+    from slimwheel.wheelfile import archive_record_problems, record_problems_of
 
+    if report is None and Path(path).suffix.lower() == ".whl":
+        # one pass: every member hashed for RECORD as it inflates for the report
+        digests: dict[str, MemberDigest] = {}
+        report = inspect_wheel(path, digests=digests)
+        record = record_problems_of(report.path, digests)
+    else:
+        if report is None:
+            report = inspect_file(path)
+        if not report.path.name.endswith(".whl"):
+            return WheelAnalysis(report=report, file=file or report.path)
+        record = archive_record_problems(file or report.path)
+    where = file or report.path
     return WheelAnalysis(
         report=report,
         file=where,
-        record=tuple(archive_record_problems(where)),
+        record=tuple(record),
         torch=torchext.audit_wheel(where, {e.name: e.needed for e in report.elfs}),
         imports=imports if imports is not None else PythonImports.from_wheel(where),
         graph=graph,

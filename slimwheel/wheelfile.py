@@ -34,6 +34,7 @@ from packaging.version import Version
 
 from slimwheel import fsutil
 from slimwheel.errors import BadInputError, BadRecordError
+from slimwheel.inspect.scan import MemberDigest
 from slimwheel.inspect.zipread import ZipReader, extract, ratio_problem
 
 log = logging.getLogger("slimwheel.wheelfile")
@@ -181,12 +182,6 @@ def _set_level(zi: zipfile.ZipInfo, level: int | None) -> None:
 # ------------------------------------------------------------------------------------------------------------ RECORD
 
 
-@dataclass(frozen=True, kw_only=True)
-class MemberDigest:
-    size: int
-    sha256: bytes  # raw digest
-
-
 class RecordFault(enum.Enum):
     """What a RECORD problem says of the wheel: its files differ from what RECORD lists (changed after the build, or
     written by a broken tool: the commands that rewrite a wheel refuse it), or RECORD's text is malformed while what it
@@ -267,22 +262,33 @@ def record_problems(record_text: str, members: Mapping[str, MemberDigest], *, re
 
 def archive_record_problems(wheel: Path) -> list[RecordProblem]:
     """`record_problems` of a wheel file, its members hashed as they stream out of the zip (`inspect.zipread`:
-    bounded memory, sizes held to what each member declares)."""
+    bounded memory, sizes held to what each member declares). `check` hashes them while it reads the wheel for its
+    report instead (`inspect.scan.inspect_wheel(digests=...)`, then `record_problems_of`)."""
     with ZipReader(wheel) as z:
-        dist_info = dist_info_of([m.name for m in z.members], wheel)
-        record_name = f"{dist_info}/RECORD"
-        by_name = {m.name: m for m in z.members}
-        if record_name not in by_name:
-            return [RecordProblem(message=f"{record_name} is missing")]
         digests: dict[str, MemberDigest] = {}
         for m in z.members:
             h = hashlib.sha256()
+            if m.name.endswith(".dist-info/RECORD"):
+                data = z.read(m)
+                h.update(data)
+                digests[m.name] = MemberDigest(size=m.uncompressed, sha256=h.digest(), data=data)
+                continue
             z.stream(m, h.update)
             digests[m.name] = MemberDigest(size=m.uncompressed, sha256=h.digest())
-        try:
-            record = z.read(by_name[record_name]).decode("utf-8")
-        except UnicodeDecodeError:
-            return [RecordProblem(message=f"{record_name} is not UTF-8 text")]
+    return record_problems_of(wheel, digests)
+
+
+def record_problems_of(wheel: Path, digests: Mapping[str, MemberDigest]) -> list[RecordProblem]:
+    """`record_problems` from every member's digest, the RECORD's bytes among them (`MemberDigest.data`)."""
+    dist_info = dist_info_of(list(digests), wheel)
+    record_name = f"{dist_info}/RECORD"
+    got = digests.get(record_name)
+    if got is None or got.data is None:
+        return [RecordProblem(message=f"{record_name} is missing")]
+    try:
+        record = got.data.decode("utf-8")
+    except UnicodeDecodeError:
+        return [RecordProblem(message=f"{record_name} is not UTF-8 text")]
     return record_problems(record, digests, record_name=record_name)
 
 
