@@ -842,7 +842,8 @@ def _opened_libraries(
     not need, when it imports dlopen: what it may open at run time. dlopen is looked up only when a name is found."""
     found: set[str] = set()
     for sec in elf.sections:
-        if sec.name != ".rodata" or sec.type == _SHT_NOBITS:
+        # An SHT_NULL header's offset is no file position (a huge one overflowed the search below): skipped too.
+        if sec.name != ".rodata" or sec.type in (_SHT_NULL, _SHT_NOBITS):
             continue
         lo, hi = sec.offset, sec.offset + sec.size
         for m in _SO_AT.finditer(data, lo, hi):

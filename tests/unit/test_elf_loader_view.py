@@ -175,3 +175,26 @@ def test_size_report_check_and_repair_refuse_the_hidden_library(
     with pytest.raises(BadInputError, match=r"pkg/_x.abi3.so: it has a dynamic segment"):
         repair_wheel(w, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+# ------------------------------------------------------------- issue 41: a section header with a huge offset
+
+
+@pytest.mark.parametrize("offset", [1 << 62, 1 << 63, (1 << 64) - 1])
+def test_an_inactive_rodata_header_with_a_huge_offset_reads(tmp_path: Path, offset: int) -> None:
+    """A `.rodata` header of type SHT_NULL (inactive: its offset is no file position) with an offset past what a C
+    size holds was an OverflowError, an internal error, in size-report, check and repair (their ELF read)."""
+    from slimwheel.inspect.dynamic import read_dynamic
+
+    data = bytearray(lib(sections={".rodata": b"libcublas.so.12\0"}, undefined=["dlopen"]))
+    at = _shdr(data, ".rodata")
+    struct.pack_into("<I", data, at + 4, 0)  # SHT_NULL
+    struct.pack_into("<Q", data, at + 0x18, offset)
+    r = read_elf(bytes(data), "pkg/_x.so")
+    assert r.needed == NEEDED and r.opens == ()
+    w = make_wheel(tmp_path, files={"pkg/_x.abi3.so": bytes(data)}, requires=[CU13])
+    assert main(["-q", "size-report", str(w)]) == 0
+    assert main(["-q", "check", "--offline", str(w)]) in (0, 12)  # a verdict, not an internal error (exit 1)
+    (tmp_path / "x.so").write_bytes(bytes(data))
+    info = read_dynamic(tmp_path / "x.so", "pkg/_x.so")  # what repair reads of each unpacked file
+    assert info is not None and info.needed == NEEDED
