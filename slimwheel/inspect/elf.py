@@ -808,7 +808,7 @@ def _cubin(elf: _Elf, *, fatbins: bool) -> ElfReport:
         if sec.type not in (_SHT_NULL, _SHT_NOBITS):
             sections[sec.name] = sections.get(sec.name, 0) + sec.size
             if sec.name == COMPAT_SECTION:
-                arch_specific = compat_arch_specific(elf.buf, sec.offset, sec.offset + sec.size)
+                arch_specific = compat_arch_specific(elf.buf, sec.offset, sec.offset + sec.size, where=elf.name)
     entry = cubin_entry(elf.abi_version, elf.flags, elf.n, compat_arch_specific=arch_specific)
     module = Fatbin(offset=0, size=elf.n, entries=(entry,))
     return ElfReport(
