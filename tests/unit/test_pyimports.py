@@ -7,6 +7,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers.fuzzing import fuzz
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -338,3 +339,57 @@ def test_the_linear_walk_answers_as_the_recursive_one_did(edges: list[tuple[str,
         body[path] = body.get(path, "") + line
     got = _src(body).optional(PLAIN)
     assert (got is not None) == _reference(body, "pkg._ext"), body
+
+
+NAMES = ["pkg._ext", "pkg.a", "pkg.b", "pkg.a.c", "os", "pkg"]
+
+
+@st.composite
+def _source(draw: st.DrawFn, depth: int = 0) -> str:
+    """Python source: import statements (absolute, relative, from-imports, import_module calls) nested in try,
+    if, def and with blocks, handlers that catch or raise again, and expressions that nest deep."""
+    lines: list[str] = []
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(
+            st.sampled_from(
+                ["import", "from", "rel", "call", "expr", "try", "if", "def"] if depth < 4 else ["import", "expr"]
+            )
+        )
+        name = draw(st.sampled_from(NAMES))
+        if kind == "import":
+            lines.append(f"import {name}")
+        elif kind == "from":
+            lines.append(f"from {name.rpartition('.')[0] or name} import {name.rpartition('.')[2]}")
+        elif kind == "rel":
+            lines.append(f"from {'.' * draw(st.integers(1, 3))}{name.rpartition('.')[2]} import x")
+        elif kind == "call":
+            lines.append(
+                f"m = importlib.import_module({name!r}) + " + " + ".join(["f(a)"] * draw(st.integers(0, 1500)))
+            )
+        elif kind == "expr":
+            lines.append("x = " + "(" * draw(st.integers(0, 50)) + "1" + ")" * draw(st.integers(0, 50)))
+        else:
+            body = textwrap.indent(draw(_source(depth + 1)), "    ")
+            if kind == "try":
+                handler = draw(st.sampled_from(["ImportError", "KeyError", "(OSError, ImportError)", "Exception", ""]))
+                again = draw(st.sampled_from(["pass", "raise", "x = None"]))
+                lines.append(f"try:\n{body}\nexcept {handler}:\n    {again}")
+            elif kind == "if":
+                lines.append(f"if x:\n{body}\nelse:\n    pass")
+            else:
+                lines.append(f"def f():\n{body}")
+    return "\n".join(lines) + "\n"
+
+
+@fuzz(100)
+@given(
+    st.dictionaries(
+        st.sampled_from(["pkg/__init__.py", "pkg/a/__init__.py", "pkg/b.py", "pkg/a/c.py", "pkg/d.py"]),
+        _source(),
+        max_size=5,
+    )
+)
+def test_generated_sources_are_read_as_the_recursive_walk_read_them(files: dict[str, str]) -> None:
+    """The import reader fuzzed with generated packages: no exception, and the answer of the walk before issue 41."""
+    got = _src(files).optional(PLAIN)
+    assert (got is not None) == _reference(files, "pkg._ext")
