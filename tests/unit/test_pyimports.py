@@ -257,6 +257,24 @@ def test_a_2500_term_expression_is_read() -> None:
     assert _src({"pkg/deep.py": "x = " + " + ".join(["a"] * 2500), "pkg/g.py": guarded}).optional(PLAIN) is not None
 
 
+def test_a_2500_term_requirement_marker_is_judged(tmp_path: Path) -> None:
+    """The other reader of expressions: Requires-Dist markers, parsed by packaging (flat `or`/`and` chains; deep
+    parentheses are InvalidRequirement, "cannot be parsed"). A 2,500-term marker gets a verdict, not a
+    RecursionError."""
+    from helpers.binsynth import elf
+    from helpers.wheelmaker import make_wheel
+
+    from slimwheel.cli import main
+
+    marker = " or ".join(['python_version > "3"'] * 2500)
+    w = make_wheel(
+        tmp_path,
+        files={"pkg/_x.abi3.so": elf(needed=("libcudart.so.13", "libc.so.6"))},
+        requires=[f"nvidia-cuda-runtime>=13,<14; {marker}"],
+    )
+    assert main(["-q", "check", "--offline", str(w)]) == 0
+
+
 def test_past_a_cap_nothing_is_known(monkeypatch: pytest.MonkeyPatch) -> None:
     """A source over MAX_SOURCE, sources over MAX_SOURCES, sites over MAX_SITES or a walk over MAX_STEPS: the module
     is required as far as the reader can tell (skipping the file could hide its one unguarded import)."""
