@@ -108,6 +108,7 @@ _VER_FLG_BASE = 0x1
 MAX_VERSION_NEEDS = 4096  # Vernaux entries of one file (real libraries need a few dozen)
 _SHN_UNDEF, _SHN_XINDEX = 0, 0xFFFF
 _PT_LOAD, _PT_DYNAMIC = 1, 2
+_PAGE = 4096  # the smallest page a loader maps with
 _DT_NULL, _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 0, 1, 14, 15, 29
 _DT_STRTAB, _DT_SYMTAB = 5, 6
 _DT_VERSYM, _DT_VERDEF, _DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
@@ -305,9 +306,11 @@ class _Elf:
         if off + entsize * count > self.n:
             raise self._bad(f"truncated ELF file: {what} end past the file's {self.n} bytes")
 
-    def _segments(self, phoff: int, phentsize: int, phnum: int) -> tuple[list[tuple[int, int, int]], list[int]]:
-        """PT_LOAD segments as (vaddr, filesz, offset), sorted by address for bisection, and the addresses of the
-        PT_DYNAMIC segments (where the loader reads the dynamic array)."""
+    def _segments(
+        self, phoff: int, phentsize: int, phnum: int
+    ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+        """PT_LOAD segments as (vaddr, filesz, offset), sorted by address for bisection, and the (address, offset)
+        of the PT_DYNAMIC segments (the loader reads the dynamic array at the address)."""
         seg = self.lay.segment
         self._table("program headers", phoff, phentsize, phnum, seg.size)
         loads, dynamic = [], []
@@ -320,7 +323,7 @@ class _Elf:
             if p_type == _PT_LOAD and p_filesz:
                 loads.append((p_vaddr, p_filesz, p_offset))
             elif p_type == _PT_DYNAMIC:
-                dynamic.append(p_vaddr)
+                dynamic.append((p_vaddr, p_offset))
         loads.sort()
         return loads, dynamic
 
@@ -415,7 +418,19 @@ class _Elf:
         for (a, a_size, _o), (b, _s, _p) in itertools.pairwise(self.loads):
             if b < a + a_size:
                 raise self._bad(f"malformed ELF file: PT_LOAD segments at {a:#x} and {b:#x} overlap")
-        at, end = self._mapped(self.dynamic_segments[0], "the dynamic array")
+        for vaddr, _s, offset in self.loads:
+            # glibc refuses a PT_LOAD whose address and offset differ within a page: it cannot map it
+            if (vaddr - offset) % _PAGE:
+                raise self._bad(
+                    f"malformed ELF file: a PT_LOAD segment's address {vaddr:#x} and offset {offset:#x} "
+                    "differ within a page"
+                )
+        vaddr, offset = self.dynamic_segments[0]
+        at, end = self._mapped(vaddr, "the dynamic array")
+        if at != offset:  # tools that read the segment by its offset would see another array than the loader
+            raise self._bad(
+                f"malformed ELF file: PT_DYNAMIC's address {vaddr:#x} maps to offset {at:#x}, not its own {offset:#x}"
+            )
         dyn = self.lay.dyn
         entries: dict[int, int] = {}  # the last value of each tag, as the loader keeps it
         strings: list[tuple[int, int]] = []  # (tag, string offset) of NEEDED, SONAME, RPATH and RUNPATH, in order
