@@ -341,7 +341,7 @@ def _reference(files: dict[str, str], module: str) -> bool:
 MODULES = ["pkg", "pkg.a", "pkg.b", "pkg.a.c", "pkg.d"]
 
 
-@settings(max_examples=300, deadline=None)
+@fuzz(300)
 @given(
     st.lists(st.tuples(st.sampled_from(MODULES), st.sampled_from([*MODULES, "pkg._ext"]), st.booleans()), max_size=9)
 )
