@@ -8,6 +8,12 @@ within its string table and `MAX_STRING` bytes (`MAX_SEARCH_PATH` for RPATH and 
 pyelftools, which re-reads a string per use and a segment table per address, is used only for its names of
 machine numbers. Both ELF classes and byte orders are read.
 
+SONAME, NEEDED, RPATH and RUNPATH are read as the system loader reads them: from the PT_DYNAMIC segment, through the
+PT_LOAD segments that map its addresses (`_Elf.dynamic`). The rest (device code, symbols, versions) is found through
+section headers, which the loader never reads; so a file with a dynamic segment must have a section view that says
+the same, or it is refused: zeroed section headers hid NEEDED, RPATH and device code while the loader loaded the
+planted library (issue 41, S2).
+
 Repair reads the same way: `read_elf_file(path, name, fatbins=False)` for an unpacked file's dynamic facts,
 `file_defines_symbol` for an extension module's PyInit_<module>.
 """
@@ -101,8 +107,20 @@ _VERDAUX = {o: struct.Struct(o + "II") for o in "<>"}
 _VER_FLG_BASE = 0x1
 MAX_VERSION_NEEDS = 4096  # Vernaux entries of one file (real libraries need a few dozen)
 _SHN_UNDEF, _SHN_XINDEX = 0, 0xFFFF
-_PT_LOAD = 1
+_PT_LOAD, _PT_DYNAMIC = 1, 2
+_PAGE = 4096  # the smallest page a loader maps with
 _DT_NULL, _DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH = 0, 1, 14, 15, 29
+_DT_STRTAB, _DT_SYMTAB = 5, 6
+_DT_VERSYM, _DT_VERDEF, _DT_VERNEED = 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
+# The tables the loader finds through the dynamic segment, and the section type that holds each for this reader: the
+# two views must name the same bytes (`_Elf.loader_dynamic`).
+_TABLE_SECTION = {
+    _DT_STRTAB: _SHT_STRTAB,
+    _DT_SYMTAB: _SHT_DYNSYM,
+    _DT_VERSYM: _SHT_GNU_VERSYM,
+    _DT_VERDEF: _SHT_GNU_VERDEF,
+    _DT_VERNEED: _SHT_GNU_VERNEED,
+}
 
 
 @dataclass(frozen=True)
@@ -222,6 +240,22 @@ class VersionDef:
 CXX_RUNTIME_MARKER = "_ZNSt6locale7classicEv"
 
 
+# (SONAME, NEEDED, DT_RPATH strings, DT_RUNPATH strings) of one file, in the order of its dynamic array.
+_Dynamic = tuple[str | None, list[str], list[str], list[str]]
+
+
+def _effective(facts: _Dynamic) -> tuple[str | None, tuple[str, ...], str | None, str | None]:
+    """What the loader acts on: every NEEDED in order, and the last SONAME, RPATH and RUNPATH."""
+    soname, needed, rpath, runpath = facts
+    return soname, tuple(needed), rpath[-1] if rpath else None, runpath[-1] if runpath else None
+
+
+def _listed(value: str | tuple[str, ...] | None) -> str:
+    if value is None or value == ():
+        return "none"
+    return ", ".join(value) if isinstance(value, tuple) else value
+
+
 def is_elf(head: bytes) -> bool:
     return head[:4] == ELF_MAGIC
 
@@ -260,7 +294,7 @@ class _Elf:
         self.kind: ElfKind = "cubin" if e_machine == EM_CUDA else _KIND.get(e_type, "other")
         self.flags, self.abi_version = e_flags, buf[8]
         self.machine = machine_name(e_machine)
-        self.loads = self._segments(phoff, phentsize, phnum)
+        self.loads, self.dynamic_segments = self._segments(phoff, phentsize, phnum)
         self.sections = self._sections(shoff, shentsize, shnum, shstrndx)
 
     def _bad(self, problem: str) -> BadInputError:
@@ -272,11 +306,14 @@ class _Elf:
         if off + entsize * count > self.n:
             raise self._bad(f"truncated ELF file: {what} end past the file's {self.n} bytes")
 
-    def _segments(self, phoff: int, phentsize: int, phnum: int) -> list[tuple[int, int, int]]:
-        """PT_LOAD segments as (vaddr, filesz, offset), sorted by address for bisection."""
+    def _segments(
+        self, phoff: int, phentsize: int, phnum: int
+    ) -> tuple[list[tuple[int, int, int]], list[tuple[int, int]]]:
+        """PT_LOAD segments as (vaddr, filesz, offset), sorted by address for bisection, and the (address, offset)
+        of the PT_DYNAMIC segments (the loader reads the dynamic array at the address)."""
         seg = self.lay.segment
         self._table("program headers", phoff, phentsize, phnum, seg.size)
-        loads = []
+        loads, dynamic = [], []
         for i in range(phnum):
             fields = seg.unpack_from(self.buf, phoff + i * phentsize)
             if self.lay.is64:
@@ -285,8 +322,10 @@ class _Elf:
                 p_type, p_offset, p_vaddr, _pa, p_filesz, _m, _f, _a = fields
             if p_type == _PT_LOAD and p_filesz:
                 loads.append((p_vaddr, p_filesz, p_offset))
+            elif p_type == _PT_DYNAMIC:
+                dynamic.append((p_vaddr, p_offset))
         loads.sort()
-        return loads
+        return loads, dynamic
 
     def _raw_section(self, shoff: int, shentsize: int, i: int) -> Section:
         fields = self.lay.section.unpack_from(self.buf, shoff + i * shentsize)
@@ -341,8 +380,128 @@ class _Elf:
             raise self._bad(f"malformed ELF file: section {sec.name} links to no string table (index {sec.link})")
         return self.sections[sec.link]
 
-    def dynamic(self) -> tuple[str | None, list[str], list[str], list[str]]:
-        """(SONAME, NEEDED, every DT_RPATH string, every DT_RUNPATH string), from each SHT_DYNAMIC section."""
+    def dynamic(self) -> _Dynamic:
+        """(SONAME, NEEDED, every DT_RPATH string, every DT_RUNPATH string) as the system loader reads them, from the
+        PT_DYNAMIC segment (`loader_dynamic`). The section view must say the same: the loader never reads section
+        headers, so a file whose sections hide a NEEDED or RPATH entry (or that has none) would be judged on a lie
+        and is refused. A file without a dynamic segment (an object file, a static program) is read from its
+        sections: the loader reads no dependencies of it."""
+        loader = self.loader_dynamic()
+        sections = self._section_dynamic()
+        if loader is None:
+            return sections
+        facts = zip(("SONAME", "NEEDED", "RPATH", "RUNPATH"), _effective(sections), _effective(loader), strict=True)
+        for what, seen, truth in facts:
+            if seen != truth:
+                raise self._bad(
+                    f"its section headers disagree with its dynamic segment, which the system loader reads: "
+                    f"{what} {_listed(seen)} in the sections, {_listed(truth)} in the segment"
+                )
+        return loader
+
+    def loader_dynamic(self) -> _Dynamic | None:
+        """The dynamic facts as glibc's loader reads them, None without a PT_DYNAMIC segment: the dynamic array at the
+        segment's address up to DT_NULL, its strings at DT_STRTAB, both through the PT_LOAD segments that map them.
+        The file must have a section view of the same tables (the reader finds device code, symbols and versions
+        through sections): section headers, names, and for DT_STRTAB, DT_SYMTAB and the version tables a section of
+        the matching type over the very bytes the address maps to."""
+        if not self.dynamic_segments:
+            return None
+        if len(self.dynamic_segments) > 1:
+            raise self._bad(f"malformed ELF file: {len(self.dynamic_segments)} PT_DYNAMIC segments (one at most)")
+        if not self.sections or not any(s.name for s in self.sections):
+            what = "no section headers" if not self.sections else "no section names"
+            raise self._bad(
+                f"it has a dynamic segment, which the system loader reads, and {what}: its dependencies, search paths "
+                "and device code cannot be checked against what the loader sees"
+            )
+        for (a, a_size, _o), (b, _s, _p) in itertools.pairwise(self.loads):
+            if b < a + a_size:
+                raise self._bad(f"malformed ELF file: PT_LOAD segments at {a:#x} and {b:#x} overlap")
+        for vaddr, _s, offset in self.loads:
+            # glibc refuses a PT_LOAD whose address and offset differ within a page: it cannot map it
+            if (vaddr - offset) % _PAGE:
+                raise self._bad(
+                    f"malformed ELF file: a PT_LOAD segment's address {vaddr:#x} and offset {offset:#x} "
+                    "differ within a page"
+                )
+        vaddr, offset = self.dynamic_segments[0]
+        at, end = self._mapped(vaddr, "the dynamic array")
+        if at != offset:  # tools that read the segment by its offset would see another array than the loader
+            raise self._bad(
+                f"malformed ELF file: PT_DYNAMIC's address {vaddr:#x} maps to offset {at:#x}, not its own {offset:#x}"
+            )
+        dyn = self.lay.dyn
+        entries: dict[int, int] = {}  # the last value of each tag, as the loader keeps it
+        strings: list[tuple[int, int]] = []  # (tag, string offset) of NEEDED, SONAME, RPATH and RUNPATH, in order
+        while True:
+            if at + dyn.size > end:
+                raise self._bad("malformed ELF file: the dynamic array runs past its segment's bytes without DT_NULL")
+            tag, val = dyn.unpack_from(self.buf, at)
+            at += dyn.size
+            if tag == _DT_NULL:
+                break
+            entries[tag] = val
+            if tag in (_DT_NEEDED, _DT_SONAME, _DT_RPATH, _DT_RUNPATH):
+                strings.append((tag, val))
+                if len(strings) > MAX_DYNAMIC_STRINGS:
+                    raise self._bad(
+                        f"malformed ELF file: more than {MAX_DYNAMIC_STRINGS} DT_NEEDED/SONAME/RPATH/RUNPATH entries"
+                    )
+        for tag, sh_type in _TABLE_SECTION.items():
+            if tag in entries:
+                off, _end = self._mapped(entries[tag], f"dynamic tag {tag:#x}'s table")
+                if not any(s.type == sh_type and s.offset == off for s in self.sections):
+                    raise self._bad(
+                        f"its section headers disagree with its dynamic segment, which the system loader reads: "
+                        f"no section of type {sh_type:#x} holds the table dynamic tag {tag:#x} points at ({off:#x})"
+                    )
+        if strings and _DT_STRTAB not in entries:
+            raise self._bad("malformed ELF file: its dynamic array names libraries but has no DT_STRTAB")
+        soname: str | None = None
+        needed: list[str] = []
+        rpath: list[str] = []
+        runpath: list[str] = []
+        cache: dict[int, str] = {}
+        for tag, val in strings:
+            text = cache.get(val)
+            if text is None:
+                search = tag in (_DT_RPATH, _DT_RUNPATH)
+                text = cache[val] = self._mapped_string(
+                    entries[_DT_STRTAB] + val, MAX_SEARCH_PATH if search else MAX_STRING
+                )
+            if tag == _DT_NEEDED:
+                needed.append(text)
+            elif tag == _DT_SONAME:
+                soname = text
+            elif tag == _DT_RPATH:
+                rpath.append(text)
+            else:
+                runpath.append(text)
+        return soname, needed, rpath, runpath
+
+    def _mapped(self, vaddr: int, what: str) -> tuple[int, int]:
+        """(file offset, end of that segment's file bytes) of the PT_LOAD that maps address `vaddr`."""
+        i = bisect.bisect_right(self.loads, (vaddr, float("inf"), 0)) - 1
+        if i >= 0:
+            start, size, offset = self.loads[i]
+            if vaddr < start + size and offset + size <= self.n:
+                return vaddr - start + offset, offset + size
+        raise self._bad(f"malformed ELF file: {what} (address {vaddr:#x}) lies in no PT_LOAD segment's file bytes")
+
+    def _mapped_string(self, vaddr: int, limit: int) -> str:
+        """A NUL-terminated string at address `vaddr`, which must end inside its segment's file bytes and `limit`."""
+        start, end = self._mapped(vaddr, "a dynamic string")
+        stop = self.buf.find(b"\0", start, min(end, start + limit))
+        if stop < 0:
+            raise self._bad(f"malformed ELF file: a dynamic string does not end inside its segment or {limit} bytes")
+        self.string_bytes += stop - start
+        if self.string_bytes > MAX_STRING_BYTES:
+            raise self._bad(f"malformed ELF file: its strings add up to more than {MAX_STRING_BYTES} bytes")
+        return bytes(self.buf[start:stop]).decode("utf-8", errors="replace")
+
+    def _section_dynamic(self) -> _Dynamic:
+        """`dynamic` as the section headers tell it, from each SHT_DYNAMIC section."""
         soname: str | None = None
         needed: list[str] = []
         rpath: list[str] = []
@@ -549,6 +708,7 @@ class _Elf:
         return frozenset(out)
 
     def file_offset(self, vaddr: int) -> int | None:
+        """The file offset a PT_LOAD segment maps address `vaddr` from, None when none does."""
         i = bisect.bisect_right(self.loads, (vaddr, float("inf"), 0)) - 1
         if i >= 0:
             start, size, offset = self.loads[i]
@@ -663,7 +823,7 @@ def _cubin(elf: _Elf, *, fatbins: bool) -> ElfReport:
         if sec.type not in (_SHT_NULL, _SHT_NOBITS):
             sections[sec.name] = sections.get(sec.name, 0) + sec.size
             if sec.name == COMPAT_SECTION:
-                arch_specific = compat_arch_specific(elf.buf, sec.offset, sec.offset + sec.size)
+                arch_specific = compat_arch_specific(elf.buf, sec.offset, sec.offset + sec.size, where=elf.name)
     entry = cubin_entry(elf.abi_version, elf.flags, elf.n, compat_arch_specific=arch_specific)
     module = Fatbin(offset=0, size=elf.n, entries=(entry,))
     return ElfReport(
@@ -697,7 +857,8 @@ def _opened_libraries(
     not need, when it imports dlopen: what it may open at run time. dlopen is looked up only when a name is found."""
     found: set[str] = set()
     for sec in elf.sections:
-        if sec.name != ".rodata" or sec.type == _SHT_NOBITS:
+        # An SHT_NULL header's offset is no file position (a huge one overflowed the search below): skipped too.
+        if sec.name != ".rodata" or sec.type in (_SHT_NULL, _SHT_NOBITS):
             continue
         lo, hi = sec.offset, sec.offset + sec.size
         for m in _SO_AT.finditer(data, lo, hi):

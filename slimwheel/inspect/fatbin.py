@@ -249,17 +249,29 @@ COMPAT_SECTION = ".nv.compat"
 _COMPAT_ARCH_SPECIFIC = 9  # the `.nv.compat` attribute that marks arch-specific code (CUDA 13.0)
 
 
-def compat_arch_specific(data: Buffer, start: int = 0, end: int | None = None) -> bool:
+# Records of one `.nv.compat` section read at most: nvcc 13.0 writes nine, so a section of more is no compiler's and is
+# refused rather than walked (a 1 GiB section of zeros, a 1 MB wheel, took a record loop of 54 s before this bound).
+MAX_COMPAT_RECORDS = 256
+
+
+def compat_arch_specific(data: Buffer, start: int = 0, end: int | None = None, *, where: str) -> bool:
     """Whether a cubin's `.nv.compat` section (`data[start:end]`) says arch-specific: its records are 4 bytes
     (format, attribute, a 16-bit value), format 4 followed by as many payload bytes as the value says; a record cut
-    off ends the reading."""
+    off ends the reading. More than MAX_COMPAT_RECORDS records before attribute 9 is a BadInputError naming `where`."""
     p, n = start, len(data) if end is None else end
-    while p + 4 <= n:
+    for _record in range(MAX_COMPAT_RECORDS):
+        if p + 4 > n:
+            return False
         fmt, attr, value = data[p], data[p + 1], data[p + 2] | data[p + 3] << 8
         if attr == _COMPAT_ARCH_SPECIFIC and fmt == 2:
             return value & 0xFF == 1
         p += 4 + (value if fmt == 4 else 0)
-    return False
+    if p + 4 > n:
+        return False
+    raise BadInputError(
+        f"{where}: its {COMPAT_SECTION} section holds more than {MAX_COMPAT_RECORDS} attribute records "
+        f"({n - start} bytes; nvcc writes about ten)"
+    )
 
 
 def cubin_entry(abi_version: int, e_flags: int, size: int, *, compat_arch_specific: bool = False) -> FatbinEntry:

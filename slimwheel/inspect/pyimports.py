@@ -6,30 +6,48 @@ libnccl.so.2 turns a feature off instead of breaking `import cupy` (CuPy's docum
 optional libraries the user installs). `check` then says so in a note instead of failing the wheel.
 
 Read with `ast` (the standard library's own parser, so every syntax the interpreter accepts is read as it reads it).
-The sources are untrusted: a file over `MAX_SOURCE` bytes, or one `ast` refuses (syntax, nesting depth, NUL bytes), is
-no evidence either way, and the members are read through `zipread` with its limits. Nothing is read until a verdict
+The sources are untrusted: one `ast` refuses (syntax, nesting depth, NUL bytes) is no evidence either way, one
+without the word `import` holds no import and is not parsed, and the members are read through `zipread` with its
+limits. Nothing is read until a verdict
 asks (`PythonImports.from_wheel` is lazy): only wheels with a library nothing provides pay for it.
+
+Time and memory are linear in the sources, with caps (issue 41, S10: 32,000 import lines took 148 s, a 1,500-module
+chain or a 2,500-term expression was a RecursionError): the syntax tree is walked with a stack of its own, the sites
+are indexed by imported name once, each module's importers are gathered once and every question walks the import
+graph once per module. Past a cap (a source over `MAX_SOURCE`, sources over `MAX_SOURCES`, `MAX_SITES` sites or
+`MAX_STEPS` steps of walking) the reader knows nothing: every module is required as far as it can tell, which never
+turns a failure into a pass (skipping the file past a cap could hide the one unguarded import).
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
+import contextlib
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from slimwheel.inspect.zipread import ZipReader
 
-MAX_SOURCE = 2 * 1024 * 1024  # one .py member; larger ones (generated tables) are not read
-MAX_SOURCES = 64 * 1024 * 1024  # all .py members of a wheel together
+# One .py member, and all of a wheel's parsed together. The syntax tree of a source costs up to about 400 times its
+# size (2 MiB of `x = 1` lines: 0.9 GB), and parsing about a second per MiB here; CuPy 14.2's 339 sources are 4.1 MB,
+# the largest 108 kB.
+MAX_SOURCE = 512 * 1024
+MAX_SOURCES = 8 * 1024 * 1024
+# Import sites kept for a wheel (about 200 bytes each). CuPy 13's sources import its own modules a few thousand times;
+# past this many the reader gives up: no evidence either way.
+MAX_SITES = 1 << 18
+# Steps of walking the import graph (sites gathered, importers followed) for all the questions about one wheel.
+MAX_STEPS = 1 << 22
 # An extension module's file name: name.cpython-311-x86_64-linux-gnu.so, name.abi3.so, name.so
 _EXT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_-]+)*\.so$")
 # exception names whose handler catches a failed import
 _CATCHES_IMPORT = frozenset({"ImportError", "ModuleNotFoundError", "Exception", "BaseException"})
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ImportSite:
     file: str  # the .py member of the wheel
     line: int
@@ -121,75 +139,132 @@ def _imported(node: ast.AST, here: str, is_package: bool) -> Iterator[str]:
             yield node.args[0].value
 
 
-def _sites(tree: ast.AST, file: str, here: str, is_package: bool) -> Iterator[tuple[str, ImportSite]]:
-    """(imported name, where) for every import in one source, each marked guarded or not."""
+# The fields that hold statements, where `import` statements live (If, For, While, With, Try, function and class
+# bodies, handlers, match cases): a source that never names import_module or __import__ is walked through these only.
+_STATEMENT_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 
-    def walk(node: ast.AST, guarded: bool) -> Iterator[tuple[str, ImportSite]]:
+
+def _sites(
+    tree: ast.AST, file: str, here: str, is_package: bool, *, calls: bool = True
+) -> Iterator[tuple[str, ImportSite]]:
+    """(imported name, where) for every import in one source, each marked guarded or not, in source order. The tree
+    is walked with a stack of its own: a 2,500-term expression nests as deep, past Python's recursion limit. Without
+    `calls` (no import_module or __import__ in the source), expressions are not entered: statements only."""
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, guarded = stack.pop()
         for name in _imported(node, here, is_package):
             yield name, ImportSite(file=file, line=getattr(node, "lineno", 0), guarded=guarded)
+        parts: list[tuple[ast.AST, bool]]
         if isinstance(node, ast.Try):
             soft = guarded or _soft_guard(node)
-            for s in node.body:
-                yield from walk(s, soft)
-            for part in (*node.handlers, *node.orelse, *node.finalbody):
-                yield from walk(part, guarded)
-            return
-        for child in ast.iter_child_nodes(node):
-            yield from walk(child, guarded)
-
-    yield from walk(tree, False)
+            parts = [(s, soft) for s in node.body]
+            parts += [(p, guarded) for p in (*node.handlers, *node.orelse, *node.finalbody)]
+        elif calls:
+            parts = [(child, guarded) for child in ast.iter_child_nodes(node)]
+        else:
+            parts = [(child, guarded) for f in _STATEMENT_FIELDS for child in getattr(node, f, ())]
+        stack.extend(reversed(parts))  # popped first to last: source order
 
 
 def _names(target: str, name: str) -> bool:
     return name == target or name.startswith(target + ".")
 
 
+class _OutOfSteps(Exception):
+    """The walk of one wheel's import graph ran past MAX_STEPS."""
+
+
+# One node's importers, as the walk meets them: a guarded site (an ImportSite) or the module that imports it unguarded.
+_Event = ImportSite | str
+
+
 class PythonImports:
     """The import sites of a wheel's Python sources, parsed on first use."""
 
-    def __init__(self, load: Callable[[], Mapping[str, bytes]]) -> None:
+    def __init__(self, load: Callable[[], Generator[tuple[str, bytes | None]]]) -> None:
+        """`load` gives each .py source, None for one over MAX_SOURCE (not read)."""
         self._load = load
         self._sites: list[tuple[str, ImportSite, str | None]] | None = None  # (imported, site, importing module)
+        self._keys: list[str] = []  # the imported names, sorted
+        self._order: list[int] = []  # the site of each sorted name
+        self._events: dict[str, tuple[_Event, ...]] = {}  # a module's importers, gathered once (`_importers`)
+        self._steps = 0
         self._optional: dict[str, OptionalModule | None] = {}  # path -> `optional`, asked per library of the file
 
     @classmethod
     def from_sources(cls, sources: Mapping[str, bytes]) -> PythonImports:
-        return cls(lambda: sources)
+        def load() -> Generator[tuple[str, bytes | None]]:
+            yield from sources.items()
+
+        return cls(load)
 
     @classmethod
     def from_wheel(cls, wheel: Path) -> PythonImports:
-        def load() -> dict[str, bytes]:
-            out: dict[str, bytes] = {}
-            total = 0
+        def load() -> Generator[tuple[str, bytes | None]]:
+            """The sources one at a time: only the one being parsed is held (64 MiB of them were all kept)."""
             with ZipReader(wheel) as z:
                 for m in z.members:
-                    if not m.name.endswith(".py") or m.uncompressed > MAX_SOURCE or total > MAX_SOURCES:
-                        continue
-                    total += m.uncompressed
-                    out[m.name] = z.read(m)
-            return out
+                    if m.name.endswith(".py"):
+                        yield m.name, (z.read(m) if m.uncompressed <= MAX_SOURCE else None)
 
         return cls(load)
 
     def _all(self) -> list[tuple[str, ImportSite, str | None]]:
         if self._sites is None:
             sites: list[tuple[str, ImportSite, str | None]] = []
-            for file, text in self._load().items():
-                here = source_module(file)
-                if here is None or len(text) > MAX_SOURCE:
-                    continue
-                try:
-                    tree = ast.parse(text, filename=file)
-                except (SyntaxError, ValueError, RecursionError, MemoryError):
-                    continue  # no evidence either way
-                is_package = file.endswith("__init__.py")
-                sites.extend((name, site, here) for name, site in _sites(tree, file, here, is_package))
+            parsed = 0
+            with contextlib.closing(self._load()) as sources:
+                for file, text in sources:
+                    here = source_module(file)
+                    if here is None or (text is not None and b"import" not in text):
+                        continue
+                    parsed += MAX_SOURCE + 1 if text is None else len(text)
+                    if text is None or len(text) > MAX_SOURCE or parsed > MAX_SOURCES:
+                        sites = []  # more than the caps allow: no evidence for any module, and nothing more is read
+                        break
+                    try:
+                        tree = ast.parse(text, filename=file)
+                    except (SyntaxError, ValueError, RecursionError, MemoryError):
+                        continue  # no evidence either way
+                    is_package = file.endswith("__init__.py")
+                    calls = b"import_module" in text or b"__import__" in text
+                    sites.extend((name, site, here) for name, site in _sites(tree, file, here, is_package, calls=calls))
+                    del tree
+                    if len(sites) > MAX_SITES:
+                        sites = []  # as above
+                        break
             self._sites = sites
+            self._order = sorted(range(len(sites)), key=lambda i: sites[i][0])
+            self._keys = [sites[i][0] for i in self._order]
         return self._sites
+
+    def _matching(self, module: str) -> list[int]:
+        """The sites that import `module` or a module under it (which imports it first), in source order: two runs
+        of the sorted names."""
+        self._all()
+        keys = self._keys
+        lo = bisect.bisect_left(keys, module)
+        hi = bisect.bisect_right(keys, module)
+        under = bisect.bisect_left(keys, module + ".")
+        end = bisect.bisect_left(keys, module + "/")  # "/" follows "." in code-point order: the end of "module.*"
+        picked = [self._order[i] for i in (*range(lo, hi), *range(under, end))]
+        self._spend(len(picked) + 1)
+        return sorted(picked)
+
+    def _spend(self, steps: int) -> None:
+        self._steps += steps
+        if self._steps > MAX_STEPS:
+            raise _OutOfSteps
 
     def sites_of(self, module: str) -> tuple[tuple[ImportSite, str | None], ...]:
         """Where the package's own sources import `module` (not counting the module itself)."""
-        return tuple((s, here) for name, s, here in self._all() if _names(module, name) and here != module)
+        sites = self._all()
+        try:
+            matching = self._matching(module)
+        except _OutOfSteps:
+            return ()
+        return tuple((sites[i][1], sites[i][2]) for i in matching if sites[i][2] != module)
 
     def optional(self, path: str) -> OptionalModule | None:
         """Whether the extension module at `path` is an optional part: imported by the package, and every import of
@@ -198,7 +273,10 @@ class PythonImports:
         package never imports it (a module only users import, or one loaded by compiled code: no evidence)."""
         if path not in self._optional:
             module = extension_module(path)
-            guards = None if module is None else self._guards(module, frozenset({module}))
+            try:
+                guards = None if module is None else self._guards(module)
+            except _OutOfSteps:
+                guards = None  # too much to walk: no evidence
             self._optional[path] = (
                 None
                 if module is None or guards is None
@@ -206,19 +284,84 @@ class PythonImports:
             )
         return self._optional[path]
 
-    def _guards(self, module: str, seen: frozenset[str]) -> list[ImportSite] | None:
-        sites = self.sites_of(module)
-        if not sites:
-            return None
+    def _importers(self, module: str) -> tuple[_Event, ...]:
+        """The guarded sites that import `module` and the modules that import it unguarded (each once), in source
+        order; gathered once per module for every question."""
+        events = self._events.get(module)
+        if events is None:
+            sites = self._all()
+            out: list[_Event] = []
+            seen: set[str] = set()
+            for i in self._matching(module):
+                _name, site, here = sites[i]
+                if here == module:
+                    continue
+                if site.guarded:
+                    out.append(site)
+                elif here is not None and here not in seen:
+                    seen.add(here)
+                    out.append(here)
+            events = self._events[module] = tuple(out)
+        return events
+
+    def _guards(self, module: str) -> list[ImportSite] | None:
+        """The guarded sites every unguarded path of imports from `module` ends in, or None where one does not: a
+        module the package never imports (users import it: required), a cycle, or a package whose own import leads
+        back to a module under it (importing that module imports the package first). One depth-first walk with a
+        stack of its own: each module is visited once whatever the number of paths to it."""
+        state: dict[str, bool] = {module: False}  # False while on the walk's path, True once done
+        edges: dict[str, list[str]] = {}  # module -> the modules that import it unguarded
         guards: list[ImportSite] = []
-        for site, importer in sites:
-            if site.guarded:
-                guards.append(site)
+        stack: list[tuple[str, Iterator[_Event]]] = []
+
+        def enter(node: str) -> bool:
+            events = self._importers(node)
+            if not events:
+                return False  # nothing in the package imports it: required as far as we know
+            edges[node] = [e for e in events if isinstance(e, str)]
+            stack.append((node, iter(events)))
+            return True
+
+        if not enter(module):
+            return None
+        while stack:
+            node, events = stack[-1]
+            event = next(events, None)
+            if event is None:
+                state[node] = True
+                stack.pop()
                 continue
-            if importer is None or importer in seen or any(_names(importer, m) for m in seen):
-                return None  # an unguarded import from the package itself, or a cycle: required as far as we know
-            got = self._guards(importer, seen | {importer})
-            if got is None:
-                return None
-            guards.extend(got)
-        return guards
+            self._spend(1)
+            if isinstance(event, ImportSite):
+                guards.append(event)
+            elif event in state:
+                if not state[event]:
+                    return None  # a cycle of unguarded imports
+            else:
+                state[event] = False
+                if not enter(event):
+                    return None
+        return None if self._leads_back(edges) else guards
+
+    def _leads_back(self, edges: dict[str, list[str]]) -> bool:
+        """Whether a package among the walked modules is reached from a module under it (`edges`: each walked module
+        -> its unguarded importers): one backward search from each such package."""
+        walked = sorted(edges)
+        back: dict[str, list[str]] = {}
+        for node, importers in edges.items():
+            for importer in importers:
+                back.setdefault(importer, []).append(node)
+        for package in walked:
+            first = bisect.bisect_left(walked, package + ".")
+            if first == len(walked) or not walked[first].startswith(package + "."):
+                continue  # no walked module lies under it
+            seen, todo = {package}, [package]
+            while todo:
+                for below in back.get(todo.pop(), ()):
+                    self._spend(1)
+                    if _names(package, below) and below != package:
+                        return True
+                    if below not in seen:
+                        seen.add(below)
+                        todo.append(below)
+        return False

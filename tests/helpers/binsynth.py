@@ -64,6 +64,7 @@ def elf(
     runpath: str | None = None,
     e_type: int = 3,  # ET_DYN
     load_segment: bool = False,
+    dynamic_segment: bool = False,
     symbols: Iterable[str] = (),
     imports: Mapping[str, Iterable[tuple[str, str]]] = {},
     verneed: bytes | None = None,
@@ -72,6 +73,8 @@ def elf(
     """An ELF64 little-endian x86_64 file with .dynamic/.dynstr, the given PROGBITS sections and .shstrtab.
 
     With `load_segment`, one PT_LOAD maps the whole file at virtual address 0 (address == file offset).
+    `dynamic_segment` adds that PT_LOAD and a PT_DYNAMIC over .dynamic, whose array then points the loader at its
+    tables (DT_STRTAB, DT_STRSZ, DT_SYMTAB, DT_VERSYM, DT_VERNEED) as a linker writes it.
     `symbols` become defined global functions in a .dynsym section. `imports` (library -> (symbol, version) pairs)
     become undefined symbols bound to GNU versions: .gnu.version and .gnu.version_r, as a linker writes them;
     `verneed` replaces the .gnu.version_r bytes (hostile chains).
@@ -120,6 +123,15 @@ def elf(
         dynsym += struct.pack("<IBBHQQ", s(name), 0x12, 0, 0, 0, 0)
         versym.append(1)  # VER_NDX_GLOBAL: no version needed
     undefined = list(undefined)
+    # The table tags point at sections placed below: their values are filled in once the layout is known.
+    pointers: list[tuple[int, str]] = []
+    if dynamic_segment:
+        pointers = [(5, ".dynstr"), (10, "")]
+        if symbols or imports or undefined:
+            pointers.append((6, ".dynsym"))
+        if imports or verneed is not None:
+            pointers += [(0x6FFFFFF0, ".gnu.version"), (0x6FFFFFFE, ".gnu.version_r")]
+    tags += [(t, 0) for t, _n in pointers]
     tags.append((0, 0))
     dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
     # (name, type, data, link, entsize)
@@ -136,14 +148,24 @@ def elf(
         name_off.append(len(shstrtab))
         shstrtab += name.encode() + b"\0"
     secs.append((".shstrtab", 3, shstrtab, 0, 0))
-    phnum = 1 if load_segment else 0
+    phnum = 2 if dynamic_segment else 1 if load_segment else 0
     off = 64 + 56 * phnum
-    body = b""
     placed = []
+    at = off
+    for _name, _t, data, _l, _e in secs:
+        at += -at % 8
+        placed.append(at)
+        at += len(data)
+    where = {name: placed[i] for i, (name, *_r) in enumerate(secs)}
+    if pointers:
+        values = {5: where[".dynstr"], 10: len(dynstr)} | {t: where[n] for t, n in pointers if n}
+        tags = [(t, values.get(t, v)) if t in values and v == 0 else (t, v) for t, v in tags]
+        dynamic = b"".join(struct.pack("<qQ", t, v) for t, v in tags)
+        secs[1] = (".dynamic", 6, dynamic, 1, 16)
+    body = b""
     for _name, _t, data, _l, _e in secs:
         pad = -(off + len(body)) % 8
         body += b"\0" * pad
-        placed.append(off + len(body))
         body += data
     pad = -(off + len(body)) % 8
     body += b"\0" * pad
@@ -155,6 +177,9 @@ def elf(
         "<HHIQQQIHHHHHH", e_type, 62, 1, 0, 64 if phnum else 0, shoff, 0, 64, 56, phnum, 64, shnum, shnum - 1
     )
     phdr = struct.pack("<IIQQQQQQ", 1, 5, 0, 0, 0, total, total, 0x1000) if phnum else b""
+    if dynamic_segment:  # PT_DYNAMIC, read-write, over .dynamic (address == file offset)
+        d, size = where[".dynamic"], len(secs[1][2])
+        phdr += struct.pack("<IIQQQQQQ", 2, 6, d, d, d, size, size, 8)
     shdrs = b"\0" * 64
     for i, (_name, t, data, link, ent) in enumerate(secs):
         flags = 2 if t == 1 else 0  # SHF_ALLOC for PROGBITS

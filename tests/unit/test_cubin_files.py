@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
-from slimwheel.errors import CheckFailed
+from slimwheel.errors import BadInputError, CheckFailed
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import compat_arch_specific
 from slimwheel.inspect.report import coverage_detail
@@ -77,12 +77,12 @@ def test_cuda_13_marks_arch_specific_cubins_in_nv_compat_alone(sm: int, arch_spe
     ],
 )
 def test_nv_compat_records(records: str, want: bool) -> None:
-    assert compat_arch_specific(bytes.fromhex(records)) is want
+    assert compat_arch_specific(bytes.fromhex(records), where="k.cubin") is want
 
 
 @given(st.binary(max_size=256))
 def test_nv_compat_reading_never_fails(data: bytes) -> None:
-    assert compat_arch_specific(data) in (True, False)
+    assert compat_arch_specific(data, where="k.cubin") in (True, False)
 
 
 def test_a_header_naming_no_gpu_is_a_module_without_a_target() -> None:
@@ -185,3 +185,47 @@ def test_the_cli_table_of_dropped_code_stays_short_and_says_files_left(tmp_path:
     assert main(["slim", "--archs", "9.0", "--format", "json", "-o", str(tmp_path / "out2"), str(src)]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert sum(f["removed"] for f in doc["files"]) == 45
+
+
+# ----------------------------------------------------------------------------------------- issue 41: S11
+
+
+def _cubin_with_compat(records: bytes) -> bytes:
+    """A CUDA 13.0 cubin (helpers.binsynth.cubin) whose .nv.compat section holds `records`."""
+    body = bytearray(elf(sections={".text._Z6kernelv": b"\0" * 256, ".nv.compat": records}, e_type=2))
+    body[7], body[8] = 0x41, 8
+    struct.pack_into("<H", body, 18, 190)
+    struct.pack_into("<I", body, 48, 0x6000002 | 100 << 8)
+    return bytes(body)
+
+
+def test_a_huge_nv_compat_section_is_refused_in_bounded_time_and_memory() -> None:
+    """S11 of issue 41: `.nv.compat` was walked record by record whatever its size (1 GiB of zeros, a 1 MB wheel:
+    54 s, 1.07 GB). nvcc writes about ten records; past MAX_COMPAT_RECORDS the cubin is refused, naming it."""
+    import time
+    import tracemalloc
+
+    data = _cubin_with_compat(b"\0" * (1 << 20))
+    tracemalloc.start()
+    t = time.perf_counter()
+    with pytest.raises(BadInputError, match=r"^pkg/k.cubin: its .nv.compat section holds more than 256 attribute"):
+        read_elf(data, "pkg/k.cubin")
+    took, peak = time.perf_counter() - t, tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert took < 1.0 and peak < 64 << 20, (took, peak)
+    # the records nvcc 13.0 wrote, attribute 9 last, behind a run of the most records a section may hold
+    tail = bytes.fromhex("040b0800090000000000000002090100")
+    assert str(read_elf(_cubin_with_compat(b"\2\1\0\0" * 254 + tail), "k.cubin").fatbins[0].entries[0].target) == (
+        "sm_100a"
+    )
+
+
+def test_a_wheel_with_a_huge_nv_compat_section_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    w = make_wheel(tmp_path, files={"pkg/k.cubin": _cubin_with_compat(b"\0" * (64 << 20))})
+    assert w.stat().st_size < 1 << 20  # deflate: the attack's wheel is small
+    t = time.perf_counter()
+    assert main(["-q", "size-report", str(w)]) == 3
+    assert time.perf_counter() - t < 10.0
+    assert "pkg/k.cubin: its .nv.compat section" in capsys.readouterr().err

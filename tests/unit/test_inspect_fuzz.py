@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import struct
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
+from helpers.binsynth import cubin, elf, fatbin, fatbin_entry
+from helpers.fuzzing import fuzz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -268,3 +270,88 @@ def test_a_structure_section_inside_a_container_is_refused() -> None:
         struct.pack_into("<QQ", moved, shoff + 7 * 64 + 0x18, 852, size)
         with pytest.raises(BadInputError, match=r"lies over the fatbin"):
             read_elf(bytes(moved), "fuzz.so")
+
+
+# ------------------------------------------------------------------------- issue 41: the loader's view, cubins
+
+# A library as a linker writes it: PT_LOAD, PT_DYNAMIC and the table tags, symbols and versions, device code.
+DYN_ELF = elf(
+    sections={".text": b"\x90" * 32, ".nv_fatbin": FB},
+    needed=("libcudart.so.13", "libc.so.6"),
+    soname="libf.so",
+    runpath="$ORIGIN",
+    symbols=("PyInit__f",),
+    imports={"libm.so.6": [("exp", "GLIBC_2.29")]},
+    dynamic_segment=True,
+)
+CUBIN = cubin(100, arch_specific=True, compat=True)
+
+
+def _loader_view_agrees(data: bytes) -> None:
+    """Whatever the reader accepts from a file with a dynamic segment is what pyelftools reads from that segment,
+    where pyelftools reads it to its DT_NULL (it stops at p_filesz; glibc reads the array to DT_NULL)."""
+    import io
+
+    from elftools.elf.elffile import ELFFile
+
+    try:
+        r = read_elf(data, "fuzz.so")
+    except BadInputError as e:
+        assert str(e).startswith("fuzz.so")
+        return
+    try:
+        segs = [s for s in ELFFile(io.BytesIO(data)).iter_segments() if s["p_type"] == "PT_DYNAMIC"]
+        tags = list(segs[0].iter_tags()) if len(segs) == 1 else []
+    except Exception:  # pyelftools gives up on files it cannot read in many ways: no oracle for those
+        return
+    # A mutation to e_machine EM_CUDA makes a cubin, which the host loader refuses to load (long runs found it).
+    if r.kind in ("shared", "executable") and tags and tags[-1].entry.d_tag == "DT_NULL":
+        assert list(r.needed) == [t.needed for t in tags if t.entry.d_tag == "DT_NEEDED"]
+
+
+@fuzz(400)
+@given(mutated(DYN_ELF))
+def test_elf_reader_on_mutated_files_with_a_dynamic_segment(data: bytes) -> None:
+    _loader_view_agrees(data)
+
+
+# Values that break arithmetic: past a C ssize_t, past 32 bits, the file's own length, small and zero.
+EDGES = [0, 1, 8, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 62, (1 << 63) - 1, 1 << 63, (1 << 64) - 1]
+
+
+@fuzz(400)
+@given(st.data())
+def test_elf_reader_on_header_fields_set_to_edge_values(draw: st.DataObject) -> None:
+    """An OverflowError came from a .rodata header's offset past 2**63 (issue 41): every 8-byte field of the file
+    header, program headers and section headers set to values at the edges."""
+    data = bytearray(draw.draw(st.sampled_from([DYN_ELF, DATA_ELF, CUBIN, ELF])))
+    phoff, shoff = struct.unpack_from("<QQ", data, 0x20)
+    phnum, shnum = struct.unpack_from("<H", data, 0x38)[0], struct.unpack_from("<H", data, 0x3C)[0]
+    fields = [0x18, 0x20, 0x28]
+    fields += [phoff + i * 56 + f for i in range(phnum) for f in (0x8, 0x10, 0x20, 0x28)]
+    fields += [shoff + i * 64 + f for i in range(shnum) for f in (0x8, 0x18, 0x20, 0x38)]
+    for _ in range(draw.draw(st.integers(1, 3))):
+        at = draw.draw(st.sampled_from(fields))
+        value = draw.draw(st.sampled_from([*EDGES, len(data)]) | st.integers(0, (1 << 64) - 1))
+        struct.pack_into("<Q", data, at, value)
+    if draw.draw(st.booleans()) and shnum:  # and a section's type: inactive (NULL), NOBITS or PROGBITS
+        i = draw.draw(st.integers(1, shnum - 1))
+        struct.pack_into("<I", data, shoff + i * 64 + 4, draw.draw(st.sampled_from([0, 1, 8])))
+    _loader_view_agrees(bytes(data))
+
+
+@fuzz(400)
+@given(mutated(CUBIN))
+def test_cubin_reader_on_mutated_cubins(data: bytes) -> None:
+    _read_elf(data)
+
+
+@fuzz(300)
+@given(st.binary(max_size=2048))
+def test_nv_compat_records_are_read_or_refused(records: bytes) -> None:
+    from slimwheel.inspect.fatbin import compat_arch_specific
+
+    try:
+        assert compat_arch_specific(records, where="k.cubin") in (True, False)
+    except BadInputError as e:
+        assert str(e).startswith("k.cubin: its .nv.compat section")
