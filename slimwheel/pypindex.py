@@ -23,8 +23,9 @@ from __future__ import annotations
 import codecs
 import configparser
 import contextlib
+import dataclasses
 import hashlib
-import html.parser
+import html
 import http.client
 import io
 import json
@@ -225,26 +226,48 @@ class _Watchdog:
 
     def __init__(self, deadline: float) -> None:
         self.fired = False
+        self._deadline = deadline
         self._conns: list[http.client.HTTPConnection] = []
+        self._socks: list[socket.socket] = []
         self._lock = threading.Lock()
         self._timer = threading.Timer(max(0.0, deadline - time.monotonic()), self._fire)
         self._timer.daemon = True
         self._timer.start()
 
     def watch(self, conn: http.client.HTTPConnection) -> None:
+        """Before `conn` connects: its socket, whatever it is at the deadline, is shut down then."""
         with self._lock:
             if self.fired:
                 raise TimeoutError("the request's deadline passed")
             self._conns.append(conn)
 
+    def hold(self, sock: socket.socket | None) -> None:
+        """Once `conn` connected: urllib drops the connection's socket once the headers are read, leaving it to the
+        answer, whose body may still trickle: that socket is shut down at the deadline too."""
+        with self._lock:
+            if sock is not None:
+                self._socks.append(sock)
+            if self.fired:
+                self._shut(sock)
+
+    @staticmethod
+    def _shut(sock: socket.socket | None) -> None:
+        if sock is not None:
+            with contextlib.suppress(OSError):  # closed meanwhile: its descriptor is -1, never another's
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
+
     def _fire(self) -> None:
         with self._lock:
             self.fired = True
             for conn in self._conns:
-                sock = conn.sock
-                if sock is not None:
-                    with contextlib.suppress(OSError):
-                        socket.socket.shutdown(sock, socket.SHUT_RDWR)  # the plain socket's, under TLS too
+                self._shut(conn.sock)
+            for sock in self._socks:
+                self._shut(sock)
+
+    def check(self) -> None:
+        """Raises TimeoutError once the deadline has passed: what was read since may be cut short."""
+        if self.fired or time.monotonic() >= self._deadline:
+            raise TimeoutError("the request's deadline passed")
 
     def cancel(self) -> None:
         self._timer.cancel()
@@ -255,6 +278,7 @@ def _watched(base: type[http.client.HTTPConnection], dog: _Watchdog) -> type[htt
         def connect(self) -> None:
             dog.watch(self)
             super().connect()
+            dog.hold(self.sock)
 
     return Watched
 
@@ -284,43 +308,44 @@ def _origin(url: str) -> tuple[str, str, int | None]:
 
 class _Redirects(urllib.request.HTTPRedirectHandler):
     """Redirects to the host asked (same scheme, or plain HTTP to HTTPS), or to a host the user named; never to
-    another scheme: an index on a private host must not hand requests, and the names in them, elsewhere."""
+    another scheme, never from HTTPS to HTTP: an index on a private host must not hand requests, and the names in
+    them, elsewhere."""
 
     def __init__(self, hosts: frozenset[str], most: int) -> None:
         super().__init__()
         self.hosts = hosts
         self.max_redirections = most  # type: ignore[misc]  # urllib reads this class default through self
 
-    def redirect_request(
-        self,
-        req: urllib.request.Request,
-        fp: IO[bytes],
-        code: int,
-        msg: str,
-        headers: http.client.HTTPMessage,
-        newurl: str,
-    ) -> urllib.request.Request | None:
+    def http_error_302(  # urllib's check of the scheme comes later, and says only "HTTP 302"
+        self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str, headers: http.client.HTTPMessage
+    ) -> http.client.HTTPResponse | None:
+        newurl = headers.get("location") or headers.get("uri") or ""
         scheme, host, port = _origin(req.full_url)
-        to_scheme, to_host, to_port = _origin(urllib.parse.urljoin(req.full_url, newurl))
+        try:
+            to_scheme, to_host, to_port = _origin(urllib.parse.urljoin(req.full_url, newurl))
+        except ValueError:
+            to_scheme, to_host, to_port = "", "", None
         same = to_host == host and to_port == port and (to_scheme == scheme or (scheme, to_scheme) == ("http", "https"))
-        named = to_host in self.hosts and to_scheme == "https"
+        named = to_host in self.hosts and to_scheme in ("https", scheme)
         if not (same or named):
             fp.close()
             raise LookupFailed(
                 f"{_cut(req.full_url)}: redirected to {_cut(newurl)}, another host or scheme; not followed "
-                "(SLIMWHEEL_INDEX_REDIRECT_HOSTS names hosts an index may redirect to over HTTPS)",
+                "(SLIMWHEEL_INDEX_REDIRECT_HOSTS names hosts an index may redirect to)",
                 why=Why.REFUSED,
             )
-        return super().redirect_request(req, fp, code, msg, headers, newurl)
+        return super().http_error_302(req, fp, code, msg, headers)
+
+    http_error_301 = http_error_303 = http_error_307 = http_error_308 = http_error_302
 
 
 class _Response:
     """An answer whose body is read in chunks within the request's deadline and the byte limits."""
 
-    def __init__(self, r: http.client.HTTPResponse, url: str, deadline: float, budget: _Budget) -> None:
+    def __init__(self, r: http.client.HTTPResponse, url: str, dog: _Watchdog, budget: _Budget) -> None:
         self.status: int = r.status
         self.headers: Message = r.headers
-        self._r, self._url, self._deadline, self._budget = r, url, deadline, budget
+        self._r, self._url, self._dog, self._budget = r, url, dog, budget
 
     def chunks(self, limit: int) -> Iterator[bytes]:
         got = 0
@@ -328,10 +353,15 @@ class _Response:
             got += len(chunk)
             if got > limit:
                 raise LookupFailed(f"{_cut(self._url)}: answer over {limit} bytes", why=Why.TOO_LARGE)
-            if time.monotonic() > self._deadline:
-                raise TimeoutError("the request's deadline passed")
+            self._dog.check()
             self._budget.take(len(chunk), self._url)
             yield chunk
+        self._dog.check()  # a socket the watchdog shut down ends like a whole answer: it is not one
+        if self._r.length:  # http.client's read(n) ends quietly where a connection closed early
+            raise LookupFailed(
+                f"{_cut(self._url)}: answer cut short, {self._r.length} of its announced bytes missing",
+                why=Why.BAD_ANSWER,
+            )
 
     def body(self, limit: int) -> bytearray:
         out = bytearray()
@@ -389,7 +419,8 @@ class _Client:
                 raise LookupFailed(f"{_cut(url)}: not a usable URL ({_cut(str(exc))})", why=Why.BAD_ANSWER) from None
             with r:
                 try:
-                    yield _Response(r, url, deadline, self.budget)
+                    dog.check()  # headers cut short by the watchdog parse as whole ones
+                    yield _Response(r, url, dog, self.budget)
                 except (http.client.HTTPException, OSError) as exc:
                     raise self._failed(url, exc, dog, deadline) from None
         finally:
@@ -420,7 +451,7 @@ class _Client:
 @dataclass(frozen=True, kw_only=True)
 class IndexFile:
     filename: str
-    url: str  # "" when the listing's link is not a URL
+    url: str  # "" when the listing's link is not a URL (while a listing is read: its link, joined once chosen)
     sha256: str  # 64 lower-case hex digits, or "" (none given, or not a SHA-256)
     requires_python: str
     yanked: bool
@@ -434,23 +465,29 @@ def _file(
     page: str, filename: object, href: object, sha256: object, requires_python: object, yanked: bool
 ) -> IndexFile:
     """A listing's entry, its fields judged: a file name that is a plain name (it names nothing on disk, yet a path
-    in it is never chosen), a URL joined to the page (or "" if it is none), a hash only if it is a SHA-256."""
+    in it is never chosen), the link as given (`_joined` once chosen: joining every link of a large page was most
+    of its cost), a hash only if it is a SHA-256."""
     if not all(isinstance(v, str) for v in (filename, href)) or not isinstance(requires_python, str | None):
         raise LookupFailed(f"{_cut(page)}: a file entry of the wrong shape", why=Why.BAD_ANSWER)
     assert isinstance(filename, str) and isinstance(href, str)
-    try:
-        url = urllib.parse.urljoin(page, href).partition("#")[0]
-        urllib.parse.urlsplit(url).port  # noqa: B018  (raises on a port that is not a number)
-    except ValueError:
-        url = ""
     digest = sha256.lower() if isinstance(sha256, str) else ""
     return IndexFile(
         filename=filename if _FILENAME.fullmatch(filename) else "",
-        url=url,
+        url=href,
         sha256=digest if _SHA256.fullmatch(digest) else "",
         requires_python=requires_python or "",
         yanked=yanked,
     )
+
+
+def _joined(page: str, f: IndexFile) -> IndexFile:
+    """`f` with its link joined to the page that lists it, without its fragment; "" if it is no URL."""
+    try:
+        url = urllib.parse.urljoin(page, f.url).partition("#")[0]
+        urllib.parse.urlsplit(url).port  # noqa: B018  (raises on a port that is not a number)
+    except ValueError:
+        url = ""
+    return dataclasses.replace(f, url=url)
 
 
 def _json_files(body: bytes | bytearray, page: str, add: Callable[[IndexFile], None]) -> None:
@@ -489,18 +526,8 @@ def _json_files(body: bytes | bytearray, page: str, add: Callable[[IndexFile], N
         raise LookupFailed(f"{_cut(page)}: not a PEP 691 project page (no list of files)", why=Why.BAD_ANSWER)
 
 
-class _Anchor(html.parser.HTMLParser):
-    """The attributes of one complete `<a ...>` tag at a time."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.attrs: list[tuple[str, str | None]] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.attrs = attrs
-
-    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.attrs = attrs
+# An attribute of a start tag as HTML reads it: a name, then maybe "=" and a value double-, single- or unquoted.
+_ATTR = re.compile(r"""([^\s"'>/=]+)(?:\s*=\s*(?:"([^"]*)"|'([^']*)'|([^\s"'=<>`]+)))?""")
 
 
 _A_TAG = re.compile(r"<a[\s/>]", re.IGNORECASE)
@@ -536,10 +563,12 @@ class _HtmlFiles:
     def _tag(self, tag: str) -> None:
         if len(tag) > MAX_TAG:
             raise LookupFailed(f"{_cut(self.page)}: a tag over {MAX_TAG} characters", why=Why.BAD_ANSWER)
-        parser = _Anchor()
-        parser.feed(tag)
-        a = dict(parser.attrs)
-        href = a.get("href") or ""
+        if ".whl" not in tag:
+            return  # no wheel's link: never chosen, so not parsed
+        a: dict[str, str] = {}
+        for m in _ATTR.finditer(tag, 2):
+            a.setdefault(m.group(1).lower(), html.unescape(m.group(2) or m.group(3) or m.group(4) or ""))
+        href = a.get("href", "")
         frag = href.partition("#")[2]
         name = urllib.parse.unquote(href.partition("#")[0].rsplit("/", 1)[-1])
         self.add(
@@ -561,7 +590,7 @@ def parse_listing(body: bytes, content_type: str, page: str) -> list[IndexFile]:
         _json_files(body, page, files.append)
     else:
         _HtmlFiles(page, files.append).feed(body, final=True)
-    return files
+    return [_joined(page, f) for f in files]
 
 
 # --- choosing the wheel ---------------------------------------------------------------------------------------------
@@ -575,6 +604,7 @@ class _Chooser:
     req: Requirement
     machines: Sequence[str]
     pythons: Sequence[str]
+    page: str = ""  # the page being read, which its files' links are relative to
     wheels: int = 0
     best_final: tuple[Version, tuple[int, int, int], IndexFile] | None = None
     best_pre: tuple[Version, tuple[int, int, int], IndexFile] | None = None
@@ -614,11 +644,12 @@ class _Chooser:
             return
         python_rank = next((len(self.exact) - k for k, i in enumerate(self.exact) if i in interps), 0)
         plat_rank = 1 if any(p.startswith("musllinux") for p in plats) and "any" not in plats else 2
-        entry = (version, (build[0] if build else 0, python_rank, plat_rank), f)
+        rank = (build[0] if build else 0, python_rank, plat_rank)
         # SpecifierSet.filter's rule: pre-releases count when the specifier asks for them, else only if nothing else
         pre = version.is_prerelease and not self.req.specifier.prereleases
         best = self.best_pre if pre else self.best_final
-        if best is None or (entry[0], entry[1]) > (best[0], best[1]):
+        if best is None or (version, rank) > (best[0], best[1]):
+            entry = (version, rank, _joined(self.page, f))
             if pre:
                 self.best_pre = entry
             else:
@@ -733,7 +764,7 @@ def _directory_bytes(reader: RangeReader) -> int | None:
     at = end.rfind(b"PK\x05\x06")
     if at < 0 or at + _EOCD.size > len(end):
         return None
-    size = int(_EOCD.unpack_from(end, at)[6])
+    size = int(_EOCD.unpack_from(end, at)[5])
     loc = at - _ZIP64_LOCATOR.size
     if loc >= 0 and end[loc : loc + 4] == b"PK\x06\x07":
         offset = int(_ZIP64_LOCATOR.unpack_from(end, loc)[2])
@@ -959,6 +990,7 @@ class IndexLookup:
         if not index.lower().startswith(("https://", "http://")):
             raise LookupFailed(f"index {_cut(index)} is not read over HTTP(S)", why=Why.REFUSED)
         page = urllib.parse.urljoin(index, f"{project}/")
+        chooser.page = page
         try:
             with self._client.get(page, {"Accept": f"{_JSON}, text/html;q=0.1"}) as r:
                 limit = self.limits.listing_bytes
@@ -999,10 +1031,11 @@ class IndexLookup:
                 why=Why.NOT_FOUND,
             )
         f = chooser.result()
-        if not f.url or urllib.parse.urlsplit(f.url).scheme.lower() not in ("http", "https"):
+        if not f.url:
+            raise LookupFailed(f"{f.filename}: the index links it by no usable URL", why=Why.BAD_ANSWER)
+        if urllib.parse.urlsplit(f.url).scheme.lower() not in ("http", "https"):
             raise LookupFailed(
-                f"{_cut(f.filename)}: the index links it as {_cut(f.url) or 'no URL'}; only HTTP(S) is read",
-                why=Why.REFUSED,
+                f"{f.filename}: the index links it as {_cut(f.url)}; only HTTP(S) is read", why=Why.REFUSED
             )
         key = _Cache.key(f) if f.sha256 else ""
         if key and (cached := self._cache.load(key, f.filename)) is not None:

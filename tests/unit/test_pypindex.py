@@ -8,41 +8,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
-import io
 import json
 import os
 import random
 import socket
 import threading
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.indexserver import wheel_bytes
 from packaging.requirements import Requirement
 
 from slimwheel import pypindex
 from slimwheel.pypindex import IndexConfig, IndexFile, IndexLimits, IndexLookup, choose, index_config, parse_listing
 from slimwheel.reqgraph import LookupFailed, Why
-
-
-def wheel_bytes(
-    name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (), *, metadata_first: bool = False
-) -> bytes:
-    buf = io.BytesIO()
-    meta = "Metadata-Version: 2.1\nName: {}\nVersion: {}\n{}\n".format(
-        name, version, "".join(f"Requires-Dist: {r}\n" for r in requires)
-    )
-    dist = f"{name.replace('-', '_')}-{version}.dist-info"
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        if metadata_first:
-            z.writestr(f"{dist}/METADATA", meta)
-        for path, data in files.items():
-            z.writestr(path, data)
-        if not metadata_first:
-            z.writestr(f"{dist}/METADATA", meta)
-        z.writestr(f"{dist}/RECORD", "")
-    return buf.getvalue()
 
 
 class Index:
