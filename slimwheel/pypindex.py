@@ -96,12 +96,15 @@ class IndexConfig:
     """The indexes a lookup reads, as pip would install from them: `urls`, the index first and pip's extra indexes
     after it (pip merges their listings, and so does `IndexLookup`); `source` says where they were set (for
     messages); `redirect_hosts`: hosts a redirect may lead to besides the one asked; `problem`: why no index may be
-    read (pip configured with `no-index`, an unreadable pip configuration): then every lookup fails with it."""
+    read (pip configured with `no-index`, an unreadable pip configuration, no HTTP(S) index): then every lookup fails
+    with it. `skipped`: pip's indexes that are not HTTP(S) (`file:` mirrors), which are not read: a project is then
+    judged from the HTTP(S) indexes alone."""
 
     urls: tuple[str, ...]
     source: str
     redirect_hosts: frozenset[str] = frozenset()
     problem: str = ""
+    skipped: tuple[str, ...] = ()  # pip's indexes that are not HTTP(S) (a file: mirror): not read
 
 
 def pip_config_files(env: Mapping[str, str], *, prefix: str | None = None, home: str | None = None) -> list[Path]:
@@ -171,12 +174,19 @@ def index_config(env: Mapping[str, str] | None = None, *, files: Sequence[Path] 
         return IndexConfig(urls=(), source=where, problem=f"pip is configured to read no index ({where})")
     index, source = settings.get("index-url", (DEFAULT_INDEX, "the default"))
     extra, extra_source = settings.get("extra-index-url", ("", ""))
-    urls = tuple(dict.fromkeys(_slash(u) for u in (index.strip(), *extra.split()) if u))
+    every = tuple(dict.fromkeys(_slash(u) for u in (index.strip(), *extra.split()) if u))
+    urls = tuple(u for u in every if _is_http(u))
+    skipped = tuple(u for u in every if not _is_http(u))
     if extra_source:
         source = f"{source}; extra indexes: {extra_source}"
     if not urls:
-        return IndexConfig(urls=(), source=source, problem=f"pip's index-url is empty ({source})")
-    return IndexConfig(urls=urls, source=source, redirect_hosts=redirect_hosts)
+        problem = f"pip's indexes ({', '.join(map(_cut, every)) or 'none'}) are not read over HTTP(S) ({source})"
+        return IndexConfig(urls=(), source=source, problem=problem, skipped=skipped)
+    return IndexConfig(urls=urls, source=source, redirect_hosts=redirect_hosts, skipped=skipped)
+
+
+def _is_http(url: str) -> bool:
+    return urllib.parse.urlsplit(url).scheme.lower() in ("http", "https")
 
 
 def _cut(text: str, most: int = 200) -> str:
@@ -804,13 +814,15 @@ def wheel_facts(reader: RangeReader, filename: str, limits: IndexLimits = DEFAUL
             with zf.open(info) as fh:
                 text = fh.read(limits.metadata_bytes + 1).decode("utf-8", "replace")
     # zipfile's and the decompressors' own errors: a bad directory or header (BadZipFile, struct.error, ValueError,
-    # EOFError), bad compressed data (zlib.error, lzma.LZMAError; bz2 raises OSError), a CRC that does not match
+    # EOFError), a "version needed to extract" above zipfile's (NotImplementedError), bad compressed data
+    # (zlib.error, lzma.LZMAError; bz2 raises OSError), a CRC that does not match
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,
         struct.error,
         ValueError,
         EOFError,
+        NotImplementedError,
         zlib.error,
         lzma.LZMAError,
         OSError,
@@ -987,7 +999,7 @@ class IndexLookup:
 
     def _read_listing(self, index: str, project: str, chooser: _Chooser) -> bool:
         """Feeds the files of `project` on `index` to `chooser`; False when the index has no such project."""
-        if not index.lower().startswith(("https://", "http://")):
+        if not _is_http(index):
             raise LookupFailed(f"index {_cut(index)} is not read over HTTP(S)", why=Why.REFUSED)
         page = urllib.parse.urljoin(index, f"{project}/")
         chooser.page = page

@@ -335,6 +335,12 @@ def test_pip_configuration_is_honoured(tmp_path: Path) -> None:
     no = index_config({}, files=[write(tmp_path / "no.conf", "[global]\nno-index = true\n")])
     assert no.urls == () and "no index" in no.problem
     assert "no index" in index_config({"PIP_NO_INDEX": "1"}, files=[g]).problem
+    # this machine's own: local mirrors as extra indexes are not read, PyPI is
+    local = write(tmp_path / "local.conf", "[global]\nextra-index-url = file:///opt/pypi/simple file:///opt/m\n")
+    assert index_config({}, files=[local]).urls == ("https://pypi.org/simple/",)
+    assert index_config({}, files=[local]).skipped == ("file:///opt/pypi/simple/", "file:///opt/m/")
+    only_local = index_config({"PIP_INDEX_URL": "file:///opt/pypi/simple"}, files=[])
+    assert only_local.urls == () and "not read over HTTP(S)" in only_local.problem
     broken = index_config({}, files=[write(tmp_path / "bad.conf", "index-url = x\n")])
     assert broken.urls == () and "bad.conf" in broken.problem
 
