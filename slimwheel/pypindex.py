@@ -211,13 +211,21 @@ class Unreachable(LookupFailed):
 
 
 class _Budget:
-    """What the run may still spend: its deadline and its bytes, shared by the lookup's threads."""
+    """What the run may still spend: its deadline and its bytes, shared by the lookup's threads. The run's clock
+    starts at its first request: `check` makes the lookup before it reads the wheel, which may take a minute."""
 
     def __init__(self, limits: IndexLimits) -> None:
         self.limits = limits
-        self.deadline = time.monotonic() + limits.run_s
+        self._deadline: float | None = None
         self._left = limits.run_bytes
         self._lock = threading.Lock()
+
+    @property
+    def deadline(self) -> float:
+        with self._lock:
+            if self._deadline is None:
+                self._deadline = time.monotonic() + self.limits.run_s
+            return self._deadline
 
     def take(self, n: int, url: str) -> None:
         with self._lock:
@@ -985,7 +993,6 @@ class IndexLookup:
         if config is None:
             config = index_config() if index is None else IndexConfig(urls=(_slash(index),), source="the caller")
         self.config = config
-        self.index = config.urls[0] if config.urls else ""
         self.machines, self.pythons = tuple(machines), tuple(pythons)
         self.limits = limits
         self._client = _Client(limits, config.redirect_hosts)

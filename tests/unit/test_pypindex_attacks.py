@@ -113,6 +113,14 @@ def test_the_run_has_one_deadline_for_all_its_requests(tmp_path: Path) -> None:
     assert any("the run's 3 s for the index" in u.detail for u in unknown)
 
 
+def test_the_runs_clock_starts_at_its_first_request(tmp_path: Path) -> None:
+    # check makes the lookup before reading the wheel (a minute for a large one): that time is not the index's
+    with hostile(index_of()) as server:
+        lookup = look(server, tmp_path, IndexLimits(run_s=0.5))
+        time.sleep(0.7)
+        assert lookup(Requirement("p")).files == ("p/libp.so",)
+
+
 # --- S8: no file: URLs, S13: redirects stay on the host ----------------------------------------------------------
 
 
