@@ -988,13 +988,13 @@ class IndexLookup:
         index: str | None = None,
         cache: Path | None = None,
         config: IndexConfig | None = None,
-        limits: IndexLimits = DEFAULT_LIMITS,
+        limits: IndexLimits | None = None,
     ) -> None:
         if config is None:
             config = index_config() if index is None else IndexConfig(urls=(_slash(index),), source="the caller")
         self.config = config
         self.machines, self.pythons = tuple(machines), tuple(pythons)
-        self.limits = limits
+        self.limits = limits = DEFAULT_LIMITS if limits is None else limits
         self._client = _Client(limits, config.redirect_hosts)
         self._cache = _Cache(cache if cache is not None else cache_dir() / "index", limits)
         self._down: Unreachable | None = None

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
+from helpers.binsynth import elf as synth_elf
 from helpers.indexserver import (
     JSON,
     Hostile,
@@ -31,9 +32,11 @@ from helpers.indexserver import (
     ranged,
     wheel_bytes,
 )
+from helpers.wheelmaker import make_wheel
 from packaging.requirements import Requirement
 
-from slimwheel import fsutil
+from slimwheel import fsutil, pypindex
+from slimwheel.cli import main
 from slimwheel.pypindex import IndexConfig, IndexLimits, IndexLookup
 from slimwheel.reqgraph import LookupFailed, RequirementGraph, Why
 
@@ -119,6 +122,27 @@ def test_the_runs_clock_starts_at_its_first_request(tmp_path: Path) -> None:
         lookup = look(server, tmp_path, IndexLimits(run_s=0.5))
         time.sleep(0.7)
         assert lookup(Requirement("p")).files == ("p/libp.so",)
+
+
+def test_check_is_not_kept_past_the_index_deadline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # S7 as the issue ran it: `slimwheel check` on a wheel whose library only the index could account for
+    monkeypatch.setattr(pypindex, "DEFAULT_LIMITS", IndexLimits(read_s=5.0, request_s=1.5, run_s=3.0))
+    ext = synth_elf(needed=("libcorp.so.1", "libc.so.6"))
+    whl = make_wheel(tmp_path, name="faiss", files={"faiss/_x.abi3.so": ext}, requires=("corp-blas",))
+    with hostile(trickle(b"HTTP/1.1 200 OK\r\nX-Slow: ")) as server:
+        monkeypatch.setenv("SLIMWHEEL_INDEX_URL", server.url)
+        monkeypatch.setenv("SLIMWHEEL_CACHE", str(tmp_path / "cache"))
+        monkeypatch.delenv("SLIMWHEEL_OFFLINE", raising=False)
+        start = time.monotonic()
+        rc = main(["check", str(whl)])
+        took = time.monotonic() - start
+    assert [r.path for r in server.requests] == ["/simple/corp-blas/"]
+    assert took < 6, took
+    out = capsys.readouterr()
+    assert rc != 0 and "libcorp.so.1" in out.out + out.err
+    assert "no whole answer within 1.5 s" in out.out + out.err, out
 
 
 # --- S8: no file: URLs, S13: redirects stay on the host ----------------------------------------------------------
