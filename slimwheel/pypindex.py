@@ -526,7 +526,7 @@ def _json_files(body: bytes | bytearray, page: str, add: Callable[[IndexFile], N
                 d.get("url"),
                 hashes.get("sha256") if isinstance(hashes, dict) else None,
                 d.get("requires-python"),
-                bool(yanked) and yanked is not None,
+                bool(yanked),  # PEP 691: true, or a reason (a non-empty string)
             )
         )
         return None
