@@ -186,7 +186,10 @@ def index_config(env: Mapping[str, str] | None = None, *, files: Sequence[Path] 
 
 
 def _is_http(url: str) -> bool:
-    return urllib.parse.urlsplit(url).scheme.lower() in ("http", "https")
+    try:
+        return urllib.parse.urlsplit(url).scheme.lower() in ("http", "https")
+    except ValueError:  # "http://[::1/": no usable URL at all
+        return False
 
 
 def _cut(text: str, most: int = 200) -> str:
@@ -450,6 +453,8 @@ class _Client:
         (a refused or reset connection, a read that waited `read_s`)."""
         if dog.fired or time.monotonic() >= deadline:
             return self._late(url)
+        if isinstance(exc, http.client.InvalidURL):  # found only when the request is made: a space in the host
+            return LookupFailed(f"{_cut(url)}: not a usable URL ({_cut(str(exc))})", why=Why.BAD_ANSWER)
         if isinstance(exc, http.client.HTTPException) and not isinstance(exc, ConnectionError):
             what = type(exc).__name__ + (f": {_cut(str(exc))}" if str(exc) else "")
             return LookupFailed(f"{_cut(url)}: not an HTTP answer ({what})", why=Why.BAD_ANSWER)
@@ -1006,9 +1011,13 @@ class IndexLookup:
 
     def _read_listing(self, index: str, project: str, chooser: _Chooser) -> bool:
         """Feeds the files of `project` on `index` to `chooser`; False when the index has no such project."""
+        try:
+            page = urllib.parse.urljoin(index, f"{project}/")
+            urllib.parse.urlsplit(page).port  # noqa: B018  (raises on a port that is not a number)
+        except ValueError as exc:
+            raise LookupFailed(f"index {_cut(index)} is not a usable URL ({exc})", why=Why.REFUSED) from None
         if not _is_http(index):
             raise LookupFailed(f"index {_cut(index)} is not read over HTTP(S)", why=Why.REFUSED)
-        page = urllib.parse.urljoin(index, f"{project}/")
         chooser.page = page
         try:
             with self._client.get(page, {"Accept": f"{_JSON}, text/html;q=0.1"}) as r:

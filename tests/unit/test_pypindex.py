@@ -175,6 +175,12 @@ def test_what_cannot_be_read_says_why(index: tuple[Index, str], tmp_path: Path) 
         lookup(url, tmp_path)(Requirement("junk"))
     with pytest.raises(LookupFailed, match="not read over HTTP"):
         lookup("file:///opt/pypi/simple/", tmp_path)(Requirement("junk"))
+    for bad in ("http://[::1/", "http://h:x/"):
+        with pytest.raises(LookupFailed, match="is not a usable URL") as e:
+            lookup(bad, tmp_path)(Requirement("junk"))
+        assert e.value.why is Why.REFUSED
+    with pytest.raises(LookupFailed, match="not a usable URL"):
+        lookup("http://a b/", tmp_path)(Requirement("junk"))
     with pytest.raises(LookupFailed, match="direct reference"):
         lookup(url, tmp_path)(Requirement("junk @ https://example.org/junk-1.0-py3-none-any.whl"))
 
