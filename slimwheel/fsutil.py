@@ -4,6 +4,7 @@ clean-up of the temp files that killed runs leave behind."""
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import logging
@@ -218,3 +219,46 @@ def sha256_file(path: Path) -> str:
         for block in iter(lambda: fh.read(1 << 22), b""):
             h.update(block)
     return h.hexdigest()
+
+
+class UnsafeFolder(OSError):
+    """A folder others could write into, swap or point elsewhere: not used. The message says which object and why."""
+
+
+def open_private_folder(path: Path, *, uid: int | None = None) -> int:
+    """A descriptor (O_DIRECTORY) of the folder `path`, created 0700 if missing, judged as the NVRTC cache's folder
+    is (`Cache::open_dir` in cmake/include/slimwheel/nvrtc.hpp): the folder itself a folder, not a link, owned by
+    `uid` (default: this process's) and writable by no one else; every folder above it, as resolved, owned by root
+    or `uid` and not writable by everyone unless sticky (like /tmp). The folder is opened without following a link
+    and judged on that descriptor, so a swap between the judgment and its use is seen; callers work relative to it
+    (`dir_fd`, O_NOFOLLOW). Raises UnsafeFolder naming what fails, OSError if it cannot be made or opened."""
+    uid = os.geteuid() if uid is None else uid
+    path = Path(path).absolute()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    above = Path(os.path.realpath(path.parent))
+    for folder in (*reversed(above.parents), above):
+        st = os.stat(folder)
+        if st.st_uid not in (0, uid):
+            raise UnsafeFolder(f"{folder} (above {path}) is owned by another user (uid {st.st_uid})")
+        if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+            raise UnsafeFolder(f"{folder} (above {path}) is writable by everyone")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as e:
+        if os.path.islink(path) or e.errno == errno.ENOTDIR:
+            raise UnsafeFolder(f"{path} is not a folder (a symbolic link is refused too)") from None
+        raise
+    st = os.fstat(fd)
+    problem = (
+        f"{path} is owned by another user (uid {st.st_uid})"
+        if st.st_uid != uid
+        else f"{path} is writable by other users (mode {stat.S_IMODE(st.st_mode):04o}; it must be 0700)"
+        if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        else ""
+    )
+    if problem:
+        os.close(fd)
+        raise UnsafeFolder(problem)
+    return fd

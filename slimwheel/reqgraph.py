@@ -11,6 +11,7 @@ first use (`RequirementGraph.provider`), so a wheel whose libraries the direct r
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,13 +36,52 @@ class WheelFacts:
     project: str  # canonical name
     version: str
     filename: str
-    files: tuple[str, ...]  # install paths relative to site-packages (a .data/purelib|platlib prefix removed)
+    # install paths relative to site-packages (a .data/purelib|platlib prefix removed) of its shared libraries
+    # (`is_library`): the walk asks for nothing else, and a wheel of 100,000 data files costs no more to hold
+    files: tuple[str, ...]
     requires: tuple[str, ...]  # its Requires-Dist lines
+
+
+def is_library(path: str) -> bool:
+    """Whether an install path may be a shared library some file needs by name (`libfoo.so`, `libfoo.so.12`,
+    `_C.cpython-312-x86_64-linux-gnu.so`): the files of a wheel the walk keeps."""
+    return ".so" in path.rsplit("/", 1)[-1]
+
+
+class Why(enum.Enum):
+    """Why a requirement's wheel could not be learned: the kinds a verdict may word or weigh differently. None of
+    them is an answer about the wheel: each means "unknown"."""
+
+    UNREACHABLE = "unreachable"  # no answer: no network, a refused connection, a read that waited too long
+    DEADLINE = "deadline"  # the request's or the run's deadline passed before the answer was whole
+    TOO_LARGE = "too-large"  # an answer, or the run's answers together, over their byte limits
+    BAD_ANSWER = (
+        "bad-answer"  # an answer that says nothing: an HTTP error, a broken listing, a truncated body, no wheel
+    )
+    REFUSED = "refused"  # not asked, by rule: a file: URL, a redirect to another host, a direct reference, no index
+    NOT_FOUND = "not-found"  # the index answered: no such project, or no wheel of it for this platform and specifier
+    NOT_READ = "not-read"  # the walk's own bound (`MAX_PROJECTS`) left it unread
 
 
 class LookupFailed(Exception):
     """The index could not say which wheel a requirement installs (offline, no such project, no wheel for this
-    platform); the message says why, for the verdict."""
+    platform); the message says why, for the verdict, and `why` says of which kind."""
+
+    def __init__(self, message: str, *, why: Why) -> None:
+        super().__init__(message)
+        self.why = why
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unread:
+    """A requirement whose wheel the walk could not read: what the verdict cannot know."""
+
+    project: str  # canonical name
+    why: Why
+    detail: str  # the lookup's message
+
+    def __str__(self) -> str:
+        return f"{self.project}: {self.detail}"
 
 
 Lookup = Callable[[Requirement], WheelFacts]
@@ -108,11 +148,18 @@ class RequirementGraph:
         self._max_projects = max_projects
         self._max_depth = max_depth
         self._by_name: dict[str, Provider] | None = None
-        self._unread: list[str] = []
+        self._unread: list[Unread] = []
 
     @property
     def unread(self) -> tuple[str, ...]:
         """The requirements the walk could not read, each with why ("librmm-cu12: no route to the index")."""
+        return tuple(map(str, self.unknown))
+
+    @property
+    def unknown(self) -> tuple[Unread, ...]:
+        """`unread` as typed values: which project, of which kind (`Why`), and the message. Empty only when every
+        requirement the walk met was read: then `provider` answering None means no requirement installs the
+        library; otherwise it may mean only that the library is in a wheel that could not be read."""
         self._walk()
         return tuple(self._unread)
 
@@ -147,15 +194,16 @@ class RequirementGraph:
                 if first:
                     outcome = got.get(name)
                     if outcome is None:
-                        self._unread.append(f"{name}: not read, {self._max_projects} projects were read already")
+                        detail = f"not read, {self._max_projects} projects were read already"
+                        self._unread.append(Unread(project=name, why=Why.NOT_READ, detail=detail))
                         continue
                     if isinstance(outcome, LookupFailed):
-                        self._unread.append(f"{name}: {outcome}")
+                        self._unread.append(Unread(project=name, why=outcome.why, detail=str(outcome)))
                         continue
                     facts_of[name] = facts = outcome
                     for path in facts.files:
                         base = path.rsplit("/", 1)[-1]
-                        if ".so" in base and base not in found:
+                        if is_library(path) and base not in found:
                             found[base] = Provider(
                                 soname=base, path=path, project=name, version=facts.version, chain=chain
                             )

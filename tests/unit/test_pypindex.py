@@ -1,44 +1,28 @@
 """pypindex: the wheel pip would pick from an index, read through range requests. The index is a local HTTP server
 in a thread of the test process (PEP 691 JSON or PEP 503 HTML listings, files with or without range support);
-tests/integration/test_requirement_graph.py reads PyPI itself."""
+tests/unit/test_pypindex_attacks.py serves hostile ones; tests/integration/test_requirement_graph.py reads PyPI
+itself."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import http.server
-import io
 import json
+import os
 import random
 import socket
 import threading
-import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from helpers.indexserver import wheel_bytes
 from packaging.requirements import Requirement
 
 from slimwheel import pypindex
-from slimwheel.pypindex import IndexFile, IndexLookup, choose, index_url, parse_listing
-from slimwheel.reqgraph import LookupFailed
-
-
-def wheel_bytes(
-    name: str, version: str, files: dict[str, bytes], requires: tuple[str, ...] = (), *, metadata_first: bool = False
-) -> bytes:
-    buf = io.BytesIO()
-    meta = "Metadata-Version: 2.1\nName: {}\nVersion: {}\n{}\n".format(
-        name, version, "".join(f"Requires-Dist: {r}\n" for r in requires)
-    )
-    dist = f"{name.replace('-', '_')}-{version}.dist-info"
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        if metadata_first:
-            z.writestr(f"{dist}/METADATA", meta)
-        for path, data in files.items():
-            z.writestr(path, data)
-        if not metadata_first:
-            z.writestr(f"{dist}/METADATA", meta)
-        z.writestr(f"{dist}/RECORD", "")
-    return buf.getvalue()
+from slimwheel.pypindex import IndexConfig, IndexFile, IndexLimits, IndexLookup, choose, index_config, parse_listing
+from slimwheel.reqgraph import LookupFailed, Why
 
 
 class Index:
@@ -58,6 +42,13 @@ class Index:
 
 @pytest.fixture
 def index() -> Iterator[tuple[Index, str]]:
+    with serve() as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serve() -> Iterator[tuple[Index, str]]:
+    """An index on 127.0.0.1 in a thread, stopped when the block ends."""
     state = Index()
 
     class Handler(http.server.BaseHTTPRequestHandler):
@@ -116,8 +107,12 @@ def index() -> Iterator[tuple[Index, str]]:
         server.server_close()
 
 
-def lookup(url: str, cache: Path) -> IndexLookup:
-    return IndexLookup(machines=("x86_64",), pythons=("3.11", "3.12"), index=url, cache=cache)
+def lookup(url: str, cache: Path, limits: IndexLimits = pypindex.DEFAULT_LIMITS) -> IndexLookup:
+    return IndexLookup(machines=("x86_64",), pythons=("3.11", "3.12"), index=url, cache=cache, limits=limits)
+
+
+def sha(data: bytes) -> dict[str, object]:
+    return {"hashes": {"sha256": hashlib.sha256(data).hexdigest()}}
 
 
 WHL = "librmm_cu12-26.10.0-py3-none-manylinux_2_28_x86_64.whl"
@@ -126,7 +121,7 @@ WHL = "librmm_cu12-26.10.0-py3-none-manylinux_2_28_x86_64.whl"
 def test_reads_the_files_and_requirements_and_caches_them(index: tuple[Index, str], tmp_path: Path) -> None:
     state, url = index
     data = wheel_bytes("librmm-cu12", "26.10.0", {"librmm/lib64/librmm.so": b"\x7fELF"}, ("rapids-logger==0.3.*",))
-    state.add("librmm-cu12", WHL, data, hashes={"sha256": "0123456789abcdef0123"})
+    state.add("librmm-cu12", WHL, data, hashes={"sha256": hashlib.sha256(data).hexdigest()})
     facts = lookup(url, tmp_path)(Requirement("librmm-cu12==26.10.*"))
     assert facts.files == ("librmm/lib64/librmm.so",)
     assert facts.requires == ("rapids-logger==0.3.*",)
@@ -161,37 +156,60 @@ def test_an_html_index_and_a_server_without_ranges(index: tuple[Index, str], tmp
     assert lookup(url, tmp_path)(Requirement("librmm-cu12")).files == ("librmm/lib64/librmm.so",)
 
 
-def test_a_server_without_ranges_is_not_read_past_the_bound(
-    index: tuple[Index, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_server_without_ranges_is_not_read_past_the_bound(index: tuple[Index, str], tmp_path: Path) -> None:
     state, url = index
     state.ranges = False
-    monkeypatch.setattr(pypindex, "MAX_WHEEL_READ", 1000)
     state.add("librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"a.so": random.Random(0).randbytes(8000)}))
-    with pytest.raises(LookupFailed, match="answer over 1000 bytes"):
-        lookup(url, tmp_path)(Requirement("librmm-cu12"))
+    with pytest.raises(LookupFailed, match="answer over 1000 bytes") as e:
+        lookup(url, tmp_path, IndexLimits(wheel_bytes=1000))(Requirement("librmm-cu12"))
+    assert e.value.why is Why.TOO_LARGE
 
 
 def test_what_cannot_be_read_says_why(index: tuple[Index, str], tmp_path: Path) -> None:
     state, url = index
-    with pytest.raises(LookupFailed, match="HTTP 404"):
+    with pytest.raises(LookupFailed, match="nothing-here: no such project on http://127.0.0.1:") as e:
         lookup(url, tmp_path)(Requirement("nothing-here"))
+    assert e.value.why is Why.NOT_FOUND
     state.add("junk", "junk-1.0-py3-none-any.whl", b"not a zip at all" * 10)
     with pytest.raises(LookupFailed, match="not a readable wheel"):
         lookup(url, tmp_path)(Requirement("junk"))
     with pytest.raises(LookupFailed, match="not read over HTTP"):
         lookup("file:///opt/pypi/simple/", tmp_path)(Requirement("junk"))
+    for bad in ("http://[::1/", "http://h:x/"):
+        with pytest.raises(LookupFailed, match="is not a usable URL") as e:
+            lookup(bad, tmp_path)(Requirement("junk"))
+        assert e.value.why is Why.REFUSED
+    with pytest.raises(LookupFailed, match="not a usable URL"):
+        lookup("http://a b/", tmp_path)(Requirement("junk"))
     with pytest.raises(LookupFailed, match="direct reference"):
         lookup(url, tmp_path)(Requirement("junk @ https://example.org/junk-1.0-py3-none-any.whl"))
 
 
 def test_a_damaged_cache_entry_is_read_again(index: tuple[Index, str], tmp_path: Path) -> None:
     state, url = index
-    state.add("librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"librmm/lib64/librmm.so": b""}))
-    lookup(url, tmp_path)(Requirement("librmm-cu12"))
+    data = wheel_bytes("librmm-cu12", "26.10.0", {"librmm/lib64/librmm.so": b""})
+    state.add("librmm-cu12", WHL, data, **sha(data))
+    first = lookup(url, tmp_path)(Requirement("librmm-cu12"))
     (entry,) = tmp_path.iterdir()
-    entry.write_text("{not json")
+    good = entry.read_bytes()
+    # a byte changed: the SHA-256 written with the entry no longer matches, so the index is read again
+    for damaged in (b"{not json", good.replace(b"librmm.so", b"librmX.so"), good[:-1], b""):
+        entry.write_bytes(damaged)
+        state.requests.clear()
+        assert lookup(url, tmp_path)(Requirement("librmm-cu12")) == first
+        assert any(r[0].startswith("/files/") for r in state.requests)
+        assert entry.read_bytes() == good  # written anew
+    state.requests.clear()
+    assert lookup(url, tmp_path)(Requirement("librmm-cu12")) == first
+    assert not any(r[0].startswith("/files/") for r in state.requests)
+
+
+def test_a_wheel_listed_without_a_hash_is_not_cached(index: tuple[Index, str], tmp_path: Path) -> None:
+    # the same name may be other bytes next time: only the index's SHA-256 makes an entry mean one wheel
+    state, url = index
+    state.add("librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"librmm/lib64/librmm.so": b""}))
     assert lookup(url, tmp_path)(Requirement("librmm-cu12")).files == ("librmm/lib64/librmm.so",)
+    assert list(tmp_path.iterdir()) == []
 
 
 def f(filename: str, **kw: object) -> IndexFile:
@@ -246,25 +264,123 @@ def test_parse_listing_refuses_a_broken_json_page() -> None:
     with pytest.raises(LookupFailed, match="not a PEP 691 project page"):
         parse_listing(b'{"files": 3}', "application/vnd.pypi.simple.v1+json", "https://x/simple/p/")
     got = parse_listing(
-        b'<a href="../../f/p-1.0-py3-none-any.whl#sha256=cafe" data-yanked>p</a>', "text/html", "https://x/simple/p/"
+        b'<a href="../../f/p-1.0-py3-none-any.whl#sha256=' + b"CAFE" * 16 + b'" data-yanked>p</a>'
+        b'<A HREF="p-2.0-py3-none-any.whl#sha256=cafe">short hash</A>',
+        "text/html",
+        "https://x/simple/p/",
     )
     assert got == [
         IndexFile(
             filename="p-1.0-py3-none-any.whl",
             url="https://x/f/p-1.0-py3-none-any.whl",
-            sha256="cafe",
+            sha256="cafe" * 16,
             requires_python="",
             yanked=True,
-        )
+        ),
+        # a "hash" that is no SHA-256 is none: it could name a file (it once did, in the cache)
+        IndexFile(
+            filename="p-2.0-py3-none-any.whl",
+            url="https://x/simple/p/p-2.0-py3-none-any.whl",
+            sha256="",
+            requires_python="",
+            yanked=False,
+        ),
     ]
 
 
-def test_index_url_order() -> None:
-    assert index_url({}) == "https://pypi.org/simple/"
-    assert index_url({"PIP_INDEX_URL": "https://mirror/simple"}) == "https://mirror/simple/"
-    assert (
-        index_url({"PIP_INDEX_URL": "https://mirror/simple", "SLIMWHEEL_INDEX_URL": "https://own/"}) == "https://own/"
+def test_index_config_order(tmp_path: Path) -> None:
+    nothing = {"PIP_CONFIG_FILE": os.devnull}
+    assert index_config(nothing).urls == ("https://pypi.org/simple/",)
+    assert index_config({**nothing, "PIP_INDEX_URL": "https://mirror/simple"}).urls == ("https://mirror/simple/",)
+    own = {**nothing, "PIP_INDEX_URL": "https://mirror/simple", "SLIMWHEEL_INDEX_URL": "https://own/"}
+    assert index_config(own) == IndexConfig(urls=("https://own/",), source="SLIMWHEEL_INDEX_URL")
+    extra = index_config({**nothing, "PIP_EXTRA_INDEX_URL": "https://a/simple  https://b/simple/\n"})
+    assert extra.urls == ("https://pypi.org/simple/", "https://a/simple/", "https://b/simple/")
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def test_pip_configuration_files_in_pips_order(tmp_path: Path) -> None:
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    env = {"HOME": str(home), "XDG_CONFIG_DIRS": str(xdg), "XDG_CONFIG_HOME": str(home / "cfg")}
+    files = pypindex.pip_config_files(env, prefix=str(tmp_path / "venv"), home=str(home))
+    assert files == [
+        xdg / "pip/pip.conf",
+        Path("/etc/pip.conf"),
+        home / ".pip/pip.conf",
+        home / "cfg/pip/pip.conf",
+        tmp_path / "venv/pip.conf",
+    ]
+    # a PIP_CONFIG_FILE that exists replaces the user's files and comes last; /dev/null means none at all
+    own = write(tmp_path / "own.conf", "")
+    with_own = pypindex.pip_config_files({**env, "PIP_CONFIG_FILE": str(own)}, prefix="/p", home=str(home))
+    assert with_own == [xdg / "pip/pip.conf", Path("/etc/pip.conf"), Path("/p/pip.conf"), own]
+    assert pypindex.pip_config_files({**env, "PIP_CONFIG_FILE": os.devnull}) == []
+
+
+def test_pip_configuration_is_honoured(tmp_path: Path) -> None:
+    g = write(tmp_path / "global.conf", "[global]\nindex-url = https://global/simple\n")
+    u = write(
+        tmp_path / "user.conf",
+        "[global]\nindex_url = https://user/simple\nextra-index-url =\n  https://x/\n  https://y/\n",
     )
+    i = write(
+        tmp_path / "install.conf",
+        "[install]\nindex-url = https://install/simple\n[download]\nindex-url = https://no/\n",
+    )
+    assert index_config({}, files=[g]).urls == ("https://global/simple/",)
+    assert index_config({}, files=[g, u]).urls == ("https://user/simple/", "https://x/", "https://y/")
+    # [install] over [global] whichever file holds it (pip reads `pip install`'s section after the global one)
+    assert index_config({}, files=[g, i, u]).urls[0] == "https://install/simple/"
+    assert index_config({"PIP_INDEX_URL": "https://env/"}, files=[g, i]).urls == ("https://env/",)
+    assert index_config({"SLIMWHEEL_INDEX_URL": "https://own/"}, files=[g, i]).urls == ("https://own/",)
+    no = index_config({}, files=[write(tmp_path / "no.conf", "[global]\nno-index = true\n")])
+    assert no.urls == () and "no index" in no.problem
+    assert "no index" in index_config({"PIP_NO_INDEX": "1"}, files=[g]).problem
+    # this machine's own: local mirrors as extra indexes are not read, PyPI is
+    local = write(tmp_path / "local.conf", "[global]\nextra-index-url = file:///opt/pypi/simple file:///opt/m\n")
+    assert index_config({}, files=[local]).urls == ("https://pypi.org/simple/",)
+    assert index_config({}, files=[local]).skipped == ("file:///opt/pypi/simple/", "file:///opt/m/")
+    only_local = index_config({"PIP_INDEX_URL": "file:///opt/pypi/simple"}, files=[])
+    assert only_local.urls == () and "not read over HTTP(S)" in only_local.problem
+    broken = index_config({}, files=[write(tmp_path / "bad.conf", "index-url = x\n")])
+    assert broken.urls == () and "bad.conf" in broken.problem
+
+
+def test_private_names_never_go_to_another_index_than_pips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with serve() as (public, public_url), serve() as (private, private_url):
+        monkeypatch.setattr(pypindex, "DEFAULT_INDEX", public_url)  # plays PyPI
+        data = wheel_bytes("corp-secret", "1.0", {"corp/libsecret.so": b""})
+        private.add("corp-secret", "corp_secret-1.0-py3-none-any.whl", data)
+        conf = write(tmp_path / "pip.conf", f"[global]\nindex-url = {private_url}\n")
+        env = {"PIP_CONFIG_FILE": str(conf), "HOME": str(tmp_path), "XDG_CONFIG_DIRS": str(tmp_path)}
+        look = IndexLookup(machines=("x86_64",), pythons=("3.12",), config=index_config(env), cache=tmp_path / "c")
+        assert look(Requirement("corp-secret")).files == ("corp/libsecret.so",)
+        assert public.requests == []
+        assert next(r[0] for r in private.requests) == "/simple/corp-secret/"
+        # without pip's configuration the name goes to the default index: what the test would catch
+        none = IndexLookup(
+            machines=("x86_64",), pythons=("3.12",), config=index_config({"PIP_CONFIG_FILE": os.devnull})
+        )
+        with pytest.raises(LookupFailed):
+            none(Requirement("corp-secret"))
+        assert [r[0] for r in public.requests] == ["/simple/corp-secret/"]
+
+
+def test_extra_indexes_are_merged_as_pip_merges_them(tmp_path: Path) -> None:
+    with serve() as (one, one_url), serve() as (two, two_url):
+        one.add("p", "p-1.0-py3-none-any.whl", wheel_bytes("p", "1.0", {"p/libold.so": b""}))
+        two.add("p", "p-2.0-py3-none-any.whl", wheel_bytes("p", "2.0", {"p/libnew.so": b""}))
+        config = IndexConfig(urls=(one_url, two_url), source="test")
+        look = IndexLookup(machines=("x86_64",), pythons=("3.12",), config=config, cache=tmp_path)
+        assert look(Requirement("p")).files == ("p/libnew.so",)
+        with pytest.raises(LookupFailed, match="no such project") as e:
+            look(Requirement("q"))
+        assert e.value.why is Why.NOT_FOUND
 
 
 def test_an_index_that_does_not_answer_is_asked_once(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from packaging.requirements import Requirement
 
 from slimwheel.deps import Installs, dependency_problems
 from slimwheel.inspect.dynamic import ElfInfo
-from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, install_path
+from slimwheel.reqgraph import LookupFailed, RequirementGraph, Unread, WheelFacts, Why, install_path, is_library
 
 TAGS = ("cp311-abi3-manylinux_2_28_x86_64",)
 ENVS = Installs.from_tags(TAGS).environments()
@@ -50,9 +50,9 @@ class FakeIndex:
     def __call__(self, req: Requirement) -> WheelFacts:
         self.asked.append(req.name)
         if req.name in self.failing:
-            raise LookupFailed("no route to the index")
+            raise LookupFailed("no route to the index", why=Why.UNREACHABLE)
         if req.name not in self.index:
-            raise LookupFailed(f"no wheel of {req.name}")
+            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
         return self.index[req.name]
 
 
@@ -284,3 +284,27 @@ def test_a_wrongly_pinned_direct_requirement_is_not_excused_by_the_graph() -> No
         elfs, cuda_major=13, requires=reqs, tags=TAGS, graph=RequirementGraph(reqs, ENVS, FakeIndex(index))
     )
     assert len(v.problems) == 1 and "does not pin nvidia-cusolver to 12.*" in v.problems[0]
+
+
+def test_what_could_not_be_read_is_typed_for_the_verdict() -> None:
+    # the lead's verdict weighs "unknown" by kind; `unread` keeps its strings for the notes
+    g = RequirementGraph(
+        ["librmm-cu12==26.10.*", "numpy>=2"], ENVS, FakeIndex(INDEX, failing=frozenset({"rapids-logger"}))
+    )
+    assert g.provider("librapids_logger.so") is None
+    assert g.unknown == (
+        Unread(project="numpy", why=Why.NOT_FOUND, detail="no wheel of numpy"),
+        Unread(project="rapids-logger", why=Why.UNREACHABLE, detail="no route to the index"),
+    )
+    assert g.unread == ("numpy: no wheel of numpy", "rapids-logger: no route to the index")
+    small = RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX), max_projects=1)
+    assert [(u.project, u.why) for u in small.unknown] == [("rapids-logger", Why.NOT_READ)]
+    assert RequirementGraph(["librmm-cu12==26.10.*"], ENVS, FakeIndex(INDEX)).unknown == ()
+
+
+def test_only_library_files_count() -> None:
+    assert is_library("librmm/lib64/librmm.so")
+    assert is_library("nvidia/cu13/lib/libcublas.so.13")
+    assert is_library("rmm/_lib.cpython-312-x86_64-linux-gnu.so")
+    assert not is_library("rmm/__init__.py")
+    assert not is_library("share/x.sopranos/readme.txt")
