@@ -155,7 +155,12 @@ def run_auditwheel(
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input.
     `library_dirs` are searched first for the libraries it bundles (AUDITWHEEL_LD_LIBRARY_PATH, which auditwheel's
     lddtree reads before LD_LIBRARY_PATH): a sysroot's, so that the copies bundled are the ones the wheel was
-    linked against."""
+    linked against.
+
+    auditwheel unpacks the wheel into temporary folders of its own (430-660 MB for a CUDA wheel) that it removes only
+    when it ends normally: a repair killed meanwhile left them in $TMPDIR forever. Its TMPDIR is therefore a folder
+    inside `cwd`, repair's work folder (an fsutil temp sibling): whatever auditwheel leaves goes with that folder, at
+    the end of this run or, if this run is killed, as an orphan at the next."""
     cmd = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     if plat:
         cmd += ["--plat", plat]
@@ -163,6 +168,9 @@ def run_auditwheel(
         cmd += ["--exclude", soname]
     cmd.append(str(wheel))
     env = tool_env()
+    scratch = cwd / "auditwheel-tmp"
+    scratch.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(scratch)
     if library_dirs:  # auditwheel's own variable: LD_LIBRARY_PATH would make this Python load the root's glibc
         old = env.get("AUDITWHEEL_LD_LIBRARY_PATH")
         env["AUDITWHEEL_LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_dirs), *filter(None, [old])])
