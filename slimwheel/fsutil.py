@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from slimwheel.errors import BadInputError
+from slimwheel.errors import NO_SPACE_ERRNOS, BadInputError, os_error
 
 log = logging.getLogger("slimwheel.fsutil")
 
@@ -153,8 +153,14 @@ def atomic_paths(targets: Sequence[Path]) -> Iterator[tuple[Path, ...]]:
             try:
                 tmps.append(stack.enter_context(temp_sibling(target)))
             except OSError as e:  # an output path the user gave that cannot be written: bad input, not a crash
-                raise BadInputError(f"{target}: cannot write here: {e.strerror or e}") from None
-        yield tuple(tmps)
+                raise os_error(e, str(target), "cannot write here") from None
+        try:
+            yield tuple(tmps)
+        except OSError as e:
+            if e.errno not in NO_SPACE_ERRNOS:
+                raise  # a reader's or a bug's: the caller's to word
+            # A full disk while the outputs were written: name them (a write() error names no file).
+            raise os_error(e, ", ".join(map(str, targets)), "cannot be written") from None
         umask = os.umask(0)
         os.umask(umask)
         for tmp_path, target in zip(tmps, targets, strict=True):

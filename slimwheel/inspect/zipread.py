@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
 
-from slimwheel.errors import BadInputError
+from slimwheel.errors import BadInputError, os_error
 from slimwheel.inspect.files import Buffer, open_regular
 
 _inflate: types.ModuleType
@@ -482,8 +482,7 @@ def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list
             target = dest / m.name
             try:
                 z.extract(m, target)
-            except OSError as e:
-                problem = f"cannot be written to {target} ({e.strerror})"
-                raise BadInputError(f"{wheel}: member {m.name!r}: {problem}") from None
+            except OSError as e:  # a full disk is NoSpaceError, not the wheel's fault
+                raise os_error(e, f"{wheel}: member {m.name!r}", f"cannot be written to {target}") from None
             names.append(m.name)
     return names
