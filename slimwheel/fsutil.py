@@ -328,6 +328,26 @@ def link_at(folder: int, name: str, target: str) -> None:
         raise
 
 
+def files_under(root: Path, *, links: bool = True) -> list[tuple[str, os.DirEntry[str]]]:
+    """Every file under `root` (an unpacked wheel) as (posix path relative to root, its directory entry), sorted by
+    that path; `links`: whether a link to a file counts as one (as `Path.is_file` says). One scandir per folder and
+    strings, not `sorted(root.rglob("*"))`: on a wheel of 60,000 members that built, compared and re-parsed Path
+    objects 1.8 million times in each of unpack's checks, the RECORD hashes, the ELF scan and the packer."""
+    out: list[tuple[str, os.DirEntry[str]]] = []
+    todo = [("", str(root))]
+    while todo:
+        prefix, folder = todo.pop()
+        with os.scandir(folder) as it:
+            for entry in it:
+                rel = prefix + entry.name
+                if entry.is_dir(follow_symlinks=False):
+                    todo.append((rel + "/", entry.path))
+                elif entry.is_file(follow_symlinks=links) and (links or not entry.is_symlink()):
+                    out.append((rel, entry))
+    out.sort(key=lambda item: item[0].split("/"))  # Path's order (by parts): "a/b" before "a-b/c"
+    return out
+
+
 def sha256_file(path: Path) -> str:
     """Hex SHA-256 of a file, read in 4 MiB blocks (static CUDA libraries are up to ~1 GB)."""
     h = hashlib.sha256()
