@@ -20,7 +20,7 @@ import click
 import slimwheel
 import slimwheel.commands
 from slimwheel import shown
-from slimwheel.errors import ExitCode, SlimwheelError
+from slimwheel.errors import NO_SPACE_ERRNOS, ExitCode, SlimwheelError, os_error
 
 log = logging.getLogger("slimwheel")
 
@@ -189,17 +189,30 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         click.echo("slimwheel: interrupted", err=True)
         return 130
-    except Exception as e:  # the one place a bug is turned into a message
-        if logging.getLogger("slimwheel").isEnabledFor(logging.DEBUG):
-            import traceback
-
-            traceback.print_exc()
-        click.echo(
-            f"slimwheel: internal error: {type(e).__name__}: {_lines(str(e))} (run with -vv for the traceback)",
-            err=True,
-        )
-        return int(ExitCode.INTERNAL)
+    except OSError as e:
+        if e.errno not in NO_SPACE_ERRNOS:
+            return _internal(e)
+        # A full disk or quota met where no caller named the file (copying into a work folder, a tool's cache): the
+        # machine's state, with its own exit code, never "internal error" or "bad input".
+        err = os_error(e, str(e.filename or "a file slimwheel was writing"), "cannot be written")
+        click.echo(f"slimwheel: error: {_lines(str(err))}", err=True)
+        return int(err.exit_code)
+    except Exception as e:
+        return _internal(e)
     return rv if isinstance(rv, int) else 0
+
+
+def _internal(e: Exception) -> int:
+    """The one place a bug is turned into a message (traceback print_exc still sees it: called inside `except`)."""
+    if logging.getLogger("slimwheel").isEnabledFor(logging.DEBUG):
+        import traceback
+
+        traceback.print_exc()
+    click.echo(
+        f"slimwheel: internal error: {type(e).__name__}: {_lines(str(e))} (run with -vv for the traceback)",
+        err=True,
+    )
+    return int(ExitCode.INTERNAL)
 
 
 def entry() -> None:

@@ -6,6 +6,7 @@ The library raises; only the CLI's single error boundary (`slimwheel.cli.main`) 
 from __future__ import annotations
 
 import enum
+import errno
 
 
 class ExitCode(enum.IntEnum):
@@ -16,6 +17,7 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     BAD_INPUT = 3
     TOOL_FAILED = 4
+    NO_SPACE = 5
     OVER_BUDGET = 10
     MISSING_COVERAGE = 11
     INCONSISTENT_DEPENDENCIES = 12
@@ -36,6 +38,10 @@ _REASONS: dict[ExitCode, str] = {
     ExitCode.USAGE: "command-line usage",
     ExitCode.BAD_INPUT: "bad input: a file, flag or setting that cannot be read or is malformed (the message names it)",
     ExitCode.TOOL_FAILED: "an external tool (nvcc, cmake, auditwheel, pip, nvprune) failed or is missing",
+    ExitCode.NO_SPACE: (
+        "no space left: the disk or the user's quota filled while slimwheel wrote (the message names the file; "
+        "nothing half-written is left under an output's name)"
+    ),
     ExitCode.OVER_BUDGET: "a wheel is over the size budget",
     ExitCode.MISSING_COVERAGE: "a required GPU compute capability is served neither by SASS nor by PTX",
     ExitCode.INCONSISTENT_DEPENDENCIES: (
@@ -107,3 +113,23 @@ class BadRecordError(BadInputError):
     variants) unless told to rewrite it; check fails such a wheel with the same exit code."""
 
     exit_code = ExitCode.BAD_RECORD
+
+
+class NoSpaceError(SlimwheelError):
+    """A write failed because the file system or the user's quota is full: the machine's state, not the input's
+    fault, so not BadInputError (a CI script retries elsewhere, or frees space, on this code)."""
+
+    exit_code = ExitCode.NO_SPACE
+
+
+# The errno values of a full disk (ENOSPC) and of an exhausted quota (EDQUOT).
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def os_error(e: OSError, subject: str, doing: str) -> SlimwheelError:
+    """The error for an OSError met while `doing` something to `subject` (a file the message names): a full disk or
+    quota is NoSpaceError, anything else BadInputError ("cannot be written here: permission denied")."""
+    reason = e.strerror or str(e)
+    if e.errno in NO_SPACE_ERRNOS:
+        return NoSpaceError(f"{subject}: {doing}: {reason}", hint="free some space on that disk, or write elsewhere")
+    return BadInputError(f"{subject}: {doing}: {reason}")

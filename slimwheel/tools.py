@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from slimwheel.errors import BadInputError, CheckFailed, ExitCode, ToolError
+from slimwheel.errors import NO_SPACE_ERRNOS, BadInputError, CheckFailed, ExitCode, NoSpaceError, ToolError
 
 log = logging.getLogger("slimwheel.tools")
 
@@ -93,8 +93,20 @@ def run_tool_status(
         raise ToolError(f"{what}: {shlex.join(cmd)} ran longer than {timeout:.0f} s") from None
     if check and proc.returncode != 0:
         tail = "\n".join(proc.stdout.strip().splitlines()[-25:])
+        _refuse_full_disk(what, tail)
         raise ToolError(f"{what}: `{shlex.join(cmd)}` exited with status {proc.returncode}:\n{tail}")
     return ToolRun(returncode=proc.returncode, output=proc.stdout, stderr=proc.stderr or "")
+
+
+# What a program prints when one of its writes met a full disk or quota: the C library's text for ENOSPC and EDQUOT
+# (Python's OSError, GNU tools and the linker all print strerror).
+_NO_SPACE_TEXTS = tuple(sorted(os.strerror(n) for n in NO_SPACE_ERRNOS))
+
+
+def _refuse_full_disk(what: str, output: str) -> None:
+    """A tool that failed for a full disk is NoSpaceError (its own exit code), not a tool's failure."""
+    if said := next((t for t in _NO_SPACE_TEXTS if t in output), None):
+        raise NoSpaceError(f"{what}: {said}", hint="free some space on that disk, or write elsewhere")
 
 
 def run_tool_attached(cmd: Sequence[str], *, what: str, env: Mapping[str, str] | None = None) -> int:
@@ -155,7 +167,12 @@ def run_auditwheel(
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input.
     `library_dirs` are searched first for the libraries it bundles (AUDITWHEEL_LD_LIBRARY_PATH, which auditwheel's
     lddtree reads before LD_LIBRARY_PATH): a sysroot's, so that the copies bundled are the ones the wheel was
-    linked against."""
+    linked against.
+
+    auditwheel unpacks the wheel into temporary folders of its own (430-660 MB for a CUDA wheel) that it removes only
+    when it ends normally: a repair killed meanwhile left them in $TMPDIR forever. Its TMPDIR is therefore a folder
+    inside `cwd`, repair's work folder (an fsutil temp sibling): whatever auditwheel leaves goes with that folder, at
+    the end of this run or, if this run is killed, as an orphan at the next."""
     cmd = [sys.executable, "-m", "auditwheel", "repair", "-w", str(out_dir)]
     if plat:
         cmd += ["--plat", plat]
@@ -163,6 +180,9 @@ def run_auditwheel(
         cmd += ["--exclude", soname]
     cmd.append(str(wheel))
     env = tool_env()
+    scratch = cwd / "auditwheel-tmp"
+    scratch.mkdir(exist_ok=True)
+    env["TMPDIR"] = str(scratch)
     if library_dirs:  # auditwheel's own variable: LD_LIBRARY_PATH would make this Python load the root's glibc
         old = env.get("AUDITWHEEL_LD_LIBRARY_PATH")
         env["AUDITWHEEL_LD_LIBRARY_PATH"] = os.pathsep.join([*map(str, library_dirs), *filter(None, [old])])
@@ -182,6 +202,7 @@ def run_auditwheel(
         if "cannot repair" in output and "to" in output and "tag" in output:
             raise BadInputError(f"{shown_as}: {output.strip().splitlines()[-1]}")
         tail = "\n".join(output.strip().splitlines()[-15:])
+        _refuse_full_disk(f"auditwheel repair of {shown_as.name}", tail)
         raise ToolError(f"auditwheel repair failed for {shown_as.name} (exit {run.returncode}):\n{tail}")
     made = sorted(out_dir.glob("*.whl"))
     if len(made) != 1:

@@ -6,6 +6,7 @@ MB = 10**6 bytes, MiB = 2**20 bytes (pydistcheck's convention, stated in every r
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 
 from slimwheel.errors import BadInputError
 
@@ -22,7 +23,12 @@ _UNITS = {
     "m": 2**20,
     "g": 2**30,
 }
-_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# ASCII digits only: `\d` and int() also take Arabic-Indic or fullwidth digits (U+0666 U+0660 "MiB" read as 60MiB),
+# which no one means as a size and which read differently in a review than in the parser. The number is bounded in
+# length too, so that 5,000 digits are a message, not int()'s digit limit or float's infinity escaping as a crash.
+_SIZE_RE = re.compile(r"\s*([0-9]{1,20}(?:\.[0-9]{1,9})?)\s*([a-zA-Z]{0,3})\s*", re.ASCII)
+# The largest size a file can have (off_t is signed 64 bits): a budget above it means nothing.
+MAX_SIZE = 2**63 - 1
 
 
 def parse_size(text: str | int, *, what: str = "size") -> int:
@@ -30,14 +36,19 @@ def parse_size(text: str | int, *, what: str = "size") -> int:
     if isinstance(text, int) and not isinstance(text, bool):
         if text < 0:
             raise BadInputError(f"{what}: {text} is negative")
+        if text > MAX_SIZE:
+            raise BadInputError(f"{what}: {text} is larger than any file can be (2**63 - 1 bytes)")
         return text
-    m = _SIZE_RE.match(str(text))
+    m = _SIZE_RE.fullmatch(str(text))
     if not m or m.group(2).lower() not in _UNITS:
         raise BadInputError(
             f"{what}: cannot read {text!r} as a size",
-            hint="write e.g. 60MiB (2**20 bytes each), 100MB (10**6 bytes each) or a byte count",
+            hint="write e.g. 60MiB (2**20 bytes each), 100MB (10**6 bytes each) or a byte count, in ASCII digits",
         )
-    return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+    size = int(Decimal(m.group(1)) * _UNITS[m.group(2).lower()])  # Decimal: 1.1MB is 1100000 bytes, not 1099999
+    if size > MAX_SIZE:
+        raise BadInputError(f"{what}: {text!r} is larger than any file can be (2**63 - 1 bytes)")
+    return size
 
 
 def mib(n: int) -> str:

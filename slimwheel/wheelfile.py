@@ -126,9 +126,9 @@ def pack_to(
     held to the reader's inflate rule (`zipread.ratio_problem`): slimwheel never writes a wheel that it would refuse
     to read."""
     extra = dict(extra or {})
-    on_disk = {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+    on_disk = {rel: entry.stat() for rel, entry in fsutil.files_under(root)}  # one stat per file, from the walk
     record_name = f"{dist_info}/RECORD"
-    files = sorted((on_disk | set(extra)) - {record_name} - omit, key=lambda f: (f.startswith(dist_info + "/"), f))
+    files = sorted((set(on_disk) | set(extra)) - {record_name} - omit, key=lambda f: (f.startswith(dist_info + "/"), f))
     date = zip_time()
     level = compression_level()
     buf = io.StringIO()
@@ -139,7 +139,7 @@ def pack_to(
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=level) as zf:
         for name in files:
             path = root / name
-            st = None if name in extra else path.stat()
+            st = None if name in extra else on_disk[name]
             executable = st is not None and st.st_mode & stat.S_IXUSR
             zi = zipfile.ZipInfo(name, date_time=date)
             zi.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
@@ -314,15 +314,16 @@ def judge_record(wheel: Path, problems: Sequence[RecordProblem], *, rewrite_reco
 
 
 def digest_tree(root: Path) -> dict[str, MemberDigest]:
-    """Size and SHA-256 of every file under root, by posix path, read in blocks."""
+    """Size and SHA-256 of every file under root, by posix path, read in blocks (`fsutil.files_under`: linear)."""
     out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h = hashlib.sha256()
-            with p.open("rb") as fh:
-                for block in iter(lambda: fh.read(1 << 22), b""):
-                    h.update(block)
-            out[p.relative_to(root).as_posix()] = MemberDigest(size=p.stat().st_size, sha256=h.digest())
+    for rel, entry in fsutil.files_under(root):
+        h = hashlib.sha256()
+        size = 0
+        with open(entry.path, "rb") as fh:
+            for block in iter(lambda: fh.read(_BLOCK), b""):
+                h.update(block)
+                size += len(block)
+        out[rel] = MemberDigest(size=size, sha256=h.digest())
     return out
 
 

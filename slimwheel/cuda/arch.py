@@ -17,6 +17,9 @@ from typing import Literal
 
 from slimwheel.errors import BadInputError
 
+_CC_DOTTED = re.compile(r"([0-9]{1,2})\.([0-9])", re.ASCII)
+_CC_NUMBER = re.compile(r"([0-9]{2,3})", re.ASCII)
+
 
 @dataclass(frozen=True, order=True)
 class CC:
@@ -35,17 +38,23 @@ class CC:
 
     @classmethod
     def parse(cls, text: str) -> CC:
-        """Accepts "9.0", "90", "sm_90", "compute_90", "120", "12.1"."""
+        """Accepts "9.0", "90", "sm_90", "compute_90", "120", "12.1".
+
+        ASCII digits only, and a major of at most two digits (NVIDIA's run 1 to 12): `\\d` would also take
+        Arabic-Indic or fullwidth digits, and an unbounded major made "1.0-999999.0" a range and a 5,000-digit
+        major a crash in int()."""
         t = str(text).strip().lower()
         t = re.sub(r"^(sm_|compute_|lto_)", "", t)
-        m = re.fullmatch(r"(\d+)\.(\d)", t)
+        m = _CC_DOTTED.fullmatch(t)
         if m:
             return cls(int(m.group(1)), int(m.group(2)))
-        m = re.fullmatch(r"(\d{2,3})", t)
+        m = _CC_NUMBER.fullmatch(t)
         if m:
             n = m.group(1)
             return cls(int(n[:-1]), int(n[-1]))
-        raise BadInputError(f"{text!r} is not a compute capability", hint="write e.g. 8.6, 86 or sm_86")
+        raise BadInputError(
+            f"{text!r} is not a compute capability", hint="write e.g. 8.6, 86 or sm_86 (a major of one or two digits)"
+        )
 
 
 @dataclass(frozen=True)
@@ -271,7 +280,7 @@ def parse_cc_request(spec: str | Sequence[str]) -> CCRequest:
             parsed.append(("all", None, None))
         elif it.endswith("+"):
             parsed.append(("from", CC.parse(it[:-1]), None))
-        elif m := re.fullmatch(r"([\d.]+)\s*-\s*([\d.]+)", it):
+        elif m := re.fullmatch(r"([0-9.]+)\s*-\s*([0-9.]+)", it, re.ASCII):
             lo, hi = CC.parse(m.group(1)), CC.parse(m.group(2))
             if lo > hi:
                 raise BadInputError(f"coverage range {item!r} runs backwards")

@@ -9,6 +9,7 @@ release history; `nvcc --list-gpu-arch` of each CUDA 13 release measured from it
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from slimwheel.cuda.arch import CC
@@ -25,11 +26,15 @@ class CudaVersion:
 
     @classmethod
     def parse(cls, text: str) -> CudaVersion:
-        parts = str(text).strip().split(".")
-        try:
-            return cls(int(parts[0]), int(parts[1]) if len(parts) > 1 else 0)
-        except (ValueError, IndexError):
-            raise BadInputError(f"{text!r} is not a CUDA version", hint="write e.g. 13.0 or 12.4") from None
+        """ "13", "12.4", "12.4.131" (a patch level is ignored). ASCII digits only: int() alone also took "١٢.٤"
+        (Arabic-Indic digits), "+12" and "1_2"."""
+        m = _VERSION.fullmatch(str(text).strip())
+        if not m:
+            raise BadInputError(f"{text!r} is not a CUDA version", hint="write e.g. 13.0 or 12.4")
+        return cls(int(m.group(1)), int(m.group(2) or 0))
+
+
+_VERSION = re.compile(r"([0-9]{1,3})(?:\.([0-9]{1,3})(?:\.[0-9]{1,6})?)?", re.ASCII)
 
 
 # The release a run assembles when `cuda = "auto"` finds no toolkit. CUDA 13.0: the newest CUDA on PyPI is 13.5, but

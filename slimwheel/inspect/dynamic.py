@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from slimwheel.fsutil import files_under
 from slimwheel.rpath import split_search_path
 
 if TYPE_CHECKING:
@@ -117,10 +118,8 @@ def imports_by_library(path: Path) -> dict[str, frozenset[str]]:
 def scan_elfs(root: Path) -> dict[str, ElfInfo]:
     """Every ELF file under root (an unpacked wheel), by its posix path relative to root."""
     out: dict[str, ElfInfo] = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink():
-            rel = p.relative_to(root).as_posix()
-            info = read_dynamic(p, rel)
-            if info is not None:
-                out[rel] = info
+    for rel, entry in files_under(root, links=False):
+        info = read_dynamic(Path(entry.path), rel)
+        if info is not None:
+            out[rel] = info
     return out

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Literal, TypeVar
 
-from slimwheel.errors import BadInputError
+from slimwheel.errors import BadInputError, os_error
 from slimwheel.inspect.files import Buffer, open_regular
 
 _inflate: types.ModuleType
@@ -461,11 +461,14 @@ class ZipReader:
     def extract(self, m: Member, target: Path) -> None:
         """Write the member to `target`, a new file (never through an existing file or link)."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
-        fd = os.open(target, flags, 0o755 if m.executable else 0o644)
+        mode = 0o755 if m.executable else 0o644
+        fd = os.open(target, flags, mode)
         with open(fd, "wb") as out:
-            self.stream(m, _sparse(out, _may_break_ratio(m, self.limits)))
-            out.truncate()
-        os.chmod(target, 0o755 if m.executable else 0o644)
+            holes = _may_break_ratio(m, self.limits)
+            self.stream(m, _sparse(out, holes))
+            if holes:  # a trailing hole has no bytes written yet; other files end where their last write did
+                out.truncate()
+            os.fchmod(fd, mode)  # the mode the zip gives, whatever the umask took at creation
 
 
 def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list[str]:
@@ -482,8 +485,7 @@ def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list
             target = dest / m.name
             try:
                 z.extract(m, target)
-            except OSError as e:
-                problem = f"cannot be written to {target} ({e.strerror})"
-                raise BadInputError(f"{wheel}: member {m.name!r}: {problem}") from None
+            except OSError as e:  # a full disk is NoSpaceError, not the wheel's fault
+                raise os_error(e, f"{wheel}: member {m.name!r}", f"cannot be written to {target}") from None
             names.append(m.name)
     return names

@@ -23,25 +23,39 @@ use it (CC, CXX, CUDAHOSTCXX).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import shutil
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
 from slimwheel.errors import BadInputError, ToolError
-from slimwheel.fsutil import cache_dir, file_lock, temp_sibling, write_text_atomic
+from slimwheel.fsutil import (
+    cache_dir,
+    file_lock,
+    link_at,
+    open_folder,
+    read_at,
+    replace_at,
+    temp_sibling,
+    write_text_atomic,
+)
 from slimwheel.inspect.elf import VersionDef
+from slimwheel.runtime.loader import private_group, stat_problem, trust_problem
 from slimwheel.tools import patchelf, run_tool, run_tool_status
 
 log = logging.getLogger(__name__)
 
 SysrootName = Literal["debian11"]
 STAMP = "slimwheel-sysroot.json"
-STAMP_SCHEMA = 1
+# 2: the stamp records the tree's content (`tree_manifest`), verified before every use; a root of schema 1 is
+# assembled again.
+STAMP_SCHEMA = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -420,8 +434,9 @@ def cap_wrapper(program: str, spec: SysrootSpec, policy: str, *, shim: bool = Fa
     )
 
 
-def _build_shim_archive(sysroot: Sysroot, versions: Sequence[str], archive: Path) -> None:
-    """Compile the shim's two translation units with the root's own g++ and archive them (the host's ar)."""
+def _build_shim_archive(sysroot: Sysroot, versions: Sequence[str], archive: Path) -> bytes:
+    """Compile the shim's two translation units with the root's own g++ and archive them (the host's ar); returns
+    the archive's bytes (a few kB), which the caller puts in place."""
     with temp_sibling(archive, directory=True) as tmp:
         objects = []
         for cxx11 in (True, False):
@@ -435,7 +450,7 @@ def _build_shim_archive(sysroot: Sysroot, versions: Sequence[str], archive: Path
             objects.append(str(obj))
         out = tmp / archive.name
         run_tool(["ar", "rcs", str(out), *objects], what=f"ar {archive.name}")
-        os.replace(out, archive)
+        return out.read_bytes()
 
 
 def ensure_cap(sysroot: Sysroot, policy: str) -> GlibcCap:
@@ -465,18 +480,35 @@ def ensure_cap(sysroot: Sysroot, policy: str) -> GlibcCap:
             for prog in ("gcc", "g++")
         }
     )
+    os.close(open_folder(sysroot.root, ["caps"], create=True))  # its lock is made in it: never through a link
     with file_lock(sysroot.root / "caps" / f".{target.name}.lock"):
-        folder.mkdir(parents=True, exist_ok=True)
-        if shims:
-            # Rebuilt when its sources change (a stamp of them beside it).
-            stamp_text = "".join(glibcxx_shim_source(shims, cxx11=c) for c in (True, False))
-            stamp = folder / f"{GLIBCXX_SHIM_ARCHIVE}.src"
-            archive = folder / GLIBCXX_SHIM_ARCHIVE
-            if not archive.is_file() or not stamp.is_file() or stamp.read_text(encoding="utf-8") != stamp_text:
-                _build_shim_archive(sysroot, shims, archive)
-                write_text_atomic(stamp, stamp_text)
-        _write_changed(folder, texts, executable=("gcc", "g++"))
+        fd = open_folder(sysroot.root, ["caps", target.name], create=True)
+        try:
+            if shims:
+                _ensure_shim_archive(sysroot, shims, fd, folder)
+            _write_changed(fd, texts, executable=("gcc", "g++"))
+        finally:
+            os.close(fd)
     return GlibcCap(policy=target.name, folder=folder, pinned=pinned, beyond=beyond, glibcxx_shims=shims)
+
+
+def _ensure_shim_archive(sysroot: Sysroot, shims: Sequence[str], fd: int, folder: Path) -> None:
+    """The shim archive in the cap folder (descriptor `fd`), rebuilt unless its stamp holds both the sources it was
+    built from and the SHA-256 of the archive there now: an archive changed after it was built is linked into no
+    wheel."""
+    sources = "".join(glibcxx_shim_source(shims, cxx11=c) for c in (True, False))
+    stamp_name = f"{GLIBCXX_SHIM_ARCHIVE}.src"
+    archive = read_at(fd, GLIBCXX_SHIM_ARCHIVE, limit=_MAX_GENERATED)
+    stamp = read_at(fd, stamp_name, limit=_MAX_GENERATED)
+    if archive is not None and stamp == _shim_stamp(sources, archive):
+        return
+    built = _build_shim_archive(sysroot, shims, folder / GLIBCXX_SHIM_ARCHIVE)
+    replace_at(fd, GLIBCXX_SHIM_ARCHIVE, built)
+    replace_at(fd, stamp_name, _shim_stamp(sources, built))
+
+
+def _shim_stamp(sources: str, archive: bytes) -> bytes:
+    return f"/* sha256 {hashlib.sha256(archive).hexdigest()} */\n{sources}".encode()
 
 
 def cap_for(sysroot: Sysroot, manylinux: str) -> GlibcCap | None:
@@ -537,21 +569,33 @@ def wrapper_script(root: Path, program: str, spec: SysrootSpec) -> str:
 def link_host_python_includes(root: Path, host_include: Path = Path("/usr/include")) -> list[str]:
     """`<root>/host-python-include/x86_64-linux-gnu/python3.*`: one link per multiarch Python header folder of this
     host (`host_include`), stale ones removed; returns their names. Runs where the build runs (every
-    `ensure_sysroot`), since a root is assembled on one machine and may be carried to another."""
-    folder = root / HOST_PYTHON_INCLUDE / MULTIARCH
-    folder.mkdir(parents=True, exist_ok=True)
+    `ensure_sysroot`), since a root is assembled on one machine and may be carried to another. The folder is opened
+    without following links (a link planted there made the clean-up delete dotfiles wherever it pointed); anything in
+    it but links and dotfiles (a planted header folder the compilers would search) is refused."""
     found = {p.name: p for p in sorted((host_include / MULTIARCH).glob("python3*")) if p.is_dir()}
-    for old in folder.iterdir():
-        if old.name not in found and (old.is_symlink() or old.name.startswith(".")):
-            old.unlink()
-    for name, target in found.items():
-        link = folder / name
-        if link.is_symlink() and os.readlink(link) == str(target):
-            continue
-        tmp = folder / f".{name}.tmp"
-        tmp.unlink(missing_ok=True)
-        tmp.symlink_to(target)
-        os.replace(tmp, link)
+    fd = open_folder(root, [HOST_PYTHON_INCLUDE, MULTIARCH], create=True)
+    try:
+        for old in os.listdir(fd):
+            if old in found:
+                continue
+            st = os.stat(old, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISDIR(st.st_mode):
+                raise BadInputError(
+                    f"{root / HOST_PYTHON_INCLUDE / MULTIARCH / old}: a folder slimwheel did not put there, in a folder "
+                    "every compilation searches",
+                    hint=f"remove {root} to assemble the sysroot again",
+                )
+            if stat.S_ISLNK(st.st_mode) or old.startswith("."):
+                os.unlink(old, dir_fd=fd)
+        for name, target in found.items():
+            try:
+                if os.readlink(name, dir_fd=fd) == str(target):
+                    continue
+            except OSError:
+                pass  # missing, or not a link: replaced below
+            link_at(fd, name, str(target))
+    finally:
+        os.close(fd)
     return sorted(found)
 
 
@@ -559,22 +603,33 @@ def write_wrappers(root: Path, spec: SysrootSpec) -> None:
     """`bin/gcc`, `bin/g++` and the compat header, rewritten where their text changed (a root assembled by an
     earlier slimwheel gets the current ones), and the links to this host's multiarch Python headers."""
     link_host_python_includes(root)
-    bindir = root / "bin"
-    bindir.mkdir(exist_ok=True)
-    texts = {COMPAT_HEADER: compat_header(spec)}
-    texts.update({prog: wrapper_script(root, prog, spec) for prog in ("gcc", "g++")})
-    _write_changed(bindir, texts, executable=("gcc", "g++"))
+    fd = open_folder(root, ["bin"], create=True)
+    try:
+        texts = {COMPAT_HEADER: compat_header(spec)}
+        texts.update({prog: wrapper_script(root, prog, spec) for prog in ("gcc", "g++")})
+        _write_changed(fd, texts, executable=("gcc", "g++"))
+    finally:
+        os.close(fd)
 
 
-def _write_changed(folder: Path, texts: Mapping[str, str], *, executable: Sequence[str]) -> None:
-    """Each file of `texts` in `folder`, rewritten (through a temporary file) only where its text differs, so a
-    compiler wrapper a running build uses is replaced whole or not at all; those named in `executable` made 0755."""
+# No file slimwheel generates (wrappers, headers, the shim archive) comes near this; a bigger one is not ours.
+_MAX_GENERATED = 16 << 20
+
+
+def _write_changed(folder: int, texts: Mapping[str, str], *, executable: Sequence[str]) -> None:
+    """Each file of `texts` in the folder descriptor `folder`, replaced (a file created fresh, renamed over the old
+    name) where its text or mode differs, so a compiler wrapper a running build uses is replaced whole or not at
+    all, and a link, FIFO or hard link planted under its name is replaced, never written through or chmod'ed;
+    those named in `executable` are 0755, the rest 0644."""
     for name, text in texts.items():
-        path = folder / name
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            write_text_atomic(path, text)
-        if name in executable:
-            path.chmod(0o755)
+        data, mode = text.encode(), 0o755 if name in executable else 0o644
+        try:
+            st = os.stat(name, dir_fd=folder, follow_symlinks=False)
+            same = stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == mode and st.st_nlink == 1
+        except FileNotFoundError:
+            same = False
+        if not same or read_at(folder, name, limit=_MAX_GENERATED) != data:
+            replace_at(folder, name, data, mode=mode)
 
 
 def relative_symlinks(root: Path) -> int:
@@ -595,26 +650,143 @@ def relative_symlinks(root: Path) -> int:
     return n
 
 
-def _read_stamp(root: Path, spec: SysrootSpec) -> Sysroot | None:
+# What slimwheel rewrites on every use, left out of the manifest: the stamp itself, the wrappers and their header
+# (`write_wrappers`: compared with their text each time), the links to the host's Python headers (host-dependent) and
+# the capped compilers (`ensure_cap`: their folder opened without links, their files compared or hashed).
+_GENERATED = frozenset({STAMP, HOST_PYTHON_INCLUDE, "caps", "bin/gcc", "bin/g++", f"bin/{COMPAT_HEADER}"})
+
+
+def tree_manifest(root: Path) -> dict[str, str]:
+    """What the root holds, by posix path (slimwheel's generated parts left out): "d" a folder, "l:<target>" a link,
+    "f<mode>:<sha256>" a file. Walked without following links. Every entry is judged as the run-time loader judges
+    a library folder (`runtime.loader.stat_problem`: owner root or this user, writable by no one else), and a FIFO,
+    socket or device is refused: each is BadInputError naming it."""
+    out: dict[str, str] = {}
+    uid = os.geteuid()
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath).relative_to(root).as_posix()
+        here = "" if here == "." else f"{here}/"
+        dirnames[:] = sorted(d for d in dirnames if f"{here}{d}" not in _GENERATED)
+        for name in (*dirnames, *sorted(filenames)):
+            rel = f"{here}{name}"
+            if rel in _GENERATED:
+                continue
+            path = os.path.join(dirpath, name)
+            st = os.lstat(path)
+            private = bool(st.st_mode & stat.S_IWGRP) and private_group(st.st_gid, st.st_uid)
+            if why := stat_problem(path, st, uid=uid, group_is_private=private):
+                raise BadInputError(f"sysroot: {why}", hint=f"remove {root} to assemble the sysroot again")
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = f"l:{os.readlink(path)}"
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = "d"
+            elif stat.S_ISREG(st.st_mode):
+                out[rel] = f"f{stat.S_IMODE(st.st_mode):o}:{_sha256_regular(path)}"
+            else:
+                raise BadInputError(
+                    f"sysroot: {path} is a FIFO, socket or device, which no package put there",
+                    hint=f"remove {root} to assemble the sysroot again",
+                )
+    return out
+
+
+def _sha256_regular(path: str) -> str:
+    """SHA-256 of the regular file `path`, opened without following a link or waiting on a FIFO."""
+    h = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    with open(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise BadInputError(f"sysroot: {path} changed into something other than a file while it was read")
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def manifest_problem(recorded: Mapping[str, str], now: Mapping[str, str]) -> str | None:
+    """The first difference between the manifest recorded at assembly and the tree now, worded; None if none."""
+    for rel in sorted(set(recorded) | set(now)):
+        was, cur = recorded.get(rel), now.get(rel)
+        if was == cur:
+            continue
+        if was is None:
+            return f"{rel} was not there when it was assembled (planted)"
+        if cur is None:
+            return f"{rel} is gone since it was assembled"
+        return f"{rel} changed since it was assembled ({_kind(was)} then, {_kind(cur)} now)"
+    return None
+
+
+def _kind(entry: str) -> str:
+    if entry == "d":
+        return "a folder"
+    if entry.startswith("l:"):
+        return f"a link to {entry[2:]}"
+    mode, digest = entry[1:].split(":", 1)
+    return f"a file of mode {mode}, sha256 {digest[:12]}"
+
+
+def judge_root_folder(root: Path) -> None:
+    """Refuse a sysroot folder someone else could change, by the run-time loader's rule for library folders
+    (`runtime.loader.trust_problem`: every folder and link on the way, owner root or this user, writable by no one
+    else), or one that is itself a link."""
+    if why := trust_problem(str(root.absolute())):
+        raise BadInputError(f"sysroot at {root}: {why}")
+    if root.is_symlink():
+        raise BadInputError(
+            f"sysroot at {root}: is a link; slimwheel assembles a sysroot in a folder of its own",
+            hint="remove the link, or name a folder",
+        )
+
+
+def _read_stamp(root: Path, spec: SysrootSpec) -> tuple[Sysroot, dict[str, str]] | None:
+    """The sysroot the stamp describes and the manifest it recorded, or None when the root must be assembled (no
+    root, no stamp or an unreadable one, another schema or sysroot)."""
+    if not os.path.lexists(root):
+        return None
+    judge_root_folder(root)
+    fd = open_folder(root)
     try:
-        data = json.loads((root / STAMP).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        raw = read_at(fd, STAMP, limit=_MAX_GENERATED)
+    finally:
+        os.close(fd)
+    try:
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
         return None
-    if data.get("schema") != STAMP_SCHEMA or data.get("name") != spec.name or not (root / "bin" / "g++").is_file():
+    if not isinstance(data, dict) or data.get("schema") != STAMP_SCHEMA or data.get("name") != spec.name:
         return None
-    return Sysroot(spec=spec, root=root, packages={str(k): str(v) for k, v in dict(data.get("packages", {})).items()})
+    files, packages = data.get("files"), data.get("packages")
+    if not isinstance(files, dict) or not isinstance(packages, dict):
+        return None
+    sysroot = Sysroot(spec=spec, root=root, packages={str(k): str(v) for k, v in packages.items()})
+    return sysroot, {str(k): str(v) for k, v in files.items()}
+
+
+def verify_root(root: Path, recorded: Mapping[str, str]) -> None:
+    """Refuse a cached sysroot whose tree is not what was assembled (a trojaned compiler, a planted library or
+    link, a changed mode) or whose folders someone else could change; BadInputError names the first problem."""
+    judge_root_folder(root)
+    if why := manifest_problem(recorded, tree_manifest(root)):
+        raise BadInputError(
+            f"sysroot at {root}: {why}; it is not used", hint=f"remove {root} to assemble the sysroot again"
+        )
 
 
 def ensure_sysroot(name: str, *, env: Mapping[str, str] | None = None, into: Path | None = None) -> Sysroot:
-    """The sysroot `name`, assembled once into `into` (default: <cache>/sysroots/<name>) and reused after."""
+    """The sysroot `name`, assembled once into `into` (default: <cache>/sysroots/<name>) and, verified against what
+    was recorded at assembly (`verify_root`), reused after."""
     spec = spec_for(name)
     e = dict(os.environ if env is None else env)
-    root = Path(into) if into is not None else cache_dir(e) / "sysroots" / spec.name
+    root = (Path(into) if into is not None else cache_dir(e) / "sysroots" / spec.name).absolute()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    judge_root_folder(root.parent)
     with file_lock(root.parent / f".{root.name}.lock"):
         found = _read_stamp(root, spec)
         if found is not None:
+            sysroot, recorded = found
+            verify_root(root, recorded)
             write_wrappers(root, spec)
-            return found
+            return sysroot
         return _assemble(spec, root)
 
 
@@ -679,10 +851,14 @@ def _assemble(spec: SysrootSpec, root: Path) -> Sysroot:
             )
         write_wrappers(tree, spec)
         sysroot = Sysroot(spec=spec, root=root, packages=packages)
-        stamp = {"schema": STAMP_SCHEMA, **sysroot.to_json()}
+        stamp = {"schema": STAMP_SCHEMA, **sysroot.to_json(), "files": tree_manifest(tree)}
         write_text_atomic(tree / STAMP, json.dumps(stamp, indent=2) + "\n")
-        if root.exists():
+        # What stood under the root's name (a root of an older schema, or one that failed its stamp) goes; a link
+        # goes as a link, never followed.
+        if os.path.isdir(root) and not os.path.islink(root):
             shutil.rmtree(root)
+        elif os.path.lexists(root):
+            os.unlink(root)
         os.replace(tree, root)
     log.info("assembled sysroot %s at %s", spec.name, root)
     return sysroot
