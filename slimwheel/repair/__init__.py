@@ -14,31 +14,32 @@ wheel provides get the same treatment as the CUDA ones, without the loader.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import shutil
 import time
-import zipfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.utils import parse_wheel_filename
 
 from slimwheel import deps, fsutil, torchext, wheelfile
 from slimwheel.cuda import alternatives as alt_model
-from slimwheel.cuda import libs as cudalibs
-from slimwheel.cuda.major import cuda_major
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
-from slimwheel.inspect.dynamic import ElfInfo, carried_names, imports_by_library, scan_elfs
+from slimwheel.inspect.dynamic import carried_names
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.inspect.wheel import requires_dist
-from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
+from slimwheel.repair.major import alt_major, major_for
+from slimwheel.repair.searchpath import fix_search_paths, wanted_rpath
+from slimwheel.repair.source import read_input, rescan, scan_tree, unpack_as
+from slimwheel.repair.unvendor import Unvendored, copies_versions, find_copies, remove_copies
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
-from slimwheel.tools import replace_needed, run_auditwheel, set_rpath
+from slimwheel.tools import run_auditwheel
+
+__all__ = ["RepairResult", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
 
 log = logging.getLogger("slimwheel.repair")
 
@@ -67,31 +68,6 @@ class RepairResult:
     def unvendored_bytes(self) -> tuple[int, int]:
         """(bytes in the input wheel, bytes installed) of the copies removed."""
         return sum(u.compressed for u in self.unvendored), sum(u.installed for u in self.unvendored)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Unvendored:
-    """A copy of a CUDA library the input wheel carried (auditwheel's `libcudart-5a077122.so.12.0.107`)."""
-
-    file: str
-    soname: str  # the name the wheel's files needed it by
-    replaced_by: str | None  # the SONAME they need now (libcudart.so.12); None: dropped (libnvrtc-builtins)
-    package: str  # the nvidia-* wheel that provides it
-    compressed: int  # bytes in the input wheel
-    installed: int
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Input:
-    """What repair learns from the input wheel before auditwheel runs."""
-
-    dist_name: str
-    names: list[str]
-    elfs: dict[str, ElfInfo]
-    requires: tuple[str, ...]
-    record_problems: tuple[str, ...]
-    imports: dict[str, frozenset[str]]  # library -> the symbols the wheel's ELF files take from it
-    torch: torchext.TorchUse | None = None  # what its ELF files take from torch, if they need torch's libraries
 
 
 def repair_wheel(
@@ -130,8 +106,8 @@ def repair_wheel(
     # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
     work_root = fsutil.cache_dir() / "work" / "repair"
     with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
-        src = _read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
-        copies = _vendored(wheel, src)
+        src = read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
+        copies = find_copies(wheel, src)
         if copies and not unvendor:
             raise CheckFailed(
                 f"{wheel.name} carries copies of CUDA libraries ({', '.join(u.file for u in copies)}); a process that "
@@ -140,9 +116,9 @@ def repair_wheel(
                 ExitCode.INCONSISTENT_DEPENDENCIES,
             )
         if copies:
-            _unvendor(tmp / "in", src, copies, wheel)
-            src = _rescan(tmp / "in", src, wheel)
-            versions = {**_vendored_versions(src, copies, wheel), **(versions or {})}
+            remove_copies(tmp / "in", src, copies, wheel)
+            src = rescan(tmp / "in", src, wheel)
+            versions = {**copies_versions(src, copies, wheel), **(versions or {})}
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         if src.torch is not None:
             built = _torch_built(torch or torchext.pinned_build(src.requires, cuda_major=major), major, wheel.name)
@@ -152,7 +128,7 @@ def repair_wheel(
         # Each file's CUDA libraries, of its own major: an alternative's (bitsandbytes' _cuda121.so: CUDA 12), else
         # the wheel's.
         alts = alt_model.alternatives(src.elfs)
-        file_major = {p: _alt_major(src.elfs[p], alts[p]) if p in alts else major for p in src.elfs}
+        file_major = {p: alt_major(src.elfs[p], alts[p]) if p in alts else major for p in src.elfs}
         # A library the wheel carries itself is no requirement: nvidia-cufft's libcufftw.so.12 needs libcufft.so.12
         # beside it (repair required nvidia-cufft of the nvidia-cufft wheel). Copies of CUDA libraries were unvendored
         # above, unless kept on purpose: then the wheel carries them, as asked.
@@ -230,9 +206,9 @@ def repair_wheel(
 
         t2 = time.monotonic()
         work = tmp / "out"
-        names = _unpack(repaired, work, shown_as=wheel)
+        names = unpack_as(repaired, work, shown_as=wheel)
         dist_info = wheelfile.dist_info_of(names, wheel)
-        after = _scan(work, wheel)
+        after = scan_tree(work, wheel)
         bundled = tuple(sorted(n for n in after if n not in set(src.names)))
         # Judged after auditwheel: a library it bundled may be the one that needs the external library.
         used = used_externals(after.values(), externals)
@@ -247,8 +223,8 @@ def repair_wheel(
                     hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER",
                 )
 
-        fixed, dropped = _fix_search_paths(work, after, src.elfs, needed, external, per_file)
-        after = _scan(work, wheel)
+        fixed, dropped = fix_search_paths(work, after, src.elfs, needed, external, per_file)
+        after = scan_tree(work, wheel)
         loader_files: list[str] = []
         # Libraries an extra installs may be absent (the project supports a system CUDA then): the loader, which
         # insists on the wheels' copies, is for libraries the wheel always requires.
@@ -264,7 +240,7 @@ def repair_wheel(
                 driver=_driver(repaired, major),
                 wheel_name=wheel.name,
             )
-            after = _scan(work, wheel)
+            after = scan_tree(work, wheel)
 
         meta_path = work / dist_info / "METADATA"
         where = f"{wheel.name}:{dist_info}/METADATA"
@@ -344,65 +320,6 @@ def _named_for_user(tmp: Path, wheel: Path) -> Iterator[None]:
         raise (BadInputError if isinstance(e, ConfigError) else type(e))(text, hint=e.hint) from None
 
 
-def _unpack(archive: Path, dest: Path, *, shown_as: Path) -> list[str]:
-    """wheelfile.unpack, with messages naming the user's file instead of a temporary one."""
-    try:
-        return wheelfile.unpack(archive, dest)
-    except BadInputError as e:
-        raise BadInputError(str(e).replace(str(archive), str(shown_as))) from None
-
-
-def _scan(root: Path, wheel: Path) -> dict[str, ElfInfo]:
-    try:
-        return scan_elfs(root)
-    except BadInputError as e:
-        raise BadInputError(f"{wheel}: {e}") from None
-
-
-def _read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> _Input:
-    try:
-        dist_name = parse_wheel_filename(wheel.name)[0]
-    except InvalidWheelFilename as e:
-        raise BadInputError(f"{wheel}: not a wheel file name: {e}") from None
-    names = wheelfile.unpack(wheel, dest)
-    dist_info = wheelfile.dist_info_of(names, wheel)
-    for required in ("METADATA", "WHEEL", "RECORD"):
-        if not (dest / dist_info / required).is_file():
-            raise BadInputError(f"{wheel}: {dist_info}/{required} is missing; not a wheel")
-    try:
-        meta = (dest / dist_info / "METADATA").read_text(encoding="utf-8")
-        record = (dest / dist_info / "RECORD").read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise BadInputError(f"{wheel}: {dist_info}/METADATA or RECORD is not UTF-8 text") from None
-    problems = wheelfile.judge_record(
-        wheel,
-        wheelfile.record_problems(record, wheelfile.digest_tree(dest), record_name=f"{dist_info}/RECORD"),
-        rewrite_record=rewrite_record,
-    )
-    inspect_wheel(wheel)  # check's reader and its limits (MAX_RECORDS, MAX_WRAPPERS, ZipLimits): what it refuses, we do
-    elfs = _scan(dest, wheel)
-    if not elfs:
-        raise BadInputError(f"{wheel}: no ELF files in the wheel; a pure Python wheel has nothing to repair")
-    imports: dict[str, set[str]] = {}
-    torch_imports: dict[str, frozenset[str]] = {}
-    for path, info in elfs.items():
-        by_library = imports_by_library(dest / path)
-        for lib, names_used in by_library.items():
-            imports.setdefault(lib, set()).update(names_used)
-        if any(torchext.is_torch_library(n) for n in info.needed):  # torch's libraries have no symbol versions
-            torch_imports[path] = frozenset(n for ns in by_library.values() for n in ns if torchext.is_torch_symbol(n))
-    torch = torchext.torch_use({p: i.needed for p, i in elfs.items()}, torch_imports)
-    return _Input(
-        dist_name=dist_name,
-        names=names,
-        elfs=elfs,
-        requires=requires_dist(meta),
-        record_problems=problems,
-        imports={k: frozenset(v) for k, v in imports.items()},
-        torch=torch,
-    )
-
-
 def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_name: str) -> torchext.TorchBuild:
     """The torch the wheel was built against: the one given (or the one release the wheel pins itself to:
     `torchext.pinned_build`), else the running Python's; its CUDA major must be the wheel's."""
@@ -428,178 +345,6 @@ def _readable_by_check(written: Path, wheel: Path) -> None:
             f"{wheel.name}: the repaired wheel would be refused by `slimwheel check`, so none was written: "
             + e.message.replace(str(written), "the repaired wheel")
         ) from None
-
-
-def _vendored(wheel: Path, src: _Input) -> tuple[Unvendored, ...]:
-    """The input's copies of CUDA libraries, each with the SONAME that replaces it (of the wheel's CUDA major where
-    the name fits two: libcurand.so.10)."""
-    found = {p: v for p in src.elfs if (v := cudalibs.vendored(p)) is not None}
-    if not found:
-        return ()
-    majors = {v.candidates[0].cuda_major for v in found.values() if len(v.candidates) == 1 and not v.companion}
-    with zipfile.ZipFile(wheel) as z:
-        sizes = {i.filename: (i.compress_size, i.file_size) for i in z.infolist()}
-    out = []
-    for path, v in sorted(found.items()):
-        lib = next((c for c in v.candidates if c.cuda_major in majors), v.candidates[-1])
-        soname = src.elfs[path].soname or path.rsplit("/", 1)[-1]
-        out.append(
-            Unvendored(
-                file=path,
-                soname=soname,
-                replaced_by=None if v.companion else lib.soname,
-                package=lib.package,
-                compressed=sizes[path][0],
-                installed=sizes[path][1],
-            )
-        )
-    return tuple(out)
-
-
-def _unvendor(root: Path, src: _Input, copies: Sequence[Unvendored], wheel: Path) -> None:
-    """Remove the copies; every other ELF file that needs one (by its SONAME or by its file name) needs the nvidia-*
-    wheels' SONAME instead. torchvision 0.26.0's image.so needs libnvjpeg.36e11081.so.13, the file whose SONAME is
-    still libnvjpeg.so.13."""
-    changes = {name: u.replaced_by for u in copies for name in (u.soname, u.file.rsplit("/", 1)[-1])}
-    gone = {u.file for u in copies}
-    for path, info in src.elfs.items():
-        if path in gone:
-            continue
-        mine = {old: new for old, new in changes.items() if old in info.needed}
-        if mine:
-            # a NEEDED the file already has under its new name is dropped rather than listed twice
-            mine = {o: (None if n in info.needed else n) for o, n in mine.items()}
-            replace_needed(root / path, mine, name=path)
-    for u in copies:
-        (root / u.file).unlink()
-        log.info(
-            "%s: removed %s (%d bytes installed), now needed as %s from %s",
-            wheel.name,
-            u.file,
-            u.installed,
-            u.replaced_by or "nothing (its library loads it)",
-            u.package,
-        )
-
-
-def _rescan(root: Path, src: _Input, wheel: Path) -> _Input:
-    names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    elfs = _scan(root, wheel)
-    imports: dict[str, set[str]] = {}
-    for path in elfs:
-        for lib, used in imports_by_library(root / path).items():
-            imports.setdefault(lib, set()).update(used)
-    return dataclasses.replace(src, names=names, elfs=elfs, imports={k: frozenset(v) for k, v in imports.items()})
-
-
-def _vendored_versions(src: _Input, copies: Sequence[Unvendored], wheel: Path) -> dict[str, str]:
-    """package -> the release the copies were (libcudart.so.12.0.107: nvidia-cuda-runtime-cu12 12.0.107): what the
-    wheel was built and tested against, the requirement's floor."""
-    out: dict[str, str] = {}
-    for u in copies:
-        v = cudalibs.vendored(u.file)
-        if v is not None and v.version and not v.companion:
-            out.setdefault(u.package, v.version)
-    return out
-
-
-def major_for(
-    elfs: Mapping[str, ElfInfo],
-    *,
-    requires: Sequence[str] = (),
-    cuda: CudaVersion | None = None,
-    wheel_name: str = "the wheel",
-) -> int | None:
-    """The CUDA major to repair for: the one given, else the wheel's own evidence (`cuda.major.cuda_major`). A wheel that
-    needs libraries of several majors is refused (exit 12); one that needs only SONAMEs two majors share, without
-    other evidence, needs --cuda (exit 3). Per-CUDA alternatives (`cuda.alternatives`) are no mixture: the major is
-    that of the other files, else the newest alternative's; each alternative is repaired for its own."""
-    alts = alt_model.alternatives(elfs)
-    evidence = cuda_major(
-        [(i.path, i.needed) for i in elfs.values() if i.path not in alts],
-        requires,
-        carried=carried_names(elfs.values()),
-    )
-    if evidence.major is None and cuda is None and alts:
-        return max(_alt_major(elfs[f], a) for f, a in alts.items())
-    if evidence.mixed:
-        raise CheckFailed(
-            f"{wheel_name}: the wheel needs libraries of several CUDA majors ({'; '.join(evidence.mixed)}); "
-            "one process cannot load both",
-            ExitCode.INCONSISTENT_DEPENDENCIES,
-        )
-    major = cuda.major if cuda is not None else evidence.major
-    if major is None and evidence.ambiguous:
-        raise BadInputError(
-            f"{wheel_name}: the wheel needs {', '.join(evidence.ambiguous)}, which CUDA 12 and 13 share; cannot tell "
-            "the CUDA major",
-            hint="pass --cuda 12.X or --cuda 13.X",
-        )
-    if major is None:
-        return None
-    if not cudalibs.libs_for(major):
-        raise BadInputError(f"CUDA {major}: slimwheel's library table has no nvidia-* wheels for it")
-    if wrong := deps.wrong_major([i for i in elfs.values() if i.path not in alts], major):
-        raise CheckFailed(
-            f"repairing for CUDA {major}, but the wheel needs libraries of another CUDA major: {'; '.join(wrong)}",
-            ExitCode.INCONSISTENT_DEPENDENCIES,
-        )
-    return major
-
-
-def _alt_major(info: ElfInfo, alt: alt_model.AlternativeFile) -> int:
-    """An alternative's CUDA major: from the libraries it needs, else from its name."""
-    return cuda_major([(info.path, info.needed)]).major or alt.major
-
-
-def wanted_rpath(
-    info: ElfInfo,
-    original: ElfInfo | None,
-    libs: Sequence[cudalibs.RuntimeLib],
-    externals: Sequence[ExternalLib] = (),
-) -> tuple[str, ...] | None:
-    """The search path an ELF needs after auditwheel: its own safe entries (`rpath.unsafe_entries` are dropped), plus
-    the nvidia/... folders of the CUDA libraries it needs (auditwheel drops entries that point outside the wheel),
-    then the folders of the external libraries it needs (externals with their folder resolved). None when nothing
-    changes."""
-    bad = {u.entry for u in unsafe_entries(info.search_path, info.path)}
-    safe = [e for e in info.search_path if e not in bad]
-    folders = [lib.folder for lib in libs if lib.soname in info.needed]
-    folders += [e.folder for e in externals if e.folder is not None and any(e.matches(n) for n in info.needed)]
-    if not folders:
-        return tuple(norm_origin(e) for e in safe) if bad else None
-    # the input's entries into the nvidia-* wheels' folders, which auditwheel drops (the one rule: `rpath.resolve_entry`)
-    keep = [
-        e
-        for e in (original.search_path if original else ())
-        if (r := resolve_entry(e, info.path)).kind == "inside" and r.target.startswith("nvidia/")
-    ]
-    entries = with_folders(safe, info.path, folders, keep)
-    return entries if entries is not None or not bad else tuple(norm_origin(e) for e in safe)
-
-
-def _fix_search_paths(
-    work: Path,
-    elfs: Mapping[str, ElfInfo],
-    before: Mapping[str, ElfInfo],
-    needed: Sequence[cudalibs.RuntimeLib],
-    external: Sequence[ExternalLib],
-    per_file: Mapping[str, Sequence[cudalibs.RuntimeLib]] | None = None,
-) -> tuple[list[str], list[str]]:
-    """Set each file's `wanted_rpath` (`per_file`: the CUDA libraries of the file's own major, for the input's files;
-    files auditwheel added get `needed`); returns (files changed, `file: entry` dropped as unsafe)."""
-    fixed: list[str] = []
-    dropped: list[str] = []
-    for path, info in elfs.items():
-        for u in unsafe_entries(info.search_path, path):
-            log.warning("%s: dropped RPATH/RUNPATH entry %r: %s", path, u.entry, u.why)
-            dropped.append(f"{path}: {u.entry!r}")
-        libs = per_file[path] if per_file is not None and path in per_file else needed
-        entries = wanted_rpath(info, before.get(path), libs, external)
-        if entries is not None:
-            set_rpath(work / path, entries, use_rpath_tag=bool(info.rpath) and not info.runpath, name=path)
-            fixed.append(path)
-    return fixed, dropped
 
 
 def _driver(repaired: Path, major: int) -> DriverFloor:
