@@ -458,20 +458,37 @@ class ZipReader:
         except zlib.error as e:
             raise BadInputError(f"{self.path}: {m.name}: corrupt deflate data ({e})") from None
 
-    def extract(self, m: Member, target: Path) -> None:
-        """Write the member to `target`, a new file (never through an existing file or link)."""
+    def extract(self, m: Member, target: Path, *, tee: Callable[[bytes], object] | None = None) -> None:
+        """Write the member to `target`, a new file (never through an existing file or link); `tee` gets each block
+        as well (a hash taken while the member inflates)."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         fd = os.open(target, flags, 0o755 if m.executable else 0o644)
         with open(fd, "wb") as out:
-            self.stream(m, _sparse(out, _may_break_ratio(m, self.limits)))
+            write = _sparse(out, _may_break_ratio(m, self.limits))
+            if tee is None:
+                self.stream(m, write)
+            else:
+
+                def both(block: bytes) -> None:
+                    tee(block)
+                    write(block)
+
+                self.stream(m, both)
             out.truncate()
         os.chmod(target, 0o755 if m.executable else 0o644)
 
 
-def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list[str]:
+def extract(
+    wheel: Path,
+    dest: Path,
+    limits: ZipLimits = DEFAULT_LIMITS,
+    *,
+    tee: Callable[[Member], Callable[[bytes], object]] | None = None,
+) -> list[str]:
     """Unpack a wheel into `dest` (made if missing; it should be empty) after the directory's checks, streaming each
     member; files get mode 0755 when the zip marks them executable, else 0644. Returns the file names, zip order.
-    On a refusal, what was written so far stays in `dest` for the caller's temporary folder to remove."""
+    `tee(member)`: a sink that also gets that member's bytes as they inflate. On a refusal, what was written so far
+    stays in `dest` for the caller's temporary folder to remove."""
     dest = Path(dest)
     with ZipReader(wheel, limits) as z:
         names = []
@@ -481,7 +498,7 @@ def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list
         for m in z.members:
             target = dest / m.name
             try:
-                z.extract(m, target)
+                z.extract(m, target, tee=None if tee is None else tee(m))
             except OSError as e:
                 problem = f"cannot be written to {target} ({e.strerror})"
                 raise BadInputError(f"{wheel}: member {m.name!r}: {problem}") from None
