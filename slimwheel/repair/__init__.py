@@ -24,19 +24,18 @@ from pathlib import Path
 from packaging.utils import parse_wheel_filename
 
 from slimwheel import deps, fsutil, torchext, wheelfile
-from slimwheel.cuda import alternatives as alt_model
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
-from slimwheel.inspect.dynamic import carried_names
-from slimwheel.inspect.pyimports import PythonImports
-from slimwheel.inspect.scan import inspect_wheel
-from slimwheel.inspect.wheel import requires_dist
-from slimwheel.repair.major import alt_major, major_for
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.report import WheelReport
+from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
+from slimwheel.repair.major import major_for
+from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs
 from slimwheel.repair.searchpath import fix_search_paths, wanted_rpath
-from slimwheel.repair.source import read_input, rescan, scan_tree, unpack_as
+from slimwheel.repair.source import RepairInput, after_patch, elf_facts, read_input, unpack_as
 from slimwheel.repair.unvendor import Unvendored, copies_versions, find_copies, remove_copies
-from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
+from slimwheel.runtime.place import driver_floor, install_loader
 from slimwheel.tools import run_auditwheel
 
 __all__ = ["RepairResult", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
@@ -107,7 +106,7 @@ def repair_wheel(
     work_root = fsutil.cache_dir() / "work" / "repair"
     with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
-        copies = find_copies(wheel, src)
+        copies = find_copies(src)
         if copies and not unvendor:
             raise CheckFailed(
                 f"{wheel.name} carries copies of CUDA libraries ({', '.join(u.file for u in copies)}); a process that "
@@ -116,77 +115,25 @@ def repair_wheel(
                 ExitCode.INCONSISTENT_DEPENDENCIES,
             )
         if copies:
-            remove_copies(tmp / "in", src, copies, wheel)
-            src = rescan(tmp / "in", src, wheel)
-            versions = {**copies_versions(src, copies, wheel), **(versions or {})}
+            patched = remove_copies(tmp / "in", src, copies, wheel)
+            src = after_patch(tmp / "in", src, [u.file for u in copies], patched)
+            versions = {**copies_versions(copies), **(versions or {})}
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         if src.torch is not None:
-            built = _torch_built(torch or torchext.pinned_build(src.requires, cuda_major=major), major, wheel.name)
-            torch_req = torchext.requirement(src.torch, built, cuda_major=major)
-            externals = (*torchext.externals(src.torch, torch_req), *externals)
-            log.info("%s: %s; requires %s", wheel.name, src.torch.summary(), torch_req)
-        # Each file's CUDA libraries, of its own major: an alternative's (bitsandbytes' _cuda121.so: CUDA 12), else
-        # the wheel's.
-        alts = alt_model.alternatives(src.elfs)
-        file_major = {p: alt_major(src.elfs[p], alts[p]) if p in alts else major for p in src.elfs}
-        # A library the wheel carries itself is no requirement: nvidia-cufft's libcufftw.so.12 needs libcufft.so.12
-        # beside it (repair required nvidia-cufft of the nvidia-cufft wheel). Copies of CUDA libraries were unvendored
-        # above, unless kept on purpose: then the wheel carries them, as asked.
-        carried = carried_names(src.elfs.values())
-        per_file = {
-            p: [lib for lib in deps.needed_runtime_libs([info], file_major[p]) if lib.soname not in carried]
-            for p, info in src.elfs.items()
-        }
-        majors = sorted({m for p, m in file_major.items() if m is not None and per_file[p]})
-        every: list[int | None] = list(majors) or [major]
-        excludes = tuple(
-            dict.fromkeys([*(x for m in every for x in deps.exclusions(m)), *(e.pattern for e in externals)])
+            externals = (*_torch_externals(src.torch, src.requires, torch, major, wheel.name), *externals)
+        needs = runtime_needs(src.elfs, major)
+        excludes = exclusions(needs, major, externals)
+        pre = _plan_from_rules(src, major, wheel)
+        plan = plan_requirements(
+            needs,
+            from_extras=frozenset(p.soname for p in pre.from_extras),
+            extras=pre.extras,
+            optional=pre.optional,
+            cuda=cuda,
+            versions=versions,
+            imports=src.imports,
+            wheel_name=wheel.name,
         )
-        needed = list(dict.fromkeys(lib for libs in per_file.values() for lib in libs))
-        # A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the
-        # extra installs are not required again, and those no requirement installs are required under that extra.
-        # The package's Python sources say which extension modules are optional parts (read only when asked).
-        python = PythonImports.from_wheel(wheel)
-        pre = deps.dependency_problems(
-            list(src.elfs.values()),
-            cuda_major=major,
-            requires=src.requires,
-            tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]],
-            files=src.names,
-            name=src.dist_name,
-            imports=python,
-        )
-        by_extra = {p.soname for p in pre.from_extras}
-        extra = pre.extras[0] if len(pre.extras) == 1 else None
-        # Libraries only optional parts need stay unrequired, as the project has them (CuPy 14.2 documents
-        # `pip install nvidia-nccl-cu13 cutensor-cu13` as optional): requiring them would add NCCL's 300 MB to every
-        # install. Their RPATH to the nvidia-* folders stays, so that installing the package turns the part on.
-        to_require = [lib for lib in needed if lib.soname not in by_extra and lib.soname not in pre.optional]
-        for soname in pre.optional:
-            log.info("%s: %s is needed by optional parts only; not required", wheel.name, soname)
-        floors = tuple(
-            {
-                lib.package: deps.floor_for(lib, cuda=cuda, versions=versions, imports=src.imports)
-                for lib in to_require
-            }.values()
-        )
-        if len(majors) > 1 and extra is None:
-            # Alternatives for several CUDA majors, one loaded per process: pip cannot tell which one a process will
-            # load (bitsandbytes picks by torch's CUDA), so each major's wheels come with an extra of its own
-            # (`pip install bitsandbytes[cuda12]`); without it the alternative finds its libraries where the process
-            # already has them (torch's) or the system's.
-            reqs = {}
-            for m in majors:
-                libs_m = [lib for lib in to_require if lib.cuda_major == m]
-                for pkg, r in deps.requirements(
-                    libs_m, cuda=cuda if cuda and cuda.major == m else None, versions=versions, imports=src.imports
-                ).items():
-                    reqs[pkg] = f'{r}; extra == "cuda{m}"'
-            extra = ", ".join(f"cuda{m}" for m in majors)
-        else:
-            reqs = deps.requirements(to_require, cuda=cuda, versions=versions, imports=src.imports)
-            if extra is not None:
-                reqs = {pkg: f'{r}; extra == "{extra}"' for pkg, r in reqs.items()}
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()
@@ -208,72 +155,38 @@ def repair_wheel(
         work = tmp / "out"
         names = unpack_as(repaired, work, shown_as=wheel)
         dist_info = wheelfile.dist_info_of(names, wheel)
-        after = scan_tree(work, wheel)
+        # auditwheel's output, read once: its ELF facts and, for the loader, its driver floor
+        aw_report = _read_repaired(repaired, work, names, wheel)
+        after = elf_facts(aw_report)
         bundled = tuple(sorted(n for n in after if n not in set(src.names)))
-        # Judged after auditwheel: a library it bundled may be the one that needs the external library.
-        used = used_externals(after.values(), externals)
-        for e in externals:
-            if e not in used:
-                log.info("external library %s: no ELF file in %s needs it; ignored", e.pattern, wheel.name)
-        external = tuple(resolve_external(e) for e in used)
-        for e in external:
-            if why := check_can_tie(e):
-                raise BadInputError(
-                    f"{wheel.name}: {why}; the repaired wheel would fail check",
-                    hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER",
-                )
-
-        fixed, dropped = fix_search_paths(work, after, src.elfs, needed, external, per_file)
-        after = scan_tree(work, wheel)
+        external = _externals_needed(after, externals, wheel)
+        fixed, dropped, after = fix_search_paths(work, after, src.elfs, needs.needed, external, needs.per_file)
         loader_files: list[str] = []
         # Libraries an extra installs may be absent (the project supports a system CUDA then): the loader, which
         # insists on the wheels' copies, is for libraries the wheel always requires.
-        if loader and needed and extra is None:
-            assert major is not None  # needed is empty without a major
+        if loader and needs.needed and plan.extra is None:
+            assert major is not None  # nothing is needed without a major
             loader_files = install_loader(
                 work,
                 names,
                 after,
-                needed=[lib for lib in needed if lib.soname not in pre.optional],
-                reqs=reqs,
+                needed=[lib for lib in needs.needed if lib.soname not in plan.optional],
+                reqs=plan.reqs,
                 dist_name=src.dist_name,
-                driver=_driver(repaired, major),
+                driver=driver_floor(major, aw_report.driver_floor, "; ".join(aw_report.driver_why) or None),
                 wheel_name=wheel.name,
             )
-            after = scan_tree(work, wheel)
-
-        meta_path = work / dist_info / "METADATA"
-        where = f"{wheel.name}:{dist_info}/METADATA"
-        meta_text, _ = wheelfile.add_requires_dist(meta_path.read_text(encoding="utf-8"), reqs, path=where)
-        meta_text, external_reqs = wheelfile.merge_requires_dist(
-            meta_text, [e.requirement for e in external], path=where
+        external_reqs = _write_requirements(
+            work / dist_info / "METADATA", f"{wheel.name}:{dist_info}/METADATA", plan, external
         )
-        meta_path.write_text(meta_text, encoding="utf-8")
-
-        _, _, _, tags = parse_wheel_filename(repaired.name)
-        verdict = deps.dependency_problems(
-            list(after.values()),
-            cuda_major=major,
-            requires=requires_dist(meta_text),
-            tags=[str(t) for t in tags],
-            files=names,
-            imports=python,
-        )
-        problems = list(verdict.problems)
-        if src.torch is not None:
-            problems += torchext.judge(src.torch, requires_dist(meta_text), cuda_major=major).problems
-        if problems:
-            raise CheckFailed(
-                f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "
-                + "; ".join(problems),
-                ExitCode.INCONSISTENT_DEPENDENCIES,
-            )
         target = Path(out_dir).absolute() / repaired.name
         if target.resolve() == wheel.resolve():
             raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
-        wheelfile.pack(work, dist_info, target, verify=lambda written: _readable_by_check(written, wheel))
+        wheelfile.pack(
+            work, dist_info, target, verify=lambda written: _final_judgement(written, wheel, src, major, repaired.name)
+        )
         phases["rewrite"] = time.monotonic() - t2
-    requires = (*reqs.values(), *external_reqs)
+    requires = (*plan.reqs.values(), *external_reqs)
     log.info(
         "repaired %s -> %s (excluded %d SONAMEs, requires %s)",
         wheel.name,
@@ -292,12 +205,92 @@ def repair_wheel(
         rpath_dropped=tuple(dropped),
         record_rewritten=bool(src.record_problems),
         external=external,
-        floors=floors,
-        extra=extra,
+        floors=plan.floors,
+        extra=plan.extra,
         unvendored=copies,
-        optional=pre.optional,
+        optional=plan.optional,
         phases=phases,
     )
+
+
+def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.DependencyVerdict:
+    """The dependency rules on the input, for planning only: which libraries the project's own extras install and
+    which only optional parts need (the package's Python sources say which extension modules are optional)."""
+    return deps.dependency_problems(
+        list(src.elfs.values()),
+        cuda_major=major,
+        requires=src.requires,
+        tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]],
+        files=src.names,
+        name=src.dist_name,
+        imports=src.python,
+    )
+
+
+def _final_judgement(written: Path, wheel: Path, src: RepairInput, major: int | None, name: str) -> None:
+    """The packed output, read once as `check` reads it, judged by the same dependency rule check uses (and torch's):
+    a wheel check would refuse or fail is never written."""
+    report = _readable_by_check(written, wheel)
+    verdict = deps.dependency_problems(
+        list(elf_facts(report).values()),
+        cuda_major=major,
+        requires=report.requires_dist,
+        tags=[str(t) for t in parse_wheel_filename(name)[3]],
+        files=[f.name for f in report.files],
+        imports=src.python,
+    )
+    problems = list(verdict.problems)
+    if src.torch is not None:
+        problems += torchext.judge(src.torch, report.requires_dist, cuda_major=major).problems
+    if problems:
+        raise CheckFailed(
+            f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "
+            + "; ".join(problems),
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+        )
+
+
+def _torch_externals(
+    use: torchext.TorchUse,
+    requires: Sequence[str],
+    given: torchext.TorchBuild | None,
+    major: int | None,
+    wheel_name: str,
+) -> tuple[ExternalLib, ...]:
+    """torch's libraries, left to torch's wheel, which is required in the release range the wheel serves."""
+    built = _torch_built(given or torchext.pinned_build(requires, cuda_major=major), major, wheel_name)
+    torch_req = torchext.requirement(use, built, cuda_major=major)
+    log.info("%s: %s; requires %s", wheel_name, use.summary(), torch_req)
+    return torchext.externals(use, torch_req)
+
+
+def _externals_needed(
+    elfs: Mapping[str, ElfInfo], externals: Sequence[ExternalLib], wheel: Path
+) -> tuple[ExternalLib, ...]:
+    """The external libraries some ELF file needs, each with its folder resolved. Judged after auditwheel: a library
+    it bundled may be the one that needs the external library."""
+    used = used_externals(elfs.values(), externals)
+    for e in externals:
+        if e not in used:
+            log.info("external library %s: no ELF file in %s needs it; ignored", e.pattern, wheel.name)
+    external = tuple(resolve_external(e) for e in used)
+    for e in external:
+        if why := check_can_tie(e):
+            raise BadInputError(
+                f"{wheel.name}: {why}; the repaired wheel would fail check",
+                hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER",
+            )
+    return external
+
+
+def _write_requirements(
+    meta_path: Path, where: str, plan: RequirementPlan, external: Sequence[ExternalLib]
+) -> tuple[str, ...]:
+    """The plan's requirements and the external libraries' added to METADATA; returns the external ones written."""
+    meta_text, _ = wheelfile.add_requires_dist(meta_path.read_text(encoding="utf-8"), plan.reqs, path=where)
+    meta_text, external_reqs = wheelfile.merge_requires_dist(meta_text, [e.requirement for e in external], path=where)
+    meta_path.write_text(meta_text, encoding="utf-8")
+    return external_reqs
 
 
 @contextlib.contextmanager
@@ -335,19 +328,26 @@ def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_nam
     return built
 
 
-def _readable_by_check(written: Path, wheel: Path) -> None:
+def _read_repaired(repaired: Path, root: Path, names: list[str], wheel: Path) -> WheelReport:
+    """auditwheel's output unpacked under root, read by check's reader: what it refuses (a bundled library may carry
+    fatbins past check's limits), the repaired wheel, which holds the same files and the loader, would be too."""
+    try:
+        return inspect_unpacked(repaired, root, names)
+    except BadInputError as e:
+        raise _refused_by_check(e, repaired, wheel) from None
+
+
+def _refused_by_check(e: BadInputError, written: Path, wheel: Path) -> BadInputError:
+    return BadInputError(
+        f"{wheel.name}: the repaired wheel would be refused by `slimwheel check`, so none was written: "
+        + e.message.replace(str(written), "the repaired wheel")
+    )
+
+
+def _readable_by_check(written: Path, wheel: Path) -> WheelReport:
     """The packed output read as `check` reads it (its limits: a bundled library may carry fatbins past them): a wheel
     check refuses (exit 3) is never written."""
     try:
-        inspect_wheel(written)
+        return inspect_wheel(written)
     except BadInputError as e:
-        raise BadInputError(
-            f"{wheel.name}: the repaired wheel would be refused by `slimwheel check`, so none was written: "
-            + e.message.replace(str(written), "the repaired wheel")
-        ) from None
-
-
-def _driver(repaired: Path, major: int) -> DriverFloor:
-    """The loader's driver floor, from the wheel report (it knows PTX and fatbin compression)."""
-    report = inspect_wheel(repaired)
-    return driver_floor(major, report.driver_floor, "; ".join(report.driver_why) or None)
+        raise _refused_by_check(e, written, wheel) from None

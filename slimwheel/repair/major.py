@@ -60,3 +60,9 @@ def major_for(
 def alt_major(info: ElfInfo, alt: alt_model.AlternativeFile) -> int:
     """An alternative's CUDA major: from the libraries it needs, else from its name."""
     return cuda_major([(info.path, info.needed)]).major or alt.major
+
+
+def file_majors(elfs: Mapping[str, ElfInfo], major: int | None) -> dict[str, int | None]:
+    """Each file's CUDA major: an alternative's own (bitsandbytes' _cuda121.so: CUDA 12), else the wheel's."""
+    alts = alt_model.alternatives(elfs)
+    return {p: alt_major(elfs[p], alts[p]) if p in alts else major for p in elfs}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.external import ExternalLib
-from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.dynamic import ElfInfo, read_dynamic
 from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
 from slimwheel.tools import set_rpath
 
@@ -49,9 +49,10 @@ def fix_search_paths(
     needed: Sequence[cudalibs.RuntimeLib],
     external: Sequence[ExternalLib],
     per_file: Mapping[str, Sequence[cudalibs.RuntimeLib]] | None = None,
-) -> tuple[list[str], list[str]]:
+) -> tuple[list[str], list[str], dict[str, ElfInfo]]:
     """Set each file's `wanted_rpath` (`per_file`: the CUDA libraries of the file's own major, for the input's files;
-    files auditwheel added get `needed`); returns (files changed, `file: entry` dropped as unsafe)."""
+    files auditwheel added get `needed`); returns (files changed, `file: entry` dropped as unsafe, the ELF facts
+    after: the changed files read again, as patchelf wrote them)."""
     fixed: list[str] = []
     dropped: list[str] = []
     for path, info in elfs.items():
@@ -63,4 +64,9 @@ def fix_search_paths(
         if entries is not None:
             set_rpath(work / path, entries, use_rpath_tag=bool(info.rpath) and not info.runpath, name=path)
             fixed.append(path)
-    return fixed, dropped
+    after = dict(elfs)
+    for path in fixed:
+        now = read_dynamic(work / path, path)
+        assert now is not None  # it was ELF before patchelf set its search path
+        after[path] = now
+    return fixed, dropped, after

@@ -4,7 +4,6 @@ pointed at the nvidia-* wheels' SONAMEs."""
 from __future__ import annotations
 
 import logging
-import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,15 +27,14 @@ class Unvendored:
     installed: int
 
 
-def find_copies(wheel: Path, src: RepairInput) -> tuple[Unvendored, ...]:
+def find_copies(src: RepairInput) -> tuple[Unvendored, ...]:
     """The input's copies of CUDA libraries, each with the SONAME that replaces it (of the wheel's CUDA major where
     the name fits two: libcurand.so.10)."""
     found = {p: v for p in src.elfs if (v := cudalibs.vendored(p)) is not None}
     if not found:
         return ()
     majors = {v.candidates[0].cuda_major for v in found.values() if len(v.candidates) == 1 and not v.companion}
-    with zipfile.ZipFile(wheel) as z:
-        sizes = {i.filename: (i.compress_size, i.file_size) for i in z.infolist()}
+    sizes = src.sizes
     out = []
     for path, v in sorted(found.items()):
         lib = next((c for c in v.candidates if c.cuda_major in majors), v.candidates[-1])
@@ -54,12 +52,13 @@ def find_copies(wheel: Path, src: RepairInput) -> tuple[Unvendored, ...]:
     return tuple(out)
 
 
-def remove_copies(root: Path, src: RepairInput, copies: Sequence[Unvendored], wheel: Path) -> None:
+def remove_copies(root: Path, src: RepairInput, copies: Sequence[Unvendored], wheel: Path) -> list[str]:
     """Remove the copies; every other ELF file that needs one (by its SONAME or by its file name) needs the nvidia-*
     wheels' SONAME instead. torchvision 0.26.0's image.so needs libnvjpeg.36e11081.so.13, the file whose SONAME is
-    still libnvjpeg.so.13."""
+    still libnvjpeg.so.13. Returns the files patched."""
     changes = {name: u.replaced_by for u in copies for name in (u.soname, u.file.rsplit("/", 1)[-1])}
     gone = {u.file for u in copies}
+    patched: list[str] = []
     for path, info in src.elfs.items():
         if path in gone:
             continue
@@ -68,6 +67,7 @@ def remove_copies(root: Path, src: RepairInput, copies: Sequence[Unvendored], wh
             # a NEEDED the file already has under its new name is dropped rather than listed twice
             mine = {o: (None if n in info.needed else n) for o, n in mine.items()}
             replace_needed(root / path, mine, name=path)
+            patched.append(path)
     for u in copies:
         (root / u.file).unlink()
         log.info(
@@ -78,9 +78,10 @@ def remove_copies(root: Path, src: RepairInput, copies: Sequence[Unvendored], wh
             u.replaced_by or "nothing (its library loads it)",
             u.package,
         )
+    return patched
 
 
-def copies_versions(src: RepairInput, copies: Sequence[Unvendored], wheel: Path) -> dict[str, str]:
+def copies_versions(copies: Sequence[Unvendored]) -> dict[str, str]:
     """package -> the release the copies were (libcudart.so.12.0.107: nvidia-cuda-runtime-cu12 12.0.107): what the
     wheel was built and tested against, the requirement's floor."""
     out: dict[str, str] = {}
