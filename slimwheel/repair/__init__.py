@@ -106,7 +106,7 @@ def repair_wheel(
     work_root = fsutil.cache_dir() / "work" / "repair"
     with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
-        copies = find_copies(src)
+        copies = find_copies(tmp / "in", src)
         if copies and not unvendor:
             raise CheckFailed(
                 f"{wheel.name} carries copies of CUDA libraries ({', '.join(u.file for u in copies)}); a process that "
