@@ -373,6 +373,14 @@ class Vendored:
         return any((m := pattern.match(node)) is not None and int(m["major"]) in majors for _, pattern in _COMPANIONS)
 
 
+def content_hash(name: str) -> str | None:
+    """The 8 hex digits auditwheel puts in the name of a library it bundles (libcudart-53d54daa.so.12.6.68): the
+    start of the original file's SHA-256. Two wheels that carry a file of that one name carry the same library, which
+    a process that imports both maps once."""
+    m = _HASHED.match(name.rsplit("/", 1)[-1])
+    return None if m is None else name.rsplit("/", 1)[-1][len(m["stem"]) + 1 : len(m["stem"]) + 9]
+
+
 def _unhashed(name: str) -> str:
     m = _HASHED.match(name)
     return m["stem"] + m["ver"] if m else name

@@ -31,14 +31,20 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.repair.major import major_for
-from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs
+from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs, torch_externals
 from slimwheel.repair.searchpath import fix_search_paths, wanted_rpath
-from slimwheel.repair.source import RepairInput, after_patch, elf_facts, read_input, unpack_as
-from slimwheel.repair.unvendor import Unvendored, copies_versions, find_copies, remove_copies
+from slimwheel.repair.source import RepairInput, elf_facts, read_input, unpack_as
+from slimwheel.repair.unvendor import (
+    IndexFor,
+    SharedCopy,
+    Unvendored,
+    copies_versions,
+    without_copies,
+)
 from slimwheel.runtime.place import driver_floor, install_loader
 from slimwheel.tools import run_auditwheel
 
-__all__ = ["RepairResult", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
+__all__ = ["IndexFor", "RepairResult", "SharedCopy", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
 
 log = logging.getLogger("slimwheel.repair")
 
@@ -59,6 +65,8 @@ class RepairResult:
     extra: str | None = None  # the extra(s) its CUDA libraries are required under: the project's own (CuPy's ctk), or
     # one per CUDA major for alternatives of several majors ("cuda12, cuda13")
     unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
+    split: tuple[SharedCopy, ...] = ()  # unvendored copies a requirement ships too (--split-shared-copies)
+    copies_unknown: tuple[str, ...] = ()  # requirements whose copies could not be compared, each with why
     # CUDA libraries only optional parts of the package need (deps.DependencyVerdict.optional), left unrequired
     optional: tuple[str, ...] = ()
     phases: dict[str, float] = field(default_factory=dict)
@@ -82,6 +90,8 @@ def repair_wheel(
     unvendor: bool = True,
     torch: torchext.TorchBuild | None = None,
     library_dirs: Sequence[Path] = (),
+    index: IndexFor | None = None,
+    split_shared: bool = False,
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
     linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
@@ -94,7 +104,9 @@ def repair_wheel(
     against, for a wheel that needs torch's libraries (default: the running Python's torch); its libraries are left to
     torch's wheel and torch is required (`slimwheel.torchext`). `library_dirs`: searched first for what auditwheel
     bundles (a sysroot's library folders: a wheel linked against Debian 11's libgomp must bundle that one, not the
-    host's, which needs a newer glibc)."""
+    host's, which needs a newer glibc). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
+    of them ships too (`unvendor.shared_copies`) is refused (exit 12) unless `split_shared`; None: not compared (the
+    result says so)."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -106,21 +118,14 @@ def repair_wheel(
     work_root = fsutil.cache_dir() / "work" / "repair"
     with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
-        copies = find_copies(tmp / "in", src)
-        if copies and not unvendor:
-            raise CheckFailed(
-                f"{wheel.name} carries copies of CUDA libraries ({', '.join(u.file for u in copies)}); a process that "
-                "also loads the nvidia-* wheels' (torch does) would hold two CUDA runtimes; repair without "
-                "--keep-vendored replaces them with the nvidia-* wheels",
-                ExitCode.INCONSISTENT_DEPENDENCIES,
-            )
+        src, copies, shared, unknown = without_copies(
+            src, tmp / "in", wheel, unvendor=unvendor, index=index, split_shared=split_shared
+        )
         if copies:
-            patched = remove_copies(tmp / "in", src, copies, wheel)
-            src = after_patch(tmp / "in", src, [u.file for u in copies], patched)
             versions = {**copies_versions(copies), **(versions or {})}
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         if src.torch is not None:
-            externals = (*_torch_externals(src.torch, src.requires, torch, major, wheel.name), *externals)
+            externals = (*torch_externals(src.torch, src.requires, torch, major, wheel.name), *externals)
         needs = runtime_needs(src.elfs, major)
         excludes = exclusions(needs, major, externals)
         pre = _plan_from_rules(src, major, wheel)
@@ -208,9 +213,15 @@ def repair_wheel(
         floors=plan.floors,
         extra=plan.extra,
         unvendored=copies,
+        split=shared,
+        copies_unknown=unknown,
         optional=plan.optional,
         phases=phases,
     )
+
+
+def _tags(name: str) -> list[str]:
+    return [str(t) for t in parse_wheel_filename(name)[3]]
 
 
 def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.DependencyVerdict:
@@ -220,7 +231,7 @@ def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.D
         list(src.elfs.values()),
         cuda_major=major,
         requires=src.requires,
-        tags=[str(t) for t in parse_wheel_filename(wheel.name)[3]],
+        tags=_tags(wheel.name),
         files=src.names,
         name=src.dist_name,
         imports=src.python,
@@ -235,7 +246,7 @@ def _final_judgement(written: Path, wheel: Path, src: RepairInput, major: int | 
         list(elf_facts(report).values()),
         cuda_major=major,
         requires=report.requires_dist,
-        tags=[str(t) for t in parse_wheel_filename(name)[3]],
+        tags=_tags(name),
         files=[f.name for f in report.files],
         imports=src.python,
     )
@@ -248,20 +259,6 @@ def _final_judgement(written: Path, wheel: Path, src: RepairInput, major: int | 
             + "; ".join(problems),
             ExitCode.INCONSISTENT_DEPENDENCIES,
         )
-
-
-def _torch_externals(
-    use: torchext.TorchUse,
-    requires: Sequence[str],
-    given: torchext.TorchBuild | None,
-    major: int | None,
-    wheel_name: str,
-) -> tuple[ExternalLib, ...]:
-    """torch's libraries, left to torch's wheel, which is required in the release range the wheel serves."""
-    built = _torch_built(given or torchext.pinned_build(requires, cuda_major=major), major, wheel_name)
-    torch_req = torchext.requirement(use, built, cuda_major=major)
-    log.info("%s: %s; requires %s", wheel_name, use.summary(), torch_req)
-    return torchext.externals(use, torch_req)
 
 
 def _externals_needed(
@@ -311,21 +308,6 @@ def _named_for_user(tmp: Path, wheel: Path) -> Iterator[None]:
         if text == e.message:
             raise
         raise (BadInputError if isinstance(e, ConfigError) else type(e))(text, hint=e.hint) from None
-
-
-def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_name: str) -> torchext.TorchBuild:
-    """The torch the wheel was built against: the one given (or the one release the wheel pins itself to:
-    `torchext.pinned_build`), else the running Python's; its CUDA major must be the wheel's."""
-    built = given or torchext.installed_torch()
-    if built is None:
-        raise BadInputError(
-            f"{wheel_name} needs torch's libraries, but no torch is installed in this Python to tell "
-            "which release it was built against",
-            hint="pass --torch VERSION (e.g. 2.11.0+cu130)",
-        )
-    if major is not None and (why := torchext.cuda_mismatch(built, major, where=wheel_name)):
-        raise CheckFailed(why, ExitCode.INCONSISTENT_DEPENDENCIES)
-    return built
 
 
 def _read_repaired(repaired: Path, root: Path, names: list[str], wheel: Path) -> WheelReport:

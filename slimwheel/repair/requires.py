@@ -7,9 +7,10 @@ import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from slimwheel import deps
+from slimwheel import deps, torchext
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import CudaVersion
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.external import ExternalLib
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.repair.major import file_majors
@@ -99,3 +100,32 @@ def plan_requirements(
         if extra is not None:
             reqs = {pkg: f'{r}; extra == "{extra}"' for pkg, r in reqs.items()}
     return RequirementPlan(reqs=reqs, floors=floors, extra=extra, optional=optional)
+
+
+def torch_externals(
+    use: torchext.TorchUse,
+    requires: Sequence[str],
+    given: torchext.TorchBuild | None,
+    major: int | None,
+    wheel_name: str,
+) -> tuple[ExternalLib, ...]:
+    """torch's libraries, left to torch's wheel, which is required in the release range the wheel serves."""
+    built = _torch_built(given or torchext.pinned_build(requires, cuda_major=major), major, wheel_name)
+    torch_req = torchext.requirement(use, built, cuda_major=major)
+    log.info("%s: %s; requires %s", wheel_name, use.summary(), torch_req)
+    return torchext.externals(use, torch_req)
+
+
+def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_name: str) -> torchext.TorchBuild:
+    """The torch the wheel was built against: the one given (or the one release the wheel pins itself to:
+    `torchext.pinned_build`), else the running Python's; its CUDA major must be the wheel's."""
+    built = given or torchext.installed_torch()
+    if built is None:
+        raise BadInputError(
+            f"{wheel_name} needs torch's libraries, but no torch is installed in this Python to tell "
+            "which release it was built against",
+            hint="pass --torch VERSION (e.g. 2.11.0+cu130)",
+        )
+    if major is not None and (why := torchext.cuda_mismatch(built, major, where=wheel_name)):
+        raise CheckFailed(why, ExitCode.INCONSISTENT_DEPENDENCIES)
+    return built

@@ -13,18 +13,26 @@ they are). Otherwise repair refuses the wheel, naming the file (exit 3).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.utils import parse_wheel_filename
+
+from slimwheel import deps
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.errors import BadInputError
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo, exported_symbols, imports_by_library
 from slimwheel.inspect.elf import file_version_definitions
-from slimwheel.repair.source import RepairInput
+from slimwheel.repair.source import RepairInput, after_patch
+from slimwheel.reqgraph import Lookup, RequirementGraph
 from slimwheel.tools import replace_needed
 
 log = logging.getLogger("slimwheel.repair")
+
+# The lookup of requirements' wheels for where the wheel installs (`pypindex.IndexLookup` for the command; a fake one
+# in tests): what their wheels ship is compared with the input's copies.
+IndexFor = Callable[[deps.Installs], Lookup]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,3 +159,68 @@ def copies_versions(copies: Sequence[Unvendored]) -> dict[str, str]:
         if u.release:
             out.setdefault(u.package, u.release)
     return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class SharedCopy:
+    """A copy the input shares with a requirement's wheel (the same auditwheel copy, by its content-hashed name)."""
+
+    file: str  # the input's copy
+    project: str  # the requirement's project that ships it too
+    version: str
+    path: str  # where that project installs it, relative to site-packages
+    how: str  # "requires cumm-cu126>=0.7.11"
+
+    def __str__(self) -> str:
+        return f"{self.file} is also {self.path} of {self.project} {self.version} (the wheel {self.how})"
+
+
+def shared_copies(
+    copies: Sequence[Unvendored], requires: Sequence[str], tags: Sequence[str], index: IndexFor
+) -> tuple[tuple[SharedCopy, ...], tuple[str, ...]]:
+    """The copies a requirement (or a requirement's requirement) ships too, and the requirements that could not be
+    read (whose copies are unknown). Unvendoring a shared copy splits it: the process then maps the requirement's
+    copy and the nvidia-* wheel's, two CUDA runtimes where there was one."""
+    installs = deps.Installs.from_tags(tags)
+    graph = RequirementGraph(requires, installs.environments(), index(installs))
+    out = []
+    for u in copies:
+        if (p := graph.shared_copy(u.file)) is not None:
+            out.append(SharedCopy(file=u.file, project=p.project, version=p.version, path=p.path, how=p.how()))
+    return tuple(out), graph.unread
+
+
+def without_copies(
+    src: RepairInput, root: Path, wheel: Path, *, unvendor: bool, index: IndexFor | None, split_shared: bool
+) -> tuple[RepairInput, tuple[Unvendored, ...], tuple[SharedCopy, ...], tuple[str, ...]]:
+    """The input with its copies of CUDA libraries removed (`unvendor`), the copies, those a requirement shares, and
+    the requirements whose copies are unknown."""
+    copies = find_copies(root, src)
+    if not copies:
+        return src, (), (), ()
+    if not unvendor:
+        raise CheckFailed(
+            f"{wheel.name} carries copies of CUDA libraries ({', '.join(u.file for u in copies)}); a process that "
+            "also loads the nvidia-* wheels' (torch does) would hold two CUDA runtimes; repair without "
+            "--keep-vendored replaces them with the nvidia-* wheels",
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+        )
+    if index is None:
+        shared: tuple[SharedCopy, ...] = ()
+        unknown: tuple[str, ...] = ("the requirements' wheels were not read (offline)",) if src.requires else ()
+    else:
+        shared, unknown = shared_copies(
+            copies, src.requires, [str(t) for t in parse_wheel_filename(wheel.name)[3]], index
+        )
+    if shared and not split_shared:
+        raise CheckFailed(
+            f"{wheel.name}: unvendoring would split a copy the process shares with a requirement: "
+            + "; ".join(map(str, shared))
+            + "; the process would then map that copy and the nvidia-* wheel's, two CUDA runtimes where there is one. "
+            "Repair the requirement's wheel as well, or pass --split-shared-copies to unvendor this one anyway",
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+        )
+    for why in unknown:
+        log.warning("%s: copies the requirements ship are unknown: %s", wheel.name, why)
+    patched = remove_copies(root, src, copies, wheel)
+    return after_patch(root, src, [u.file for u in copies], patched), copies, shared, unknown

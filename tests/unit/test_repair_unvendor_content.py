@@ -1,6 +1,7 @@
 """Issue 41 S3 and issue 37 item 5: a vendored CUDA copy is recognised by its SONAME as well as its file name (cuFile's
 libcufile.so.0 ships as libcufile.so.1.15.1), and removed only when its content shows it is the library that
-replaces it; a file that only carries the name is refused, naming it, before auditwheel runs."""
+replaces it; a file that only carries the name is refused, naming it, before auditwheel runs. A copy a requirement
+ships too (the same auditwheel copy) is not split from it unless asked."""
 
 from __future__ import annotations
 
@@ -10,16 +11,20 @@ from pathlib import Path
 import pytest
 from helpers.binsynth import elf
 from helpers.wheelmaker import make_wheel
+from packaging.requirements import Requirement
 
 from slimwheel.cli import main
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.errors import BadInputError, ExitCode
+from slimwheel.deps import Installs
+from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.repair import repair_wheel
 from slimwheel.repair.source import read_input
-from slimwheel.repair.unvendor import Unvendored, find_copies
+from slimwheel.repair.unvendor import Unvendored, find_copies, shared_copies
+from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts
 
 COPY = "demo.libs/libcudart-0123abcd.so.13.0.96"
 TAG = "cp311-cp311-linux_x86_64"
+ENVS = Installs.from_tags([TAG]).environments()
 
 
 def _wheel(tmp: Path, copy_symbols: Iterable[str], taken: Iterable[str], *, unversioned: Iterable[str] = ()) -> Path:
@@ -95,3 +100,60 @@ def test_own_version_node_names_the_library() -> None:
     b = cudalibs.vendored("cumm.libs/libnvrtc-builtins-8cb4db2d.so.12.0.140")
     assert b is not None and b.companion and b.own_version_node("libnvrtc-builtins.so.12.0")
     assert not b.own_version_node("libnvrtc-builtins.so.13.0")
+
+
+# spconv-cu126 2.3.8 and its requirement cumm-cu126 ship the same auditwheel copy of cudart (issue 37 item 5); the
+# same shape in CUDA 13, with the index a dict (tests/unit/test_reqgraph.py's way).
+SHARED = "libcudart-53d54daa.so.13.0.96"
+
+
+def _facts(name: str, files: tuple[str, ...], requires: tuple[str, ...] = ()) -> WheelFacts:
+    return WheelFacts(project=name, version="1.0", filename=f"{name}-1.0.whl", files=files, requires=requires)
+
+
+class _Index:
+    def __init__(self, index: dict[str, WheelFacts]) -> None:
+        self.index = index
+
+    def __call__(self, req: Requirement) -> WheelFacts:
+        if req.name not in self.index:
+            raise LookupFailed(f"no wheel of {req.name}")
+        return self.index[req.name]
+
+
+def _spconv_like(tmp: Path, requires: tuple[str, ...] = ("cumm-like>=1",)) -> Path:
+    ext = elf(needed=(SHARED, "libc.so.6"), imports={SHARED: [("cudaMalloc", "libcudart.so.13")]})
+    lib = elf(soname=SHARED, needed=("libc.so.6",), symbols=["cudaMalloc", "cudaFree"])
+    files = {"spc/_ext.so": ext, f"spc.libs/{SHARED}": lib}
+    return make_wheel(tmp, name="spc", files=files, requires=requires, tag=TAG)
+
+
+def test_graph_names_a_requirement_that_ships_the_same_hashed_copy() -> None:
+    index = _Index({"cumm-like": _facts("cumm-like", (f"cumm_like.libs/{SHARED}",), ("deeper>=1",))})
+    g = RequirementGraph(["cumm-like>=1"], ENVS, index)
+    p = g.shared_copy(f"spc.libs/{SHARED}")
+    assert p is not None and (p.project, p.path) == ("cumm-like", f"cumm_like.libs/{SHARED}")
+    assert g.shared_copy("spc.libs/libcudart-0badc0de.so.13.0.96") is None  # another content hash: another copy
+    # a name without auditwheel's hash tells nothing of the bytes
+    plain = RequirementGraph(["cumm-like>=1"], ENVS, _Index({"cumm-like": _facts("cumm-like", ("x/libcudart.so.13",))}))
+    assert plain.shared_copy("spc/libcudart.so.13") is None
+
+
+def test_unvendoring_a_shared_copy_is_refused_unless_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[Path] = []
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", lambda wheel, *a, **k: calls.append(wheel))
+    w = _spconv_like(tmp_path)
+    index = _Index({"cumm-like": _facts("cumm-like", (f"cumm_like.libs/{SHARED}",))})
+    with pytest.raises(CheckFailed, match=rf"spc.libs/{SHARED} is also cumm_like.libs/{SHARED} of cumm-like 1.0") as e:
+        repair_wheel(w, tmp_path / "out", index=lambda installs: index)
+    assert e.value.exit_code == ExitCode.INCONSISTENT_DEPENDENCIES and "--split-shared-copies" in e.value.message
+    assert calls == [] and not (tmp_path / "out").exists()
+
+
+def test_copies_no_requirement_ships_are_compared_and_the_unknown_said(tmp_path: Path) -> None:
+    w = _spconv_like(tmp_path, requires=("cumm-like>=1", "gone>=1"))
+    src = read_input(w, tmp_path / "in", rewrite_record=False)
+    copies = find_copies(tmp_path / "in", src)
+    index = _Index({"cumm-like": _facts("cumm-like", ("cumm_like.libs/libcudart-0badc0de.so.13.0.96",))})
+    shared, unknown = shared_copies(copies, src.requires, [TAG], lambda installs: index)
+    assert shared == () and unknown == ("gone: no wheel of gone",)
