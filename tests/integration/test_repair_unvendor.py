@@ -3,6 +3,7 @@ ship `libcudart-<hash>.so.12` under `<name>.libs/`, or not) comes out of `repair
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -139,3 +140,31 @@ def test_a_library_that_only_carries_cudarts_name_is_refused(
     assert f"fake.libs/{renamed}: named as a copy of libcudart.so.12" in err, err
     assert f"_ext{ext_suffix()} takes cudaRuntimeGetVersion" in err or "defines none of" in err, err
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
+
+
+def _repair_cli(wheel: Path, out: Path, cache: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """The command, reading the index for real (its cache the test's own), as a user runs it."""
+    env = {**os.environ, "SLIMWHEEL_CACHE": str(cache)}
+    env.pop("SLIMWHEEL_OFFLINE", None)
+    cmd = [sys.executable, "-m", "slimwheel", "repair", "--format", "json", "-w", str(out), *flags, str(wheel)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
+
+
+def test_spconv_is_not_split_from_the_copy_cumm_ships_unless_asked(tmp_path: Path) -> None:
+    # issue 37 item 5: spconv-cu126 2.3.8 requires cumm-cu126<0.8,>=0.7.11, and both ship
+    # libcudart-53d54daa.so.12.6.68; unvendoring spconv alone made a process map two CUDA runtimes
+    from helpers import corpus
+
+    wheel = corpus.ensure(corpus.SPCONV)
+    copy = "libcudart-53d54daa.so.12.6.68"
+    proc = _repair_cli(wheel, tmp_path / "out", tmp_path / "cache")
+    assert proc.returncode == 12, proc.stderr
+    assert f"spconv_cu126.libs/{copy} is also cumm_cu126.libs/{copy} of cumm-cu126 0.7.11" in proc.stderr, proc.stderr
+    assert "--split-shared-copies" in proc.stderr
+    assert not list((tmp_path / "out").glob("*.whl"))
+    proc = _repair_cli(wheel, tmp_path / "out", tmp_path / "cache", "--split-shared-copies")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [c["file"] for c in result["split_copies"]] == [f"spconv_cu126.libs/{copy}"]
+    assert result["split_copies"][0]["project"] == "cumm-cu126" and result["copies_unknown"] == []
+    assert [u["needed_as"] for u in result["unvendored"]] == ["libcudart.so.12"]
