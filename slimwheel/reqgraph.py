@@ -20,6 +20,7 @@ from packaging.markers import Marker
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from slimwheel.cuda.libs import content_hash
 from slimwheel.wheelfile import parse_requirements
 
 # Every project is walked, torch too: its rules (torchext's tables) come first in deps, and the walk answers for
@@ -167,6 +168,14 @@ class RequirementGraph:
         """The nearest requirement (fewest hops, then Requires-Dist order) whose wheel installs a file named
         `soname`; None when none does (or none could be read: `unread`)."""
         return self._walk().get(soname)
+
+    def shared_copy(self, member: str) -> Provider | None:
+        """The nearest requirement whose wheel ships the same bundled library as the wheel's `member`: a file of the
+        same name, where that name carries auditwheel's content hash (`cuda.libs.content_hash`). spconv-cu126 and its
+        requirement cumm-cu126 both ship `libcudart-53d54daa.so.12.6.68`, and a process that imports both maps it
+        once. None for a name with no such hash (its bytes are unknown) or that no requirement ships."""
+        base = member.rsplit("/", 1)[-1]
+        return self.provider(base) if content_hash(base) is not None else None
 
     def _walk(self) -> dict[str, Provider]:
         """Breadth first, a level at a time; the lookups of one level run at once (`WORKERS`), the level is then

@@ -35,7 +35,7 @@ from packaging.version import Version
 from slimwheel import fsutil
 from slimwheel.errors import BadInputError, BadRecordError
 from slimwheel.inspect.scan import MemberDigest
-from slimwheel.inspect.zipread import ZipReader, extract, ratio_problem
+from slimwheel.inspect.zipread import Member, ZipReader, extract, ratio_problem
 
 log = logging.getLogger("slimwheel.wheelfile")
 
@@ -59,6 +59,20 @@ def unpack(wheel: Path, dest: Path) -> list[str]:
     """Extract a wheel through the bounded reader (`inspect.zipread`: unsafe, duplicate or clashing names, special
     members, lying sizes and corrupt data are refused, exit 3). Returns the file names."""
     return extract(wheel, dest)
+
+
+def unpack_digested(wheel: Path, dest: Path) -> tuple[list[str], dict[str, MemberDigest]]:
+    """`unpack`, each member hashed while it inflates: RECORD is verified (`record_problems`) without reading the
+    files a second time."""
+    hashes: dict[str, tuple[int, Any]] = {}
+
+    def tee(m: Member) -> Callable[[bytes], object]:
+        h = hashlib.sha256()
+        hashes[m.name] = (m.uncompressed, h)  # the reader holds each member to its declared size
+        return h.update
+
+    names = extract(wheel, dest, tee=tee)
+    return names, {n: MemberDigest(size=size, sha256=h.digest()) for n, (size, h) in hashes.items()}
 
 
 def zip_time() -> tuple[int, int, int, int, int, int]:

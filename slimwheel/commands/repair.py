@@ -8,11 +8,19 @@ from pathlib import Path
 
 import click
 
-from slimwheel import heap, shown, torchext
+from slimwheel import deps, heap, shown, torchext
+from slimwheel.commands.check import read_index
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.external import parse_externals
 from slimwheel.repair import repair_wheel
+from slimwheel.reqgraph import Lookup
 from slimwheel.units import mib
+
+
+def _index_lookup(installs: deps.Installs) -> Lookup:
+    from slimwheel.pypindex import IndexLookup  # urllib and html.parser only when the index is to be read
+
+    return IndexLookup(machines=installs.machines, pythons=installs.pythons)
 
 
 @click.command("repair")
@@ -68,6 +76,21 @@ from slimwheel.units import mib
     "refuse the wheel (exit 12).",
 )
 @click.option(
+    "--split-shared-copies",
+    "split_shared",
+    is_flag=True,
+    help="Unvendor a copy even when a requirement's wheel ships the same one (spconv-cu126 and cumm-cu126 both "
+    "carry libcudart-53d54daa.so.12.6.68): the process then maps that copy and the nvidia-* wheel's. Refused "
+    "by default (exit 12).",
+)
+@click.option(
+    "--offline",
+    is_flag=True,
+    default=None,
+    help="Do not read the package index for what the requirements' wheels ship (the copies they share with this "
+    "wheel are then unknown, and the result says so). Env: SLIMWHEEL_OFFLINE=1.",
+)
+@click.option(
     "--sysroot",
     "sysroot",
     default=None,
@@ -93,6 +116,8 @@ def command(
     externals: tuple[str, ...],
     rewrite_record: bool,
     unvendor: bool,
+    split_shared: bool,
+    offline: bool | None,
     torch_version: str | None,
     sysroot: str | None,
     fmt: str,
@@ -118,6 +143,8 @@ def command(
         unvendor=unvendor,
         torch=torchext.parse_torch_option(torch_version) if torch_version else None,
         library_dirs=library_dirs,
+        index=_index_lookup if read_index(offline) else None,
+        split_shared=split_shared,
     )
     if as_json or fmt == "json":
         click.echo(
@@ -145,6 +172,11 @@ def command(
                         }
                         for u in result.unvendored
                     ],
+                    "split_copies": [
+                        {"file": c.file, "project": c.project, "version": c.version, "path": c.path}
+                        for c in result.split
+                    ],
+                    "copies_unknown": list(result.copies_unknown),
                     "unvendored_bytes": {"wheel": result.unvendored_bytes[0], "installed": result.unvendored_bytes[1]},
                     "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in result.floors],
                     "external": [e.to_json() for e in result.external],
@@ -171,6 +203,10 @@ def command(
     _say(f"  bundled:    {', '.join(result.bundled) or 'nothing'}")
     for u in result.unvendored:
         _say(f"  unvendored: {u.file} -> {u.replaced_by or 'dropped (its library loads it)'} from {u.package}")
+    for c in result.split:
+        _say(f"  split:      {c} (--split-shared-copies): the process maps both copies")
+    for why in result.copies_unknown:
+        _say(f"  unknown:    whether a requirement ships the same copies: {why}")
     if result.unvendored:
         packed, installed = result.unvendored_bytes
         _say(f"  saved:      {mib(packed)} ({packed} bytes) of the wheel, {mib(installed)} installed")

@@ -6,8 +6,12 @@ Everything that excludes, requires, or loads a CUDA library reads this table (sh
 from __future__ import annotations
 
 import fnmatch
+import functools
+import importlib.resources
+import json
 import re
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -349,36 +353,93 @@ class Vendored:
     """A copy of a table library found inside a wheel (bundled by auditwheel, renamed or not)."""
 
     candidates: tuple[RuntimeLib, ...]  # the rows it is a copy of (libcurand.so.10: CUDA 12's and 13's)
-    real_name: str  # its name without auditwheel's hash: libcudart.so.12.0.107
+    real_name: str  # its file name without auditwheel's hash: libcudart.so.12.0.107
     companion: bool  # loaded by another row's library (libnvrtc-builtins): no NEEDED should name it
 
     @property
     def version(self) -> str | None:
-        """The release its file name carries beyond the SONAME (libcudart.so.12.0.107 -> 12.0.107), if any."""
+        """The release its file name carries beyond the SONAME (libcudart.so.12.0.107 -> 12.0.107; cuFile's
+        libcufile.so.1.15.1 -> 1.15.1, nvidia-cufile's version), if any."""
         tail = self.real_name.split(".so.", 1)[1] if ".so." in self.real_name else ""
         return tail if tail.count(".") >= 1 else None
 
+    def own_version_node(self, node: str) -> bool:
+        """Whether a GNU symbol version node is the one NVIDIA's build of this library defines its symbols under:
+        each names it after the library's own SONAME (libcudart.so.12, libnvjpeg.so.13; libnvrtc-builtins.so.12.0).
+        auditwheel renames files and SONAMEs, never version nodes, so the node still says what the copy is."""
+        if not self.companion:
+            return any(node == c.soname for c in self.candidates)
+        majors = {c.cuda_major for c in self.candidates}
+        return any((m := pattern.match(node)) is not None and int(m["major"]) in majors for _, pattern in _COMPANIONS)
 
-def vendored(filename: str) -> Vendored | None:
-    """Whether a file of a wheel (its path) is a copy of a CUDA library the nvidia-* wheels provide; the library in
-    its own wheel's folder (`nvidia/cu13/lib/libcurand.so.10` of nvidia-curand) is the original, not a copy."""
+
+def content_hash(name: str) -> str | None:
+    """The 8 hex digits auditwheel puts in the name of a library it bundles (libcudart-53d54daa.so.12.6.68): the
+    start of the original file's SHA-256. Two wheels that carry a file of that one name carry the same library, which
+    a process that imports both maps once."""
+    m = _HASHED.match(name.rsplit("/", 1)[-1])
+    return None if m is None else name.rsplit("/", 1)[-1][len(m["stem"]) + 1 : len(m["stem"]) + 9]
+
+
+def _unhashed(name: str) -> str:
+    m = _HASHED.match(name)
+    return m["stem"] + m["ver"] if m else name
+
+
+def _copy_of(real: str, lib: RuntimeLib) -> bool:
+    """Whether a library named `real` (no hash) is a copy of the row: its SONAME, or a file name that extends it
+    (libcudart.so.12.0.107), or, where the package's version is not the SONAME's (cuFile: libcufile.so.0 in
+    nvidia-cufile 1.x), a file name that carries the package's version (libcufile.so.1.15.1)."""
+    if real == lib.soname or real.startswith(lib.soname + "."):
+        return True
+    stem, _, version = real.partition(".so.")
+    return (
+        lib.package_major is not None
+        and stem == lib.soname.split(".so.", 1)[0]
+        and version.startswith(f"{lib.package_major}.")
+    )
+
+
+def vendored(filename: str, soname: str | None = None) -> Vendored | None:
+    """Whether a file of a wheel (its path; `soname`: its DT_SONAME where known) is a copy of a CUDA library the
+    nvidia-* wheels provide, by name: its SONAME or its file name, each without auditwheel's hash, names a row
+    (`_copy_of`). The library in its own wheel's folder (`nvidia/cu13/lib/libcurand.so.10` of nvidia-curand) is the
+    original, not a copy. A name proves nothing about the bytes: what the file is, its content shows
+    (`own_version_node`, and the symbols its dependants take from it: `slimwheel.repair.unvendor`)."""
     installed = filename.split("/", 2)[2] if filename.split("/", 1)[0].endswith(".data") else filename
     if any(installed.startswith(lib.folder + "/") for lib in RUNTIME_LIBS):
         return None
-    base = filename.rsplit("/", 1)[-1]
-    m = _HASHED.match(base)
-    real = m["stem"] + m["ver"] if m else base
-    rows = tuple(lib for lib in RUNTIME_LIBS if real == lib.soname or real.startswith(lib.soname + "."))
-    if rows:
-        return Vendored(candidates=rows, real_name=real, companion=False)
-    for component, pattern in _COMPANIONS:
-        if c := pattern.match(real):
-            rows = tuple(
-                lib for lib in RUNTIME_LIBS if lib.component == component and lib.cuda_major == int(c["major"])
-            )
-            if rows:
-                return Vendored(candidates=rows, real_name=real, companion=True)
+    real = _unhashed(filename.rsplit("/", 1)[-1])
+    names = dict.fromkeys(n for n in (_unhashed(soname) if soname else None, real) if n)
+    for name in names:
+        rows = tuple(lib for lib in RUNTIME_LIBS if _copy_of(name, lib))
+        if rows:
+            return Vendored(candidates=rows, real_name=real, companion=False)
+    for name in names:
+        for component, pattern in _COMPANIONS:
+            if c := pattern.match(name):
+                rows = tuple(
+                    lib for lib in RUNTIME_LIBS if lib.component == component and lib.cuda_major == int(c["major"])
+                )
+                if rows:
+                    return Vendored(candidates=rows, real_name=real, companion=True)
     return None
+
+
+@functools.lru_cache(maxsize=1)
+def _first_releases() -> dict[str, Any]:
+    text = importlib.resources.files("slimwheel.resources").joinpath("cuda-baseline.json").read_text("utf-8")
+    data: dict[str, Any] = json.loads(text)["majors"]
+    return data
+
+
+def first_release_exports(lib: RuntimeLib) -> frozenset[str] | None:
+    """The dynamic symbols the library exports in its major's first release (resources/cuda-baseline.json, written
+    by devtools/cuda_baseline.py from a real toolkit): what every release of its nvidia-* wheel in that major
+    exports. None where the baseline does not hold the library."""
+    libraries = _first_releases().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package, {})
+    names = libraries.get("libraries", {}).get(lib.soname)
+    return None if names is None else frozenset(names)
 
 
 def load_order(libs: list[RuntimeLib]) -> list[RuntimeLib]:

@@ -458,23 +458,40 @@ class ZipReader:
         except zlib.error as e:
             raise BadInputError(f"{self.path}: {m.name}: corrupt deflate data ({e})") from None
 
-    def extract(self, m: Member, target: Path) -> None:
-        """Write the member to `target`, a new file (never through an existing file or link)."""
+    def extract(self, m: Member, target: Path, *, tee: Callable[[bytes], object] | None = None) -> None:
+        """Write the member to `target`, a new file (never through an existing file or link); `tee` gets each block
+        as well (a hash taken while the member inflates)."""
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
         mode = 0o755 if m.executable else 0o644
         fd = os.open(target, flags, mode)
         with open(fd, "wb") as out:
             holes = _may_break_ratio(m, self.limits)
-            self.stream(m, _sparse(out, holes))
+            write = _sparse(out, holes)
+            if tee is None:
+                self.stream(m, write)
+            else:
+
+                def both(block: bytes) -> None:
+                    tee(block)
+                    write(block)
+
+                self.stream(m, both)
             if holes:  # a trailing hole has no bytes written yet; other files end where their last write did
                 out.truncate()
             os.fchmod(fd, mode)  # the mode the zip gives, whatever the umask took at creation
 
 
-def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list[str]:
+def extract(
+    wheel: Path,
+    dest: Path,
+    limits: ZipLimits = DEFAULT_LIMITS,
+    *,
+    tee: Callable[[Member], Callable[[bytes], object]] | None = None,
+) -> list[str]:
     """Unpack a wheel into `dest` (made if missing; it should be empty) after the directory's checks, streaming each
     member; files get mode 0755 when the zip marks them executable, else 0644. Returns the file names, zip order.
-    On a refusal, what was written so far stays in `dest` for the caller's temporary folder to remove."""
+    `tee(member)`: a sink that also gets that member's bytes as they inflate. On a refusal, what was written so far
+    stays in `dest` for the caller's temporary folder to remove."""
     dest = Path(dest)
     with ZipReader(wheel, limits) as z:
         names = []
@@ -484,7 +501,7 @@ def extract(wheel: Path, dest: Path, limits: ZipLimits = DEFAULT_LIMITS) -> list
         for m in z.members:
             target = dest / m.name
             try:
-                z.extract(m, target)
+                z.extract(m, target, tee=None if tee is None else tee(m))
             except OSError as e:  # a full disk is NoSpaceError, not the wheel's fault
                 raise os_error(e, f"{wheel}: member {m.name!r}", f"cannot be written to {target}") from None
             names.append(m.name)

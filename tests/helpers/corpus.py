@@ -126,6 +126,11 @@ PYLIBRAFT = CorpusWheel(
     filename="pylibraft_cu12-26.10.0-cp311-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
     why="cuSOLVER, cuBLAS, cuSPARSE, cuRAND through libraft-cu12 -> cuda-toolkit[...]==12.*",
 )
+SPCONV = CorpusWheel(
+    requirement="spconv-cu126==2.3.8",
+    filename="spconv_cu126-2.3.8-cp311-cp311-manylinux_2_28_x86_64.whl",
+    why="the same auditwheel copy of cudart as its requirement cumm-cu126 (libcudart-53d54daa.so.12.6.68)",
+)
 CUOBJDUMP = CorpusWheel(
     requirement="nvidia-cuda-cuobjdump==13.5.37",
     filename="nvidia_cuda_cuobjdump-13.5.37-py3-none-manylinux2014_x86_64.manylinux_2_17_x86_64.whl",

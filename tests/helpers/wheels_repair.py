@@ -72,22 +72,30 @@ def build_extension(out: Path, module: str, *, lib_dirs: list[Path], libs: list[
     return out
 
 
-def build_fake_lib(out: Path, soname: str, *, tag: str, version: int) -> Path:
-    """A shared library with this SONAME whose constructor writes `tag` to $FAKE_CUDA_MARKER."""
+def build_fake_lib(out: Path, soname: str, *, tag: str, version: int, version_node: bool = False) -> Path:
+    """A shared library with this SONAME whose constructor writes `tag` to $FAKE_CUDA_MARKER. `version_node`: its
+    symbols defined under a GNU version node named after the SONAME, as NVIDIA builds its libraries (what shows a
+    vendored copy to be the library its name says)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     src = out.parent / f".{out.name}.c"
     src.write_text(FAKE_LIB_SOURCE.replace("TAG", tag).replace("VERSION", str(version)), encoding="utf-8")
-    gcc(["-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}"])
+    args = ["-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}"]
+    script = out.parent / f".{out.name}.map"
+    if version_node:
+        script.write_text(f"{soname} {{ global: *; }};\n", encoding="utf-8")
+        args.append(f"-Wl,--version-script={script}")
+    gcc(args)
     src.unlink()
+    script.unlink(missing_ok=True)
     return out
 
 
-def stub_dir(tmp: Path, sonames: dict[str, int]) -> Path:
+def stub_dir(tmp: Path, sonames: dict[str, int], *, version_nodes: bool = False) -> Path:
     """A folder of linkable stand-ins (libX.so -> SONAME libX.so.N): for linking a CUDA 12 variant without 1 GB of
-    cu12 wheels; repair never loads them."""
+    cu12 wheels; repair never loads them. `version_nodes`: as `build_fake_lib`'s `version_node`."""
     d = tmp / "stubs"
     for soname, version in sonames.items():
-        real = build_fake_lib(d / soname, soname, tag=soname, version=version)
+        real = build_fake_lib(d / soname, soname, tag=soname, version=version, version_node=version_nodes)
         link = d / (soname.split(".so")[0] + ".so")
         if not link.exists():
             link.symlink_to(real.name)

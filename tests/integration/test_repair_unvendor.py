@@ -3,6 +3,7 @@ ship `libcudart-<hash>.so.12` under `<name>.libs/`, or not) comes out of `repair
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def vendoring_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A wheel as a project that let auditwheel bundle its CUDA runtime publishes it: auditwheel (real) renames the
     copy to libcudart-<hash>.so.12.0.107 under fakespconv.libs/."""
     tmp = tmp_path_factory.mktemp("vendor")
-    stubs = stub_dir(tmp, {"libcudart.so.12": 12000})
+    stubs = stub_dir(tmp, {"libcudart.so.12": 12000}, version_nodes=True)  # cudart's own version node, as NVIDIA's
     # the real file name carries the release, as the toolkit's does
     os.rename(stubs / "libcudart.so.12", stubs / "libcudart.so.12.0.107")
     (stubs / "libcudart.so.12").symlink_to("libcudart.so.12.0.107")
@@ -81,7 +82,7 @@ def test_a_copy_renamed_with_dots_and_needed_by_its_file_name_is_replaced(tmp_pa
     # needs it by its file name; repair used to stop at "needs libnvjpeg.36e11081.so.13, which is neither bundled ..."
     from slimwheel.tools import patchelf
 
-    stubs = stub_dir(tmp_path, {"libcudart.so.12": 12000})
+    stubs = stub_dir(tmp_path, {"libcudart.so.12": 12000}, version_nodes=True)
     ext = build_extension(
         tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart"], runpath=["$ORIGIN/../faketv.libs"]
     )
@@ -109,3 +110,61 @@ def test_a_copy_renamed_with_dots_and_needed_by_its_file_name_is_replaced(tmp_pa
     assert "libcudart.so.12" in info.needed and renamed not in info.needed
     r = inspect_wheel(res.wheel)
     assert check_wheel(r, make_policy(r, require_arch="none")).ok
+
+
+def test_a_library_that_only_carries_cudarts_name_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # issue 41, S3: a library of the project's own, linked under the name libcudart.so.12 and bundled by auditwheel
+    # as libcudart-<hash>.so.12: removing it made the repaired wheel fail at import ("undefined symbol")
+    stubs = stub_dir(tmp_path, {"libcudart.so.12": 12000})  # no cudart version node: not NVIDIA's build
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart"], runpath=["$ORIGIN/../fake.libs"]
+    )
+    from slimwheel.tools import patchelf
+
+    renamed = "libcudart-0123abcd.so.12"
+    subprocess.run([patchelf(), "--replace-needed", "libcudart.so.12", renamed, str(ext)], check=True)
+    whl = make_wheel(
+        tmp_path / "dist",
+        name="fake",
+        version="0.1",
+        files={
+            "fake/__init__.py": b"",
+            f"fake/_ext{ext_suffix()}": ext.read_bytes(),
+            f"fake.libs/{renamed}": (stubs / "libcudart.so.12").read_bytes(),
+        },
+    )
+    assert main(["repair", "-w", str(tmp_path / "out"), str(whl)]) == 3
+    err = capsys.readouterr().err
+    assert f"fake.libs/{renamed}: named as a copy of libcudart.so.12" in err, err
+    assert f"_ext{ext_suffix()} takes cudaRuntimeGetVersion" in err or "defines none of" in err, err
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
+
+
+def _repair_cli(wheel: Path, out: Path, cache: Path, *flags: str) -> subprocess.CompletedProcess[str]:
+    """The command, reading the index for real (its cache the test's own), as a user runs it."""
+    env = {**os.environ, "SLIMWHEEL_CACHE": str(cache)}
+    env.pop("SLIMWHEEL_OFFLINE", None)
+    cmd = [sys.executable, "-m", "slimwheel", "repair", "--format", "json", "-w", str(out), *flags, str(wheel)]
+    return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900, check=False)
+
+
+def test_spconv_is_not_split_from_the_copy_cumm_ships_unless_asked(tmp_path: Path) -> None:
+    # issue 37 item 5: spconv-cu126 2.3.8 requires cumm-cu126<0.8,>=0.7.11, and both ship
+    # libcudart-53d54daa.so.12.6.68; unvendoring spconv alone made a process map two CUDA runtimes
+    from helpers import corpus
+
+    wheel = corpus.ensure(corpus.SPCONV)
+    copy = "libcudart-53d54daa.so.12.6.68"
+    proc = _repair_cli(wheel, tmp_path / "out", tmp_path / "cache")
+    assert proc.returncode == 12, proc.stderr
+    assert f"spconv_cu126.libs/{copy} is also cumm_cu126.libs/{copy} of cumm-cu126 0.7.11" in proc.stderr, proc.stderr
+    assert "--split-shared-copies" in proc.stderr
+    assert not list((tmp_path / "out").glob("*.whl"))
+    proc = _repair_cli(wheel, tmp_path / "out", tmp_path / "cache", "--split-shared-copies")
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert [c["file"] for c in result["split_copies"]] == [f"spconv_cu126.libs/{copy}"]
+    assert result["split_copies"][0]["project"] == "cumm-cu126" and result["copies_unknown"] == []
+    assert [u["needed_as"] for u in result["unvendored"]] == ["libcudart.so.12"]

@@ -1,0 +1,335 @@
+"""`slimwheel repair`: auditwheel repair with the CUDA libraries of PyPI's nvidia-* wheels excluded and required.
+
+The orchestrator; each step is a call into the module that owns the concern:
+  unpack and verify the input (`wheelfile`) -> its ELF files (`inspect.dynamic`) -> CUDA major, exclusions and
+  requirements (`deps`) -> `auditwheel repair --exclude ...` (`tools`) -> search paths: unsafe entries dropped, the
+  nvidia/... and external folders put back (`rpath`, `external`) -> the run-time loader (`runtime.place`) ->
+  Requires-Dist (`wheelfile`) -> the output judged by the same dependency rule `check` uses (`deps`; else exit 12,
+  nothing written) -> packed atomically (`wheelfile`). The input wheel is never modified.
+
+External libraries (`--external SONAME=REQUIREMENT[@FOLDER]`, `slimwheel.external`): non-CUDA libraries another PyPI
+wheel provides get the same treatment as the CUDA ones, without the loader.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import shutil
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
+
+from slimwheel import deps, fsutil, torchext, wheelfile
+from slimwheel.cuda.versions import CudaVersion
+from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
+from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.report import WheelReport
+from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
+from slimwheel.repair.major import major_for
+from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs, torch_externals
+from slimwheel.repair.searchpath import fix_search_paths, wanted_rpath
+from slimwheel.repair.source import RepairInput, elf_facts, read_input, unpack_as
+from slimwheel.repair.unvendor import (
+    IndexFor,
+    SharedCopy,
+    Unvendored,
+    copies_versions,
+    without_copies,
+)
+from slimwheel.runtime.place import driver_floor, install_loader
+from slimwheel.tools import run_auditwheel
+
+__all__ = ["IndexFor", "RepairResult", "SharedCopy", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
+
+log = logging.getLogger("slimwheel.repair")
+
+
+@dataclass(frozen=True, kw_only=True)
+class RepairResult:
+    wheel: Path
+    excluded: tuple[str, ...]
+    requires: tuple[str, ...]
+    bundled: tuple[str, ...]
+    cuda_major: int | None = None
+    loader: tuple[str, ...] = ()  # files added to run the loader (loader modules, shims)
+    rpath_fixed: tuple[str, ...] = ()  # ELF files whose RPATH got the nvidia/... (or external) folders back
+    rpath_dropped: tuple[str, ...] = ()  # `file: entry` for each unsafe search path entry removed
+    record_rewritten: bool = False  # the input's RECORD did not match its files and --rewrite-record was given
+    external: tuple[ExternalLib, ...] = ()  # the external libraries the wheel needs, each with its folder
+    floors: tuple[deps.Floor, ...] = ()  # each CUDA library's requirement floor and why
+    extra: str | None = None  # the extra(s) its CUDA libraries are required under: the project's own (CuPy's ctk), or
+    # one per CUDA major for alternatives of several majors ("cuda12, cuda13")
+    unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
+    split: tuple[SharedCopy, ...] = ()  # unvendored copies a requirement ships too (--split-shared-copies)
+    copies_unknown: tuple[str, ...] = ()  # requirements whose copies could not be compared, each with why
+    # CUDA libraries only optional parts of the package need (deps.DependencyVerdict.optional), left unrequired
+    optional: tuple[str, ...] = ()
+    phases: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def unvendored_bytes(self) -> tuple[int, int]:
+        """(bytes in the input wheel, bytes installed) of the copies removed."""
+        return sum(u.compressed for u in self.unvendored), sum(u.installed for u in self.unvendored)
+
+
+def repair_wheel(
+    wheel: Path,
+    out_dir: Path,
+    *,
+    cuda: CudaVersion | None = None,
+    loader: bool = True,
+    plat: str | None = None,
+    versions: Mapping[str, str] | None = None,
+    externals: Sequence[ExternalLib] = (),
+    rewrite_record: bool = False,
+    unvendor: bool = True,
+    torch: torchext.TorchBuild | None = None,
+    library_dirs: Sequence[Path] = (),
+    index: IndexFor | None = None,
+    split_shared: bool = False,
+) -> RepairResult:
+    """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
+    linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
+    file needs are ignored (so one config serves builds that link them and builds that do not). `rewrite_record`:
+    accept an input whose RECORD does not match its files (the output always gets a fresh, correct RECORD). `unvendor`:
+    copies of CUDA libraries the input carries (`cuda.libs.vendored`: spconv/cumm-style `libcudart-<hash>.so.12`
+    under `<name>.libs/`) are removed and the files that need them need the nvidia-* wheels' SONAMEs instead, which
+    the rest of repair then requires, finds by RPATH and loads; False: such a wheel is refused (exit 12), since its
+    copy and the nvidia-* wheels' would be two CUDA runtimes in one process. `torch`: the torch the wheel was built
+    against, for a wheel that needs torch's libraries (default: the running Python's torch); its libraries are left to
+    torch's wheel and torch is required (`slimwheel.torchext`). `library_dirs`: searched first for what auditwheel
+    bundles (a sysroot's library folders: a wheel linked against Debian 11's libgomp must bundle that one, not the
+    host's, which needs a newer glibc). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
+    of them ships too (`unvendor.shared_copies`) is refused (exit 12) unless `split_shared`; None: not compared (the
+    result says so)."""
+    wheel = Path(wheel).absolute()
+    if not wheel.is_file():
+        raise BadInputError(f"{wheel}: no such file")
+    if plat is not None and not deps.known_platform(plat):
+        raise BadInputError(f"--plat {plat}: not a platform tag auditwheel knows (e.g. manylinux_2_28_x86_64)")
+    phases: dict[str, float] = {}
+    t0 = time.monotonic()
+    # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
+    work_root = fsutil.cache_dir() / "work" / "repair"
+    with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
+        src = read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
+        src, copies, shared, unknown = without_copies(
+            src, tmp / "in", wheel, unvendor=unvendor, index=index, split_shared=split_shared
+        )
+        if copies:
+            versions = {**copies_versions(copies), **(versions or {})}
+        major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
+        if src.torch is not None:
+            externals = (*torch_externals(src.torch, src.requires, torch, major, wheel.name), *externals)
+        needs = runtime_needs(src.elfs, major)
+        excludes = exclusions(needs, major, externals)
+        pre = _plan_from_rules(src, major, wheel)
+        plan = plan_requirements(
+            needs,
+            from_extras=frozenset(p.soname for p in pre.from_extras),
+            extras=pre.extras,
+            optional=pre.optional,
+            cuda=cuda,
+            versions=versions,
+            imports=src.imports,
+            wheel_name=wheel.name,
+        )
+        phases["read"] = time.monotonic() - t0
+
+        t1 = time.monotonic()
+        aw_out = tmp / "auditwheel"
+        aw_out.mkdir()
+        # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
+        copy = tmp / wheel.name
+        if copies:
+            wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
+        else:
+            shutil.copyfile(wheel, copy)
+        repaired = run_auditwheel(
+            copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
+        )
+        phases["auditwheel"] = time.monotonic() - t1
+        log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
+
+        t2 = time.monotonic()
+        work = tmp / "out"
+        names = unpack_as(repaired, work, shown_as=wheel)
+        dist_info = wheelfile.dist_info_of(names, wheel)
+        # auditwheel's output, read once: its ELF facts and, for the loader, its driver floor
+        aw_report = _read_repaired(repaired, work, names, wheel)
+        after = elf_facts(aw_report)
+        bundled = tuple(sorted(n for n in after if n not in set(src.names)))
+        external = _externals_needed(after, externals, wheel)
+        fixed, dropped, after = fix_search_paths(work, after, src.elfs, needs.needed, external, needs.per_file)
+        loader_files: list[str] = []
+        # Libraries an extra installs may be absent (the project supports a system CUDA then): the loader, which
+        # insists on the wheels' copies, is for libraries the wheel always requires.
+        if loader and needs.needed and plan.extra is None:
+            assert major is not None  # nothing is needed without a major
+            loader_files = install_loader(
+                work,
+                names,
+                after,
+                needed=[lib for lib in needs.needed if lib.soname not in plan.optional],
+                reqs=plan.reqs,
+                dist_name=src.dist_name,
+                driver=driver_floor(major, aw_report.driver_floor, "; ".join(aw_report.driver_why) or None),
+                wheel_name=wheel.name,
+            )
+        external_reqs = _write_requirements(
+            work / dist_info / "METADATA", f"{wheel.name}:{dist_info}/METADATA", plan, external
+        )
+        target = Path(out_dir).absolute() / repaired.name
+        if target.resolve() == wheel.resolve():
+            raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
+        wheelfile.pack(
+            work, dist_info, target, verify=lambda written: _final_judgement(written, wheel, src, major, repaired.name)
+        )
+        phases["rewrite"] = time.monotonic() - t2
+    requires = (*plan.reqs.values(), *external_reqs)
+    log.info(
+        "repaired %s -> %s (excluded %d SONAMEs, requires %s)",
+        wheel.name,
+        target,
+        len(excludes),
+        ", ".join(requires) or "nothing",
+    )
+    return RepairResult(
+        wheel=target,
+        excluded=excludes,
+        requires=requires,
+        bundled=bundled,
+        cuda_major=major,
+        loader=tuple(loader_files),
+        rpath_fixed=tuple(fixed),
+        rpath_dropped=tuple(dropped),
+        record_rewritten=bool(src.record_problems),
+        external=external,
+        floors=plan.floors,
+        extra=plan.extra,
+        unvendored=copies,
+        split=shared,
+        copies_unknown=unknown,
+        optional=plan.optional,
+        phases=phases,
+    )
+
+
+def _tags(name: str) -> list[str]:
+    return [str(t) for t in parse_wheel_filename(name)[3]]
+
+
+def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.DependencyVerdict:
+    """The dependency rules on the input, for planning only: which libraries the project's own extras install and
+    which only optional parts need (the package's Python sources say which extension modules are optional)."""
+    return deps.dependency_problems(
+        list(src.elfs.values()),
+        cuda_major=major,
+        requires=src.requires,
+        tags=_tags(wheel.name),
+        files=src.names,
+        name=src.dist_name,
+        imports=src.python,
+    )
+
+
+def _final_judgement(written: Path, wheel: Path, src: RepairInput, major: int | None, name: str) -> None:
+    """The packed output, read once as `check` reads it, judged by the same dependency rule check uses (and torch's):
+    a wheel check would refuse or fail is never written."""
+    report = _readable_by_check(written, wheel)
+    verdict = deps.dependency_problems(
+        list(elf_facts(report).values()),
+        cuda_major=major,
+        requires=report.requires_dist,
+        tags=_tags(name),
+        files=[f.name for f in report.files],
+        imports=src.python,
+    )
+    problems = list(verdict.problems)
+    if src.torch is not None:
+        problems += torchext.judge(src.torch, report.requires_dist, cuda_major=major).problems
+    if problems:
+        raise CheckFailed(
+            f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "
+            + "; ".join(problems),
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+        )
+
+
+def _externals_needed(
+    elfs: Mapping[str, ElfInfo], externals: Sequence[ExternalLib], wheel: Path
+) -> tuple[ExternalLib, ...]:
+    """The external libraries some ELF file needs, each with its folder resolved. Judged after auditwheel: a library
+    it bundled may be the one that needs the external library."""
+    used = used_externals(elfs.values(), externals)
+    for e in externals:
+        if e not in used:
+            log.info("external library %s: no ELF file in %s needs it; ignored", e.pattern, wheel.name)
+    external = tuple(resolve_external(e) for e in used)
+    for e in external:
+        if why := check_can_tie(e):
+            raise BadInputError(
+                f"{wheel.name}: {why}; the repaired wheel would fail check",
+                hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER",
+            )
+    return external
+
+
+def _write_requirements(
+    meta_path: Path, where: str, plan: RequirementPlan, external: Sequence[ExternalLib]
+) -> tuple[str, ...]:
+    """The plan's requirements and the external libraries' added to METADATA; returns the external ones written."""
+    meta_text, _ = wheelfile.add_requires_dist(meta_path.read_text(encoding="utf-8"), plan.reqs, path=where)
+    meta_text, external_reqs = wheelfile.merge_requires_dist(meta_text, [e.requirement for e in external], path=where)
+    meta_path.write_text(meta_text, encoding="utf-8")
+    return external_reqs
+
+
+@contextlib.contextmanager
+def _named_for_user(tmp: Path, wheel: Path) -> Iterator[None]:
+    """Messages of the steps inside repair's work folder name the input, never the work folder: its unpacked copies
+    (`in/`, `out/`) by member name, its copy of the wheel as the wheel, anything else there as "repair's work folder";
+    a message that names no wheel gets the input's name first."""
+    try:
+        yield
+    except (BadInputError, ToolError) as e:
+        text = e.message
+        for inside in ("in", "out", "auditwheel"):
+            text = text.replace(f"{tmp / inside}/", "")
+        text = text.replace(str(tmp / wheel.name), str(wheel))
+        text = text.replace(str(tmp), "repair's work folder")
+        if isinstance(e, BadInputError) and wheel.name not in text:
+            text = f"{wheel}: {text}"
+        if text == e.message:
+            raise
+        raise (BadInputError if isinstance(e, ConfigError) else type(e))(text, hint=e.hint) from None
+
+
+def _read_repaired(repaired: Path, root: Path, names: list[str], wheel: Path) -> WheelReport:
+    """auditwheel's output unpacked under root, read by check's reader: what it refuses (a bundled library may carry
+    fatbins past check's limits), the repaired wheel, which holds the same files and the loader, would be too."""
+    try:
+        return inspect_unpacked(repaired, root, names)
+    except BadInputError as e:
+        raise _refused_by_check(e, repaired, wheel) from None
+
+
+def _refused_by_check(e: BadInputError, written: Path, wheel: Path) -> BadInputError:
+    return BadInputError(
+        f"{wheel.name}: the repaired wheel would be refused by `slimwheel check`, so none was written: "
+        + e.message.replace(str(written), "the repaired wheel")
+    )
+
+
+def _readable_by_check(written: Path, wheel: Path) -> WheelReport:
+    """The packed output read as `check` reads it (its limits: a bundled library may carry fatbins past them): a wheel
+    check refuses (exit 3) is never written."""
+    try:
+        return inspect_wheel(written)
+    except BadInputError as e:
+        raise _refused_by_check(e, written, wheel) from None
