@@ -702,6 +702,24 @@ def _requirement_on(lib: cudalibs.RuntimeLib, reqs: Requirements) -> Requirement
     return reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
 
 
+def install_requirement(lib: cudalibs.RuntimeLib, requires: Iterable[str], tags: Iterable[str] = ()) -> str:
+    """What to `pip install` for a CUDA library a wheel needs and lacks (doctor's hint): the wheel's own requirement
+    that installs it (on its package, or on the CUDA metapackage with its extras), without the marker; for a wheel
+    that has none, the requirement repair would add (`requirement_for`). Never a bare package name: pip would take
+    the newest release, of whichever CUDA major."""
+    reqs = Requirements.of(requires, Installs.from_tags(tags))
+    req = _requirement_on(lib, reqs)
+    if req is None:
+        cond = reqs.conditional.get(str(canonicalize_name(lib.package)))
+        req = cond[0] if cond else None
+    if req is None and (under := reqs.under_extra(lib.package)) is not None:
+        req = under[1]
+    if req is None:
+        return requirement_for(lib, cuda=None, versions=None)
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}{req.specifier}"
+
+
 def _cuda_library_problem(
     info: ElfInfo, needed: str, cands: list[cudalibs.RuntimeLib], reqs: Requirements
 ) -> str | None:
