@@ -157,9 +157,20 @@ class Config:
         ),
     )
     debug_symbols: bool = field(
+        default=True,
+        metadata=_doc(
+            "Fail check for ELF files left unstripped (.debug_* sections, or a symbol table over 1 MiB), with its own "
+            "exit code (16). On by default: debug info is most of an unstripped extension and no user runs a "
+            "debugger on a wheel from PyPI; `strip = true` strips them in the build's repair.",
+            kind="bool",
+        ),
+    )
+    strip: bool = field(
         default=False,
         metadata=_doc(
-            "Fail check for ELF files left unstripped (.debug_* sections, or a symbol table over 1 MiB).", kind="bool"
+            "Strip the ELF files that the debug-symbols check fails (`strip --strip-unneeded`, before auditwheel) "
+            "when the build repairs the wheel, as `slimwheel repair --strip` does.",
+            kind="bool",
         ),
     )
     require_arch: str = field(

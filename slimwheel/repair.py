@@ -38,6 +38,7 @@ from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.inspect.wheel import requires_dist
 from slimwheel.rpath import norm_origin, resolve_entry, unsafe_entries, with_folders
 from slimwheel.runtime.place import DriverFloor, driver_floor, install_loader
+from slimwheel.strip import Stripped, strip_members
 from slimwheel.tools import replace_needed, run_auditwheel, set_rpath
 
 log = logging.getLogger("slimwheel.repair")
@@ -61,6 +62,7 @@ class RepairResult:
     unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
     # CUDA libraries only optional parts of the package need (deps.DependencyVerdict.optional), left unrequired
     optional: tuple[str, ...] = ()
+    stripped: tuple[Stripped, ...] = ()  # ELF files stripped of debug info (`strip=True`), before auditwheel
     phases: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -107,6 +109,7 @@ def repair_wheel(
     unvendor: bool = True,
     torch: torchext.TorchBuild | None = None,
     library_dirs: Sequence[Path] = (),
+    strip: bool = False,
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
     linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
@@ -119,7 +122,7 @@ def repair_wheel(
     against, for a wheel that needs torch's libraries (default: the running Python's torch); its libraries are left to
     torch's wheel and torch is required (`slimwheel.torchext`). `library_dirs`: searched first for what auditwheel
     bundles (a sysroot's library folders: a wheel linked against Debian 11's libgomp must bundle that one, not the
-    host's, which needs a newer glibc)."""
+    host's, which needs a newer glibc). `strip`: strip the ELF files the debug-symbols check fails (`slimwheel.strip`)."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -143,6 +146,7 @@ def repair_wheel(
             _unvendor(tmp / "in", src, copies, wheel)
             src = _rescan(tmp / "in", src, wheel)
             versions = {**_vendored_versions(src, copies, wheel), **(versions or {})}
+        stripped = strip_members(tmp / "in", src.elfs) if strip else ()
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         if src.torch is not None:
             built = _torch_built(torch or torchext.pinned_build(src.requires, cuda_major=major), major, wheel.name)
@@ -218,7 +222,7 @@ def repair_wheel(
         aw_out.mkdir()
         # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
         copy = tmp / wheel.name
-        if copies:
+        if copies or stripped:
             wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
         else:
             shutil.copyfile(wheel, copy)
@@ -320,6 +324,7 @@ def repair_wheel(
         extra=extra,
         unvendored=copies,
         optional=pre.optional,
+        stripped=stripped,
         phases=phases,
     )
 

@@ -21,7 +21,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools", "torchext", "reqgraph"}),
     frozenset({"config", "toolkit", "plan", "check", "floor", "render", "runtime", "distcheck", "pypindex"}),
-    frozenset({"context", "prune", "repair", "postbuild", "doctor", "footprint", "container"}),
+    frozenset({"context", "prune", "repair", "strip", "postbuild", "doctor", "footprint", "container"}),
     frozenset({"build"}),
     frozenset({"commands", "cli", "__main__", "cmake"}),
 )
