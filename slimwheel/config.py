@@ -565,6 +565,14 @@ def load(project_dir: Path | None, env: Mapping[str, str], cli: Mapping[str, Any
     return resolve(table, env, cli, file_name=name)
 
 
+def load_origins(project_dir: Path | None, env: Mapping[str, str], cli: Mapping[str, Any]) -> dict[str, str]:
+    """`origins` of what `load` reads with the same arguments: where each setting of that Config comes from."""
+    if project_dir is None:
+        return origins(None, env, cli)
+    _, table = read_pyproject(project_dir)
+    return origins(table, env, cli, file_name=str(project_dir / "pyproject.toml"))
+
+
 def json_schema() -> dict[str, Any]:
     """JSON schema of [tool.slimwheel], generated from the model (for validate-pyproject and editors)."""
     props: dict[str, Any] = {}

@@ -447,9 +447,18 @@ def elapsed(seconds: float) -> str:
 class ProgressLine:
     """Phase progress on stderr. On a terminal: one line, redrawn four times a second, with the running phase, its
     elapsed time, the total time, the phase number and, while a build log is named, the build tool's step count.
-    Elsewhere (CI logs, pipes): one plain line when a phase starts and one when it ends, nothing redrawn."""
+    Elsewhere (CI logs, pipes): one plain line when a phase starts and one when it ends, nothing redrawn, and the same
+    line as the terminal's every `heartbeat` seconds while a phase runs: a CI log that says nothing for five minutes
+    reads as a hung job. A phase that writes a log names it when it starts, on both."""
 
-    def __init__(self, console: Console, *, live: bool, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        live: bool,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: float | None = 60.0,
+    ) -> None:
         self.console = console
         self.clock = clock
         self.started = clock()
@@ -457,6 +466,8 @@ class ProgressLine:
         self.phase_started = self.started
         self.count = 0
         self.log: Path | None = None
+        self.heartbeat = heartbeat
+        self._beat: tuple[threading.Thread, threading.Event] | None = None
         from rich.live import Live  # only the build's progress line redraws
 
         self._live = Live(self, console=console, refresh_per_second=4, transient=True) if live else None
@@ -477,14 +488,37 @@ class ProgressLine:
         return Text(self.line() if self.phase else "")
 
     def start(self, phase: str, log: Path | None = None) -> None:
+        self._stop_beat()
         self.phase, self.phase_started, self.log = phase, self.clock(), log
         self.count += 1
         if self._live is None:
             self.console.print(f"[{phase}] ...", highlight=False, markup=False)
+        if log is not None:
+            # where to look while it runs, not only when it fails
+            self.console.print(f"[{phase}] log: {shown.terminal(str(log))}", highlight=False, markup=False)
+        if self._live is None:
+            if self.heartbeat is not None:
+                stop = threading.Event()
+                thread = threading.Thread(target=self._beats, args=(stop, self.heartbeat), daemon=True)
+                self._beat = (thread, stop)
+                thread.start()
         elif not self._live.is_started:
             self._live.start()
 
+    def _beats(self, stop: threading.Event, every: float) -> None:
+        while not stop.wait(every):
+            if self.phase is not None:
+                self.console.print(self.line(), highlight=False, markup=False, soft_wrap=True)
+
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            thread, stop = self._beat
+            stop.set()
+            thread.join()
+            self._beat = None
+
     def done(self, phase: str, seconds: float, detail: str = "") -> None:
+        self._stop_beat()
         self.phase, self.log = None, None
         tail = f"  {detail}" if detail else ""
         # printed above the live line (rich keeps the live line at the bottom); seconds as a plain number, because
@@ -492,5 +526,6 @@ class ProgressLine:
         self.console.print(f"[{phase}] done in {seconds:.1f} s{tail}", highlight=False, markup=False, soft_wrap=True)
 
     def close(self) -> None:
+        self._stop_beat()
         if self._live is not None and self._live.is_started:
             self._live.stop()
