@@ -132,3 +132,19 @@ def test_size_report_shows_debug_info_in_a_column_of_its_own(tmp_path: Path) -> 
     assert "debug info: 4.9 KiB installed in 1 ELF file" in md
     clean = inspect_wheel(Path(make_wheel(tmp_path / "c", name="pkg", files={"pkg/clean.so": files["pkg/clean.so"]})))
     assert "debug info" not in render.report_text(clean, width=300, color=False)
+
+
+def test_strip_touches_only_what_the_debug_check_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from slimwheel import strip
+    from slimwheel.errors import ToolError
+
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "clean.so").write_bytes(elf(sections={".text": b"\x90" * 64}))
+    (tmp_path / "pkg" / "few.so").write_bytes(elf(sections={".symtab": b"s" * 4096, ".strtab": b"t" * 4096}))
+    # nothing to strip: no strip program is looked for or run (a subprocess here would fail the test)
+    monkeypatch.setattr(strip.shutil, "which", lambda name: None)
+    assert strip.strip_members(tmp_path, ["pkg/clean.so", "pkg/few.so"]) == ()
+    (tmp_path / "pkg" / "debug.so").write_bytes(elf(sections={".debug_info": b"d" * 100}))
+    with pytest.raises(ToolError, match="strip not found") as e:
+        strip.strip_members(tmp_path, ["pkg/clean.so", "pkg/debug.so"])
+    assert "binutils" in str(e.value)
