@@ -153,11 +153,13 @@ def passed_env_names() -> tuple[str, ...]:
 
 
 def repair_command(cfg: Config, cuda: CudaVersion) -> str:
-    """cibuildwheel's repair-wheel-command: `slimwheel repair` with the release, the loader choice and every
-    [tool.slimwheel] external library (as `--external`, the syntax config keeps them in)."""
+    """cibuildwheel's repair-wheel-command: `slimwheel repair` with the release, the loader choice, the strip choice
+    and every [tool.slimwheel] external library (as `--external`, the syntax config keeps them in)."""
     argv = ["slimwheel", "repair", "--cuda", str(cuda), "-w", "{dest_dir}"]
     if not cfg.loader:
         argv.append("--no-loader")
+    if cfg.strip:  # said on the command line: the repair step's folder is not always the project's
+        argv.append("--strip")
     for spec in cfg.external_libs:
         argv += ["--external", spec]
     # shlex.join would quote cibuildwheel's {placeholders}' braces: keep those bare, quote the values.

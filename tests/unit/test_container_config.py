@@ -125,6 +125,11 @@ def test_external_libs_reach_the_repair_command() -> None:
     assert {e.pattern for e in back} == set(ext) and argv[-1] == "{wheel}" and "{dest_dir}" in argv
 
 
+def test_strip_reaches_the_repair_command() -> None:
+    assert "--strip" not in shlex.split(container.repair_command(cfgmod.resolve({}), CU13))
+    assert "--strip" in shlex.split(container.repair_command(cfgmod.resolve({"strip": True}), CU13))
+
+
 def test_the_faiss_recipe_keeps_its_blas_external() -> None:
     cfg = cfgmod.load(REPO / "faiss", {}, {})
     t = container.cibw_config(cfg, CU13, PROJECT, origin=ORIGIN)
