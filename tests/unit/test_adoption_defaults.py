@@ -19,7 +19,9 @@ from slimwheel.runtime import driver as drv
 
 
 def _helps() -> dict[str, str]:
-    ctx = click.Context(cli, info_name="slimwheel", terminal_width=400, max_content_width=400)
+    # the group's own context settings: click caches the help option per command, so a context without them would
+    # change what every later --help shows (-h)
+    ctx = click.Context(cli, info_name="slimwheel", terminal_width=400, max_content_width=400, **cli.context_settings)
     out = {"": cli.get_help(ctx)}
     for name in cli.list_commands(ctx):
         cmd = cli.get_command(ctx, name)
