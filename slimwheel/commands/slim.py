@@ -14,6 +14,7 @@ from rich.table import Table
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import heap, render, shown
+from slimwheel.cli import quiet
 from slimwheel.commands.check import offline_option, read_index
 from slimwheel.commands.size_report import emit
 from slimwheel.errors import ExitCode
@@ -21,6 +22,11 @@ from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
 
 _ROWS = 40  # rows of the dropped-code table; the JSON lists every file
+
+
+def _draw_quiet(r: SlimResult, console: Console) -> None:
+    console.print(f"slimmed: {shown.markup(str(r.rewritten.wheel))}")
+    render.render_verdicts([r.verdict], console, notes=False)
 
 
 def _draw(r: SlimResult, console: Console) -> None:
@@ -163,6 +169,8 @@ def command(
         emit(data, report)
     if fmt == "json":
         emit(data, None)
+    elif quiet(click.get_current_context()):  # -q: the wheel written and the verdict
+        emit(render.table_text(lambda console: _draw_quiet(result, console), color=sys.stdout.isatty()), None)
     else:
         emit(render.table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
     checkmod.raise_for([result.verdict])
