@@ -374,6 +374,7 @@ def build_project(
                 externals=externals,
                 torch=setup.torch,
                 library_dirs=setup.library_dirs,
+                strip=cfg.strip,
             )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"
         with ph.phase("check") as box:

@@ -20,7 +20,7 @@ import click
 import slimwheel
 import slimwheel.commands
 from slimwheel import shown
-from slimwheel.errors import NO_SPACE_ERRNOS, ExitCode, SlimwheelError, os_error
+from slimwheel.errors import NO_SPACE_ERRNOS, ExitCode, SlimwheelError, exit_codes, os_error
 
 log = logging.getLogger("slimwheel")
 
@@ -117,8 +117,40 @@ class _Group(click.Group):
         cmd.params.extend(p for p in _global_params() if not taken & set(p.opts))
         return cmd
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """An unknown command name gets the closest names as a suggestion (`slimwheel chek` -> check)."""
+        name = click.utils.make_str(args[0])
+        if self.get_command(ctx, name) is None and not name.startswith("-"):
+            import difflib
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=3, cutoff=0.6)
+            if close:
+                ctx.fail(f"No such command {name!r}. Did you mean {' or '.join(map(repr, close))}?")
+        return super().resolve_command(ctx, args)
+
+
+def quiet(ctx: click.Context) -> bool:
+    """Whether -q was given (before or after the command name): commands then print only errors and the verdict."""
+    obj = ctx.find_root().obj
+    return bool(obj and obj.get("quiet"))
+
+
+_HELP = f"""Build, repair, check and explain slim, correct CUDA wheels.
+
+    -v, -q and --format work before or after the command name. Colour: on a terminal, unless NO_COLOR is set;
+    FORCE_COLOR turns it on in pipes and CI logs.
+
+    Exit codes: {exit_codes()}.
+    """
+
+
+@click.group(
+    cls=_Group,
+    help=_HELP,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 @click.version_option(slimwheel.__version__, "--version", prog_name="slimwheel")
 @click.option(
     "-v", "--verbose", count=True, help="More detail: -v logs each step and external command, -vv debug output."
@@ -134,16 +166,6 @@ class _Group(click.Group):
 )
 @click.pass_context
 def cli(ctx: click.Context, verbose: int, quiet: bool, fmt: str | None) -> None:
-    """Build, repair, check and explain slim, correct CUDA wheels.
-
-    -v, -q and --format work before or after the command name. Colour: on a terminal, unless NO_COLOR is set;
-    FORCE_COLOR turns it on in pipes and CI logs.
-
-    \b
-    Exit codes: 0 ok, 1 internal error, 2 usage, 3 bad input, 4 an external tool failed,
-    10 over the size budget, 11 missing GPU coverage, 12 inconsistent dependencies, 13 several checks failed,
-    14 a wheel whose RECORD does not match its files, 15 doctor found problems.
-    """
     ctx.obj = {"verbose": verbose, "quiet": quiet}
     _configure_logging(ctx.obj)
     if fmt is not None and ctx.invoked_subcommand is not None:

@@ -157,9 +157,20 @@ class Config:
         ),
     )
     debug_symbols: bool = field(
+        default=True,
+        metadata=_doc(
+            "Fail check for ELF files left unstripped (.debug_* sections, or a symbol table over 1 MiB), with its own "
+            "exit code (16). On by default: debug info is most of an unstripped extension and no user runs a "
+            "debugger on a wheel from PyPI; `strip = true` strips them in the build's repair.",
+            kind="bool",
+        ),
+    )
+    strip: bool = field(
         default=False,
         metadata=_doc(
-            "Fail check for ELF files left unstripped (.debug_* sections, or a symbol table over 1 MiB).", kind="bool"
+            "Strip the ELF files that the debug-symbols check fails (`strip --strip-unneeded`, before auditwheel) "
+            "when the build repairs the wheel, as `slimwheel repair --strip` does.",
+            kind="bool",
         ),
     )
     require_arch: str = field(
@@ -552,6 +563,14 @@ def load(project_dir: Path | None, env: Mapping[str, str], cli: Mapping[str, Any
         _, table = read_pyproject(project_dir)
         name = str(project_dir / "pyproject.toml")
     return resolve(table, env, cli, file_name=name)
+
+
+def load_origins(project_dir: Path | None, env: Mapping[str, str], cli: Mapping[str, Any]) -> dict[str, str]:
+    """`origins` of what `load` reads with the same arguments: where each setting of that Config comes from."""
+    if project_dir is None:
+        return origins(None, env, cli)
+    _, table = read_pyproject(project_dir)
+    return origins(table, env, cli, file_name=str(project_dir / "pyproject.toml"))
 
 
 def json_schema() -> dict[str, Any]:

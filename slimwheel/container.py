@@ -52,6 +52,7 @@ ARCHS: tuple[Arch, ...] = ("x86_64", "aarch64")
 IMAGE = "manylinux_2_28"
 SOURCE_MOUNT = "/slimwheel"  # a source checkout of slimwheel inside the container (read-only), when it runs from one
 SCRIPTS_MOUNT = "/slimwheel-scripts"  # the before-all scripts (package data) inside the container (read-only)
+WHEELS_MOUNT = "/slimwheel-wheels"  # the host folder of slimwheel's own wheel, when it comes from one (read-only)
 VENV = "/opt/slimwheel"  # slimwheel's own virtual environment inside the container, made by the before-all script
 CUDA_ROOT = "/usr/local/cuda"  # where the before-all scripts leave the toolkit
 # 12.4: NVIDIA's rpm repository (the one CUDA 12 release the script pins and CI checks); 13.x: every release PyPI
@@ -81,18 +82,25 @@ class Origin:
     """Where the container (and cibuildwheel's audit step, which runs on the host) get slimwheel from.
 
     `scripts`: the host folder of the before-all scripts (slimwheel's package data). `source`: a source checkout of
-    slimwheel, mounted and installed in the container (and installed from its host path for the audit); without one,
-    both install `requirement` from the package index."""
+    slimwheel, mounted and installed in the container (and installed from its host path for the audit). `wheel`:
+    slimwheel's own wheel file (slimwheel is on no index yet): its folder is mounted, the container installs the file,
+    and the project's build finds it there through PIP_FIND_LINKS (`requires = [..., "slimwheel"]`, isolated).
+    Without either, both install `requirement` from the package index."""
 
     scripts: Path | str
     source: Path | str | None = None
+    wheel: Path | None = None
     requirement: str = f"slimwheel=={slimwheel.__version__}"
 
     def container_spec(self) -> str:
-        return SOURCE_MOUNT if self.source is not None else self.requirement
+        if self.source is not None:
+            return SOURCE_MOUNT
+        return f"{WHEELS_MOUNT}/{self.wheel.name}" if self.wheel is not None else self.requirement
 
     def host_spec(self) -> str:
-        return str(self.source) if self.source is not None else self.requirement
+        if self.source is not None:
+            return str(self.source)
+        return str(self.wheel) if self.wheel is not None else self.requirement
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,11 +153,13 @@ def passed_env_names() -> tuple[str, ...]:
 
 
 def repair_command(cfg: Config, cuda: CudaVersion) -> str:
-    """cibuildwheel's repair-wheel-command: `slimwheel repair` with the release, the loader choice and every
-    [tool.slimwheel] external library (as `--external`, the syntax config keeps them in)."""
+    """cibuildwheel's repair-wheel-command: `slimwheel repair` with the release, the loader choice, the strip choice
+    and every [tool.slimwheel] external library (as `--external`, the syntax config keeps them in)."""
     argv = ["slimwheel", "repair", "--cuda", str(cuda), "-w", "{dest_dir}"]
     if not cfg.loader:
         argv.append("--no-loader")
+    if cfg.strip:  # said on the command line: the repair step's folder is not always the project's
+        argv.append("--strip")
     for spec in cfg.external_libs:
         argv += ["--external", spec]
     # shlex.join would quote cibuildwheel's {placeholders}' braces: keep those bare, quote the values.
@@ -225,6 +235,10 @@ def cibw_config(
     mounts = ["--volume", f"{origin.scripts}:{SCRIPTS_MOUNT}:ro"]
     if origin.source is not None:
         mounts += ["--volume", f"{origin.source}:{SOURCE_MOUNT}:ro"]
+    elif origin.wheel is not None:
+        mounts += ["--volume", f"{origin.wheel.parent}:{WHEELS_MOUNT}:ro"]
+        # pip in the container (before-all's, and the isolated build's of a project that requires slimwheel)
+        env["PIP_FIND_LINKS"] = WHEELS_MOUNT
     create_args = [*mounts, *(["--gpus", "all"] if gpu_test else [])]
     before_all = " ".join(
         ["bash", f"{SCRIPTS_MOUNT}/cuda{cuda.major}.sh", str(cuda), shlex.quote(origin.container_spec())]
@@ -307,18 +321,54 @@ def scripts_dir() -> Path:
     return path
 
 
-def find_origin(requirement: str | None = None) -> Origin:
-    """Where this slimwheel comes from: a source checkout (pyproject.toml of `slimwheel` above the package; editable
-    installs and tests), else the installed package, whose version the container installs from the index, or
-    `requirement` when given (e.g. a wheel file under /project, or a git URL)."""
+def find_origin(requirement: str | None = None, *, find_links: str = "") -> Origin:
+    """Where this slimwheel comes from: `requirement` when given (a slimwheel wheel file on this machine, a git URL,
+    a pip requirement); else a source checkout (pyproject.toml of `slimwheel` above the package; editable installs and
+    tests); else the installed package: its own wheel file of this version when a local folder of `find_links` (pip's
+    PIP_FIND_LINKS, space-separated) has one, else that version from the index."""
     scripts = scripts_dir()
     if requirement is not None:
+        path = Path(requirement).expanduser()
+        if path.suffix == ".whl" and path.is_file():
+            if _slimwheel_wheel(path.name) is None:
+                raise BadInputError(f"--slimwheel-spec {requirement}: not a wheel of slimwheel")
+            return Origin(scripts=scripts, wheel=path.resolve())
         return Origin(scripts=scripts, requirement=requirement)
     # An installed package sits in site-packages, which has no pyproject.toml beside it; a checkout has one.
     root = Path(slimwheel.__file__).resolve().parent.parent
     if (root / "pyproject.toml").is_file() and scripts.is_relative_to(root):
         return Origin(scripts=scripts, source=root)
-    return Origin(scripts=scripts)
+    wheel = wheel_in_links(find_links, slimwheel.__version__)
+    return Origin(scripts=scripts, wheel=wheel) if wheel is not None else Origin(scripts=scripts)
+
+
+def _slimwheel_wheel(name: str) -> str | None:
+    """The version of a slimwheel wheel file name, else None."""
+    from packaging.utils import InvalidWheelFilename, canonicalize_name, parse_wheel_filename
+
+    try:
+        dist, version, _, _ = parse_wheel_filename(name)
+    except InvalidWheelFilename:
+        return None
+    return str(version) if dist == canonicalize_name("slimwheel") else None
+
+
+def wheel_in_links(find_links: str, version: str) -> Path | None:
+    """slimwheel's wheel of `version` in the first local folder of `find_links` (paths or file:// URLs, as pip reads
+    PIP_FIND_LINKS) that has one; remote links are pip's business, not a folder to mount."""
+    from urllib.parse import unquote, urlsplit
+
+    for link in find_links.split():
+        url = urlsplit(link)
+        if url.scheme not in ("", "file"):
+            continue
+        folder = Path(unquote(url.path) if url.scheme == "file" else link).expanduser()
+        if not folder.is_dir():
+            continue
+        for candidate in sorted(folder.glob("slimwheel-*.whl")):
+            if _slimwheel_wheel(candidate.name) == version:
+                return candidate.resolve()
+    return None
 
 
 def invocation(table: Mapping[str, Any], project: Project, output_dir: Path, *, only: str | None = None) -> Invocation:

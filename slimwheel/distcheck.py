@@ -8,9 +8,11 @@
   `MAX_PROJECT_SIZE`, shared/cuda-facts.md section 6), because a CUDA matrix of Pythons x platforms x CUDA majors
   reaches it within a few releases.
 
-Opt-in: nothing here runs unless check's policy asks for it. Every finding carries the exit code check uses for it
-(size problems are budget problems: 10), so `check.py` can turn them into its own failures unchanged. Sizes in
-messages say their unit (MiB = 2**20 bytes).
+Each runs when check's policy asks for it; the debug-symbols check is on by default (config's `debug-symbols`), as in
+pydistcheck: a setuptools torch extension came out 86 % `.debug_*` (9.5 MiB) and passed silently. Every finding
+carries the exit code check uses for it (size problems are budget problems: 10; debug info has its own, 16, as its
+cure is a strip, not a smaller budget), so `check.py` can turn them into its own failures unchanged. Sizes in messages
+say their unit (MiB = 2**20 bytes).
 """
 
 from __future__ import annotations
@@ -98,30 +100,39 @@ def installed_size(report: WheelReport, budget_bytes: int) -> Finding | None:
 
 
 def debug_info(elf: ElfReport) -> DebugInfo:
+    """What stripping would remove: the rule `debug_symbols`, size-report's debug column and `strip` share."""
     debug = sum(n for s, n in elf.sections.items() if s.startswith(_DEBUG_PREFIXES))
     symtab = sum(elf.sections.get(s, 0) for s in _SYMBOL_SECTIONS)
     return DebugInfo(elf=elf.name, debug_bytes=debug, symtab_bytes=symtab)
+
+
+def unstripped(info: DebugInfo, *, symtab_limit: int = SYMTAB_LIMIT) -> bool:
+    """Whether a file fails the debug-symbols check (and `strip` strips it): debug sections, or a symbol table over
+    `symtab_limit`."""
+    return info.debug_bytes > 0 or info.symtab_bytes > symtab_limit
 
 
 def debug_symbols(report: WheelReport, *, symtab_limit: int = SYMTAB_LIMIT) -> tuple[Finding, ...]:
     """One finding per ELF file with debug sections, or with a symbol table larger than `symtab_limit`."""
     out = []
     for info in (debug_info(e) for e in report.elfs):
+        if not unstripped(info, symtab_limit=symtab_limit):
+            continue
         why = []
         if info.debug_bytes:
             why.append(f"{human(info.debug_bytes)} of .debug_* sections")
         if info.symtab_bytes > symtab_limit:
             why.append(f"a {human(info.symtab_bytes)} symbol table (.symtab/.strtab)")
-        if why:
-            out.append(
-                Finding(
-                    kind="debug-symbols",
-                    message=f"{info.elf}: not stripped: {' and '.join(why)}; strip it (-Wl,-s, or `strip "
-                    f"--strip-unneeded`) to save {human(info.stripped_would_save)} installed",
-                    exit_code=ExitCode.OVER_BUDGET,
-                    bytes=info.stripped_would_save,
-                )
+        out.append(
+            Finding(
+                kind="debug-symbols",
+                message=f"{info.elf}: not stripped: {' and '.join(why)}; strip it to save "
+                f"{human(info.stripped_would_save)} installed: `slimwheel repair --strip` (or `strip = true` in "
+                "[tool.slimwheel] for `slimwheel build`), or link with -Wl,-s; `--no-debug-symbols` allows it",
+                exit_code=ExitCode.DEBUG_INFO,
+                bytes=info.stripped_would_save,
             )
+        )
     return tuple(out)
 
 

@@ -11,11 +11,13 @@ import importlib.metadata as md
 import json
 import logging
 import os
+import shlex
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from slimwheel import deps
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.arch import CC, Target, served_by
 from slimwheel.envvars import env_bool
@@ -39,6 +41,9 @@ class LibraryCheck:
     found: str | None  # absolute path
     via: Via
     tried: tuple[str, ...]
+    install: str = (
+        ""  # what to pip install when it is missing: the wheel's own requirement (`deps.install_requirement`)
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,11 +74,21 @@ class DoctorReport:
         return not self.problems
 
 
-def _targets_and_needs(
-    target: str,
-) -> tuple[tuple[Target, ...], set[str], str | None, int | None, tuple[ElfReport, ...]]:
-    """(targets, DT_NEEDED SONAMEs, driver floor, cuda major, ELF reports) of a wheel file or an installed
-    distribution."""
+@dataclass(frozen=True, kw_only=True)
+class _Target:
+    """What doctor reads of a wheel file or an installed distribution."""
+
+    targets: tuple[Target, ...]
+    needs: set[str]  # DT_NEEDED SONAMEs
+    floor: str | None  # driver floor
+    major: int | None  # CUDA major
+    elfs: tuple[ElfReport, ...]
+    requires: tuple[str, ...]  # Requires-Dist: what the hints tell to install
+    tags: tuple[str, ...] = ()  # the wheel's tags (an installed distribution: none known)
+
+
+def _targets_and_needs(target: str) -> _Target:
+    """What doctor needs of a wheel file or an installed distribution."""
     from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 
     path = Path(target)
@@ -81,7 +96,15 @@ def _targets_and_needs(
         if not path.is_file():
             raise BadInputError(f"{target}: no such wheel")
         rep = inspect_wheel(path)
-        return rep.targets, {n for e in rep.elfs for n in e.needed}, rep.driver_floor, rep.cuda_major, rep.elfs
+        return _Target(
+            targets=rep.targets,
+            needs={n for e in rep.elfs for n in e.needed},
+            floor=rep.driver_floor,
+            major=rep.cuda_major,
+            elfs=rep.elfs,
+            requires=tuple(rep.requires_dist),
+            tags=tuple(rep.tags),
+        )
     try:
         dist = md.distribution(target)
     except md.PackageNotFoundError:
@@ -102,7 +125,14 @@ def _targets_and_needs(
         targets |= {e.target for fb in elf.fatbins for e in fb.entries if e.target is not None}
     majors = {lib.cuda_major for lib in cudalibs.RUNTIME_LIBS if lib.soname in needs}
     major = majors.pop() if len(majors) == 1 else None
-    return tuple(sorted(targets, key=str)), needs, None, major, tuple(elfs)
+    return _Target(
+        targets=tuple(sorted(targets, key=str)),
+        needs=needs,
+        floor=None,
+        major=major,
+        elfs=tuple(elfs),
+        requires=tuple(dist.requires or ()),
+    )
 
 
 def _site_of(target: str | None) -> list[str]:
@@ -210,8 +240,10 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
     floor = None
     major = None
     elfs: tuple[ElfReport, ...] = ()
+    read: _Target | None = None
     if target:
-        targets, needs, floor, major, elfs = _targets_and_needs(target)
+        read = _targets_and_needs(target)
+        targets, needs, floor, major, elfs = read.targets, read.needs, read.floor, read.major, read.elfs
         if not targets:
             notes.append(f"{target}: no fatbin (no CUDA kernels) found")
 
@@ -243,12 +275,18 @@ def run_doctor(target: str | None = None, *, env: dict[str, str] | None = None) 
     own = _site_of(target)
     roots = loader.search_roots(own[0] if own else None, sys.path)
     system = system_search([lib.soname for lib in libs])
-    checks = tuple(resolve_library(lib, roots, use_system=use_system, system=system) for lib in libs)
+    checks = tuple(
+        replace(
+            resolve_library(lib, roots, use_system=use_system, system=system),
+            install=deps.install_requirement(lib, read.requires if read else (), read.tags if read else ()),
+        )
+        for lib in libs
+    )
 
     problems: list[str] = []
-    if target:  # without one, the libraries of both majors are a survey: one major missing is normal
+    if read is not None:  # without a target, the libraries of both majors are a survey: one major missing is normal
         problems += [
-            f"{lib.soname} not found where the loader looks: pip install {lib.package}"
+            f"{lib.soname} not found where the loader looks: pip install {shlex.quote(lib.install)}"
             for lib in checks
             if lib.via == "missing"
         ]

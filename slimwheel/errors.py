@@ -24,12 +24,18 @@ class ExitCode(enum.IntEnum):
     CHECK_FAILED = 13
     BAD_RECORD = 14
     DOCTOR_PROBLEMS = 15
+    DEBUG_INFO = 16
     ABOVE_PLATFORM_FLOOR = 18
 
     @property
     def reason(self) -> str:
         """One line for a person: when slimwheel exits with this code."""
         return _REASONS[self]
+
+    @property
+    def label(self) -> str:
+        """A few words for lists of codes in `--help` texts (`exit_codes`)."""
+        return _LABELS[self]
 
 
 _REASONS: dict[ExitCode, str] = {
@@ -56,10 +62,36 @@ _REASONS: dict[ExitCode, str] = {
         "`slimwheel doctor` found a reason the wheel cannot run here (a CUDA library missing, a GPU its code cannot serve, "
         "a driver too old)"
     ),
+    ExitCode.DEBUG_INFO: (
+        "an ELF file is not stripped (.debug_* sections, or a symbol table over 1 MiB): strip it with "
+        "`slimwheel repair --strip` (or `strip = true`, -Wl,-s), or allow it with `--no-debug-symbols`"
+    ),
     ExitCode.ABOVE_PLATFORM_FLOOR: (
         "an ELF file needs newer glibc or libstdc++ symbol versions than the `--manylinux` policy allows"
     ),
 }
+
+_LABELS: dict[ExitCode, str] = {
+    ExitCode.OK: "ok",
+    ExitCode.INTERNAL: "internal error",
+    ExitCode.USAGE: "usage",
+    ExitCode.BAD_INPUT: "bad input",
+    ExitCode.TOOL_FAILED: "an external tool failed",
+    ExitCode.OVER_BUDGET: "over the size budget",
+    ExitCode.MISSING_COVERAGE: "missing GPU coverage",
+    ExitCode.INCONSISTENT_DEPENDENCIES: "inconsistent dependencies",
+    ExitCode.CHECK_FAILED: "several checks failed",
+    ExitCode.BAD_RECORD: "RECORD does not match the files",
+    ExitCode.DOCTOR_PROBLEMS: "doctor found problems",
+    ExitCode.DEBUG_INFO: "debug info left in",
+    ExitCode.ABOVE_PLATFORM_FLOOR: "above the --manylinux floor",
+}
+
+
+def exit_codes(*codes: ExitCode) -> str:
+    """`--help` texts name exit codes through this, so that they never drift from the enum: "10 over the size
+    budget, 11 missing GPU coverage" (every code when none is given)."""
+    return ", ".join(f"{int(c)} {c.label}" for c in (codes or tuple(ExitCode)))
 
 
 class SlimwheelError(Exception):

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import io
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from slimwheel import shown, textable
+from slimwheel import distcheck, shown, textable
 from slimwheel.textable import Cell, Column, Style, styled
 
 if TYPE_CHECKING:  # check imports the dependency rules (packaging, pyelftools): size-report needs none of them
@@ -145,14 +146,20 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
     )
     if report.elfs:
         main_secs = [s for s in _MAIN_SECTIONS if any(s in e.sections for e in report.elfs)]
+        debug = _debug_infos(report)
         rows = []
         for e in report.elfs:
-            other = sum(v for k, v in e.sections.items() if k not in main_secs)
+            # debug info has a column of its own (when a file has any), and is not counted again in "other"
+            dbg = debug.get(e.name)
+            other = sum(v for k, v in e.sections.items() if k not in main_secs) - (
+                dbg.stripped_would_save if dbg else 0
+            )
             rows.append(
                 (
                     t(e.name),
                     human(e.size),
                     *[human(e.sections[s]) if s in e.sections else "" for s in main_secs],
+                    *([Cell(human(dbg.stripped_would_save), Style.RED) if dbg else ""] if debug else []),
                     human(other),
                     str(len(e.fatbins)),
                 )
@@ -163,11 +170,14 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
                 Column("file", fold=True),
                 Column("size", right=True),
                 *(Column(s, right=True) for s in main_secs),
+                *([Column("debug info", right=True)] if debug else []),
                 Column("other", right=True),
                 Column("fatbins", right=True),
             ),
             rows,
         )
+        if debug:
+            out.append(f"  {_debug_line(debug)}")
         rows = []
         for e in report.elfs:
             paths = "\n".join(
@@ -235,6 +245,21 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
     return "\n".join(out) + "\n"
 
 
+def _debug_infos(report: WheelReport) -> dict[str, distcheck.DebugInfo]:
+    """The ELF files check's debug-symbols rule fails, by name, with what stripping them would remove."""
+    infos = (distcheck.debug_info(e) for e in report.elfs)
+    return {i.elf: i for i in infos if distcheck.unstripped(i)}
+
+
+def _debug_line(debug: Mapping[str, distcheck.DebugInfo]) -> str:
+    total = sum(i.stripped_would_save for i in debug.values())
+    n = len(debug)
+    return (
+        f"debug info: {human(total)} installed in {n} ELF file{'s' if n != 1 else ''} not stripped (.debug_* "
+        "sections, symbol tables over 1 MiB): check fails it; `slimwheel repair --strip` removes it"
+    )
+
+
 def reports_text(reports: Sequence[WheelReport], *, color: bool, entries: bool = False) -> str:
     """size-report's table format: each wheel's report, a blank line between them; as wide as the terminal when
     colour goes to one, else 160 columns (logs, files, pipes)."""
@@ -270,6 +295,8 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
                 f"{_pct(f.share)} |"
             )
         out.append("")
+        if debug := _debug_infos(r):
+            out.append(f"- :warning: {shown.md_text(_debug_line(debug), line_start=True)}\n")
         if r.elfs:
             out.append("| ELF | size | .text | .nv_fatbin | .rodata | fatbins | SONAME | RPATH / RUNPATH | NEEDED |")
             out.append("| --- | ---: | ---: | ---: | ---: | ---: | --- | --- | --- |")
@@ -335,7 +362,8 @@ def render_json(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] | No
     return json.dumps(doc, indent=2) + "\n"
 
 
-def render_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
+def render_verdicts(verdicts: Sequence[Verdict], console: Console, *, notes: bool = True) -> None:
+    """PASS/FAIL per wheel with its failures; its notes unless `notes` is off (`-q`: only errors and the verdict)."""
     for v in verdicts:
         name = v.wheel.rsplit("/", 1)[-1]
         if v.ok:
@@ -349,7 +377,7 @@ def render_verdicts(verdicts: Sequence[Verdict], console: Console) -> None:
                 markup=False,
                 soft_wrap=True,
             )
-        for n in v.notes:
+        for n in v.notes if notes else ():
             console.print(f"  - {shown.terminal(n)}", highlight=False, markup=False, soft_wrap=True)
 
 
@@ -419,9 +447,18 @@ def elapsed(seconds: float) -> str:
 class ProgressLine:
     """Phase progress on stderr. On a terminal: one line, redrawn four times a second, with the running phase, its
     elapsed time, the total time, the phase number and, while a build log is named, the build tool's step count.
-    Elsewhere (CI logs, pipes): one plain line when a phase starts and one when it ends, nothing redrawn."""
+    Elsewhere (CI logs, pipes): one plain line when a phase starts and one when it ends, nothing redrawn, and the same
+    line as the terminal's every `heartbeat` seconds while a phase runs: a CI log that says nothing for five minutes
+    reads as a hung job. A phase that writes a log names it when it starts, on both."""
 
-    def __init__(self, console: Console, *, live: bool, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        console: Console,
+        *,
+        live: bool,
+        clock: Callable[[], float] = time.monotonic,
+        heartbeat: float | None = 60.0,
+    ) -> None:
         self.console = console
         self.clock = clock
         self.started = clock()
@@ -429,6 +466,8 @@ class ProgressLine:
         self.phase_started = self.started
         self.count = 0
         self.log: Path | None = None
+        self.heartbeat = heartbeat
+        self._beat: tuple[threading.Thread, threading.Event] | None = None
         from rich.live import Live  # only the build's progress line redraws
 
         self._live = Live(self, console=console, refresh_per_second=4, transient=True) if live else None
@@ -449,14 +488,37 @@ class ProgressLine:
         return Text(self.line() if self.phase else "")
 
     def start(self, phase: str, log: Path | None = None) -> None:
+        self._stop_beat()
         self.phase, self.phase_started, self.log = phase, self.clock(), log
         self.count += 1
         if self._live is None:
             self.console.print(f"[{phase}] ...", highlight=False, markup=False)
+        if log is not None:
+            # where to look while it runs, not only when it fails
+            self.console.print(f"[{phase}] log: {shown.terminal(str(log))}", highlight=False, markup=False)
+        if self._live is None:
+            if self.heartbeat is not None:
+                stop = threading.Event()
+                thread = threading.Thread(target=self._beats, args=(stop, self.heartbeat), daemon=True)
+                self._beat = (thread, stop)
+                thread.start()
         elif not self._live.is_started:
             self._live.start()
 
+    def _beats(self, stop: threading.Event, every: float) -> None:
+        while not stop.wait(every):
+            if self.phase is not None:
+                self.console.print(self.line(), highlight=False, markup=False, soft_wrap=True)
+
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            thread, stop = self._beat
+            stop.set()
+            thread.join()
+            self._beat = None
+
     def done(self, phase: str, seconds: float, detail: str = "") -> None:
+        self._stop_beat()
         self.phase, self.log = None, None
         tail = f"  {detail}" if detail else ""
         # printed above the live line (rich keeps the live line at the bottom); seconds as a plain number, because
@@ -464,5 +526,6 @@ class ProgressLine:
         self.console.print(f"[{phase}] done in {seconds:.1f} s{tail}", highlight=False, markup=False, soft_wrap=True)
 
     def close(self) -> None:
+        self._stop_beat()
         if self._live is not None and self._live.is_started:
             self._live.stop()

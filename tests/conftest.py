@@ -34,6 +34,17 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
+def slimwheel_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """slimwheel's own sdist and wheel, built from this checkout by pypa/build (isolated, as a release is): the folder
+    that PIP_FIND_LINKS names where a test builds a project that requires slimwheel, as users must (no index has it)."""
+    import sys
+
+    out = tmp_path_factory.mktemp("slimwheel-dist")
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(REPO)], check=True, capture_output=True)
+    return out
+
+
+@pytest.fixture(scope="session")
 def toolkit13():
     """A CUDA 13.0 toolkit: assembled from PyPI wheels into the slimwheel cache (or found), verified."""
     from slimwheel.toolkit import ensure_toolkit

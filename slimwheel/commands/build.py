@@ -15,8 +15,11 @@ from rich.console import Console
 
 from slimwheel import render, shown
 from slimwheel.build import PhaseEvent, build_project, prepare
-from slimwheel.commands.plan import config_options, load_config, render_plan
+from slimwheel.cli import quiet as cli_quiet
+from slimwheel.commands.plan import config_options, load_config_origins, render_plan
+from slimwheel.config import Config
 from slimwheel.cuda.arch import listing_order
+from slimwheel.errors import ExitCode, exit_codes
 from slimwheel.inspect.report import WheelReport, nvrtc_targets
 from slimwheel.plan import plan_to_json
 from slimwheel.units import human
@@ -43,7 +46,22 @@ class _Reporter:
         self.line.close()
 
 
-@click.command("build")
+@click.command(
+    "build",
+    help=f"""Build a wheel of PROJECT_DIR (default: the current folder), repair it, check it and report.
+
+    The exit status is non-zero when a check fails: {
+        exit_codes(
+            ExitCode.OVER_BUDGET,
+            ExitCode.MISSING_COVERAGE,
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+            ExitCode.DEBUG_INFO,
+            ExitCode.ABOVE_PLATFORM_FLOOR,
+            ExitCode.CHECK_FAILED,
+        )
+    }.
+    """,
+)
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option(
     "--out-dir",
@@ -84,12 +102,8 @@ def command(
     fmt: str,
     **kwargs: Any,
 ) -> None:
-    """Build a wheel of PROJECT_DIR (default: the current folder), repair it, check it and report.
-
-    The exit status is non-zero when a check fails (10 budget, 11 coverage, 12 dependencies, 13 several).
-    """
     project = (project_dir or Path.cwd()).absolute()
-    cfg = load_config(project, kwargs)
+    cfg, origin = load_config_origins(project, kwargs)
     out = Console()
     err = Console(stderr=True)
     if dry_run:
@@ -119,7 +133,7 @@ def command(
         if setup.env:
             click.echo("  with environment: " + " ".join(f"{k}={shlex.quote(v)}" for k, v in setup.env.items()))
         return
-    quiet = bool(ctx.find_root().obj and ctx.find_root().obj.get("quiet"))
+    quiet = cli_quiet(ctx)
     reporter = _Reporter(err, quiet)
     try:
         result = build_project(
@@ -136,12 +150,17 @@ def command(
 
         raise_for([v])
         return
-    out.print(f"wheel:    {shown.markup(str(result.wheel))} ({human(r.size)})", highlight=False, soft_wrap=True)
-    out.print(f"targets:  {targets_line(r)}", highlight=False, soft_wrap=True)
-    out.print(f"requires: {shown.markup(', '.join(result.repair.requires)) or 'nothing'}", highlight=False)
-    out.print(f"report:   {result.report_json}", highlight=False, soft_wrap=True)
-    times = ", ".join(f"{k} {s:.1f} s" for k, s in result.phases.items())
-    out.print(f"time:     {times}", highlight=False, soft_wrap=True)
+    if quiet:  # -q: the verdict and the wheel it is about
+        out.print(f"wheel:    {shown.markup(str(result.wheel))}", highlight=False, soft_wrap=True)
+    else:
+        out.print(f"wheel:    {shown.markup(str(result.wheel))} ({human(r.size)})", highlight=False, soft_wrap=True)
+        out.print(f"targets:  {targets_line(r)}", highlight=False, soft_wrap=True)
+        out.print(f"requires: {shown.markup(', '.join(result.repair.requires)) or 'nothing'}", highlight=False)
+        out.print(f"settings: {settings_line(cfg, origin)}", highlight=False, markup=False, soft_wrap=True)
+        out.print(f"log:      {result.extra['log']}", highlight=False, markup=False, soft_wrap=True)
+        out.print(f"report:   {result.report_json}", highlight=False, soft_wrap=True)
+        times = ", ".join(f"{k} {s:.1f} s" for k, s in result.phases.items())
+        out.print(f"time:     {times}", highlight=False, soft_wrap=True)
     if v.ok:
         out.print("check:    ok", highlight=False)
     else:
@@ -152,12 +171,30 @@ def command(
                 markup=False,
                 soft_wrap=True,
             )
-    for note in getattr(v, "notes", ()):
+    for note in () if quiet else v.notes:
         out.print(f"note:     {shown.terminal(note)}", highlight=False, markup=False, soft_wrap=True)
     from slimwheel.check import raise_for
 
     sys.stdout.flush()
     raise_for([v])
+
+
+# The settings a reader of the summary asks "why this value?" about: what the wheel is judged by and built for.
+SUMMARY_KEYS = ("budget", "archs", "require-arch", "debug-symbols", "strip", "cuda")
+
+
+def settings_line(cfg: Config, origin: dict[str, str]) -> str:
+    """Each summary setting with its value and where it came from (`config.origins`): "budget 20MiB (pyproject.toml
+    [tool.slimwheel]), archs all (default), ..."; require-arch left empty is the plan's GPUs."""
+    values = cfg.to_json()
+    parts = []
+    for key in SUMMARY_KEYS:
+        value = values[key.replace("-", "_")]
+        if key == "require-arch" and value == "":
+            value = "the archs' GPUs"
+        shown_value = str(value).lower() if isinstance(value, bool) else str(value)
+        parts.append(f"{key} {shown_value} ({origin[key]})")
+    return ", ".join(parts)
 
 
 def targets_line(report: WheelReport) -> str:

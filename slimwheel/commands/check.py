@@ -1,7 +1,6 @@
 """`slimwheel check`: size budget, required GPU coverage and dependency consistency, with a verdict per wheel.
 
-Exit codes: 0 all passed, 10 over budget, 11 missing coverage, 12 inconsistent dependencies, 14 RECORD does not
-match the files, 18 a symbol version above the --manylinux floor, 13 several kinds.
+Exit codes: `CHECK_EXIT_CODES` (from slimwheel.errors.ExitCode, as its --help shows them).
 """
 
 from __future__ import annotations
@@ -16,9 +15,21 @@ from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import distcheck, render
 from slimwheel.analysis import analyze
+from slimwheel.cli import quiet as cli_quiet
 from slimwheel.commands.size_report import FORMATS, emit
-from slimwheel.errors import CheckFailed, ExitCode
+from slimwheel.errors import CheckFailed, ExitCode, exit_codes
 from slimwheel.render import table_text
+
+CHECK_EXIT_CODES = exit_codes(
+    ExitCode.OK,
+    ExitCode.OVER_BUDGET,
+    ExitCode.MISSING_COVERAGE,
+    ExitCode.INCONSISTENT_DEPENDENCIES,
+    ExitCode.BAD_RECORD,
+    ExitCode.DEBUG_INFO,
+    ExitCode.ABOVE_PLATFORM_FLOOR,
+    ExitCode.CHECK_FAILED,
+)
 
 offline_option = click.option(
     "--offline",
@@ -35,7 +46,11 @@ def read_index(offline: bool | None) -> bool:
     return checkmod.may_read_index(os.environ, offline=offline)
 
 
-@click.command("check")
+@click.command(
+    "check",
+    help="Check WHEELs against the budget, the required GPU coverage, their library dependencies and debug info "
+    f"left in.\n\nExit codes: {CHECK_EXIT_CODES}.",
+)
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option(
     "--budget",
@@ -69,12 +84,14 @@ def read_index(offline: bool | None) -> bool:
 @click.option(
     "--debug-symbols/--no-debug-symbols",
     default=None,
-    help="Fail ELF files left unstripped (.debug_* sections, a symbol table over 1 MiB). Config key: debug-symbols.",
+    help="Fail ELF files left unstripped (.debug_* sections, a symbol table over 1 MiB), exit "
+    f"{ExitCode.DEBUG_INFO:d}; on by default. Config key: debug-symbols.",
 )
 @click.option(
     "--release-total",
     is_flag=True,
-    help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit 10 when over it.",
+    help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit "
+    f"{ExitCode.OVER_BUDGET:d} when over it.",
 )
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option(
@@ -96,7 +113,7 @@ def command(
     fmt: str,
     output: Path | None,
 ) -> None:
-    """Check WHEELs against the budget, the required GPU coverage and their library dependencies."""
+    quiet = cli_quiet(click.get_current_context())
     # CLI > SLIMWHEEL_* > [tool.slimwheel] of the current folder's pyproject.toml > defaults.
     cfg = cfgmod.load(
         Path.cwd(),
@@ -133,12 +150,13 @@ def command(
         text = render.render_markdown(reports, verdicts)
     else:
         color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())
-        text = table_text(lambda console: render.render_verdicts(verdicts, console), color=color)
+        text = table_text(lambda console: render.render_verdicts(verdicts, console, notes=not quiet), color=color)
     emit(text, output)
     over = None
     if release_total:
         total = distcheck.release_total(reports)
-        click.echo(total.line(), err=True)  # stderr: stdout may be JSON
+        if not quiet:
+            click.echo(total.line(), err=True)  # stderr: stdout may be JSON
         over = distcheck.release_finding(total)
     if over is not None:
         failed = checkmod.exit_code_for(verdicts) is not ExitCode.OK

@@ -11,15 +11,19 @@ from rich.console import Console
 from rich.table import Table
 
 from slimwheel import config as cfgmod
+from slimwheel.errors import ExitCode
 
 
-@click.command("config")
+@click.command(
+    "config",
+    help="Show the resolved configuration of PROJECT_DIR (default: the current folder) and where each value came "
+    "from (default, pyproject.toml, a SLIMWHEEL_* variable). Every problem in it is reported at once (exit "
+    f"{ExitCode.BAD_INPUT:d}).",
+)
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--schema", is_flag=True, help="Print the JSON schema of [tool.slimwheel] instead.")
 @click.option("--format", "fmt", type=click.Choice(["json", "table"]), default="json", show_default=True)
 def command(project_dir: Path | None, schema: bool, fmt: str) -> None:
-    """Show the resolved configuration of PROJECT_DIR (default: the current folder) and where each value came from
-    (default, pyproject.toml, a SLIMWHEEL_* variable). Every problem in it is reported at once (exit 3)."""
     if schema:
         click.echo(cfgmod.schema_text(), nl=False)
         return

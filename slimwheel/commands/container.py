@@ -76,8 +76,10 @@ from slimwheel.errors import ToolError
     "--slimwheel-spec",
     default=None,
     metavar="PIP-SPEC",
-    help="What pip installs as slimwheel in the container and for the audit step (default: this "
-    "checkout when slimwheel runs from one, else slimwheel==<this version> from the index).",
+    help="What pip installs as slimwheel in the container and for the audit step: a requirement, or slimwheel's own "
+    "wheel file (its folder is mounted and put on PIP_FIND_LINKS there). Default: this checkout when slimwheel runs "
+    "from one, else this version's wheel in a local folder of PIP_FIND_LINKS, else slimwheel==<this version> from "
+    "the index.",
 )
 def command(
     project_dir: Path | None,
@@ -120,7 +122,7 @@ def command(
         cfg,
         release,
         project,
-        origin=container.find_origin(slimwheel_spec),
+        origin=container.find_origin(slimwheel_spec, find_links=os.environ.get("PIP_FIND_LINKS", "")),
         arch=arch,
         engine=chosen,
         gpu_test=gpu_test,

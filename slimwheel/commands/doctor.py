@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import json
+import shlex
 
 import click
 from rich.console import Console
 from rich.table import Table
 
+from slimwheel import shown
 from slimwheel.doctor import DoctorReport, doctor_to_json, run_doctor
 from slimwheel.errors import CheckFailed, ExitCode
 
 
-@click.command("doctor")
+@click.command(
+    "doctor",
+    help=f"""Check this machine for TARGET (a .whl file or an installed distribution's name), or in general.
+
+    Exits {ExitCode.DOCTOR_PROBLEMS:d} when it finds a reason TARGET cannot run here (a needed CUDA library missing, a
+    GPU its code cannot serve, a driver too old); the report is printed first.
+    """,
+)
 @click.argument("target", required=False)
 @click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
 def command(target: str | None, fmt: str) -> None:
-    """Check this machine for TARGET (a .whl file or an installed distribution's name), or in general.
-
-    Exits 14 when it finds a reason TARGET cannot run here (a needed CUDA library missing, a GPU its code cannot
-    serve, a driver too old); the report is printed first.
-    """
     report = run_doctor(target)
     if fmt == "json":
         click.echo(json.dumps(doctor_to_json(report), indent=2))
@@ -53,7 +57,11 @@ def _print_table(report: DoctorReport) -> None:
             where = lib.found or (
                 f"not in {len(lib.tried) - 1} folders (--format json lists them)" + (f"; {system[0]}" if system else "")
             )
-            via = lib.via if lib.via != "missing" else f"[red]missing[/red] (pip install {lib.package})"
+            via = (
+                lib.via
+                if lib.via != "missing"
+                else f"[red]missing[/red] (pip install {shown.markup(shlex.quote(lib.install))})"
+            )
             t.add_row(lib.soname, via, where)
         console.print(t)
     for note in report.notes:

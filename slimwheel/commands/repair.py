@@ -4,13 +4,17 @@ and any other library a PyPI wheel provides (`--external`) likewise."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import click
 
+from slimwheel import config as cfgmod
 from slimwheel import deps, heap, shown, torchext
+from slimwheel.cli import quiet
 from slimwheel.commands.check import read_index
 from slimwheel.cuda.versions import CudaVersion
+from slimwheel.errors import ExitCode
 from slimwheel.external import parse_externals
 from slimwheel.repair import repair_wheel
 from slimwheel.reqgraph import Lookup
@@ -73,7 +77,7 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     show_default=True,
     help="Copies of CUDA libraries the wheel carries (auditwheel's libcudart-<hash>.so.12 under <name>.libs/, "
     "or unrenamed): replace them with the nvidia-* wheels (required, found by RPATH and the loader), or "
-    "refuse the wheel (exit 12).",
+    f"refuse the wheel (exit {ExitCode.INCONSISTENT_DEPENDENCIES:d}).",
 )
 @click.option(
     "--split-shared-copies",
@@ -99,6 +103,12 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     "folders first, the copies the wheel was linked against (the host's may need a newer glibc).",
 )
 @click.option(
+    "--strip/--no-strip",
+    default=None,
+    help="Strip the ELF files that check fails for debug info (.debug_* sections, a symbol table over 1 MiB) with "
+    "`strip --strip-unneeded`, before auditwheel. Config key: strip; env: SLIMWHEEL_STRIP.",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["text", "json"]),
@@ -120,6 +130,7 @@ def command(
     offline: bool | None,
     torch_version: str | None,
     sysroot: str | None,
+    strip: bool | None,
     fmt: str,
     as_json: bool,
 ) -> None:
@@ -127,6 +138,8 @@ def command(
     --external libraries, which become Requires-Dist entries. Usable as cibuildwheel's repair command:
     `slimwheel repair -w {dest_dir} {wheel}`."""
     heap.return_freed_buffers()
+    # CLI > SLIMWHEEL_* > [tool.slimwheel] of the current folder's pyproject.toml > default, as check reads its policy
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"strip": strip})
     library_dirs: list[Path] = []
     if sysroot:
         from slimwheel.toolkit.sysroot import ensure_sysroot
@@ -145,6 +158,7 @@ def command(
         library_dirs=library_dirs,
         index=_index_lookup if read_index(offline) else None,
         split_shared=split_shared,
+        strip=cfg.strip,
     )
     if as_json or fmt == "json":
         click.echo(
@@ -180,6 +194,9 @@ def command(
                     "unvendored_bytes": {"wheel": result.unvendored_bytes[0], "installed": result.unvendored_bytes[1]},
                     "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in result.floors],
                     "external": [e.to_json() for e in result.external],
+                    "stripped": [
+                        {"file": s.member, "bytes_before": s.before, "bytes_after": s.after} for s in result.stripped
+                    ],
                     "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
                 },
                 indent=2,
@@ -187,6 +204,8 @@ def command(
         )
         return
     _say(f"repaired: {result.wheel}")
+    if quiet(click.get_current_context()):
+        return
     _say(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
     _say(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
     if result.extra is not None and result.requires:
@@ -210,6 +229,8 @@ def command(
     if result.unvendored:
         packed, installed = result.unvendored_bytes
         _say(f"  saved:      {mib(packed)} ({packed} bytes) of the wheel, {mib(installed)} installed")
+    for s in result.stripped:
+        _say(f"  stripped:   {s.line()}")
     for e in result.external:
         _say(f"  external:   {e.pattern} from {e.requirement} (in {e.folder})")
     for d in result.rpath_dropped:

@@ -14,12 +14,19 @@ from rich.table import Table
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import heap, render, shown
+from slimwheel.cli import quiet
 from slimwheel.commands.check import offline_option, read_index
 from slimwheel.commands.size_report import emit
+from slimwheel.errors import ExitCode
 from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
 from slimwheel.units import human
 
 _ROWS = 40  # rows of the dropped-code table; the JSON lists every file
+
+
+def _draw_quiet(r: SlimResult, console: Console) -> None:
+    console.print(f"slimmed: {shown.markup(str(r.rewritten.wheel))}")
+    render.render_verdicts([r.verdict], console, notes=False)
 
 
 def _draw(r: SlimResult, console: Console) -> None:
@@ -79,7 +86,17 @@ def _draw(r: SlimResult, console: Console) -> None:
     render.render_verdicts([r.verdict], console)
 
 
-@click.command("slim")
+@click.command(
+    "slim",
+    help=f"""Rewrite WHEEL's fatbins to keep only the code that serves the --archs GPUs, in place (no rebuild, no
+    relink).
+
+    The new wheel gets a local version label (1.0+slim.sm90), keeps its tags, and is checked with the requested
+    GPUs required: exit {ExitCode.MISSING_COVERAGE:d} if one of them lost its code, {ExitCode.OVER_BUDGET:d} if it is
+    over the budget. A request that no code of the wheel serves is refused (exit {ExitCode.MISSING_COVERAGE:d}, nothing
+    written); so are compute capabilities no GPU has (exit {ExitCode.BAD_INPUT:d}). WHEEL is never changed.
+    """,
+)
 @click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
     "--archs",
@@ -114,13 +131,13 @@ def _draw(r: SlimResult, console: Console) -> None:
     "--rewrite-record",
     is_flag=True,
     help="Accept an input whose RECORD does not match its files (refused "
-    "with exit 14 by default, as by repair); the output gets a correct RECORD.",
+    f"with exit {ExitCode.BAD_RECORD:d} by default, as by repair); the output gets a correct RECORD.",
 )
 @click.option(
     "--allow-unserved",
     is_flag=True,
     help="Write the wheel even when none of its CUDA modules runs on any --archs GPU (all its device code "
-    "is dropped); without it that is refused, exit 11, and nothing is written.",
+    f"is dropped); without it that is refused, exit {ExitCode.MISSING_COVERAGE:d}, and nothing is written.",
 )
 @offline_option
 def command(
@@ -135,13 +152,6 @@ def command(
     allow_unserved: bool,
     offline: bool | None,
 ) -> None:
-    """Rewrite WHEEL's fatbins to keep only the code that serves the --archs GPUs, in place (no rebuild, no relink).
-
-    The new wheel gets a local version label (1.0+slim.sm90), keeps its tags, and is checked with the requested
-    GPUs required: exit 11 if one of them lost its code, 10 if it is over the budget. A request that no code of the
-    wheel serves is refused (exit 11, nothing written); so are compute capabilities no GPU has (exit 3). WHEEL is
-    never changed.
-    """
     heap.return_freed_buffers()
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
     result = slim(
@@ -159,6 +169,8 @@ def command(
         emit(data, report)
     if fmt == "json":
         emit(data, None)
+    elif quiet(click.get_current_context()):  # -q: the wheel written and the verdict
+        emit(render.table_text(lambda console: _draw_quiet(result, console), color=sys.stdout.isatty()), None)
     else:
         emit(render.table_text(lambda console: _draw(result, console), color=sys.stdout.isatty()), None)
     checkmod.raise_for([result.verdict])

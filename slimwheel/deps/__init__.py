@@ -24,7 +24,7 @@ from slimwheel.deps.bounds import (
 )
 from slimwheel.deps.installs import Installs, Requirements
 from slimwheel.deps.policy import SYSTEM_LOADERS, SystemPolicy, known_platform, policy_data, system_policy
-from slimwheel.deps.providers import cxx_runtime_problem, plugins
+from slimwheel.deps.providers import cxx_runtime_problem, install_requirement, plugins
 from slimwheel.deps.resolve import FileResolution, How, Resolution, Resolved, Use, resolve
 from slimwheel.deps.verdict import (
     DependencyVerdict,
@@ -53,6 +53,7 @@ __all__ = [
     "exclusions",
     "extra_notes",
     "floor_for",
+    "install_requirement",
     "known_platform",
     "needed_runtime_libs",
     "plugins",

@@ -14,8 +14,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.deps.bounds import admits_only_major
-from slimwheel.deps.installs import Requirements
+from slimwheel.deps.bounds import admits_only_major, requirement_for
+from slimwheel.deps.installs import Installs, Requirements
 from slimwheel.external import folder_of_project, library_of_project
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.rpath import origin_target
@@ -231,6 +231,24 @@ def second_copy(lib: cudalibs.RuntimeLib, torch: AdmittedTorch | None) -> str:
 def requirement_on(lib: cudalibs.RuntimeLib, reqs: Requirements) -> Requirement | None:
     """The wheel's unconditional requirement on the library's package, directly or through the CUDA metapackage."""
     return reqs.first(lib.package) or reqs.via.get((None, str(canonicalize_name(lib.package))))
+
+
+def install_requirement(lib: cudalibs.RuntimeLib, requires: Iterable[str], tags: Iterable[str] = ()) -> str:
+    """What to `pip install` for a CUDA library a wheel needs and lacks (doctor's hint): the wheel's own requirement
+    that installs it (on its package, or on the CUDA metapackage with its extras), without the marker; for a wheel
+    that has none, the requirement repair would add (`requirement_for`). Never a bare package name: pip would take
+    the newest release, of whichever CUDA major."""
+    reqs = Requirements.of(requires, Installs.from_tags(tags))
+    req = requirement_on(lib, reqs)
+    if req is None:
+        cond = reqs.conditional.get(str(canonicalize_name(lib.package)))
+        req = cond[0] if cond else None
+    if req is None and (under := reqs.under_extra(lib.package)) is not None:
+        req = under[1]
+    if req is None:
+        return requirement_for(lib, cuda=None, versions=None)
+    extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+    return f"{req.name}{extras}{req.specifier}"
 
 
 class CudaFaultKind(enum.Enum):

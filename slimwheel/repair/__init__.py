@@ -42,6 +42,7 @@ from slimwheel.repair.unvendor import (
     without_copies,
 )
 from slimwheel.runtime.place import driver_floor, install_loader
+from slimwheel.strip import Stripped, strip_members
 from slimwheel.tools import run_auditwheel
 
 __all__ = ["IndexFor", "RepairResult", "SharedCopy", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
@@ -69,6 +70,7 @@ class RepairResult:
     copies_unknown: tuple[str, ...] = ()  # requirements whose copies could not be compared, each with why
     # CUDA libraries only optional parts of the package need (deps.DependencyVerdict.optional), left unrequired
     optional: tuple[str, ...] = ()
+    stripped: tuple[Stripped, ...] = ()  # ELF files stripped of debug info (`strip=True`), before auditwheel
     phases: dict[str, float] = field(default_factory=dict)
 
     @property
@@ -92,6 +94,7 @@ def repair_wheel(
     library_dirs: Sequence[Path] = (),
     index: IndexFor | None = None,
     split_shared: bool = False,
+    strip: bool = False,
 ) -> RepairResult:
     """Repair one wheel into out_dir (see the module docstring). `versions`: nvidia-* package -> version the build
     linked against, for the requirements' lower bounds. `externals`: libraries other wheels provide; those no ELF
@@ -106,7 +109,7 @@ def repair_wheel(
     bundles (a sysroot's library folders: a wheel linked against Debian 11's libgomp must bundle that one, not the
     host's, which needs a newer glibc). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
     of them ships too (`unvendor.shared_copies`) is refused (exit 12) unless `split_shared`; None: not compared (the
-    result says so)."""
+    result says so). `strip`: strip the ELF files the debug-symbols check fails (`slimwheel.strip`)."""
     wheel = Path(wheel).absolute()
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
@@ -123,6 +126,7 @@ def repair_wheel(
         )
         if copies:
             versions = {**copies_versions(copies), **(versions or {})}
+        stripped = strip_members(tmp / "in", src.elfs) if strip else ()
         major = major_for(src.elfs, requires=src.requires, cuda=cuda, wheel_name=wheel.name)
         if src.torch is not None:
             externals = (*torch_externals(src.torch, src.requires, torch, major, wheel.name), *externals)
@@ -146,7 +150,7 @@ def repair_wheel(
         aw_out.mkdir()
         # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
         copy = tmp / wheel.name
-        if copies:
+        if copies or stripped:
             wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
         else:
             shutil.copyfile(wheel, copy)
@@ -216,6 +220,7 @@ def repair_wheel(
         split=shared,
         copies_unknown=unknown,
         optional=plan.optional,
+        stripped=stripped,
         phases=phases,
     )
 

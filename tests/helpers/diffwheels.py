@@ -1,5 +1,5 @@
 """A wheel with a planted size regression, for `slimwheel diff` (tests/unit/test_diff.py) and the pull-request step
-that runs it in CI (tests/integration/test_workflow_diff_step.py)."""
+that runs it in CI (the action, tests/integration/test_action_script.py)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The README's complete project (its pyproject.toml and CMakeLists.txt) and docs/cmake-example.md's CMake snippet,
-each used verbatim as a new project and built with `pip wheel --no-build-isolation` and no slimwheel flags: slimwheel's CMake package is found
-through its `cmake.root` entry point and the plan comes from the project's [tool.slimwheel]. A snippet that lacks
+each used verbatim as a new project and built with `pip wheel` (build isolation, as a user builds) and no slimwheel
+flags: the build environment gets slimwheel from its own built wheel through PIP_FIND_LINKS (as README's Install says;
+no index has it), its CMake package is found through its `cmake.root` entry point there, and the plan comes from the
+project's [tool.slimwheel]. A snippet that lacks
 `find_package(nanobind ...)` fails the way a user saw it fail ("Unknown CMake command nanobind_add_module")."""
 
 from __future__ import annotations
@@ -87,8 +89,11 @@ def docs_project(root: Path, cmakelists: str) -> Path:
     return root
 
 
-def pip_wheel(toolkit: Toolkit, project: Path, out: Path, build_dir: Path) -> subprocess.CompletedProcess[str]:
+def pip_wheel(
+    toolkit: Toolkit, project: Path, out: Path, build_dir: Path, dist: Path
+) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, **toolkit.env}  # CUDACXX / CUDA_HOME: what any CUDA build needs, nothing of slimwheel's
+    env["PIP_FIND_LINKS"] = str(dist)  # slimwheel's own wheel: what [build-system] requires = [..., "slimwheel"] gets
     for name in ("slimwheel_DIR", "CMAKE_PREFIX_PATH", "SLIMWHEEL_CUDA_ARCHITECTURES"):
         env.pop(name, None)
     # One target keeps the compile short; the README's file says "all". The variable overrides the file as it would
@@ -99,7 +104,6 @@ def pip_wheel(toolkit: Toolkit, project: Path, out: Path, build_dir: Path) -> su
         "-m",
         "pip",
         "wheel",
-        "--no-build-isolation",
         "--no-deps",
         "-w",
         str(out),
@@ -119,6 +123,7 @@ def pip_wheel(toolkit: Toolkit, project: Path, out: Path, build_dir: Path) -> su
 )
 def test_the_snippet_builds_as_a_new_project(
     toolkit13,
+    slimwheel_dist: Path,
     tmp_path: Path,
     doc: Path,
     make,
@@ -126,12 +131,15 @@ def test_the_snippet_builds_as_a_new_project(
     module: str,
 ) -> None:
     project = make(tmp_path / "src", cmake_snippet(doc))
-    proc = pip_wheel(toolkit13, project, tmp_path / "dist", tmp_path / "build")
+    proc = pip_wheel(toolkit13, project, tmp_path / "dist", tmp_path / "build", slimwheel_dist)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     cache = (tmp_path / "build" / "CMakeCache.txt").read_text()
-    folder = Path(slimwheel.cmake.__file__).parent
-    assert f"slimwheel_ROOT:PATH={folder}" in cache  # set by the cmake.root entry point ...
-    assert f"slimwheel_DIR:PATH={folder}" in cache  # ... where find_package found the config
+    root = re.search(r"^slimwheel_ROOT:PATH=(.*)$", cache, re.M)  # set by the cmake.root entry point ...
+    assert root is not None and f"slimwheel_DIR:PATH={root.group(1)}" in cache  # ... where find_package found it
+    folder = Path(root.group(1))
+    # the isolated environment's slimwheel, installed from its wheel: not this checkout's
+    assert folder.parts[-3:] == ("site-packages", "slimwheel", "cmake") and not folder.is_relative_to(REPO)
+    assert folder != Path(slimwheel.cmake.__file__).parent
     (wheel,) = (tmp_path / "dist").glob("*.whl")
     with zipfile.ZipFile(wheel) as z:
         z.extractall(tmp_path / "unpacked")
@@ -142,12 +150,14 @@ def test_the_snippet_builds_as_a_new_project(
     assert report.runpath == "$ORIGIN/../nvidia/cu13/lib"
 
 
-def test_a_snippet_without_nanobinds_package_fails_as_users_saw(toolkit13, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_snippet_without_nanobinds_package_fails_as_users_saw(
+    toolkit13, slimwheel_dist: Path, tmp_path: Path
+) -> None:  # type: ignore[no-untyped-def]
     # the check above can fail: the README's old snippet had no find_package(Python/nanobind)
     snippet = "\n".join(
         ln for ln in cmake_snippet(REPO / "README.md").splitlines() if "find_package(nanobind" not in ln
     )
     project = readme_project(tmp_path / "src", snippet + "\n")
-    proc = pip_wheel(toolkit13, project, tmp_path / "dist", tmp_path / "build")
+    proc = pip_wheel(toolkit13, project, tmp_path / "dist", tmp_path / "build", slimwheel_dist)
     assert proc.returncode != 0
     assert 'Unknown CMake command "nanobind_add_module"' in proc.stdout + proc.stderr

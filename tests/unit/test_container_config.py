@@ -125,6 +125,11 @@ def test_external_libs_reach_the_repair_command() -> None:
     assert {e.pattern for e in back} == set(ext) and argv[-1] == "{wheel}" and "{dest_dir}" in argv
 
 
+def test_strip_reaches_the_repair_command() -> None:
+    assert "--strip" not in shlex.split(container.repair_command(cfgmod.resolve({}), CU13))
+    assert "--strip" in shlex.split(container.repair_command(cfgmod.resolve({"strip": True}), CU13))
+
+
 def test_the_faiss_recipe_keeps_its_blas_external() -> None:
     cfg = cfgmod.load(REPO / "faiss", {}, {})
     t = container.cibw_config(cfg, CU13, PROJECT, origin=ORIGIN)
@@ -370,3 +375,51 @@ def test_no_env_value_makes_cibuildwheel_run_a_command(value: str) -> None:
         return
     if "$" not in value:
         assert evaluated["FOO"] == value
+
+
+def _installed_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """slimwheel as installed from its wheel: the package in a site-packages folder with no pyproject.toml above."""
+    site = tmp_path / "site-packages" / "slimwheel"
+    (site / "resources" / "manylinux").mkdir(parents=True)
+    (site / "resources" / "manylinux" / "cuda13.sh").write_text("")
+    monkeypatch.setattr(container.slimwheel, "__file__", str(site / "__init__.py"))
+    monkeypatch.setattr(container, "scripts_dir", lambda: site / "resources" / "manylinux")
+
+
+def test_an_installed_slimwheel_takes_its_own_wheel_from_pip_find_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # issue 38 item 2: slimwheel is on no index; the container must install the wheel the user built and pointed pip at
+    _installed_package(monkeypatch, tmp_path)
+    version = container.slimwheel.__version__
+    other, dist = tmp_path / "other", tmp_path / "my dist"
+    other.mkdir()
+    dist.mkdir()
+    (other / "slimwheel-0.0.1-py3-none-any.whl").write_bytes(b"")  # another version: not this one
+    (other / "numpy-2.0.0-py3-none-any.whl").write_bytes(b"")
+    wheel = dist / f"slimwheel-{version}-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    links = f"https://example.invalid/simple {other} file://{str(dist).replace(' ', '%20')}"
+    origin = container.find_origin(find_links=links)
+    assert origin.source is None and origin.wheel == wheel.resolve()
+    t = table(CU13, origin=origin)
+    assert t["before-all"].endswith(f" /slimwheel-wheels/{wheel.name}")
+    assert t["container-engine"]["create-args"][-2:] == ["--volume", f"{wheel.parent.resolve()}:/slimwheel-wheels:ro"]
+    assert t["environment"]["PIP_FIND_LINKS"] == "/slimwheel-wheels"  # the project's isolated build finds it too
+    assert t["audit-requires"] == [str(wheel.resolve()), "abi3audit"]
+    # nothing of this version in the links: the index, as before
+    plain = container.find_origin(find_links=str(other))
+    assert plain.wheel is None and plain.container_spec() == f"slimwheel=={version}"
+    assert "PIP_FIND_LINKS" not in table(CU13, origin=plain)["environment"]
+
+
+def test_slimwheel_spec_may_name_a_wheel_file(tmp_path: Path) -> None:
+    wheel = tmp_path / "slimwheel-9.9.9-py3-none-any.whl"
+    wheel.write_bytes(b"")
+    origin = container.find_origin(str(wheel))
+    assert origin.wheel == wheel.resolve() and origin.host_spec() == str(wheel.resolve())
+    assert table(CU13, origin=origin)["before-all"].endswith(" /slimwheel-wheels/slimwheel-9.9.9-py3-none-any.whl")
+    alien = tmp_path / "numpy-2.0.0-py3-none-any.whl"
+    alien.write_bytes(b"")
+    with pytest.raises(BadInputError, match="not a wheel of slimwheel"):
+        container.find_origin(str(alien))

@@ -59,7 +59,7 @@ def test_debug_sections_and_a_large_symtab_are_found_per_file(tmp_path: Path) ->
     assert set(found) == {"pkg/debug.so", "pkg/zdebug.so", "pkg/symbols.so"}
     assert found["pkg/debug.so"].bytes == 6000 and ".debug_*" in found["pkg/debug.so"].message
     assert "symbol table" in found["pkg/symbols.so"].message and found["pkg/symbols.so"].bytes == MiB + 1
-    assert all(f.kind == "debug-symbols" and f.exit_code is ExitCode.OVER_BUDGET for f in found.values())
+    assert all(f.kind == "debug-symbols" and f.exit_code is ExitCode.DEBUG_INFO for f in found.values())
     # a lower limit also flags the small table; the switch in `findings` is off by default
     assert "pkg/few_symbols.so" in {f.message.split(":")[0] for f in distcheck.debug_symbols(r, symtab_limit=100)}
     assert distcheck.findings(r) == () and len(distcheck.findings(r, debug=True)) == 3

@@ -20,8 +20,10 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"units", "envvars", "fsutil", "heap", "rpath", "cuda", "resources", "shown", "textable"}),
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools", "torchext", "reqgraph"}),
-    frozenset({"config", "toolkit", "plan", "analysis", "check", "floor", "render", "runtime", "distcheck", "pypindex"}),
-    frozenset({"context", "prune", "repair", "postbuild", "doctor", "footprint", "container"}),
+    frozenset(
+        {"config", "toolkit", "plan", "analysis", "check", "floor", "render", "runtime", "distcheck", "pypindex"}
+    ),
+    frozenset({"context", "prune", "repair", "strip", "postbuild", "doctor", "footprint", "container"}),
     frozenset({"build"}),
     frozenset({"commands", "cli", "__main__", "cmake"}),
 )

@@ -120,6 +120,16 @@ def test_cli_json_and_exit_code_when_a_requested_gpu_loses_its_code(tmp_path: Pa
     assert "FAIL" in out.out and "12.0" in out.out
 
 
+def test_quiet_slim_prints_the_wheel_and_the_verdict(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    lib = elf(sections={".nv_fatbin": _module(1, (80, 90), None)}, needed=("libcudart.so.13",))
+    src = _wheel(tmp_path, lib=lib)
+    assert main(["slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "loud")]) == 0
+    assert "dropped device code" in capsys.readouterr().out
+    assert main(["-q", "slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "q")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("slimmed: ") and lines[1].startswith("PASS "), lines
+
+
 def test_an_x86_64_request_leaves_out_integrated_gpus(tmp_path: Path) -> None:
     r = slim(_wheel(tmp_path), tmp_path / "out", archs="8.0-9.0")
     assert CC(8, 7) in r.left_out and CC(8, 7) not in r.request.ccs
