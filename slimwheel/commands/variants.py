@@ -42,6 +42,7 @@ def _draw(r: VariantsResult, console: Console) -> None:
     for v in r.variants:
         console.print(f"{v.family.label}: {shown.markup(str(v.rewritten.wheel))}")
     console.print(f"index metadata: {shown.markup(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
+    console.print(f"PEP 503 page: {shown.markup(str(r.simple))} (uv --index-url <folder>/simple)")
     console.print("sizes: KiB/MiB = 2**10/2**20 bytes")
     render.render_verdicts([v.verdict for v in r.variants], console)
 
