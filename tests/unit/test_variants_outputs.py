@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import io
+import json
 import os
 import re
 import stat
@@ -25,7 +26,14 @@ from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.fatbin import FatbinEntry
 from slimwheel.postbuild.slim import judge_output
-from slimwheel.postbuild.variants import Release, cuda_lower_bound, make_variants, simple_pages
+from slimwheel.postbuild.variants import (
+    Release,
+    cuda_lower_bound,
+    make_variants,
+    simple_pages,
+    variant_json,
+    variant_properties,
+)
 
 INDEX = "pkg-1.2.0-variants.json"
 _JUDGE = "slimwheel.postbuild.variants.judge_output"  # what reads each written wheel back
@@ -222,3 +230,11 @@ def test_simple_pages_link_every_file_two_folders_up() -> None:
     project = pages["simple/pkg-name/index.html"].decode()
     assert '<a href="../../a&amp;b.whl#sha256=00ff">a&amp;b.whl</a>' in project
     assert 'href="../../pkg_name-1.0-variants.json#sha256=11"' in project
+
+
+def test_the_docs_show_the_variant_json_variants_writes(repo_root: Path) -> None:
+    """docs/slim.md's variant.json is what `variants` writes for an sm9x wheel of CUDA 12 (kept from drifting)."""
+    text = (repo_root / "docs" / "slim.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```json\n(.*?)```", text, flags=re.S)
+    (sm_90,) = parse_targets("sm_90")
+    assert json.loads(block) == variant_json({"sm9x": variant_properties((sm_90,), CudaVersion(12, 0))})
