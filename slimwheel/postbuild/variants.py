@@ -269,8 +269,8 @@ def make_variants(
         targets = [output_name(src, out_dir, version=None, variant=fam.label) for fam in fams]
         universal = out_dir / wheel.name
         index_name = f"{release.stem}-variants.json"
-        pages = simple_pages(release, [])
-        with _Staging(out_dir, [t.name for t in targets] + [wheel.name, index_name, *pages]) as stage:
+        page_names = list(simple_pages(release, []))
+        with _Staging(out_dir, [t.name for t in targets] + [wheel.name, index_name, *page_names]) as stage:
             for fam, target in zip(fams, targets, strict=True):
                 # variant.json goes into the wheel as it is written, so the properties come from the plans
                 # beforehand; the written wheel's report must then show exactly those targets and that bound.
@@ -352,16 +352,20 @@ class _Staging:
         except OSError as e:  # an output folder the user named that cannot be used: bad input, not a crash
             raise BadInputError(f"{self.out_dir}: cannot write here: {e.strerror or e}") from None
         self._stack.callback(os.close, self._dir)
-        self._judge_all()
-        first = self.names[0]
-        fsutil.remove_stale_temps(self.out_dir / first)
-        self._stage_name = Path(
-            tempfile.mkdtemp(prefix=f".{first}.", suffix=".tmp", dir=f"/proc/self/fd/{self._dir}")
-        ).name
-        self._stage = os.open(self._stage_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self._dir)
-        self._stack.callback(os.close, self._stage)
-        self._stack.callback(shutil.rmtree, self._stage_path(), ignore_errors=True)
-        fcntl.flock(self._stage, fcntl.LOCK_EX)
+        try:
+            self._judge_all()
+            first = self.names[0]
+            fsutil.remove_stale_temps(self.out_dir / first)
+            # /proc/self/fd/N is the folder opened above, whatever its path names meanwhile
+            made = tempfile.mkdtemp(prefix=f".{first}.", suffix=".tmp", dir=f"/proc/self/fd/{self._dir}")
+            self._stage_name = Path(made).name
+            self._stage = os.open(self._stage_name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=self._dir)
+            self._stack.callback(os.close, self._stage)
+            self._stack.callback(shutil.rmtree, self._stage_path(), ignore_errors=True)
+            fcntl.flock(self._stage, fcntl.LOCK_EX)
+        except BaseException:
+            self._stack.close()
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:

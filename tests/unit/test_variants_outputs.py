@@ -132,9 +132,11 @@ def test_a_fifo_or_folder_under_an_output_name_is_refused_before_anything_is_wri
         (out / where).parent.mkdir(parents=True, exist_ok=True)
         os.mkfifo(out / where) if kind == "fifo" else (out / where).mkdir()
         planted = _everything(out)
+        fds = len(os.listdir("/proc/self/fd"))
         with pytest.raises(BadInputError, match="not a file"):
             make_variants(src, out)  # a FIFO opened for writing would block here forever
         assert _everything(out) == planted, kind
+        assert len(os.listdir("/proc/self/fd")) == fds  # the output folder's handle is closed on refusal too
 
 
 @pytest.mark.parametrize("link", ["simple", "simple/pkg"])
