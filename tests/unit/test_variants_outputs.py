@@ -6,6 +6,7 @@ bound and the PEP 503 pages."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import io
 import json
@@ -18,6 +19,8 @@ from pathlib import Path
 
 import pytest
 from helpers.wheelmaker import make_wheel
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from test_slim_wheel import TAG, _lib, _wheel
 
 from slimwheel.cli import main
@@ -25,11 +28,14 @@ from slimwheel.cuda.arch import parse_targets
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.fatbin import FatbinEntry
+from slimwheel.inspect.report import WheelReport
+from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.slim import judge_output
 from slimwheel.postbuild.variants import (
     Release,
     cuda_lower_bound,
     make_variants,
+    release_of,
     simple_pages,
     variant_json,
     variant_properties,
@@ -240,3 +246,30 @@ def test_the_docs_show_the_variant_json_variants_writes(repo_root: Path) -> None
     (block,) = re.findall(r"```json\n(.*?)```", text, flags=re.S)
     (sm_90,) = parse_targets("sm_90")
     assert json.loads(block) == variant_json({"sm9x": variant_properties((sm_90,), CudaVersion(12, 0))})
+
+
+_REPORT: list[WheelReport] = []
+
+
+def _report_of_pkg(tmp_path_factory: pytest.TempPathFactory) -> WheelReport:
+    if not _REPORT:
+        _REPORT.append(inspect_wheel(_wheel(tmp_path_factory.mktemp("release"))))
+    return _REPORT[0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=st.text(max_size=40), version=st.text(max_size=300))
+def test_release_names_come_from_the_file_name_whatever_metadata_says(
+    tmp_path_factory: pytest.TempPathFactory, name: str, version: str
+) -> None:
+    """Any METADATA Name and Version: either they mean the file name's project and version, and the index is named
+    from the file name, or the wheel is refused; never a name with a path, a NUL or a character a file name lacks."""
+    report = dataclasses.replace(_report_of_pkg(tmp_path_factory), name=name, version=version)
+    wheel = Path(f"pkg-1.2.0-{TAG}.whl")
+    try:
+        release = release_of(wheel, report)
+    except BadInputError as e:
+        assert str(wheel) in str(e)
+        return
+    assert release == Release(project="pkg", version="1.2.0")
+    assert re.fullmatch(r"[a-z0-9_.]+-[0-9a-z.+!]+", release.stem)
