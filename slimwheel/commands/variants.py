@@ -42,6 +42,7 @@ def _draw(r: VariantsResult, console: Console) -> None:
     for v in r.variants:
         console.print(f"{v.family.label}: {shown.markup(str(v.rewritten.wheel))}")
     console.print(f"index metadata: {shown.markup(str(r.index_file))} (serve it beside the wheels; see docs/slim.md)")
+    console.print(f"PEP 503 page: {shown.markup(str(r.simple))} (uv --index-url <folder>/simple)")
     console.print("sizes: KiB/MiB = 2**10/2**20 bytes")
     render.render_verdicts([v.verdict for v in r.variants], console)
 
@@ -54,7 +55,7 @@ def _draw(r: VariantsResult, console: Console) -> None:
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("wheelhouse"),
     show_default=True,
-    help="Folder for the variant wheels, the universal wheel and the index JSON.",
+    help="Folder for the variant wheels, the universal wheel, the index JSON and the PEP 503 pages (simple/).",
 )
 @click.option("--budget", default=None, help="Size budget each variant is checked against (as `check --budget`).")
 @click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
@@ -69,8 +70,9 @@ def command(
     wheel: Path, out_dir: Path, budget: str | None, fmt: str, rewrite_record: bool, offline: bool | None
 ) -> None:
     """Split WHEEL into one variant wheel per GPU family of its SASS (7.5, 8.x, 9.0, 10.x, 12.x ...), each with only
-    that family's code (the newest family keeps the newest PTX), labelled `-sm<major>x` with a variant.json under the
-    `nvidia :: sm_arch` property; WHEEL itself is copied beside them as the universal fallback."""
+    that family's code (the newest family keeps the newest PTX), labelled `-sm<major>x` with a variant.json of
+    `nvidia :: sm_arch` and `nvidia :: cuda_version_lower_bound` properties; WHEEL itself is copied beside them as the
+    universal fallback. uv --preview-features wheel-variants installs the variant that fits the GPU from DIR."""
     heap.return_freed_buffers()
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
     result = make_variants(

@@ -21,7 +21,7 @@ from slimwheel.cuda.arch import CC
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.slim import local_version, parse_ptx, slim
-from slimwheel.postbuild.variants import families, make_variants
+from slimwheel.postbuild.variants import PROVIDER, families, make_variants
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 
@@ -195,16 +195,21 @@ def test_variants_one_wheel_per_family(tmp_path: Path) -> None:
     with zipfile.ZipFile(v90.rewritten.wheel) as zf:
         vj = json.loads(zf.read("pkg-1.2.0.dist-info/variant.json"))
     assert "pkg-1.2.0.dist-info/variant.json" in names
-    assert vj["$schema"].endswith("/peps/825/v0.1.0.json")
+    # the schema uv 0.13.8 reads (0.1.0 it skips), and the provider it needs declared for the namespace
+    assert vj["$schema"] == "https://variants-schema.wheelnext.dev/peps/850/v0.2.0.json"
     assert vj["default-priorities"] == {"namespace": ["nvidia"]}
-    assert vj["variants"] == {"sm9x": {"nvidia": {"sm_arch": ["90_real"]}}}
+    assert vj["providers"] == {"nvidia": PROVIDER}
+    # CUDA 13 SASS loads on any CUDA 13 driver
+    assert vj["variants"] == {"sm9x": {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["90_real"]}}}
     top = by_label["sm12x"]
     assert sorted(str(t) for t in top.report.targets) == ["compute_120", "sm_120"]
-    assert top.properties == {"nvidia": {"sm_arch": ["120_real", "120_virtual"]}}
+    # its PTX is ISA 9.0, CUDA 13.0's: JIT-compiled by any CUDA 13 driver (other ISAs: test_variant_cuda_lower_bound)
+    assert top.properties == {"nvidia": {"cuda_version_lower_bound": ["13.0"], "sm_arch": ["120_real", "120_virtual"]}}
     assert [str(c) for c in by_label["sm8x"].family.request.ccs] == ["8.0", "8.6", "8.9"]  # 8.7 is Jetson
     index = json.loads(r.index_file.read_text())
     assert r.index_file.name == "pkg-1.2.0-variants.json"
-    assert set(index["variants"]) == set(by_label)
+    assert index["variants"] == {label: v.properties for label, v in by_label.items()}
+    assert index["providers"] == vj["providers"]
     assert all(v.verdict.ok for v in r.variants)
 
 
