@@ -221,8 +221,9 @@ def prepare(
         build_env.update(
             compilercache.launcher_env(
                 launcher,
+                build_dir=build_dir,
                 # the toolkit and the sysroot live in the cache: a second machine has them under another home
-                bases=(project_dir, *((build_dir,) if build_dir else ()), cache_dir(e)),
+                shared_dirs=(cache_dir(e),),
                 env=e,
                 torch_nvcc=tk.nvcc if setuptools_torch and tk is not None else None,
             )

@@ -87,10 +87,8 @@ def planned_launcher(tool: Tool, cache: Path) -> Launcher:
 
 
 def base_dirs(paths: Sequence[Path]) -> tuple[str, ...]:
-    """The folders a cache key is taken relative to, longest first so that a build folder inside the project is
-    stripped whole. Without them every absolute path in a compile command or a preprocessed file is part of the key:
-    the default build folder is a new temporary one each build, and a second clone has another root, so nothing
-    would ever hit."""
+    """The folders a cache key is taken relative to, longest first so that a folder inside another is stripped
+    whole."""
     unique = {str(Path(p).absolute()) for p in paths}
     return tuple(sorted(unique, key=lambda s: (-len(s), s)))
 
@@ -98,7 +96,8 @@ def base_dirs(paths: Sequence[Path]) -> tuple[str, ...]:
 def launcher_env(
     launcher: Launcher,
     *,
-    bases: Sequence[Path],
+    build_dir: Path | None,
+    shared_dirs: Sequence[Path] = (),
     env: Mapping[str, str],
     torch_nvcc: Path | None = None,
 ) -> dict[str, str]:
@@ -106,20 +105,81 @@ def launcher_env(
 
     CMake reads CMAKE_<LANG>_COMPILER_LAUNCHER from the environment as the default of the cache variable (CMake >=
     3.17), so a project that sets its own launcher keeps it. `torch_nvcc`: the nvcc of a setuptools torch extension,
-    which torch's ninja build runs as PYTORCH_NVCC (its C++ files use the compiler setuptools picks, uncached). The
-    base folders are set unless the user set them (`env`): SCCACHE_BASEDIRS takes a list, CCACHE_BASEDIR one folder,
-    their common parent."""
+    which torch's ninja build runs as PYTORCH_NVCC (its C++ files use the compiler setuptools picks, uncached).
+
+    The cache key ignores where `build_dir` (a new temporary folder each build by default: without this nothing
+    would ever hit) and `shared_dirs` (the slimwheel cache: toolkits, sysroots) are: SCCACHE_BASEDIRS, or for
+    ccache, which takes one folder, CCACHE_BASEDIR = the build folder; a user's own value is kept (`env`). The
+    project's folder is deliberately not one: nvcc names a .cu file's anonymous namespace after the file's absolute
+    path (`_GLOBAL__N__b369616b_6_knn_cu_...` in one clone, `_GLOBAL__N__6effb8ee_...` in another), so a hit across
+    project paths could join one clone's device code to another's host stubs. Clones at the same path (CI runners,
+    containers) share the cache."""
     out = {f"CMAKE_{lang}_COMPILER_LAUNCHER": str(launcher.program) for lang in LAUNCHED_LANGUAGES}
-    dirs = base_dirs(bases)
+    dirs = base_dirs([*((build_dir,) if build_dir is not None else ()), *shared_dirs])
     if launcher.tool == "sccache" and dirs and "SCCACHE_BASEDIRS" not in env:
         out["SCCACHE_BASEDIRS"] = os.pathsep.join(dirs)
-    if launcher.tool == "ccache" and dirs and "CCACHE_BASEDIR" not in env:
-        common = os.path.commonpath(dirs)
-        if common != os.sep:  # "/" would make every path relative, system headers included
-            out["CCACHE_BASEDIR"] = common
+    if launcher.tool == "ccache" and build_dir is not None and "CCACHE_BASEDIR" not in env:
+        out["CCACHE_BASEDIR"] = str(Path(build_dir).absolute())
     if torch_nvcc is not None:
         out["PYTORCH_NVCC"] = shlex.join([str(launcher.program), str(torch_nvcc)])
     return out
+
+
+# The variable naming each tool's local cache folder; a container build mounts that folder and sets it.
+LOCAL_DIR_ENV: dict[Tool, str] = {"sccache": "SCCACHE_DIR", "ccache": "CCACHE_DIR"}
+
+# The variables of each tool's remote storage backends and their credentials, from the tools' documentation
+# (sccache 0.16: Redis, S3 and compatible, GCS, GitHub Actions' cache, WebDAV, memcached; ccache 4: remote_storage),
+# passed into a container build where they are set. Not those naming host files (SCCACHE_GCS_KEY_PATH, SCCACHE_CONF):
+# a host path means nothing in the container.
+STORAGE_ENV: dict[Tool, tuple[str, ...]] = {
+    "sccache": (
+        "SCCACHE_CACHE_SIZE",
+        "SCCACHE_REDIS",
+        "SCCACHE_REDIS_ENDPOINT",
+        "SCCACHE_REDIS_CLUSTER_ENDPOINTS",
+        "SCCACHE_REDIS_USERNAME",
+        "SCCACHE_REDIS_PASSWORD",
+        "SCCACHE_REDIS_DB",
+        "SCCACHE_REDIS_TTL",
+        "SCCACHE_REDIS_KEY_PREFIX",
+        "SCCACHE_BUCKET",
+        "SCCACHE_REGION",
+        "SCCACHE_ENDPOINT",
+        "SCCACHE_S3_KEY_PREFIX",
+        "SCCACHE_S3_USE_SSL",
+        "SCCACHE_S3_NO_CREDENTIALS",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "SCCACHE_GCS_BUCKET",
+        "SCCACHE_GCS_KEY_PREFIX",
+        "SCCACHE_GCS_RW_MODE",
+        "SCCACHE_GHA_ENABLED",
+        "SCCACHE_GHA_VERSION",
+        "ACTIONS_RESULTS_URL",
+        "ACTIONS_RUNTIME_TOKEN",
+        "ACTIONS_CACHE_URL",
+        "ACTIONS_CACHE_SERVICE_V2",
+        "SCCACHE_WEBDAV_ENDPOINT",
+        "SCCACHE_WEBDAV_KEY_PREFIX",
+        "SCCACHE_WEBDAV_USERNAME",
+        "SCCACHE_WEBDAV_PASSWORD",
+        "SCCACHE_WEBDAV_TOKEN",
+        "SCCACHE_MEMCACHED_ENDPOINT",
+    ),
+    "ccache": ("CCACHE_MAXSIZE", "CCACHE_REMOTE_STORAGE", "CCACHE_REMOTE_ONLY", "CCACHE_RESHARE"),
+}
+
+
+def local_dir(tool: Tool, env: Mapping[str, str]) -> Path:
+    """The tool's local cache folder as the tool itself finds it: its variable, else its folder under
+    XDG_CACHE_HOME or ~/.cache (sccache and ccache 4 on Linux)."""
+    if value := env.get(LOCAL_DIR_ENV[tool], "").strip():
+        return Path(value).absolute()
+    xdg = env.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path(env.get("HOME") or Path.home()) / ".cache"
+    return base / tool
 
 
 # ------------------------------------------------------------------------------------------------------ statistics

@@ -82,33 +82,50 @@ def test_tool_and_where_it_is_installed() -> None:
 
 
 def test_launcher_env_wraps_every_language_and_sets_base_folders() -> None:
-    env = cc.launcher_env(SCCACHE, bases=[Path("/w/proj"), Path("/w/proj/build"), Path("/home/u/.cache/s")], env={})
+    env = cc.launcher_env(
+        SCCACHE, build_dir=Path("/tmp/b/build"), shared_dirs=[Path("/home/u/.cache/slimwheel")], env={}
+    )
     assert {k: v for k, v in env.items() if k.endswith("_LAUNCHER")} == {
         "CMAKE_C_COMPILER_LAUNCHER": str(SCCACHE.program),
         "CMAKE_CXX_COMPILER_LAUNCHER": str(SCCACHE.program),
         "CMAKE_CUDA_COMPILER_LAUNCHER": str(SCCACHE.program),
     }
-    # the build folder inside the project comes first: stripped whole, not as the project's "build" subfolder
-    assert env["SCCACHE_BASEDIRS"] == "/home/u/.cache/s:/w/proj/build:/w/proj"
+    assert env["SCCACHE_BASEDIRS"] == "/home/u/.cache/slimwheel:/tmp/b/build"
     assert "PYTORCH_NVCC" not in env and "CCACHE_BASEDIR" not in env
 
 
+def test_nested_base_folders_go_longest_first() -> None:
+    env = cc.launcher_env(SCCACHE, build_dir=Path("/w/cache/build"), shared_dirs=[Path("/w/cache")], env={})
+    assert env["SCCACHE_BASEDIRS"] == "/w/cache/build:/w/cache"
+
+
+def test_the_project_folder_is_never_a_base_folder() -> None:
+    # nvcc derives anonymous-namespace names from the source's path: a hit across project paths would mix clones
+    env = cc.launcher_env(SCCACHE, build_dir=None, env={})
+    assert set(env) == {f"CMAKE_{lang}_COMPILER_LAUNCHER" for lang in ("C", "CXX", "CUDA")}
+
+
 def test_a_users_base_folders_are_kept() -> None:
-    env = cc.launcher_env(SCCACHE, bases=[Path("/w/p")], env={"SCCACHE_BASEDIRS": "/mine"})
+    env = cc.launcher_env(SCCACHE, build_dir=Path("/w/b"), env={"SCCACHE_BASEDIRS": "/mine"})
     assert "SCCACHE_BASEDIRS" not in env  # the build inherits the user's value
-    assert "CCACHE_BASEDIR" not in cc.launcher_env(CCACHE, bases=[Path("/w/p")], env={"CCACHE_BASEDIR": "/x"})
+    assert "CCACHE_BASEDIR" not in cc.launcher_env(CCACHE, build_dir=Path("/w/b"), env={"CCACHE_BASEDIR": "/x"})
 
 
-def test_ccache_takes_one_base_folder_never_the_root() -> None:
-    env = cc.launcher_env(CCACHE, bases=[Path("/w/a/proj"), Path("/w/a/build")], env={})
-    assert env["CCACHE_BASEDIR"] == "/w/a"
-    assert "CCACHE_BASEDIR" not in cc.launcher_env(CCACHE, bases=[Path("/w/proj"), Path("/tmp/b")], env={})
+def test_ccache_takes_the_build_folder_as_its_one_base() -> None:
+    env = cc.launcher_env(CCACHE, build_dir=Path("/tmp/x/build"), shared_dirs=[Path("/c")], env={})
+    assert env["CCACHE_BASEDIR"] == "/tmp/x/build" and "SCCACHE_BASEDIRS" not in env
 
 
 def test_setuptools_torch_extensions_get_nvcc_through_the_cache() -> None:
-    env = cc.launcher_env(SCCACHE, bases=[], env={}, torch_nvcc=Path("/cuda root/bin/nvcc"))
+    env = cc.launcher_env(SCCACHE, build_dir=None, env={}, torch_nvcc=Path("/cuda root/bin/nvcc"))
     assert env["PYTORCH_NVCC"] == f"{SCCACHE.program} '/cuda root/bin/nvcc'"  # a shell word each
-    assert "SCCACHE_BASEDIRS" not in env
+
+
+def test_local_cache_folder_as_the_tools_find_it() -> None:
+    assert cc.local_dir("sccache", {"SCCACHE_DIR": "/s", "HOME": "/h"}) == Path("/s")
+    assert cc.local_dir("sccache", {"HOME": "/h"}) == Path("/h/.cache/sccache")
+    assert cc.local_dir("ccache", {"HOME": "/h", "XDG_CACHE_HOME": "/x"}) == Path("/x/ccache")
+    assert cc.local_dir("ccache", {"HOME": "/h", "XDG_CACHE_HOME": "rel"}) == Path("/h/.cache/ccache")
 
 
 def test_sccache_statistics_and_what_one_build_did() -> None:
