@@ -199,6 +199,7 @@ class CacheStats:
     hits_by_language: tuple[tuple[str, int], ...] = ()
     misses_by_language: tuple[tuple[str, int], ...] = ()
     extra: tuple[tuple[str, int], ...] = field(default=())  # other non-zero counters: errors, uncacheable...
+    distributed: tuple[tuple[str, int], ...] = ()  # compiles sccache-dist ran, by build server
 
     @property
     def saved_seconds(self) -> float | None:
@@ -248,6 +249,9 @@ def parse_stats(tool: Tool, text: str, *, where: str) -> CacheStats:
                 hits_by_language=hits,
                 misses_by_language=misses,
                 extra=extra,
+                distributed=tuple(
+                    sorted((str(k), int(v)) for k, v in (s.get("dist_compiles") or {}).items() if isinstance(v, int))
+                ),
             )
         except (ValueError, KeyError, TypeError, AttributeError) as e:
             raise ToolError(
@@ -302,6 +306,7 @@ def stats_delta(before: CacheStats, after: CacheStats) -> CacheStats:
         hits_by_language=_minus(after.hits_by_language, before.hits_by_language),
         misses_by_language=_minus(after.misses_by_language, before.misses_by_language),
         extra=_minus(after.extra, before.extra),
+        distributed=_minus(after.distributed, before.distributed),
     )
 
 
@@ -319,13 +324,16 @@ def stats_to_json(s: CacheStats) -> dict[str, Any]:
         "hits_by_language": dict(s.hits_by_language),
         "misses_by_language": dict(s.misses_by_language),
         "other": dict(s.extra),
+        "distributed": dict(s.distributed),
     }
 
 
 def summary(s: CacheStats) -> str:
     """One line for the build's progress: hits, misses and the time saved."""
     saved = f", ~{s.saved_seconds:.0f} s saved" if s.saved_seconds is not None and s.hits else ""
-    return f"{s.hits} hits, {s.misses} misses of {s.requests} requests{saved}"
+    dist = sum(n for _, n in s.distributed)
+    remote = f", {dist} compiled by sccache-dist" if dist else ""
+    return f"{s.hits} hits, {s.misses} misses ({s.requests} compiler calls){saved}{remote}"
 
 
 # ------------------------------------------------------------------------------------------------------ the edges
