@@ -242,3 +242,18 @@ def test_sccache_dist_compiles_the_objects_and_the_wheel_is_the_same(
     assert list(b["distributed"]) == [k for k in b["distributed"] if k.startswith("127.0.0.1:")]
     assert "dist_errors" not in b["other"], b["other"]
     assert _sha(wheel) == _sha(plain)
+
+
+def test_ccache_from_pypi_hits_every_compile_and_gives_the_same_wheel(
+    knn: Path, toolkit13: Any, plain: Path, tmp_path: Path
+) -> None:
+    env = _env(tmp_path, CCACHE_DIR=str(tmp_path / "ccache"))
+    flags = ("--compiler-cache", "ccache", "--no-isolation")
+    cold_wheel, cold = _build(knn, toolkit13, tmp_path / "cold", env, *flags)
+    warm_wheel, warm = _build(knn, toolkit13, tmp_path / "warm", env, *flags)
+    assert cold["compiler_cache"]["tool"] == "ccache" and cold["compiler_cache"]["version"] == "4.14.2"
+    c, w = cold["compiler_cache"]["build"], warm["compiler_cache"]["build"]
+    assert c["hits"] == 0 and c["misses"] > 0
+    assert w["misses"] == 0 and w["hits"] == c["misses"]
+    assert w["saved_seconds_estimate"] is None  # ccache does not time its compiles
+    assert _sha(cold_wheel) == _sha(warm_wheel) == _sha(plain)
