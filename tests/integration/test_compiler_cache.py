@@ -214,9 +214,13 @@ def sccache_dist(tmp_path: Path, sccache: compilercache.Launcher) -> Iterator[Pa
     status_env["SCCACHE_DIR"] = str(tmp_path / "status-cache")
 
     def one_server() -> bool:
-        proc = subprocess.run(
-            [str(sccache.program), "--dist-status"], capture_output=True, text=True, env=status_env, timeout=60
-        )
+        # a fresh client server each time: one started before the scheduler answered keeps "no scheduler" for good
+        try:
+            proc = subprocess.run(
+                [str(sccache.program), "--dist-status"], capture_output=True, text=True, env=status_env, timeout=60
+            )
+        finally:
+            subprocess.run([str(sccache.program), "--stop-server"], capture_output=True, env=status_env, timeout=60)
         return '"num_servers":1' in proc.stdout
 
     log_env = {**os.environ, "SCCACHE_LOG": "info"}
@@ -224,10 +228,7 @@ def sccache_dist(tmp_path: Path, sccache: compilercache.Launcher) -> Iterator[Pa
         _server([str(dist), "scheduler", "--config", str(tmp_path / "scheduler.conf")], tmp_path / "s.log", log_env),
         _server([str(dist), "server", "--config", str(tmp_path / "server.conf")], tmp_path / "b.log", log_env),
     ):
-        try:
-            _wait_for(one_server, "sccache-dist (scheduler with one build server)", tmp_path / "b.log")
-        finally:
-            subprocess.run([str(sccache.program), "--stop-server"], capture_output=True, env=status_env, timeout=60)
+        _wait_for(one_server, "sccache-dist (scheduler with one build server)", tmp_path / "b.log")
         yield client
 
 
