@@ -79,11 +79,11 @@ def _server(cmd: list[str], log: Path, env: dict[str, str] | None = None) -> Ite
         finally:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGTERM)
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):  # what of the group did not stop (bwrap sandboxes)
                 os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=20)
+            proc.wait(timeout=20)
 
 
 def _wait_for(ready: Any, what: str, log: Path, timeout: float = 60) -> None:
@@ -223,7 +223,8 @@ def sccache_dist(tmp_path: Path, sccache: compilercache.Launcher) -> Iterator[Pa
             subprocess.run([str(sccache.program), "--stop-server"], capture_output=True, env=status_env, timeout=60)
         return '"num_servers":1' in proc.stdout
 
-    log_env = {**os.environ, "SCCACHE_LOG": "info"}
+    # in the foreground: the scheduler daemonizes itself otherwise and outlives the test
+    log_env = {**os.environ, "SCCACHE_LOG": "info", "SCCACHE_NO_DAEMON": "1"}
     with (
         _server([str(dist), "scheduler", "--config", str(tmp_path / "scheduler.conf")], tmp_path / "s.log", log_env),
         _server([str(dist), "server", "--config", str(tmp_path / "server.conf")], tmp_path / "b.log", log_env),
