@@ -117,12 +117,23 @@ def torch_wheels_table() -> str:
     return "".join(mod.markdown(json.loads(p.read_text(encoding="utf-8"))) for p in TORCH_WHEELS)
 
 
+# lab/bench/compiler_cache.py's runs on the examples, isolated and not (issue 39)
+COMPILER_CACHE = tuple(REPO / "lab" / "results" / f"compiler-cache-{n}.json" for n in ("knn", "knn-no-isolation"))
+
+
+def compiler_cache_table() -> str:
+    mod = load_script("lab/bench/compiler_cache.py")
+    return "\n".join(mod.markdown(json.loads(p.read_text(encoding="utf-8"))) for p in COMPILER_CACHE)
+
+
 BLOCKS["torch-op"] = torch_op_table
 BLOCKS["torch-wheels"] = torch_wheels_table
+BLOCKS["compiler-cache"] = compiler_cache_table
 
 
-# Which page holds which blocks: the torch extension's figures are in the README (issue 26), the rest in the record.
-PAGES = {REPO / "README.md": ("torch-op", "torch-wheels")}
+# Which page holds which blocks: the torch extension's figures are in the README (issue 26), the compiler cache's in
+# its page, the rest in the record.
+PAGES = {REPO / "README.md": ("torch-op", "torch-wheels"), REPO / "docs" / "compiler-cache.md": ("compiler-cache",)}
 
 
 def blocks_of(page: Path) -> tuple[str, ...]:

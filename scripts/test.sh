@@ -18,6 +18,9 @@ bash scripts/lint.sh static
 phase "set-up: CUDA 11.8 static toolchain from Debian non-free"
 bash scripts/setup-cuda11.sh
 
+phase "set-up: Redis and bubblewrap from Debian (compiler-cache tests)"
+bash scripts/setup-remote-cache.sh
+
 phase "set-up: CUDA 13.0 toolkit from PyPI wheels"
 .venv/bin/slimwheel toolkit --cuda 13.0
 

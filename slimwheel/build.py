@@ -9,6 +9,7 @@ pypa/build (`python -m build --wheel`, isolated) and scikit-build-core, which re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -23,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import slimwheel
-from slimwheel import context, torchext
+from slimwheel import compilercache, context, torchext
 from slimwheel.config import Config
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
@@ -69,6 +70,7 @@ class BuildSetup:
     env: dict[str, str]  # added to the environment of the build
     torch: torchext.TorchBuild | None = None  # a torch extension: the torch of the environment that builds it
     library_dirs: tuple[Path, ...] = ()  # searched first by repair (a sysroot's: what the wheel was linked against)
+    launcher: compilercache.Launcher | None = None  # the compiler cache every compile runs through
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -116,11 +118,17 @@ def check_project(project_dir: Path) -> Path:
 
 
 def config_settings(
-    plan: BuildPlan, toolkit: Toolkit | None, *, static_libdir: Path | None = None, build_dir: Path | None = None
+    plan: BuildPlan,
+    toolkit: Toolkit | None,
+    *,
+    static_libdir: Path | None = None,
+    build_dir: Path | None = None,
+    launcher: compilercache.Launcher | None = None,
 ) -> list[str]:
     """The `-C` settings for scikit-build-core: `plan.cmake_defines`, and the build folder (slimwheel's own, so a
     build never shares CMake state with another build of the project)."""
-    defines = cmake_defines(plan, toolkit, static_libdir=static_libdir)
+    program = str(launcher.program) if launcher is not None else None
+    defines = cmake_defines(plan, toolkit, static_libdir=static_libdir, launcher=program)
     settings = [f"cmake.define.{k}={v}" for k, v in defines.items()]
     if build_dir is not None:
         settings.append(f"build-dir={build_dir}")
@@ -193,9 +201,29 @@ def prepare(
     if floor_note:
         log.warning("%s", floor_note)
     outdir = wheel_dir or Path("<temporary folder>")
-    settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir)
+    tp = torchext.torch_project(project_dir)
+    launcher = None
+    if (tool := compilercache.tool_of(cfg.compiler_cache)) is not None:
+        if dry_run:
+            launcher = compilercache.planned_launcher(tool, cache_dir(e))
+        else:
+            with ph.phase("compiler-cache") as box:
+                launcher = compilercache.ensure_launcher(tool, cache_dir(e))
+                box["detail"] = f"{tool} {launcher.version} at {launcher.program}"
+        setuptools_torch = tp is not None and tp.backend == "setuptools" and tk is not None
+        build_env.update(
+            compilercache.launcher_env(
+                launcher,
+                build_dir=build_dir,
+                # the toolkit and the sysroot live in the cache: a second machine has them under another home
+                shared_dirs=(cache_dir(e),),
+                env=e,
+                torch_nvcc=tk.nvcc if setuptools_torch and tk is not None else None,
+            )
+        )
+    settings = config_settings(plan, tk, static_libdir=static_libdir, build_dir=build_dir, launcher=launcher)
     torch = None
-    if (tp := torchext.torch_project(project_dir)) is not None:
+    if tp is not None:
         torch, isolation = _torch_for(project_dir, tp, plan), False
         if tk is not None:
             build_env.update(
@@ -219,6 +247,7 @@ def prepare(
         env=build_env,
         torch=torch,
         library_dirs=library_dirs,
+        launcher=launcher,
     )
 
 
@@ -355,12 +384,19 @@ def build_project(
             if "DIST_EXTRA_CONFIG" in setup.env:  # a setuptools torch extension: its build folder is ours
                 bdir.mkdir(parents=True, exist_ok=True)
                 write_text_atomic(Path(setup.env["DIST_EXTRA_CONFIG"]), torchext.setuptools_config(bdir))
-            _run_build(setup, log_path)
+            cache: compilercache.Session | None = None
+            if setup.launcher is not None:
+                with compilercache.session(setup.launcher, {**os.environ, **setup.env}, Path(tmp_s)) as cache:
+                    _run_build(dataclasses.replace(setup, env={**setup.env, **cache.env}), log_path)
+            else:
+                _run_build(setup, log_path)
             wheels = sorted(raw_dir.glob("*.whl"))
             if len(wheels) != 1:
                 raise ToolError(f"building {setup.project_dir} made {len(wheels)} wheels, expected one ({log_path})")
             raw = wheels[0]
             box["detail"] = f"{raw.name} ({raw.stat().st_size / 2**20:.2f} MiB before repair)"
+            if cache is not None and cache.before is not None and cache.after is not None:
+                box["detail"] += "; " + compilercache.summary(compilercache.stats_delta(cache.before, cache.after))
         with ph.phase("repair") as box:
             versions = (toolkit_to_json(tk, env=e).get("packages") or None) if tk.source == "pypi" else None
             out_dir.mkdir(parents=True, exist_ok=True)
@@ -395,6 +431,7 @@ def build_project(
             "toolkit": toolkit_to_json(tk, env=e),
             "build_command": list(setup.command),
             "build_log": str(log_path),
+            "compiler_cache": None if setup.launcher is None or cache is None else cache.to_json(setup.launcher),
             "repair": {
                 "excluded": list(repaired.excluded),
                 "requires": list(repaired.requires),

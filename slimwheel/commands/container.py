@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
+from slimwheel import compilercache, container
 from slimwheel import config as cfgmod
-from slimwheel import container
 from slimwheel.cuda.versions import CUDA13_RELEASES, DEFAULT_CUDA
 from slimwheel.errors import ToolError
 
@@ -118,6 +118,12 @@ def command(
         if not sep:
             raise click.BadParameter(f"{item!r}: expected NAME=VALUE", param_hint="--env")
         env_pairs[name] = value
+    # the host folder of the compiler cache's local storage, mounted (podman refuses a missing one)
+    cache_dir = None
+    if (tool := compilercache.tool_of(cfg.compiler_cache)) is not None:
+        cache_dir = compilercache.local_dir(tool, dict(os.environ))
+        if not print_config:
+            cache_dir.mkdir(parents=True, exist_ok=True)
     table = container.cibw_config(
         cfg,
         release,
@@ -127,6 +133,7 @@ def command(
         engine=chosen,
         gpu_test=gpu_test,
         extra_env=env_pairs,
+        compiler_cache_dir=cache_dir,
     )
     inv = container.invocation(table, project, output_dir.resolve(), only=only)
     if print_config or problem is not None:

@@ -58,14 +58,17 @@ def config_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-def load_config(project_dir: Path | None, kwargs: dict[str, Any]) -> Config:
-    """Defaults <- PROJECT/pyproject.toml [tool.slimwheel] <- SLIMWHEEL_* <- the flags given."""
-    return load_config_origins(project_dir, kwargs)[0]
+def load_config(project_dir: Path | None, kwargs: dict[str, Any], keys: tuple[str, ...] = CONFIG_KEYS) -> Config:
+    """Defaults <- PROJECT/pyproject.toml [tool.slimwheel] <- SLIMWHEEL_* <- the flags given (`keys`: the command's
+    configuration flags, popped from `kwargs`)."""
+    return load_config_origins(project_dir, kwargs, keys)[0]
 
 
-def load_config_origins(project_dir: Path | None, kwargs: dict[str, Any]) -> tuple[Config, dict[str, str]]:
+def load_config_origins(
+    project_dir: Path | None, kwargs: dict[str, Any], keys: tuple[str, ...] = CONFIG_KEYS
+) -> tuple[Config, dict[str, str]]:
     """`load_config`, and where each setting came from (`config.origins`)."""
-    cli = {k: kwargs.pop(k) for k in CONFIG_KEYS}
+    cli = {k: kwargs.pop(k) for k in keys}
     env = dict(os.environ)
     return cfgmod.load(project_dir, env, cli), cfgmod.load_origins(project_dir, env, cli)
 

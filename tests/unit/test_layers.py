@@ -21,7 +21,19 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"inspect"}),
     frozenset({"wheelfile", "deps", "external", "tools", "torchext", "reqgraph"}),
     frozenset(
-        {"config", "toolkit", "plan", "analysis", "check", "floor", "render", "runtime", "distcheck", "pypindex"}
+        {
+            "config",
+            "toolkit",
+            "plan",
+            "analysis",
+            "check",
+            "floor",
+            "render",
+            "runtime",
+            "distcheck",
+            "pypindex",
+            "compilercache",
+        }
     ),
     frozenset({"context", "prune", "repair", "strip", "postbuild", "doctor", "footprint", "container"}),
     frozenset({"build"}),
