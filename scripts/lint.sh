@@ -11,9 +11,9 @@ start=$(date +%s)
 step() { printf '\n--- %s (%ss)\n' "$1" "$(( $(date +%s) - start ))"; }
 
 step "ruff check"
-"$py" -m ruff check slimwheel devtools tests lab
+"$py" -m ruff check slimwheel devtools testkit tests lab
 step "ruff format --check"
-"$py" -m ruff format --check slimwheel devtools tests lab
+"$py" -m ruff format --check slimwheel devtools testkit tests lab
 step "mypy --strict (pyproject's [tool.mypy])"
 "$py" -m mypy
 if [[ "${1:-}" != "static" ]]; then

@@ -1,4 +1,4 @@
-"""Issue 22 item 8: real GPU wheels from PyPI (tests/helpers/corpus.py pins them; downloaded once into the cache, a
+"""Issue 22 item 8: real GPU wheels from PyPI (testkit/corpus.py pins them; downloaded once into the cache, a
 failed download fails), read by slimwheel and by NVIDIA's cuobjdump container by container, and judged with the
 verdicts their maintainers would accept as true. cuFFT keeps its 18,227 containers in .data, where whole-file
 cuobjdump sees none: each is cut out and listed alone."""
@@ -9,13 +9,13 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from helpers import corpus
 
 from slimwheel.check import Verdict, check_wheel, make_policy
 from slimwheel.cuda.versions import MAJOR_DRIVER
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_wheel
+from testkit import corpus
 
 BY_NAME = {w.requirement.split("==")[0]: w for w in corpus.CORPUS}
 # cuobjdump 13.5 stops at the device-link container of this library ("Invalid ELF") after its first cubin.

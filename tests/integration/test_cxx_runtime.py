@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from helpers.cmakerun import CMAKE, configure
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.deps import cxx_runtime_problem, dependency_problems
@@ -20,6 +19,7 @@ from slimwheel.errors import ExitCode, SlimwheelError
 from slimwheel.inspect.dynamic import ElfInfo, read_dynamic
 from slimwheel.inspect.elf import read_elf_file
 from slimwheel.repair import repair_wheel
+from testkit.wheelmaker import make_wheel
 
 SOURCE = r"""
 #include <regex>

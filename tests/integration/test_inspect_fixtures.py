@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 from helpers.cudafixtures import CUBIN_ARCHS, compile_fixtures, cuobjdump_list, find_cuobjdump
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import Variant
 from slimwheel.inspect.scan import inspect_binary, inspect_wheel
+from testkit.wheelmaker import make_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from helpers import corpus
+from testkit import corpus
 
 CLI = [sys.executable, "-m", "slimwheel"]
 

@@ -7,8 +7,6 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.check import (
     CheckPolicy,
@@ -25,6 +23,8 @@ from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC
 from slimwheel.inspect.report import coverage_detail
 from slimwheel.inspect.scan import inspect_wheel
+from testkit.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 FB = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
 

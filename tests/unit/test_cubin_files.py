@@ -10,8 +10,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import cubin, elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,6 +24,8 @@ from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.fatbin_edit import SlimRequest, slim_elf
 from slimwheel.postbuild.slim import slim
 from slimwheel.postbuild.variants import make_variants
+from testkit.binsynth import cubin, elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 
 @pytest.mark.parametrize(

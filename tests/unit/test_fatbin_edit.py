@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from slimwheel.cuda.arch import CC, Kind, Target, served_by
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.postbuild.fatbin_edit import SlimRequest, entry_spans, keep_mask, slim_elf
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
 
 SASS_SMS = [75, 80, 86, 89, 90, 100, 120]
 PTX_SMS = [75, 80, 90, 100, 120]

@@ -9,8 +9,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 from packaging.specifiers import SpecifierSet
 
 from slimwheel import fsutil
@@ -22,6 +20,8 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
 from slimwheel.wheelfile import archive_record_problems, judge_record
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
 CU13 = "nvidia-cuda-runtime>=13.0,<14"
@@ -309,7 +309,7 @@ def test_repair_refuses_a_member_longer_than_declared(tmp_path: Path) -> None:
 def test_a_coverage_gap_names_the_code_of_the_modules_that_fail(tmp_path: Path) -> None:
     # Issue 12 item 15: cuBLAS 11.8 ships modules with SASS for 5.0/6.0/6.1 only and no PTX (openai_sgemm); a
     # static link carries them, and check failed 7.0-9.0 with "2 of 119 fatbins run not at all" and nothing more.
-    from helpers.binsynth import fatbin, fatbin_entry
+    from testkit.binsynth import fatbin, fatbin_entry
 
     modern = fatbin([fatbin_entry(sm=90), fatbin_entry(kind="ptx", sm=90, ptx_isa=(8, 0))])
     legacy = fatbin([fatbin_entry(sm=50), fatbin_entry(sm=60), fatbin_entry(sm=61)])

@@ -6,10 +6,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import defines_symbol, file_defines_symbol, read_elf, read_elf_file
+from testkit.binsynth import elf, fatbin, fatbin_entry
 
 FB = fatbin(
     [fatbin_entry(sm=75), fatbin_entry(kind="ptx", sm=90, flags=0x8011, compressed_size=8, uncompressed_size=100)]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
 
 from slimwheel.cuda.arch import CC, Kind, Target, Variant
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import MAX_RECORDS, parse_fatbin, parse_fatbins
 from slimwheel.inspect.files import mapped_file
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
 
 
 def test_uncompressed_sass_entry_reports_padded_size_as_both_sizes() -> None:

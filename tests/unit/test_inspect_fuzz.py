@@ -5,13 +5,13 @@ from __future__ import annotations
 import itertools
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import parse_fatbins
+from testkit.binsynth import elf, fatbin, fatbin_entry
 
 FB = fatbin(
     [
@@ -102,7 +102,7 @@ def _wheel_bytes() -> bytes:
     import tempfile
     from pathlib import Path
 
-    from helpers.wheelmaker import make_wheel
+    from testkit.wheelmaker import make_wheel
 
     with tempfile.TemporaryDirectory() as tmp:
         return make_wheel(Path(tmp), files={"demo/_ext.so": ELF, "demo/__init__.py": b"x = 1\n" * 40}).read_bytes()

@@ -7,14 +7,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import report_to_json, target_totals
 from slimwheel.inspect.scan import inspect_binary, inspect_file, inspect_wheel
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 FB13 = fatbin(
     [

@@ -7,8 +7,6 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import floor
 from slimwheel.check import check_wheel, make_policy
@@ -16,6 +14,8 @@ from slimwheel.cli import main
 from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.inspect.elf import VersionNeed, read_elf
 from slimwheel.inspect.scan import inspect_wheel
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 # What Debian 11's GCC 10 and glibc 2.31 give a C++ extension that calls exp() and std::filesystem: facts of glibc
 # (exp/log/pow got new versions in 2.29) and libstdc++ (3.4.26 is GCC 9's, 3.4.28 GCC 10's), not of slimwheel.

@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf as synth_elf
-from helpers.wheelmaker import make_wheel
 from packaging.metadata import Metadata
 
 from slimwheel import config as cfgmod
@@ -33,6 +31,8 @@ from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import wanted_rpath
 from slimwheel.rpath import origin_target
 from slimwheel.wheelfile import merge_requires_dist
+from testkit.binsynth import elf as synth_elf
+from testkit.wheelmaker import make_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 BLAS = "libscipy_openblas.so"

@@ -289,9 +289,8 @@ def test_a_shimmed_extension_is_not_shimmed_again() -> None:
 
 def test_a_shared_library_named_like_a_module_is_not_put_behind_a_shim(tmp_path) -> None:
     # Top-level _ext.so links libhelper.so through $ORIGIN; moving libhelper.so into a shim folder breaks _ext.
-    from helpers.binsynth import elf as synth_elf
-
     from slimwheel.inspect.dynamic import exports_symbol
+    from testkit.binsynth import elf as synth_elf
 
     (tmp_path / "_ext.so").write_bytes(synth_elf(needed=("libhelper.so", "libcudart.so.13"), symbols=("PyInit__ext",)))
     (tmp_path / "libhelper.so").write_bytes(synth_elf(soname="libhelper.so", symbols=("helper_fn",)))

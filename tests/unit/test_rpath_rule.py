@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.rpath import install_dir, resolve_entry
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 CU13 = "nvidia-cuda-runtime>=13.0,<14"
 

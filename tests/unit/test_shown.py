@@ -12,14 +12,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from slimwheel import shown
 from slimwheel.cli import main
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 HIDDEN = ("Cc", "Cf", "Cs", "Zl", "Zp")
 HOSTILE = [

@@ -12,8 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import fsutil
 from slimwheel.cli import main
@@ -22,6 +20,8 @@ from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.inspect.zipread import ZipLimits
 from slimwheel.postbuild.slim import slim
 from slimwheel.postbuild.variants import make_variants
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 

@@ -13,8 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
@@ -22,6 +20,8 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.slim import local_version, parse_ptx, slim
 from slimwheel.postbuild.variants import families, make_variants
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 

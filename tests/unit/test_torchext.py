@@ -6,7 +6,6 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
 from helpers.scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -16,6 +15,7 @@ from slimwheel import torchext
 from slimwheel.cuda.arch import CC, Kind, Target
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import undefined_symbols
+from testkit.binsynth import elf
 
 TORCH_211 = torchext.TorchBuild(version=torchext.Version("2.11.0+cu130"), cuda="13.0")
 CXX = "_ZN3c1010TensorImpl4sizeEv"  # a c10 member function: the classic C++ ABI
@@ -269,7 +269,7 @@ def test_a_carried_copy_is_said_to_double_only_where_torch_brings_that_wheel() -
 
 def test_torchs_own_wheel_is_no_torch_extension(tmp_path: Path) -> None:
     # torch 2.11.0's wheel: torch/_C.so needs libtorch_python.so and libc10.so, which it carries in torch/lib
-    from helpers.wheelmaker import make_wheel
+    from testkit.wheelmaker import make_wheel
 
     files = {
         "torch/_C.cpython-311-x86_64-linux-gnu.so": elf(needed=("libtorch_python.so", "libc10.so")),

@@ -8,13 +8,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimwheel.cli import main
 from slimwheel.postbuild.treemap import Rect, squarify
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 
 class _Page(HTMLParser):
