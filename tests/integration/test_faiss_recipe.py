@@ -23,16 +23,15 @@ from typing import Any
 import pytest
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
+from helpers.scripts import load_script
 
 from slimwheel.config import read_pyproject
 from slimwheel.cuda.arch import Target
 from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit.model import Toolkit
+from testkit import faiss_profiles
 
 pytestmark = pytest.mark.integration
-
-from lab.faissbench import profiles as faiss_profiles
-from lab.scriptload import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "faiss"
