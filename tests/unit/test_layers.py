@@ -274,3 +274,21 @@ def test_testkit_imports_only_the_package_and_the_standard_library() -> None:
         if name.split(".")[0] not in allowed
     ]
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_lab_tests_run_apart_from_the_product_suite() -> None:
+    # In one pytest session with tests/, the lab's tests would run with tests/ on sys.path (pytest's rootdir
+    # insertion for tests/conftest.py) and could import its helpers unnoticed.
+    import tomllib
+
+    pytest_options = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]
+    assert pytest_options["ini_options"]["testpaths"] == ["tests"]
+    runs = [
+        line.strip()
+        for script in ("test.sh", "lint.sh")
+        for line in (REPO / "scripts" / script).read_text(encoding="utf-8").splitlines()
+        if "-m pytest" in line and "lab/tests" in line
+    ]
+    assert runs and all(line.split("lab/tests")[0].count(" tests") == 0 for line in runs), runs
+    workflow = (REPO / ".github" / "workflows" / "tests.yml").read_text(encoding="utf-8")
+    assert "run: bash scripts/lint.sh lab" in workflow
