@@ -173,7 +173,9 @@ def test_slim_elf_of_a_cubin_keeps_it_whole_or_leaves_nothing() -> None:
     assert gone.data == b"" and [(d.arch, d.bytes) for d in gone.dropped] == [("100", len(data))]
 
 
-def test_the_cli_table_of_dropped_code_stays_short_and_says_files_left(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_the_cli_table_of_dropped_code_stays_short_and_says_files_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = {f"pkg/k{i:02d}_sm100.cubin": cubin(100, text=bytes([i]) * (512 + i)) for i in range(45)}
     files["pkg/k_sm90.cubin"] = cubin(90)
     src = make_wheel(tmp_path / "in", name="pkg", tag="py3-none-any", files=files)

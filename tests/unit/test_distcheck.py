@@ -23,8 +23,8 @@ from testkit.wheelmaker import make_wheel
 MiB = 2**20
 
 
-def wheel_with(tmp_path: Path, files: dict[str, bytes], **kw: object) -> Path:
-    return Path(make_wheel(tmp_path, name="pkg", files=files, **kw))
+def wheel_with(tmp_path: Path, files: dict[str, bytes], tag: str = "cp312-abi3-manylinux_2_28_x86_64") -> Path:
+    return Path(make_wheel(tmp_path, name="pkg", files=files, tag=tag))
 
 
 def test_installed_size_is_judged_on_the_uncompressed_files(tmp_path: Path) -> None:

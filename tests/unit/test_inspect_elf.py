@@ -259,6 +259,7 @@ def test_both_classes_and_byte_orders_agree_with_pyelftools(is64: bool, order: s
     r = read_elf(data, "t.so")
     ref = ELFFile(io.BytesIO(data))
     dyn = next(s for s in ref.iter_sections() if isinstance(s, DynamicSection))
-    assert r.needed == tuple(str(t.needed) for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED")
+    # pyelftools sets `needed` on DT_NEEDED tags at run time; its type stubs do not declare it
+    assert r.needed == tuple(str(t.needed) for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED")  # type: ignore[attr-defined]
     assert r.soname == "libt.so.1" and r.kind == "shared" and r.machine == ref["e_machine"]
     assert r.sections == {s.name: s["sh_size"] for s in ref.iter_sections() if s.name}

@@ -39,9 +39,9 @@ EXT13 = elf(
 )
 
 
-def cuda13_wheel(tmp_path: Path, **kw: object) -> Path:
+def cuda13_wheel(tmp_path: Path) -> Path:
     files = {"demo/_ext.abi3.so": EXT13, "demo/__init__.py": b"from ._ext import *\n" * 50}
-    return make_wheel(tmp_path, files=files, requires=("nvidia-cuda-runtime==13.*",), **kw)  # type: ignore[arg-type]
+    return make_wheel(tmp_path, files=files, requires=("nvidia-cuda-runtime==13.*",))
 
 
 def test_report_of_a_cuda13_wheel(tmp_path: Path) -> None:

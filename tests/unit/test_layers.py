@@ -230,6 +230,8 @@ def _path_edits_naming_tests(path: Path) -> Iterator[int]:
         elif isinstance(node, ast.Assign | ast.AugAssign):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             target = next((t.value if isinstance(t, ast.Subscript) else t for t in targets), None)
+        else:
+            continue
         if (
             isinstance(target, ast.Attribute)
             and target.attr == "path"

@@ -3,8 +3,10 @@ libctranslate2 opens libcublas.so.12 and libnccl.so.2 so, and requires neither; 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from slimwheel.check import Verdict
 from slimwheel.deps import dependency_problems
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.elf import read_elf
@@ -157,13 +159,13 @@ def test_no_plugin_when_a_file_needs_it_or_it_is_a_module_or_nobody_names_it() -
     assert dependency_problems([HOST, odd], cuda_major=13, requires=[], tags=TAGS).problems
 
 
-def _gpu(sms: tuple[int, ...], **kw: object) -> bytes:
+def _gpu(sms: tuple[int, ...], *, undefined: Iterable[str] = (), extra: Mapping[str, bytes] = {}) -> bytes:
     from testkit.binsynth import fatbin, fatbin_entry
 
-    return elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=sm) for sm in sms]), **kw.pop("extra", {})}, **kw)
+    return elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=sm) for sm in sms]), **extra}, undefined=undefined)
 
 
-def _verdict(tmp_path: Path, files: dict[str, bytes], require: str):  # type: ignore[no-untyped-def]
+def _verdict(tmp_path: Path, files: dict[str, bytes], require: str) -> Verdict:
     from slimwheel.check import check_wheel, make_policy
     from slimwheel.inspect.scan import inspect_wheel
     from testkit.wheelmaker import make_wheel

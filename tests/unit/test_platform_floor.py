@@ -66,7 +66,8 @@ def test_check_names_each_offending_symbol_version_and_file(tmp_path: Path) -> N
 
 def test_an_old_wheel_is_within_an_old_policy(tmp_path: Path) -> None:
     r = inspect_wheel(wheel(tmp_path, {"pkg/_old.so": ext(OLD)}))
-    assert floor.wheel_floor(r.elfs) is not None and floor.wheel_floor(r.elfs).name == "manylinux_2_17"  # type: ignore[union-attr]
+    found = floor.wheel_floor(r.elfs)
+    assert found is not None and found.name == "manylinux_2_17"
     assert check_wheel(r, make_policy(r, require_arch="none", dependencies=False, manylinux="manylinux2014")).ok
 
 

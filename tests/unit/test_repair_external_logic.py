@@ -284,8 +284,10 @@ def test_merge_refuses_bad_metadata_naming_the_file() -> None:
 # ---------------------------------------------------------------------------------------------------- check rule
 
 
-def check_notes_and_failures(tmp_path: Path, name: str, *, requires: tuple[str, ...], **elf_kw: object):
-    files = {name: synth_elf(needed=(BLAS, "libc.so.6"), **elf_kw)}  # type: ignore[arg-type]
+def check_notes_and_failures(
+    tmp_path: Path, name: str, *, requires: tuple[str, ...], rpath: str | None = None, runpath: str | None = None
+) -> tuple[tuple[str, ...], list[str]]:
+    files = {name: synth_elf(needed=(BLAS, "libc.so.6"), rpath=rpath, runpath=runpath)}
     whl = make_wheel(tmp_path, name="faiss", files=files, requires=requires)
     report = inspect_wheel(whl)
     v = check_wheel(report, make_policy(report))

@@ -10,6 +10,7 @@ from helpers.scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from slimwheel import torchext
 from slimwheel.cuda.arch import CC, Kind, Target
@@ -17,7 +18,7 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import undefined_symbols
 from testkit.binsynth import elf
 
-TORCH_211 = torchext.TorchBuild(version=torchext.Version("2.11.0+cu130"), cuda="13.0")
+TORCH_211 = torchext.TorchBuild(version=Version("2.11.0+cu130"), cuda="13.0")
 CXX = "_ZN3c1010TensorImpl4sizeEv"  # a c10 member function: the classic C++ ABI
 NEEDED = {"pkg/_C.so": ("libtorch.so", "libc10.so", "libcudart.so.13", "libc.so.6")}
 
@@ -124,9 +125,7 @@ def test_version_py_and_option() -> None:
 def test_installed_torch_is_read_without_importing_it(tmp_path: Path) -> None:
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
-    assert torchext.installed_torch(tmp_path) == torchext.TorchBuild(
-        version=torchext.Version("2.11.0+cu130"), cuda="13.0"
-    )
+    assert torchext.installed_torch(tmp_path) == torchext.TorchBuild(version=Version("2.11.0+cu130"), cuda="13.0")
     assert torchext.installed_torch(tmp_path / "none") is None
 
 
@@ -134,7 +133,7 @@ def test_a_cuda_mismatch_names_both() -> None:
     why = torchext.cuda_mismatch(TORCH_211, 12, where="proj")
     assert why is not None and "CUDA 12" in why and "13.0" in why and "2.11.0" in why
     assert torchext.cuda_mismatch(TORCH_211, 13, where="proj") is None
-    cpu = torchext.TorchBuild(version=torchext.Version("2.11.0+cpu"), cuda=None)
+    cpu = torchext.TorchBuild(version=Version("2.11.0+cpu"), cuda=None)
     assert "CPU build" in (torchext.cuda_mismatch(cpu, 13, where="proj") or "")
 
 
