@@ -15,7 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # A CPython extension module that calls into cudart and cuBLAS without a GPU (version queries only).
@@ -113,7 +113,7 @@ def make_wheel(
     *,
     name: str,
     version: str,
-    files: dict[str, bytes | Path],
+    files: Mapping[str, bytes | Path],
     tag: str | None = None,
     requires: tuple[str, ...] = (),
 ) -> Path:

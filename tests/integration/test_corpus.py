@@ -15,6 +15,7 @@ from slimwheel.cuda.versions import MAJOR_DRIVER
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_wheel
+from slimwheel.toolkit import Toolkit
 from testkit import corpus
 
 BY_NAME = {w.requirement.split("==")[0]: w for w in corpus.CORPUS}
@@ -204,7 +205,7 @@ def test_cudnn_serves_turing_to_blackwell_and_names_what_it_did_not_judge() -> N
     assert all("libcudnn_engines_precompiled.so.9" in n for n in excused)
 
 
-def test_cublaslt_per_generation_modules_do_not_fail_hopper_or_blackwell(toolkit13) -> None:  # type: ignore[no-untyped-def]
+def test_cublaslt_per_generation_modules_do_not_fail_hopper_or_blackwell(toolkit13: Toolkit) -> None:
     """NVIDIA's cuBLASLt 13.0 (nvidia-cublas 13.0.2.14, the toolkit's copy): FP8 modules for Ada and consumer
     Blackwell (sm_89 sm_120f compute_120) skip Hopper, which runs its own sm_90a ones. check said 9.0, 10.0, 10.3 and
     12.0 were served by nothing; it serves them, and says which modules it did not judge."""

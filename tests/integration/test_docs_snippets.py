@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -118,11 +119,11 @@ def pip_wheel(toolkit: Toolkit, project: Path, out: Path, build_dir: Path) -> su
     ids=["README", "cmake-example"],
 )
 def test_the_snippet_builds_as_a_new_project(
-    toolkit13,
+    toolkit13: Toolkit,
     tmp_path: Path,
     doc: Path,
-    make,
-    package: str,  # type: ignore[no-untyped-def]
+    make: Callable[[Path, str], Path],
+    package: str,
     module: str,
 ) -> None:
     project = make(tmp_path / "src", cmake_snippet(doc))
@@ -142,7 +143,7 @@ def test_the_snippet_builds_as_a_new_project(
     assert report.runpath == "$ORIGIN/../nvidia/cu13/lib"
 
 
-def test_a_snippet_without_nanobinds_package_fails_as_users_saw(toolkit13, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_a_snippet_without_nanobinds_package_fails_as_users_saw(toolkit13: Toolkit, tmp_path: Path) -> None:
     # the check above can fail: the README's old snippet had no find_package(Python/nanobind)
     snippet = "\n".join(
         ln for ln in cmake_snippet(REPO / "README.md").splitlines() if "find_package(nanobind" not in ln
