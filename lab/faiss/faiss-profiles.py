@@ -209,7 +209,7 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     deps.mkdir(exist_ok=True)
     from importlib.metadata import version
 
-    import scipy_openblas32
+    import scipy_openblas32  # type: ignore[import-untyped]  # it ships no types
 
     # swig, CMake and scikit-build-core in this machine's versions (the recipe's configure is tested with them here).
     for req, pattern in (

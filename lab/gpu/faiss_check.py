@@ -66,7 +66,7 @@ BUILD_ONLY = ("swig-", "cmake-", "scikit_build_core-")
 # --------------------------------------------------------------------------------------------------- GPU memory
 def _nvml_used_mib() -> float | None:
     try:
-        import pynvml  # nvidia-ml-py
+        import pynvml  # type: ignore[import-not-found]  # nvidia-ml-py, on the GPU machine only
     except ImportError:
         return None
     try:
@@ -258,7 +258,7 @@ def _first_line(cmd: list[str]) -> str | None:
 
 def _nvidia_dir() -> Path | None:
     try:
-        import nvidia  # namespace package of the nvidia-* wheels
+        import nvidia  # type: ignore[import-untyped]  # namespace package of the nvidia-* wheels; untyped
     except ImportError:
         return None
     for p in nvidia.__path__:
