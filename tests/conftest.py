@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:  # the fixture imports the toolkit module on first use: unit tests need none of it
+    from slimwheel.toolkit import Toolkit
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,7 +49,7 @@ def slimwheel_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def toolkit13():
+def toolkit13() -> Toolkit:
     """A CUDA 13.0 toolkit: assembled from PyPI wheels into the slimwheel cache (or found), verified."""
     from slimwheel.toolkit import ensure_toolkit
 

@@ -25,6 +25,7 @@ import sys
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from slimwheel import config
 from slimwheel.cuda.arch import ArchPlan, parse_targets
@@ -78,7 +79,7 @@ def dist_installed_size(name: str, paths: list[str]) -> int | None:
     return None
 
 
-def wheel_summary(wheel: Path, build_s: float, repair_s: float) -> dict[str, object]:
+def wheel_summary(wheel: Path, build_s: float, repair_s: float) -> dict[str, Any]:  # a JSON record
     rep = inspect_wheel(wheel)
     biggest = sorted(rep.files, key=lambda f: -f.compressed)[:4]
     # The extension's own GPU code (the vendored cuBLAS of the naive wheel has fatbins of its own).

@@ -7,7 +7,7 @@ comes from lab/bench/cost.py's results (lab/results/cost.json), where it is meas
     .venv/bin/python lab/bench/corpus.py --docs     # only re-render docs/corpus.md's table from the JSON
     .venv/bin/python lab/bench/corpus.py --only ctranslate2 torchvision   # measure these, keep the others' rows
 
-The corpus (pins, download cache, cuobjdump) is tests/helpers/corpus.py, the same the corpus test reads.
+The corpus (pins, download cache, cuobjdump) is testkit/corpus.py, the same the corpus test reads.
 """
 
 from __future__ import annotations
@@ -23,14 +23,13 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
-from helpers import corpus
-
+sys.path.insert(0, str(REPO))  # the repository root: testkit (the corpus) and slimwheel
 from slimwheel import fsutil
 from slimwheel.check import check_wheel_file, make_policy
 from slimwheel.errors import SlimwheelError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel
+from testkit import corpus
 
 OUT = REPO / "lab" / "results" / "corpus.json"
 COST = REPO / "lab" / "results" / "cost.json"

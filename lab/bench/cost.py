@@ -238,13 +238,13 @@ def _peak(cmd: list[str]) -> tuple[int, float, int]:
 
 
 def _tiny_wheel(folder: Path) -> Path:
-    """A wheel of one small extension module with SASS for 7.5 and 9.0 (tests/helpers' synthesizers): slim and
+    """A wheel of one small extension module with SASS for 7.5 and 9.0 (testkit's synthesizers): slim and
     variants do all their steps on it, the index read included: its library needs libnvJitLink.so.13, which its one
     requirement (nvidia-cublas 13) does not account for, so the dependency check asks the index what that
     requirement's own requirements install (it fails, exit 12: the cost is the same)."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from helpers.binsynth import elf, fatbin, fatbin_entry
-    from helpers.wheelmaker import make_wheel
+    sys.path.insert(0, str(REPO))  # the repository root: testkit (the synthesizers)
+    from testkit.binsynth import elf, fatbin, fatbin_entry
+    from testkit.wheelmaker import make_wheel
 
     blob = fatbin([fatbin_entry(kind="sass", sm=75), fatbin_entry(kind="sass", sm=90)])
     so = elf(sections={".nv_fatbin": blob}, needed=("libc.so.6", "libnvJitLink.so.13"))

@@ -2,7 +2,7 @@
 for `slimwheel.inspect.fatbin.cubin_entry`, which reads standalone `.cubin` files (flashinfer-cubin) by their header
 alone, having no fatbin around them.
 
-For every uncompressed SASS entry of every fatbin container in the corpus wheels (tests/helpers/corpus.py, from the
+For every uncompressed SASS entry of every fatbin container in the corpus wheels (testkit/corpus.py, from the
 cache; downloaded when missing), the payload's ELF header (ABI version in e_ident[8], e_flags) is read and
 `cubin_entry` asked what it says; the fatbin entry header (`parse_fatbin`'s reading of its sm and flags) is the
 reference. The JSON counts, per (ABI version, fatbin arch, cubin arch), how many entries there are: where the two
@@ -34,12 +34,11 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
-from helpers.corpus import CORPUS, ensure
-
+sys.path.insert(0, str(REPO))  # the repository root: testkit (the corpus) and slimwheel
 from slimwheel import fsutil
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import cubin_entry
+from testkit.corpus import CORPUS, ensure
 
 OUT = REPO / "lab" / "results" / "cubin-flags.json"
 _HEADER = struct.Struct("<IHHQ")

@@ -78,12 +78,12 @@ def main() -> int:
             work = Path(tmp) / release
             work.mkdir()
             version, nvcc = nvcc_from_wheel(release, work)
-            row = {"release": release, "nvcc_wheel": version, "compute": list_archs(nvcc)}
-            row["ptx_isa"] = ptx_isa(cache_dir() / "toolkits" / f"cuda-{release}", work)
-            rows.append(row)
+            compute = list_archs(nvcc)
+            isa = ptx_isa(cache_dir() / "toolkits" / f"cuda-{release}", work)
+            rows.append({"release": release, "nvcc_wheel": version, "compute": compute, "ptx_isa": isa})
             print(
-                f"CUDA {release} (nvcc {version}): compute_{', compute_'.join(row['compute'])}; "
-                f"PTX ISA {row['ptx_isa'] or 'not measured (no assembled toolkit)'}"
+                f"CUDA {release} (nvcc {version}): compute_{', compute_'.join(compute)}; "
+                f"PTX ISA {isa or 'not measured (no assembled toolkit)'}"
             )
     doc = {
         "schema": 1,

@@ -194,7 +194,8 @@ def faiss_probe(src: Path, sysroot: Any, toolkit_root: Path, work: Path) -> dict
     with tarfile.open(src) as t:
         t.extractall(tree, filter="data")
     (root,) = [p for p in tree.iterdir() if p.is_dir()]
-    objs, failed = [], []
+    objs: list[str] = []
+    failed: list[str] = []
     t0 = time.monotonic()
     for f in FAISS_FILES:
         o = work / (f.replace("/", "_") + ".o")
@@ -266,8 +267,8 @@ def faiss_probe(src: Path, sysroot: Any, toolkit_root: Path, work: Path) -> dict
     if link.returncode == 0:
         r = read_elf_file(lib, lib.name, fatbins=False)
         assert r is not None
-        f = floor.wheel_floor([r])
-        out["floor"] = f.name if f else None
+        found = floor.wheel_floor([r])
+        out["floor"] = found.name if found else None
         out["over_2_28"] = [o.message("manylinux_2_28") for o in floor.offenders([r], floor.parse_target("2_28"))]
         out["versions"] = sorted({v.version for v in r.version_needs})
     return out

@@ -2,7 +2,7 @@
 """Peak memory of `slimwheel size-report`, `check` and `repair` on the zip bombs of issue 12 item 1.
 
 The wheels are built in a temporary folder in seconds (a full-flushed deflate block of zeros, repeated; see
-tests/helpers/zipraw.py) by a child process, and each command runs as its own child process; its peak RSS comes
+testkit/zipraw.py) by a child process, and each command runs as its own child process; its peak RSS comes
 from os.wait4. A forked child's peak includes the RSS it inherited before exec, so this script keeps its own small
 (it never holds a wheel) and reports it beside the figures.
 
@@ -55,9 +55,9 @@ class Run:
 
 def build(folder: Path) -> dict[str, Path]:
     """Write the bomb wheels into `folder` (run in a child process: see the docstring)."""
-    sys.path.insert(0, str(REPO / "tests"))
-    from helpers.binsynth import elf, fatbin, fatbin_entry
-    from helpers.zipraw import RawMember, raw_zip, wheel_members, zeros_stream
+    sys.path.insert(0, str(REPO))  # the repository root: testkit (the synthesizers)
+    from testkit.binsynth import elf, fatbin, fatbin_entry
+    from testkit.zipraw import RawMember, raw_zip, wheel_members, zeros_stream
 
     so = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90, payload=b"\1" * 256)])}, needed=("libc.so.6",))
     lie, _crc, _size = zeros_stream(so, 6_000_000_000, b"", with_crc=False)

@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 import zipfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -171,7 +172,7 @@ def pack_wheel(v: Variant, so: Path, work: Path, python: str) -> int:
     return whl.stat().st_size
 
 
-def markdown(variants: list[Variant], meta: dict[str, object]) -> str:
+def markdown(variants: list[Variant], meta: Mapping[str, object]) -> str:
     def mb(n: int) -> str:
         return f"{n / 1e6:.1f}" if n >= 10**6 else f"{n / 1e6:.3f}"
 

@@ -19,6 +19,7 @@ import time
 import zipfile
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 SLIMWHEEL = [sys.executable, "-m", "slimwheel"]
 
@@ -98,21 +99,25 @@ def audit(wheel: Path) -> dict[str, object]:
     }
 
 
-def markdown(data: dict[str, object]) -> str:
-    mib = lambda b: f"{int(b) / 2**20:.1f} MiB"  # noqa: E731
+def markdown(data: dict[str, Any]) -> str:  # the audit's JSON record
+    def mib(b: int) -> str:
+        return f"{int(b) / 2**20:.1f} MiB"
+
+    def kinds(f: dict[str, list[str]]) -> str:
+        return ", ".join(f"{k} ({len(v)})" for k, v in sorted(f.items())) or "none"
+
     s = data["slim_9_0"]
     c = data["check"]
     assert isinstance(s, dict) and isinstance(c, dict)
-    kinds = lambda f: ", ".join(f"{k} ({len(v)})" for k, v in sorted(f.items())) or "none"  # noqa: E731
     rows = [
         "| wheel | zip | fatbins (installed) | targets | `check` fails on | `slim --archs 9.0` |",
         "| --- | ---: | ---: | --- | --- | --- |",
-        f"| {data['wheel']} | {mib(data['zip_bytes'])} | {mib(data['fatbin_bytes'])} | {' '.join(data['targets'])} "  # type: ignore[arg-type]
-        f"| {kinds(c['failures'])} | {mib(s['zip_bytes'])} ({int(s['zip_bytes']) / int(data['zip_bytes']):.2f}x), "  # type: ignore[call-overload]
+        f"| {data['wheel']} | {mib(data['zip_bytes'])} | {mib(data['fatbin_bytes'])} | {' '.join(data['targets'])} "
+        f"| {kinds(c['failures'])} | {mib(s['zip_bytes'])} ({int(s['zip_bytes']) / int(data['zip_bytes']):.2f}x), "
         f"{' '.join(s['targets_after'])}; fails on {kinds(s['failures'])} |",
     ]
     req = data["requires_dist"]
-    facts = [f"Requires-Dist: {', '.join(req) if req else 'none'}"]  # type: ignore[arg-type]
+    facts = [f"Requires-Dist: {', '.join(req) if req else 'none'}"]
     facts += [f"{n.removeprefix('torch: ')}" for n in c["torch"]]
     code = data["code_per_file"]
     assert isinstance(code, dict)

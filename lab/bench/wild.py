@@ -1,5 +1,5 @@
 """`slimwheel check` on GPU wheels from PyPI beyond the corpus: what it says of each, from one run, for the table in
-docs/corpus.md ("Beyond the corpus"). The corpus (tests/helpers/corpus.py) is what tests hold to; these are wheels a
+docs/corpus.md ("Beyond the corpus"). The corpus (testkit/corpus.py) is what tests hold to; these are wheels a
 maintainer of another CUDA project may point check at first: RAPIDS, NVIDIA's own library wheels, torch and its
 extensions, vllm, tensorflow. Each is pinned, downloaded once into `<cache>/wild` with pip, and checked as a user runs
 it (the CLI, default options: 60 MiB budget, `--require-arch auto`, the package index read when needed), then again
@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(REPO / "tests"))
-from helpers.corpus import PLATFORMS, pip_download
-
+sys.path.insert(0, str(REPO))  # the repository root: testkit (the corpus) and slimwheel
 from slimwheel import fsutil
+from testkit.corpus import PLATFORMS, pip_download
 
 OUT = REPO / "lab" / "results" / "wild.json"
 DOC = REPO / "docs" / "corpus.md"

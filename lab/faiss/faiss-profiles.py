@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the faiss wheel in each profile (lab/faiss/faissbench/profiles.py) and measure it side by side.
+"""Build the faiss wheel in each profile (testkit/faiss_profiles.py) and measure it side by side.
 
     python3 lab/faiss/faiss-profiles.py                       # upstream and slim: build, repair, measure
     python3 lab/faiss/faiss-profiles.py --profiles probe90    # one target (90-real), to learn times and sizes
@@ -32,13 +32,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository r
 
 from lab.faissbench.build import build_settings, repair_profile
 from lab.faissbench.measure import measure_wheel, ninja_seconds, object_fatbins
-from lab.faissbench.profiles import PROFILE_NAMES, Profile, make_profile
 from slimwheel.build import build_command as pep517_command
 from slimwheel.config import read_pyproject
 from slimwheel.errors import BadInputError, SlimwheelError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
 from slimwheel.toolkit import ensure_toolkit
 from slimwheel.toolkit.model import Toolkit
+from testkit.faiss_profiles import PROFILE_NAMES, Profile, make_profile
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "faiss"
@@ -209,7 +209,7 @@ def stage_carry(profiles: list[str], results: dict[str, Any], src: Path) -> dict
     deps.mkdir(exist_ok=True)
     from importlib.metadata import version
 
-    import scipy_openblas32
+    import scipy_openblas32  # type: ignore[import-untyped]  # it ships no types
 
     # swig, CMake and scikit-build-core in this machine's versions (the recipe's configure is tested with them here).
     for req, pattern in (

@@ -8,12 +8,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from lab.faissbench.profiles import Profile
 from slimwheel.build import config_settings
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.external import parse_externals
 from slimwheel.repair import RepairResult, repair_wheel
 from slimwheel.toolkit.model import Toolkit
+from testkit.faiss_profiles import Profile
 
 RECIPE_TABLE = "faiss/pyproject.toml [tool.slimwheel]"
 

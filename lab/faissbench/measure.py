@@ -108,7 +108,7 @@ def object_fatbins(build_dir: Path, top: int = 25) -> dict[str, Any]:
     rows.sort(key=lambda x: -int(x["nv_fatbin"]))
     groups: dict[str, int] = {}
     by_target: dict[str, int] = {}
-    large_k = {"objects": 0, "nv_fatbin": 0, "stored": 0, "uncompressed": 0, "per_target": {}}
+    large_k: dict[str, Any] = {"objects": 0, "nv_fatbin": 0, "stored": 0, "uncompressed": 0, "per_target": {}}
     for x in rows:
         groups[_group(x["object"])] = groups.get(_group(x["object"]), 0) + x["nv_fatbin"]
         for k, v in x["per_target"].items():

@@ -46,7 +46,7 @@ SOBOL64_CASES = (("uniform_double", "curandGenerateUniformDouble", (), 8),)  # 6
 
 
 def _cudart() -> ctypes.CDLL:
-    import nvidia  # the machine's nvidia-* wheels (torch's)
+    import nvidia  # type: ignore[import-untyped]  # the machine's nvidia-* wheels (torch's); untyped
 
     for p in nvidia.__path__:
         lib = Path(p) / "cu13" / "lib" / "libcudart.so.13"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """faiss wheels on a real GPU: faiss's own GPU tests and a benchmark, per build profile. Run on the GPU machine,
-with the checkout on PYTHONPATH (the lab.faissbench package: profiles, build settings, repair, measuring).
+with the checkout on PYTHONPATH (the lab.faissbench package: build settings, repair, measuring; testkit.faiss_profiles).
 
     PYTHONPATH=. python3 lab/gpu/faiss_check.py --build upstream,slim --blas-debs DIR   # build there (16 cores)
     PYTHONPATH=. python3 lab/gpu/faiss_check.py --profiles slim --no-tests --n 200000   # a carried wheel only
@@ -66,7 +66,7 @@ BUILD_ONLY = ("swig-", "cmake-", "scikit_build_core-")
 # --------------------------------------------------------------------------------------------------- GPU memory
 def _nvml_used_mib() -> float | None:
     try:
-        import pynvml  # nvidia-ml-py
+        import pynvml  # type: ignore[import-not-found]  # nvidia-ml-py, on the GPU machine only
     except ImportError:
         return None
     try:
@@ -258,7 +258,7 @@ def _first_line(cmd: list[str]) -> str | None:
 
 def _nvidia_dir() -> Path | None:
     try:
-        import nvidia  # namespace package of the nvidia-* wheels
+        import nvidia  # type: ignore[import-untyped]  # namespace package of the nvidia-* wheels; untyped
     except ImportError:
         return None
     for p in nvidia.__path__:
@@ -361,8 +361,8 @@ def build_here(
     elsewhere) whose compilers build it instead, capped at `manylinux` where that is below the root's own policy, as
     `slimwheel build` does with `sysroot` and `manylinux` set; repair then bundles the root's libraries."""
     from lab.faissbench.build import build_settings
-    from lab.faissbench.profiles import make_profile
     from slimwheel.config import read_pyproject
+    from testkit.faiss_profiles import make_profile
 
     _, table = read_pyproject(REPO / "faiss")
     p = make_profile(name, table)

@@ -33,7 +33,7 @@
 #     | xz -T2 -6 > .carry/root/debian11.tar.xz
 # and unpacked there at the same path (its wrappers name it), before `start`:
 #   mkdir -p /root/.cache/slimwheel/sysroots && tar -xJf .carry/root/debian11.tar.xz -C /root/.cache/slimwheel/sysroots
-# The checkout goes on PYTHONPATH: lab/gpu/faiss_check.py imports the lab.faissbench package (profiles, build settings, repair).
+# The checkout goes on PYTHONPATH: lab/gpu/faiss_check.py imports lab.faissbench (build settings, repair) and testkit.faiss_profiles.
 set -u
 verb="${1:-wait}"
 shift || true

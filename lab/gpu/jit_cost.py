@@ -24,6 +24,7 @@ import tarfile
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 
 def _check(rc: int, what: str) -> None:
@@ -31,7 +32,7 @@ def _check(rc: int, what: str) -> None:
         raise RuntimeError(f"{what} failed with CUresult {rc}")
 
 
-def load_one(ptx: Path) -> dict:
+def load_one(ptx: Path) -> dict[str, float]:
     """In this process: context, then cuModuleLoadData(ptx) timed."""
     cuda = ctypes.CDLL("libcuda.so.1")
     t = time.perf_counter()
@@ -51,7 +52,7 @@ def load_one(ptx: Path) -> dict:
     return {"context_s": round(context_s, 4), "load_s": round(load_s, 4)}
 
 
-def _fresh(ptx: Path, env: dict[str, str]) -> dict:
+def _fresh(ptx: Path, env: dict[str, str]) -> dict[str, Any]:  # load_one's JSON, or the failure
     p = subprocess.run(
         [sys.executable, __file__, "--one", str(ptx)],
         env=env,
@@ -61,7 +62,8 @@ def _fresh(ptx: Path, env: dict[str, str]) -> dict:
         check=False,
     )
     try:
-        return json.loads(p.stdout.strip().splitlines()[-1])
+        found: dict[str, Any] = json.loads(p.stdout.strip().splitlines()[-1])
+        return found
     except (ValueError, IndexError):
         return {"error": (p.stdout + p.stderr)[-2000:], "rc": p.returncode}
 
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 4)) as pool:
         cold = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files), strict=False))
         warm = dict(zip(files, pool.map(lambda f: _fresh(f, envs[f]), files), strict=False))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for f in files:
         rows.append({"ptx": f.name, "ptx_bytes": f.stat().st_size, "cold": cold[f], "cached": warm[f]})
         if "error" in cold[f]:

@@ -13,6 +13,7 @@ summary, and exits 1 when any result is wrong.
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import json
 import os
@@ -21,15 +22,20 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
+from typing import Any, TypeVar
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
+T = TypeVar("T")
 
 
-def load_reference():
+def load_reference() -> ModuleType:
     spec = importlib.util.spec_from_file_location("knn_reference", REPO / "examples/knn/tests/reference.py")
+    assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -61,7 +67,7 @@ def gpu_description() -> dict[str, str]:
     return dict(zip(("name", "compute_cap", "driver", "memory"), fields, strict=False))
 
 
-def timed(fn, repeats: int) -> tuple[object, float, float]:
+def timed(fn: Callable[[], T], repeats: int) -> tuple[T, float, float]:
     t0 = time.perf_counter()
     result = fn()
     first = time.perf_counter() - t0
@@ -73,7 +79,7 @@ def timed(fn, repeats: int) -> tuple[object, float, float]:
     return result, first, best
 
 
-def no_device_error() -> dict[str, object]:
+def no_device_error() -> dict[str, Any]:
     """With no visible device (CUDA_VISIBLE_DEVICES empty) a search must raise RuntimeError, not crash."""
     code = (
         "import numpy as np, knn\n"
@@ -95,7 +101,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     args = ap.parse_args()
 
-    result: dict[str, object] = {"schema": 1, "ok": False}
+    result: dict[str, Any] = {"schema": 1, "ok": False}  # the JSON record
     try:
         if args.wheel:
             r = subprocess.run(
@@ -136,9 +142,9 @@ def main() -> int:
         print(f"{'OK' if result['ok'] else 'FAILED'}; wrote {out}")
 
 
-def check(result: dict[str, object]) -> int:
+def check(result: dict[str, Any]) -> int:
     t0 = time.perf_counter()
-    import knn
+    import knn  # type: ignore[import-not-found]  # the example's wheel, installed on the GPU machine
 
     import_s = time.perf_counter() - t0
     ref = load_reference()
@@ -152,14 +158,14 @@ def check(result: dict[str, object]) -> int:
             "gpu": gpu_description(),
         }
     )
-    cases: list[dict[str, object]] = []
+    cases: list[dict[str, Any]] = []
     failed = False
 
     n, d, m = 20000, 64, 100
     db = rng.standard_normal((n, d), dtype=np.float32)
     q = rng.standard_normal((m, d), dtype=np.float32)
     for k in (1, 8, 32, 64, 128, 5, 100):
-        (dist, idx), first, best = timed(lambda k=k: knn.search(db, q, k), repeats=3)
+        (dist, idx), first, best = timed(functools.partial(knn.search, db, q, k), repeats=3)
         problems = ref.mismatches(db, q, k, dist, idx)
         failed |= bool(problems)
         cases.append(

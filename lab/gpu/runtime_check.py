@@ -30,6 +30,7 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
@@ -71,7 +72,7 @@ def cuda_libs(maps: list[str]) -> dict[str, list[str]]:
     return {"libcudart": pick("libcudart.so"), "libcublas": pick("libcublas.so"), "libcublasLt": pick("libcublasLt.so")}
 
 
-def run_probe(python: str, module: str, call: str, with_torch: bool) -> dict:
+def run_probe(python: str, module: str, call: str, with_torch: bool) -> dict[str, Any]:  # a JSON record
     t0 = time.perf_counter()
     proc = subprocess.run(
         [python, "-c", PROBE, "1" if with_torch else "0", module, call],
@@ -80,7 +81,7 @@ def run_probe(python: str, module: str, call: str, with_torch: bool) -> dict:
         check=False,
         cwd="/",
     )
-    out: dict = {"rc": proc.returncode, "seconds": round(time.perf_counter() - t0, 3)}
+    out: dict[str, Any] = {"rc": proc.returncode, "seconds": round(time.perf_counter() - t0, 3)}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         out["stderr"] = proc.stderr[-4000:]
@@ -103,7 +104,7 @@ def main() -> int:
     if call is None and module == "knn":
         np = "__import__('numpy')"
         call = f"knn.search({np}.random.rand(20000, 64), {np}.random.rand(100, 64), k=8)"
-    result: dict = {"schema": 1, "wheel": str(wheel), "module": module, "call": call, "python": sys.version}
+    result: dict[str, Any] = {"schema": 1, "wheel": str(wheel), "module": module, "call": call, "python": sys.version}
 
     # --target, not a venv: the interpreter's own site-packages (torch, the nvidia-* wheels) stays exactly as it is,
     # whether python3 is a system Python or itself a virtual environment.
@@ -144,7 +145,7 @@ def main() -> int:
     result["with_torch"] = a
     result["alone"] = b
 
-    def one_each(r: dict) -> bool:
+    def one_each(r: dict[str, Any]) -> bool:
         libs = r.get("libs") or {}
         return len(libs.get("libcudart", [])) == 1 and len(libs.get("libcublas", [])) == 1
 

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 PROBE = r"""
 import json, random, sys, time
@@ -78,35 +79,36 @@ print(json.dumps(out))
 """
 
 
-def probe(site: Path, with_torch: bool) -> dict[str, object]:
+def probe(site: Path, with_torch: bool) -> dict[str, Any]:  # what PROBE prints (JSON)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))}
     proc = subprocess.run(
         [sys.executable, "-c", PROBE, "1" if with_torch else "0"], capture_output=True, text=True, check=False, env=env
     )
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-2000:]}
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    found: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return found
 
 
-def verdict(r: dict[str, object], with_torch: bool) -> list[str]:
+def verdict(r: dict[str, Any], with_torch: bool) -> list[str]:
     problems = []
     if "error" in r:
         return [f"the probe failed: {r['error']}"]
     if r["cuda_runtime"] != 11080:
         problems.append(f"CUDA runtime {r['cuda_runtime']}, expected the static 11.8 (11080)")
-    if not 110000 <= int(r["cublas"]) < 120000:  # type: ignore[call-overload]
+    if not 110000 <= int(r["cublas"]) < 120000:
         problems.append(f"cuBLAS version {r['cublas']}, expected the static 11.x")
-    if float(r["sgemm_max_abs_err"]) > 1e-3:  # type: ignore[arg-type]
+    if float(r["sgemm_max_abs_err"]) > 1e-3:
         problems.append(f"sgemm differs from the reference by {r['sgemm_max_abs_err']}")
     if r["knn_agree"] != r["knn_queries"]:
         problems.append(f"knn1 agrees with brute force on {r['knn_agree']} of {r['knn_queries']} queries")
-    mapped = [p for p in r["cuda_libs_mapped"] if "libcuda.so" not in p]  # type: ignore[union-attr]
+    mapped = [p for p in r["cuda_libs_mapped"] if "libcuda.so" not in p]
     cu11 = [p for p in mapped if ".so.11" in p]
     if cu11:
         problems.append(f"a CUDA 11 library file is mapped: {cu11} (the static link should need none)")
     if not with_torch and mapped:
         problems.append(f"CUDA library files mapped without torch: {mapped}")
-    if with_torch and float(r.get("torch_matmul_max_err", 1.0)) > 1e-9:  # type: ignore[arg-type]
+    if with_torch and float(r.get("torch_matmul_max_err", 1.0)) > 1e-9:
         problems.append(f"torch's matmul is off by {r.get('torch_matmul_max_err')}")
     return problems
 

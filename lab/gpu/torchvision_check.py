@@ -21,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 PROBE = r"""
 import hashlib, json, sys
@@ -89,11 +90,11 @@ def main() -> int:
     ap.add_argument("--nvjpeg", type=Path, required=True)
     ap.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     a = ap.parse_args()
-    import torch  # the machine's: where its libcudart.so.13 lies
+    import torch  # type: ignore[import-not-found]  # the GPU machine's (not installed here): where its libcudart.so.13 lies
 
     cudart = next(Path(p) for p in sys.path if (Path(p) / "nvidia/cu13/lib/libcudart.so.13").is_file())
     work = Path(tempfile.mkdtemp(prefix="tv-check-"))
-    results: dict[str, object] = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "wheels": {}}
+    results: dict[str, Any] = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0), "wheels": {}}
     for label, wheel, extra in (("original", a.original, []), ("repaired", a.repaired, [a.nvjpeg])):
         target = work / label
         install(wheel, extra, target)
@@ -102,22 +103,22 @@ def main() -> int:
             (lib / "libcudart.so.13").symlink_to(cudart / "nvidia/cu13/lib/libcudart.so.13")
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(target), os.environ.get("PYTHONPATH", "")]))
         proc = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=env, check=False)
-        entry: dict[str, object] = {"wheel": wheel.name, "rc": proc.returncode}
+        entry: dict[str, Any] = {"wheel": wheel.name, "rc": proc.returncode}
         if proc.returncode == 0:
             entry.update(json.loads(proc.stdout.strip().splitlines()[-1]))
         else:
             entry["stderr"] = proc.stderr[-3000:]
-        results["wheels"][label] = entry  # type: ignore[index]
-    w = results["wheels"]  # type: ignore[assignment]
-    if all(w[k]["rc"] == 0 for k in w):  # type: ignore[index]
+        results["wheels"][label] = entry
+    w = results["wheels"]
+    if all(w[k]["rc"] == 0 for k in w):
         results["same_gpu_results"] = {
-            case: w["original"]["cases"][case]["gpu"] == w["repaired"]["cases"][case]["gpu"]  # type: ignore[index]
-            for case in w["original"]["cases"]  # type: ignore[index]
+            case: w["original"]["cases"][case]["gpu"] == w["repaired"]["cases"][case]["gpu"]
+            for case in w["original"]["cases"]
         }
     a.out.mkdir(parents=True, exist_ok=True)
     (a.out / "torchvision_check.json").write_text(json.dumps(results, indent=2) + "\n")
     print(json.dumps(results, indent=2))
-    return 0 if all(w[k]["rc"] == 0 for k in w) else 1  # type: ignore[index]
+    return 0 if all(w[k]["rc"] == 0 for k in w) else 1
 
 
 if __name__ == "__main__":

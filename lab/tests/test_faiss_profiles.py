@@ -1,4 +1,4 @@
-"""The faiss profiles (lab/faiss/faissbench/profiles.py) are the recipe's [tool.slimwheel] planned by slimwheel.plan:
+"""The faiss profiles (testkit/faiss_profiles.py) are the recipe's [tool.slimwheel] planned by slimwheel.plan:
 no -D list of their own beside the plan's."""
 
 from __future__ import annotations
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from lab.faissbench.profiles import PROFILE_NAMES, UPSTREAM_TARGETS, make_profile
 from slimwheel.config import load, read_pyproject
 from slimwheel.cuda.arch import CC, Kind, generation, parse_targets, served_by
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError
 from slimwheel.plan import cmake_defines, make_plan_for_release
+from testkit.faiss_profiles import PROFILE_NAMES, UPSTREAM_TARGETS, make_profile
 
 RECIPE = Path(__file__).resolve().parents[2] / "faiss"
 TABLE = read_pyproject(RECIPE)[1]

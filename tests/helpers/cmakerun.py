@@ -7,20 +7,21 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+
+from slimwheel.toolkit import Toolkit
 
 # The system's cmake, else the one pip's `cmake` package put next to this interpreter.
 CMAKE = shutil.which("cmake") or str(Path(sys.executable).parent / "cmake")
 
 
-def tool_env(toolkit: Any) -> dict[str, str]:
+def tool_env(toolkit: Toolkit) -> dict[str, str]:
     env = dict(os.environ)
     env.update(toolkit.env)
     env.pop("CMAKE_PREFIX_PATH", None)
     return env
 
 
-def configure(toolkit: Any, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
+def configure(toolkit: Toolkit, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
     cmd = [
         CMAKE,
         "-S",

@@ -67,7 +67,7 @@ BUILDS = (
 )
 
 
-def _key(toolkit: object, build: Build) -> str:
+def _key(toolkit: Toolkit, build: Build) -> str:
     h = hashlib.sha256()
     h.update(str(toolkit.nvcc).encode())
     h.update(str(toolkit.version).encode())
@@ -77,7 +77,7 @@ def _key(toolkit: object, build: Build) -> str:
     return h.hexdigest()[:20]
 
 
-def compile_fixtures(toolkit: object, *, root: Path | None = None) -> dict[str, Path]:
+def compile_fixtures(toolkit: Toolkit, *, root: Path | None = None) -> dict[str, Path]:
     """Compile every Build (cached by content), two at a time, niced. Returns {name: path}."""
     root = root or cache_dir() / "test-fixtures"
     env = {**os.environ, **toolkit.env}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import sysconfig
 import zipfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # A CPython extension module that calls into cudart and cuBLAS without a GPU (version queries only).
@@ -56,10 +57,14 @@ def gcc(args: list[str]) -> None:
 
 
 def ext_suffix() -> str:
-    return sysconfig.get_config_var("EXT_SUFFIX")
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    assert isinstance(suffix, str), suffix  # CPython always sets it
+    return suffix
 
 
-def build_extension(out: Path, module: str, *, lib_dirs: list[Path], libs: list[str], runpath: list[str] = ()) -> Path:
+def build_extension(
+    out: Path, module: str, *, lib_dirs: list[Path], libs: list[str], runpath: Sequence[str] = ()
+) -> Path:
     """A real extension module `module` that DT_NEEDs the given libraries (e.g. ["cudart", "cublas"])."""
     src = out.parent / f"{module}.c"
     src.write_text(EXT_SOURCE.replace("MODNAME", module), encoding="utf-8")
@@ -116,7 +121,7 @@ def make_wheel(
     *,
     name: str,
     version: str,
-    files: dict[str, bytes | Path],
+    files: Mapping[str, bytes | Path],
     tag: str | None = None,
     requires: tuple[str, ...] = (),
 ) -> Path:

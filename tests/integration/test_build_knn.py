@@ -9,11 +9,13 @@ import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import pytest
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.inspect.scan import inspect_wheel
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +31,7 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def knn(repo_root):
+def knn(repo_root: Path) -> Path:
     project = repo_root / "examples" / "knn"
     if not (project / "pyproject.toml").is_file():
         pytest.fail(f"{project}: the example project is missing")
@@ -37,7 +39,9 @@ def knn(repo_root):
 
 
 @pytest.fixture(scope="module")
-def built(knn, toolkit13, tmp_path_factory):
+def built(
+    knn: Path, toolkit13: Toolkit, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[subprocess.CompletedProcess[str], Path, float]:
     """One build of the example for three targets: SASS 75, 80, 90 + PTX 90."""
     out_dir = tmp_path_factory.mktemp("wheelhouse")
     t0 = time.monotonic()
@@ -64,7 +68,9 @@ def built(knn, toolkit13, tmp_path_factory):
     return proc, out_dir, secs
 
 
-def test_build_succeeds_and_reports(built, toolkit13):
+def test_build_succeeds_and_reports(
+    built: tuple[subprocess.CompletedProcess[str], Path, float], toolkit13: Toolkit
+) -> None:
     proc, out_dir, _ = built
     assert proc.returncode == 0, proc.stdout + proc.stderr
     wheels = sorted(out_dir.glob("*.whl"))
@@ -87,7 +93,9 @@ def test_build_succeeds_and_reports(built, toolkit13):
     assert any(a.startswith("-Ccmake.define.slimwheel_DIR=") for a in report["build_command"])
 
 
-def test_wheel_has_the_planned_targets_and_passes_check(built):
+def test_wheel_has_the_planned_targets_and_passes_check(
+    built: tuple[subprocess.CompletedProcess[str], Path, float],
+) -> None:
     _, out_dir, _ = built
     wheel = next(out_dir.glob("*.whl"))
     # an independent look at the wheel (the inspect area's reader), not the build's own report
@@ -104,7 +112,7 @@ def test_wheel_has_the_planned_targets_and_passes_check(built):
     assert not [n for n in names if "libcublas" in n or "libcudart" in n]
 
 
-def test_failed_check_gives_a_nonzero_exit(knn, toolkit13, tmp_path):
+def test_failed_check_gives_a_nonzero_exit(knn: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     """A budget no wheel can meet: the build completes, the report says why, the exit status is 10."""
     proc = subprocess.run(
         [
@@ -133,7 +141,7 @@ def test_failed_check_gives_a_nonzero_exit(knn, toolkit13, tmp_path):
     assert data["ok"] is False and data["plan"]["sass"] == ["90"]
 
 
-def test_dry_run_builds_nothing(knn, toolkit13, tmp_path):
+def test_dry_run_builds_nothing(knn: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     proc = subprocess.run(
         [
             *CLI,
@@ -157,7 +165,7 @@ def test_dry_run_builds_nothing(knn, toolkit13, tmp_path):
     assert not (tmp_path / "wh").exists()
 
 
-def test_project_without_slimwheel_table_gets_defaults(knn, toolkit13, tmp_path):
+def test_project_without_slimwheel_table_gets_defaults(knn: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     project = tmp_path / "knn"
     shutil.copytree(knn, project, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     text = (project / "pyproject.toml").read_text()
@@ -176,7 +184,7 @@ def test_project_without_slimwheel_table_gets_defaults(knn, toolkit13, tmp_path)
 
 
 @pytest.mark.parametrize("archs", ["7.5,abc", "sm_9x"])
-def test_bad_arch_string_is_one_clear_error(knn, tmp_path, archs):
+def test_bad_arch_string_is_one_clear_error(knn: Path, tmp_path: Path, archs: str) -> None:
     t0 = time.monotonic()
     proc = subprocess.run(
         [*CLI, "build", str(knn), "--archs", archs, "--out-dir", str(tmp_path / "wh")],
@@ -192,13 +200,13 @@ def test_bad_arch_string_is_one_clear_error(knn, tmp_path, archs):
     assert not (tmp_path / "wh").exists()
 
 
-def test_not_a_project(tmp_path):
+def test_not_a_project(tmp_path: Path) -> None:
     proc = subprocess.run([*CLI, "build", str(tmp_path)], capture_output=True, text=True, env=_env())
     assert proc.returncode == 3
     assert "no pyproject.toml" in proc.stderr
 
 
-def test_cuda12_build_requires_the_cu12_wheels(knn, tmp_path):
+def test_cuda12_build_requires_the_cu12_wheels(knn: Path, tmp_path: Path) -> None:
     """The same command with --cuda 12.4: the toolkit comes from slimwheel.toolkit.cuda12 (set up by
     scripts/test.sh), the plan from nvcc 12.4, and the wheel requires the -cu12 runtime wheels."""
     from slimwheel.toolkit import ensure_toolkit
@@ -236,7 +244,9 @@ print(json.dumps({"libs": libs, "error": error}))
 """
 
 
-def test_a_fresh_venv_installs_it_with_pypis_cuda13_wheels(built, tmp_path):
+def test_a_fresh_venv_installs_it_with_pypis_cuda13_wheels(
+    built: tuple[subprocess.CompletedProcess[str], Path, float], tmp_path: Path
+) -> None:
     """The wheel from PyPI's point of view: pip pulls nvidia-cuda-runtime and nvidia-cublas, the extension resolves
     them from that venv's nvidia/cu13/lib, and a GPU call on this GPU-less machine is a Python exception, not a crash."""
     _, out_dir, _ = built

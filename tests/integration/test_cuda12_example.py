@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Mapping
 from email.parser import Parser
 from pathlib import Path
 
@@ -32,8 +33,10 @@ pytestmark = pytest.mark.integration
 BIN = Path(sys.executable).parent
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+def run(
+    cmd: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     assert proc.returncode == 0, f"{' '.join(map(str, cmd))}\n{proc.stdout[-4000:]}\n{proc.stderr[-4000:]}"
     return proc
 

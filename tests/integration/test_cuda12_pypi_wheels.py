@@ -17,6 +17,7 @@ import sys
 import zipfile
 from email.parser import Parser
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.cudafixtures import pypi_wheel
@@ -38,7 +39,7 @@ def slimwheel(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([str(BIN / "slimwheel"), *args], capture_output=True, text=True)
 
 
-def repaired(src: Path, out: Path) -> tuple[Path, dict]:
+def repaired(src: Path, out: Path) -> tuple[Path, dict[str, Any]]:
     proc = slimwheel("repair", str(src), "-w", str(out), "--json")
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
@@ -51,20 +52,20 @@ def metadata_requires(wheel: Path) -> list[Requirement]:
         return [Requirement(r) for r in Parser().parsestr(zf.read(meta).decode()).get_all("Requires-Dist") or []]
 
 
-def check(wheel: Path, *args: str) -> tuple[int, dict]:
+def check(wheel: Path, *args: str) -> tuple[int, dict[str, Any]]:  # the verdicts' JSON
     proc = slimwheel("check", str(wheel), "--format", "json", *args)
     return proc.returncode, json.loads(proc.stdout)
 
 
 @pytest.fixture(scope="module")
-def cu12_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+def cu12_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
     src = pypi_wheel("faiss-gpu-cu12")
     out, result = repaired(src, tmp_path_factory.mktemp("faiss-cu12"))
     return src, out, result
 
 
 @pytest.fixture(scope="module")
-def upstream_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+def upstream_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
     src = pypi_wheel("faiss-gpu")
     out, result = repaired(src, tmp_path_factory.mktemp("faiss-upstream"))
     return src, out, result
@@ -100,7 +101,7 @@ def test_repair_keeps_one_requirement_per_cu12_package(pair: str, request: pytes
     )
 
 
-def test_faiss_cu12_coverage_verdicts(cu12_pair: tuple[Path, Path, dict]) -> None:
+def test_faiss_cu12_coverage_verdicts(cu12_pair: tuple[Path, Path, dict[str, Any]]) -> None:
     _, out, _ = cu12_pair
     # the coverage verdicts, apart from libfaiss's 1.66 MiB symbol table, which check fails by default (exit 16)
     rc, data = check(out, "--require-arch", "7.0-8.9")
@@ -114,7 +115,9 @@ def test_faiss_cu12_coverage_verdicts(cu12_pair: tuple[Path, Path, dict]) -> Non
     assert {f["kind"] for v in data["verdicts"] for f in v["failures"]} == {"coverage", "budget"}
 
 
-def test_faiss_cu12_targets_match_cuobjdump_of_cuda_12_4(cu12_pair: tuple[Path, Path, dict], tmp_path: Path) -> None:
+def test_faiss_cu12_targets_match_cuobjdump_of_cuda_12_4(
+    cu12_pair: tuple[Path, Path, dict[str, Any]], tmp_path: Path
+) -> None:
     from slimwheel.inspect.scan import inspect_wheel
 
     src, out, _ = cu12_pair
@@ -130,7 +133,7 @@ def test_faiss_cu12_targets_match_cuobjdump_of_cuda_12_4(cu12_pair: tuple[Path, 
     assert not [t for t in report.targets if t.kind == "ptx"]
 
 
-def test_faiss_gpu_budget_and_ptx_verdicts(upstream_pair: tuple[Path, Path, dict]) -> None:
+def test_faiss_gpu_budget_and_ptx_verdicts(upstream_pair: tuple[Path, Path, dict[str, Any]]) -> None:
     _, out, _ = upstream_pair
     rc, data = check(out)  # the default budget, 60 MiB
     assert rc == 10, data  # OVER_BUDGET

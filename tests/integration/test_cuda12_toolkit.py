@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,9 @@ from slimwheel.cuda.arch import CC, Kind
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.fsutil import cache_dir
+from slimwheel.inspect.fatbin import FatbinEntry
 from slimwheel.inspect.scan import inspect_binary
+from slimwheel.toolkit import Toolkit
 from slimwheel.toolkit.cuda12 import MANIFEST, assemble_cuda12, release_for
 
 pytestmark = pytest.mark.integration
@@ -47,18 +50,20 @@ extern "C" int run(int n) {
 
 
 @pytest.fixture(scope="module")
-def toolkit12():
+def toolkit12() -> Toolkit:
     """Assembled (or reused from the cache) exactly as `slimwheel toolkit --cuda 12.4` does it."""
     return assemble_cuda12(CudaVersion(12, 4), cache_dir())
 
 
-def run(cmd: list[str], **kw) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run(cmd, capture_output=True, text=True, **kw)
+def run(
+    cmd: list[str], *, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
     assert proc.returncode == 0, f"{' '.join(cmd)}\n{proc.stdout}\n{proc.stderr}"
     return proc
 
 
-def test_it_is_cuda_12_4(toolkit12) -> None:
+def test_it_is_cuda_12_4(toolkit12: Toolkit) -> None:
     out = run([str(toolkit12.nvcc), "--version"]).stdout
     assert "release 12.4, V12.4.131" in out
     assert toolkit12.version == CudaVersion(12, 4)
@@ -74,7 +79,7 @@ def test_it_is_cuda_12_4(toolkit12) -> None:
     assert all(len(h) == 64 for h in manifest["wheels"].values())
 
 
-def test_the_runtime_and_cublas_are_the_12_4_ones(toolkit12) -> None:
+def test_the_runtime_and_cublas_are_the_12_4_ones(toolkit12: Toolkit) -> None:
     lib = toolkit12.root / "lib64"
     assert (lib / "libcudart.so").resolve().name == "libcudart.so.12"
     assert (lib / "libcublas.so").resolve().name == "libcublas.so.12"
@@ -84,7 +89,7 @@ def test_the_runtime_and_cublas_are_the_12_4_ones(toolkit12) -> None:
     assert "#define CUBLAS_VER_MINOR 4" in cublas
 
 
-def test_it_compiles_and_links_a_cublas_shared_library(toolkit12, tmp_path: Path) -> None:
+def test_it_compiles_and_links_a_cublas_shared_library(toolkit12: Toolkit, tmp_path: Path) -> None:
     src = tmp_path / "k.cu"
     src.write_text(KERNEL)
     so = tmp_path / "libk.so"
@@ -112,10 +117,10 @@ def test_it_compiles_and_links_a_cublas_shared_library(toolkit12, tmp_path: Path
     elf = inspect_binary(so)
     assert {"libcudart.so.12", "libcublas.so.12"} <= set(elf.needed)
     entries = [e for fb in elf.fatbins for e in fb.entries]
-    sass = sorted(e.target.cc for e in entries if e.kind == Kind.SASS)
+    sass = sorted(_cc(e) for e in entries if e.kind == Kind.SASS)
     ptx = [e for e in entries if e.kind == Kind.PTX]
     assert set(sass) == {CC(8, 0), CC(9, 0)}
-    assert [e.target.cc for e in ptx] == [CC(9, 0)]
+    assert [_cc(e) for e in ptx] == [CC(9, 0)]
     assert ptx[0].ptx_isa == (8, 4)  # PTX ISA 8.4 is CUDA 12.4's (PTX ISA release notes)
     # the toolkit's own cuobjdump sees the same device code (nvcc -shared adds a device-link fatbin: a second
     # cubin per architecture)
@@ -125,7 +130,12 @@ def test_it_compiles_and_links_a_cublas_shared_library(toolkit12, tmp_path: Path
     assert ptxs == ["90"]
 
 
-def test_cmake_accepts_it(toolkit12, tmp_path: Path) -> None:
+def _cc(entry: FatbinEntry) -> CC:
+    assert entry.target is not None, entry
+    return entry.target.cc
+
+
+def test_cmake_accepts_it(toolkit12: Toolkit, tmp_path: Path) -> None:
     (tmp_path / "k.cu").write_text(KERNEL)
     (tmp_path / "CMakeLists.txt").write_text(
         "cmake_minimum_required(VERSION 3.18)\nproject(k LANGUAGES CXX CUDA)\nfind_package(CUDAToolkit REQUIRED)\n"
@@ -144,7 +154,7 @@ def test_cmake_accepts_it(toolkit12, tmp_path: Path) -> None:
     assert {"libcudart.so.12", "libcublas.so.12"} <= set(inspect_binary(tmp_path / "b" / "libk.so").needed)
 
 
-def test_it_is_cached_and_handed_out_by_ensure_toolkit(toolkit12) -> None:
+def test_it_is_cached_and_handed_out_by_ensure_toolkit(toolkit12: Toolkit) -> None:
     from slimwheel.toolkit import ensure_toolkit
 
     t = time.monotonic()
@@ -156,7 +166,7 @@ def test_it_is_cached_and_handed_out_by_ensure_toolkit(toolkit12) -> None:
     assert ensure_toolkit("12.4", env=env).root == toolkit12.root
 
 
-def test_the_cli_reports_it(toolkit12) -> None:
+def test_the_cli_reports_it(toolkit12: Toolkit) -> None:
     import shutil
     import sys
 
@@ -176,7 +186,7 @@ def test_unknown_releases_are_refused_with_a_hint() -> None:
     assert "12.4" in str(e.value)
 
 
-def test_a_cache_entry_from_other_pins_or_half_made_is_not_reused(toolkit12, tmp_path: Path) -> None:
+def test_a_cache_entry_from_other_pins_or_half_made_is_not_reused(toolkit12: Toolkit, tmp_path: Path) -> None:
     from slimwheel.toolkit.cuda12 import _load_cached
 
     release = release_for(CudaVersion(12, 4))
@@ -194,7 +204,7 @@ def test_a_cache_entry_from_other_pins_or_half_made_is_not_reused(toolkit12, tmp
     assert _load_cached(fake, release) is None
 
 
-def test_the_setup_script_hands_out_the_same_toolkit(toolkit12, repo_root: Path) -> None:
+def test_the_setup_script_hands_out_the_same_toolkit(toolkit12: Toolkit, repo_root: Path) -> None:
     import sys
 
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}

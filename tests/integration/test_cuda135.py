@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -25,15 +26,16 @@ V135 = CudaVersion(13, 5)
 
 
 @pytest.fixture(scope="module")
-def toolkit135():  # type: ignore[no-untyped-def]
+def toolkit135() -> dict[str, Any]:  # `slimwheel toolkit --format json`
     t0 = time.monotonic()
     proc = subprocess.run([*CLI, "toolkit", "--cuda", "13.5", "--format", "json"], capture_output=True, text=True)
     print(f"\nslimwheel toolkit --cuda 13.5: {time.monotonic() - t0:.1f} s (cached after the first run)")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout)
+    info: dict[str, Any] = json.loads(proc.stdout)
+    return info
 
 
-def test_the_toolkit_is_13_5_from_pypi_and_matches_the_table(toolkit135) -> None:  # type: ignore[no-untyped-def]
+def test_the_toolkit_is_13_5_from_pypi_and_matches_the_table(toolkit135: dict[str, Any]) -> None:
     assert toolkit135["release"] == "13.5" and toolkit135["version"].startswith("13.5.")
     assert toolkit135["source"] == "pypi"
     assert toolkit135["supported"] == [str(c) for c in supported_archs(V135)]  # 10.7 arrived in 13.4
@@ -42,7 +44,7 @@ def test_the_toolkit_is_13_5_from_pypi_and_matches_the_table(toolkit135) -> None
 
 
 @pytest.fixture(scope="module")
-def built(toolkit135, repo_root: Path, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def built(toolkit135: dict[str, Any], repo_root: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("wheelhouse")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
     env["CMAKE_BUILD_PARALLEL_LEVEL"] = "2"
@@ -83,7 +85,7 @@ def test_the_example_builds_with_13_5(built: Path) -> None:
     assert any(q.startswith("nvidia-cuda-runtime") for q in r.requires_dist)
 
 
-def test_family_and_thor_cubins_from_nvcc_13_5_read_back(toolkit135, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_family_and_thor_cubins_from_nvcc_13_5_read_back(toolkit135: dict[str, Any], tmp_path: Path) -> None:
     from slimwheel.cuda.arch import CC, served_by
     from slimwheel.inspect.scan import inspect_binary
 

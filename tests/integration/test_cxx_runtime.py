@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 from helpers.cmakerun import CMAKE, configure
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.deps import cxx_runtime_problem, dependency_problems
@@ -20,6 +19,8 @@ from slimwheel.errors import ExitCode, SlimwheelError
 from slimwheel.inspect.dynamic import ElfInfo, read_dynamic
 from slimwheel.inspect.elf import read_elf_file
 from slimwheel.repair import repair_wheel
+from slimwheel.toolkit import Toolkit
+from testkit.wheelmaker import make_wheel
 
 SOURCE = r"""
 #include <regex>
@@ -59,15 +60,18 @@ def test_the_reader_tells_the_three_links_apart(libs: dict[str, Path]) -> None:
         "static-exported": True,
         "static-hidden": False,
     }
-    assert "libstdc++.so.6" in seen["dynamic"].needed  # type: ignore[union-attr]
-    assert "libstdc++.so.6" not in seen["static-exported"].needed  # type: ignore[union-attr]
+    dynamic, static_exported = seen["dynamic"], seen["static-exported"]
+    assert dynamic is not None and static_exported is not None
+    assert "libstdc++.so.6" in dynamic.needed
+    assert "libstdc++.so.6" not in static_exported.needed
     # The shared libstdc++ itself defines the marker and is never a problem.
     system = Path(
         subprocess.run(
             ["g++", "-print-file-name=libstdc++.so.6"], capture_output=True, text=True, check=True
         ).stdout.strip()
     )
-    assert read_dynamic(system.resolve(), "libstdc++.so.6").exports_cxx_runtime is False  # type: ignore[union-attr]
+    shared = read_dynamic(system.resolve(), "libstdc++.so.6")
+    assert shared is not None and shared.exports_cxx_runtime is False
 
 
 def test_only_the_exported_static_copy_is_a_problem(libs: dict[str, Path]) -> None:
@@ -137,7 +141,7 @@ def relocated_gcc(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return compilers
 
 
-def _configure(toolkit, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
+def _configure(toolkit: Toolkit, src: Path, build: Path, *defines: str) -> subprocess.CompletedProcess[str]:
     """slimwheel's package from this checkout, sm_90 only; `defines` name the compiler under test."""
     return configure(
         toolkit,
@@ -187,7 +191,9 @@ def test_the_simulated_compiler_links_libstdcxx_statically(relocated_gcc: dict[s
     )
 
 
-def test_slimwheel_targets_link_the_shared_libstdcxx(toolkit13, relocated_gcc: dict[str, Path], tmp_path: Path) -> None:
+def test_slimwheel_targets_link_the_shared_libstdcxx(
+    toolkit13: Toolkit, relocated_gcc: dict[str, Path], tmp_path: Path
+) -> None:
     src = _project(tmp_path / "src")
     build = tmp_path / "build"
     r = _configure(toolkit13, src, build, f"-DCMAKE_CXX_COMPILER={relocated_gcc['g++']}")
@@ -201,10 +207,11 @@ def test_slimwheel_targets_link_the_shared_libstdcxx(toolkit13, relocated_gcc: d
     assert "libstdc++.so.6" in demo.needed and not demo.exports_cxx_runtime
     assert "libstdc++.so.6" in linked.needed and not linked.exports_cxx_runtime
     assert plain.exports_cxx_runtime  # the same compiler, the same source, outside slimwheel_cuda_target
-    assert cxx_runtime_problem(read_dynamic(build / "libdemo.so", "pkg/_demo.so")) is None  # type: ignore[arg-type]
+    demo_lib = read_dynamic(build / "libdemo.so", "pkg/_demo.so")
+    assert demo_lib is not None and cxx_runtime_problem(demo_lib) is None
 
 
-def test_a_healthy_compiler_is_left_alone(toolkit13, tmp_path: Path) -> None:
+def test_a_healthy_compiler_is_left_alone(toolkit13: Toolkit, tmp_path: Path) -> None:
     src = _project(tmp_path / "src")
     r = _configure(toolkit13, src, tmp_path / "build", f"-DCMAKE_CXX_COMPILER={shutil.which('g++') or 'g++'}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -213,7 +220,7 @@ def test_a_healthy_compiler_is_left_alone(toolkit13, tmp_path: Path) -> None:
 
 
 def test_no_shared_libstdcxx_at_all_fails_configure_clearly(
-    toolkit13, relocated_gcc: dict[str, Path], tmp_path: Path
+    toolkit13: Toolkit, relocated_gcc: dict[str, Path], tmp_path: Path
 ) -> None:
     src = _project(tmp_path / "src")
     r = _configure(toolkit13, src, tmp_path / "build", f"-DCMAKE_CXX_COMPILER={relocated_gcc['g++-no-so6']}")
@@ -241,7 +248,7 @@ extern "C" __attribute__((visibility("default"))) int demo_len(const char* s) {
 
 
 def test_a_cuda_only_project_is_probed_through_its_host_compiler(
-    toolkit13, relocated_gcc: dict[str, Path], tmp_path: Path
+    toolkit13: Toolkit, relocated_gcc: dict[str, Path], tmp_path: Path
 ) -> None:
     # No CXX language: nvcc links with its host compiler (CMAKE_CUDA_HOST_COMPILER), which is what gets probed.
     src = tmp_path / "src"

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -122,12 +123,12 @@ def pip_wheel(
     ids=["README", "cmake-example"],
 )
 def test_the_snippet_builds_as_a_new_project(
-    toolkit13,
+    toolkit13: Toolkit,
     slimwheel_dist: Path,
     tmp_path: Path,
     doc: Path,
-    make,
-    package: str,  # type: ignore[no-untyped-def]
+    make: Callable[[Path, str], Path],
+    package: str,
     module: str,
 ) -> None:
     project = make(tmp_path / "src", cmake_snippet(doc))
@@ -151,8 +152,8 @@ def test_the_snippet_builds_as_a_new_project(
 
 
 def test_a_snippet_without_nanobinds_package_fails_as_users_saw(
-    toolkit13, slimwheel_dist: Path, tmp_path: Path
-) -> None:  # type: ignore[no-untyped-def]
+    toolkit13: Toolkit, slimwheel_dist: Path, tmp_path: Path
+) -> None:
     # the check above can fail: the README's old snippet had no find_package(Python/nanobind)
     snippet = "\n".join(
         ln for ln in cmake_snippet(REPO / "README.md").splitlines() if "find_package(nanobind" not in ln

@@ -35,7 +35,7 @@ def _segment_view(data: bytes) -> tuple[list[str], str | None, str | None, str |
     """(NEEDED, SONAME, RPATH, RUNPATH) from PT_DYNAMIC, by pyelftools."""
     f = ELFFile(io.BytesIO(data))
     (seg,) = [s for s in f.iter_segments() if s["p_type"] == "PT_DYNAMIC"]
-    tags = list(seg.iter_tags())
+    tags = list(seg.iter_tags())  # type: ignore[attr-defined]  # a DynamicSegment; the stubs say Segment
 
     def last(kind: str, attr: str) -> str | None:
         got = [getattr(t, attr) for t in tags if t.entry.d_tag == kind]

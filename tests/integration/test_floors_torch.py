@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.inspect.scan import inspect_wheel
+from testkit.wheelmaker import make_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -18,6 +18,7 @@ from slimwheel.cuda.arch import CC
 from slimwheel.errors import ExitCode
 from slimwheel.inspect.report import target_totals
 from slimwheel.inspect.scan import inspect_wheel
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -69,7 +70,7 @@ def test_faiss_gpu_cu12_cannot_run_on_hopper(faiss_gpu_cu12: Path, capsys: pytes
     assert doc["schema"] == 1 and doc["wheels"][0]["targets"] == ["sm_70", "sm_80"]
 
 
-def test_faiss_gpu_cu12_entries_match_cuobjdump(faiss_gpu_cu12: Path, toolkit13, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_faiss_gpu_cu12_entries_match_cuobjdump(faiss_gpu_cu12: Path, toolkit13: Toolkit, tmp_path: Path) -> None:
     name = "faiss_gpu_cu12.libs/libfaiss-6b43fd57.so"
     with zipfile.ZipFile(faiss_gpu_cu12) as z:
         lib = Path(z.extract(name, tmp_path))

@@ -8,22 +8,23 @@ from pathlib import Path
 
 import pytest
 from helpers.cudafixtures import CUBIN_ARCHS, compile_fixtures, cuobjdump_list, find_cuobjdump
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import Variant
 from slimwheel.inspect.scan import inspect_binary, inspect_wheel
+from slimwheel.toolkit import Toolkit
+from testkit.wheelmaker import make_wheel
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="session")
-def binaries(toolkit13) -> dict[str, Path]:  # type: ignore[no-untyped-def]
+def binaries(toolkit13: Toolkit) -> dict[str, Path]:
     return compile_fixtures(toolkit13)
 
 
 @pytest.fixture(scope="session")
-def cuobjdump(toolkit13) -> Path:  # type: ignore[no-untyped-def]
+def cuobjdump(toolkit13: Toolkit) -> Path:
     return find_cuobjdump(toolkit13)
 
 

@@ -20,9 +20,9 @@ from slimwheel import check as checkmod
 from slimwheel.cli import main
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.scan import inspect_wheel
-from tests.helpers import corpus
-from tests.helpers.binsynth import elf
-from tests.helpers.wheelmaker import make_wheel
+from testkit import corpus
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 pytestmark = pytest.mark.integration
 

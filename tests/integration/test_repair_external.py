@@ -60,11 +60,17 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "-lslimext",
         ]
     )
-    provider_files = {"slimext_provider/__init__.py": b"", f"{FOLDER}/{SONAME}": build / SONAME}
+    provider_files: dict[str, bytes | Path] = {
+        "slimext_provider/__init__.py": b"",
+        f"{FOLDER}/{SONAME}": build / SONAME,
+    }
     provider = make_wheel(
         tmp / "provider", name="slimext-provider", version="1.0", tag="py3-none-linux_x86_64", files=provider_files
     )
-    files = {"consumer/__init__.py": b"from ._ext import answer\n", f"consumer/_ext{ext_suffix()}": ext}
+    files: dict[str, bytes | Path] = {
+        "consumer/__init__.py": b"from ._ext import answer\n",
+        f"consumer/_ext{ext_suffix()}": ext,
+    }
     plain = make_wheel(tmp / "plain", name="consumer", version="0.1", files=files)
     own = make_wheel(tmp / "own", name="consumer", version="0.1", files=files, requires=("slimext-provider<2",))
     return {"provider": provider, "plain": plain, "own": own, "build": build}

@@ -13,10 +13,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.errors import ExitCode
+from testkit.wheelmaker import make_wheel
 
 pytestmark = pytest.mark.integration
 

@@ -153,7 +153,7 @@ def _repair_cli(wheel: Path, out: Path, cache: Path, *flags: str) -> subprocess.
 def test_spconv_is_not_split_from_the_copy_cumm_ships_unless_asked(tmp_path: Path) -> None:
     # issue 37 item 5: spconv-cu126 2.3.8 requires cumm-cu126<0.8,>=0.7.11, and both ship
     # libcudart-53d54daa.so.12.6.68; unvendoring spconv alone made a process map two CUDA runtimes
-    from helpers import corpus
+    from testkit import corpus
 
     wheel = corpus.ensure(corpus.SPCONV)
     copy = "libcudart-53d54daa.so.12.6.68"

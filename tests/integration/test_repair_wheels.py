@@ -24,6 +24,7 @@ from helpers.wheels_repair import (
 from packaging.metadata import Metadata
 
 from slimwheel.cli import main
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -31,7 +32,7 @@ INIT = b'"""A test package."""\nfrom __future__ import annotations\n\nfrom ._ext
 
 
 @pytest.fixture(scope="module")
-def cu13_libdir(toolkit13) -> Path:
+def cu13_libdir(toolkit13: Toolkit) -> Path:
     for d in toolkit13.lib_dirs:
         if (Path(d) / "libcudart.so").exists() and (Path(d) / "libcublas.so").exists():
             return Path(d)
@@ -74,15 +75,16 @@ def read_members(wheel: Path) -> dict[str, bytes]:
 def dynamic(data: bytes) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {"needed": [], "rpath": [], "runpath": []}
     elf = ELFFile(io.BytesIO(data))
+    # pyelftools sets needed/rpath/runpath on the tags at run time; its type stubs do not declare them
     for sec in elf.iter_sections():
         if isinstance(sec, DynamicSection):
             for t in sec.iter_tags():
                 if t.entry.d_tag == "DT_NEEDED":
-                    out["needed"].append(t.needed)
+                    out["needed"].append(t.needed)  # type: ignore[attr-defined]
                 elif t.entry.d_tag == "DT_RPATH":
-                    out["rpath"] += t.rpath.split(":")
+                    out["rpath"] += t.rpath.split(":")  # type: ignore[attr-defined]
                 elif t.entry.d_tag == "DT_RUNPATH":
-                    out["runpath"] += t.runpath.split(":")
+                    out["runpath"] += t.runpath.split(":")  # type: ignore[attr-defined]
     return out
 
 

@@ -10,13 +10,14 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-from helpers import corpus
+from testkit import corpus
 
 CLI = [sys.executable, "-m", "slimwheel"]
 
 
-def check(wheel: Path, cache: Path, *flags: str) -> tuple[int, dict[str, object]]:
+def check(wheel: Path, cache: Path, *flags: str) -> tuple[int, dict[str, Any]]:  # the verdict's JSON
     # PyPI itself, whatever pip's configuration here says (check reads pip's indexes by default)
     env = {**os.environ, "SLIMWHEEL_CACHE": str(cache), "SLIMWHEEL_INDEX_URL": "https://pypi.org/simple/"}
     env.pop("SLIMWHEEL_OFFLINE", None)
@@ -32,7 +33,7 @@ def test_rmm_gets_its_logger_through_librmm(tmp_path: Path) -> None:
     wheel = corpus.ensure(corpus.RMM)
     rc, v = check(wheel, tmp_path)
     assert rc == 0 and v["ok"], v["failures"]
-    notes = [str(n) for n in v["notes"]]  # type: ignore[union-attr]
+    notes = [str(n) for n in v["notes"]]
     (logger,) = [n for n in notes if " need(s) librapids_logger.so, " in n]
     assert "which a requirement's requirement installs: rmm-cu12 requires librmm-cu12==26.10.*, which requires " in (
         logger
@@ -42,7 +43,7 @@ def test_rmm_gets_its_logger_through_librmm(tmp_path: Path) -> None:
 
     rc, v = check(wheel, tmp_path, "--offline")
     assert rc == 12
-    failures = [str(f["message"]) for f in v["failures"]]  # type: ignore[index, union-attr]
+    failures = [str(f["message"]) for f in v["failures"]]
     # one line: every module that needs it, and why nothing accounts for it
     (failure,) = failures
     assert " and 7 more need librapids_logger.so: not in the wheel, not a CUDA runtime library" in failure
@@ -51,7 +52,7 @@ def test_rmm_gets_its_logger_through_librmm(tmp_path: Path) -> None:
 def test_pylibraft_gets_cuda_libraries_through_libraft(tmp_path: Path) -> None:
     rc, v = check(corpus.ensure(corpus.PYLIBRAFT), tmp_path)
     assert rc == 0 and v["ok"], v["failures"]
-    notes = " | ".join(map(str, v["notes"]))  # type: ignore[call-overload]
+    notes = " | ".join(map(str, v["notes"]))
     for soname, wheel in (
         ("libcusolver.so.11", "nvidia-cusolver-cu12"),
         ("libcublas.so.12, libcublasLt.so.12", "nvidia-cublas-cu12"),

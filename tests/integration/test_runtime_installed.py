@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.wheels_repair import (
@@ -24,6 +25,7 @@ from helpers.wheels_repair import (
 from slimwheel.cli import main
 from slimwheel.doctor import doctor_to_json, run_doctor
 from slimwheel.runtime.driver import CudaDriver
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -43,7 +45,7 @@ print(json.dumps(res))
 
 
 @pytest.fixture(scope="module")
-def repaired(tmp_path_factory: pytest.TempPathFactory, toolkit13) -> dict[str, Path]:
+def repaired(tmp_path_factory: pytest.TempPathFactory, toolkit13: Toolkit) -> dict[str, Path]:
     libdir = next(Path(d) for d in toolkit13.lib_dirs if (Path(d) / "libcublas.so").exists())
     tmp = tmp_path_factory.mktemp("rt-wheels")
     ext = build_extension(
@@ -110,12 +112,13 @@ def site_of(py: Path) -> Path:
     return next((py.parent.parent / "lib").glob("python3*/site-packages"))
 
 
-def probe(py: Path, *, cwd: Path, code: str = PROBE, **env: str) -> dict:
+def probe(py: Path, *, cwd: Path, code: str = PROBE, **env: str) -> dict[str, Any]:
     proc = subprocess.run(
         [str(py), "-c", code], capture_output=True, text=True, check=False, cwd=cwd, env=clean_env(**env)
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    found: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])  # what PROBE prints
+    return found
 
 
 def cuda_maps(maps: list[str], stem: str) -> list[str]:
@@ -298,9 +301,11 @@ def test_driver_too_old_for_the_cuda_major(cu13_env: Path, fakes: dict[str, Path
 def test_doctor_on_a_repaired_wheel(repaired: dict[str, Path]) -> None:
     report = doctor_to_json(run_doctor(str(repaired["fakecuda"]), env={}))
     assert report["schema"] == 1 and report["cuda_major"] == 13
-    assert [lib["soname"] for lib in report["libraries"]] == ["libcudart.so.13", "libcublas.so.13"]
+    libraries, notes = report["libraries"], report["notes"]
+    assert isinstance(libraries, list) and isinstance(notes, list)
+    assert [lib["soname"] for lib in libraries] == ["libcudart.so.13", "libcublas.so.13"]
     if CudaDriver.open() is None:
-        assert report["gpus"] == [] and any("no NVIDIA driver" in n for n in report["notes"])
+        assert report["gpus"] == [] and any("no NVIDIA driver" in n for n in notes)
 
 
 def test_footprint_without_a_gpu_says_so(cu13_env: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from slimwheel.cuda.arch import parse_targets
 from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 from slimwheel.prune import prune_libraries
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -27,7 +28,7 @@ PACKAGE = REPO / "tests/packages/static-knn"
 
 
 @pytest.fixture(scope="session")
-def toolkit118():
+def toolkit118() -> Toolkit:
     """Debian's CUDA 11.8 (installed by scripts/setup-cuda11.sh when missing), as ensure_toolkit describes it."""
     subprocess.run(["bash", str(REPO / "scripts/setup-cuda11.sh")], check=True)
     from slimwheel.toolkit import ensure_toolkit
@@ -45,7 +46,7 @@ def cubins(cuobjdump: Path, lib: Path) -> dict[str, int]:
     return counts
 
 
-def test_prune_removes_other_sass_and_hits_the_cache(toolkit118, tmp_path: Path) -> None:
+def test_prune_removes_other_sass_and_hits_the_cache(toolkit118: Toolkit, tmp_path: Path) -> None:
     targets = parse_targets("90-real")
     t0 = time.monotonic()
     first = prune_libraries(toolkit118, targets, ("cublas",), cache=tmp_path)
@@ -55,6 +56,7 @@ def test_prune_removes_other_sass_and_hits_the_cache(toolkit118, tmp_path: Path)
     for name in ("cublas", "cublasLt"):
         lib = by[name]
         assert not lib.cache_hit and lib.after < lib.before
+        assert toolkit118.cuobjdump is not None
         before, after = cubins(toolkit118.cuobjdump, lib.source), cubins(toolkit118.cuobjdump, lib.pruned)
         # The shipped library has many architectures; the pruned copy only sm_90 (no PTX: the plan has none).
         assert {"sm_70", "sm_80", "sm_90"} <= set(before), before
@@ -87,7 +89,7 @@ def test_prune_removes_other_sass_and_hits_the_cache(toolkit118, tmp_path: Path)
 
 
 @pytest.fixture(scope="session")
-def static_wheel(toolkit118, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def static_wheel(toolkit118: Toolkit, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """`slimwheel build --link static` of tests/packages/static-knn for Hopper (sm_90 + PTX 9.0: quick, and small).
 
     --archs, not --targets 90: with explicit targets `check` requires every GPU the PTX could reach, and cuBLAS 11.8
@@ -118,7 +120,7 @@ def static_wheel(toolkit118, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return wheel
 
 
-def test_static_wheel_needs_no_cuda_library(static_wheel: Path, toolkit118) -> None:
+def test_static_wheel_needs_no_cuda_library(static_wheel: Path, toolkit118: Toolkit) -> None:
     report = inspect_wheel(static_wheel)
     assert not [r for r in report.requires_dist if r.lower().startswith("nvidia-")], report.requires_dist
     (elf,) = [e for e in report.elfs if e.name.endswith("_static_knn.so")]
@@ -210,7 +212,7 @@ extern "C" __attribute__((visibility("default"))) int probe() { return blas_vers
 """
 
 
-def test_cmake_static_link_resolves_libraries_linked_later(toolkit118, tmp_path: Path) -> None:
+def test_cmake_static_link_resolves_libraries_linked_later(toolkit118: Toolkit, tmp_path: Path) -> None:
     import os
 
     pruned = prune_libraries(toolkit118, parse_targets("90"), ("cublas",))
@@ -247,5 +249,5 @@ def test_cmake_static_link_resolves_libraries_linked_later(toolkit118, tmp_path:
     needed = subprocess.run(["readelf", "-dW", str(module)], capture_output=True, text=True, check=True).stdout
     assert not re.search(r"\[lib(cublas|cudart)", needed), needed
     # Every symbol resolves: the module loads (no GPU is needed until a CUDA call).
-    proc = subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({str(module)!r})"], check=False)
-    assert proc.returncode == 0
+    loads = subprocess.run([sys.executable, "-c", f"import ctypes; ctypes.CDLL({str(module)!r})"], check=False)
+    assert loads.returncode == 0

@@ -13,10 +13,12 @@ import pytest
 
 from slimwheel import floor
 from slimwheel.inspect.elf import file_version_definitions, read_elf_file
+from slimwheel.toolkit import Toolkit
 from slimwheel.toolkit.sysroot import (
     GLIBCXX_SHIM_ARCHIVE,
     GLIBCXX_SHIM_SYMBOLS,
     SPECS,
+    Sysroot,
     cap_for,
     cap_wrapper,
     ensure_sysroot,
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
 
 
 @pytest.fixture(scope="module")
-def sysroot():  # type: ignore[no-untyped-def]
+def sysroot() -> Sysroot:
     return ensure_sysroot("debian11")
 
 
@@ -52,7 +54,7 @@ def _glibc_versions(path: Path) -> set[str]:
     return {n.version for n in rep.version_needs if n.version.startswith("GLIBC_")}
 
 
-def test_version_definitions_agree_with_objdump(sysroot) -> None:  # type: ignore[no-untyped-def]
+def test_version_definitions_agree_with_objdump(sysroot: Sysroot) -> None:
     libm = (sysroot.root / "lib" / "x86_64-linux-gnu" / "libm.so.6").resolve()
     defs = file_version_definitions(libm, "libm.so.6")
     ours = {(d.symbol, d.version, d.default) for d in defs if d.symbol != d.version}
@@ -68,7 +70,7 @@ def test_version_definitions_agree_with_objdump(sysroot) -> None:  # type: ignor
     assert ours == theirs
 
 
-def test_capped_compiler_links_old_versions_with_same_results(sysroot, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_capped_compiler_links_old_versions_with_same_results(sysroot: Sysroot, tmp_path: Path) -> None:
     cap = cap_for(sysroot, "2_28")
     assert cap is not None and cap.policy == "manylinux_2_28"
     assert {p.symbol for p in cap.pinned} >= {"exp", "log", "pow", "exp2", "log2"}
@@ -92,7 +94,7 @@ def test_capped_compiler_links_old_versions_with_same_results(sysroot, tmp_path)
     assert sysroot.load_probe(lib) == []
 
 
-def test_sysroot_command_prints_capped_env(sysroot) -> None:  # type: ignore[no-untyped-def]
+def test_sysroot_command_prints_capped_env(sysroot: Sysroot) -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "slimwheel", "sysroot", "debian11", "--manylinux", "2_28"],
         capture_output=True,
@@ -111,7 +113,7 @@ int main() { std::printf("%.17g\n", host_mix(3.0)); }
 """
 
 
-def test_nvcc_with_the_capped_host_compiler(sysroot, toolkit13, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_nvcc_with_the_capped_host_compiler(sysroot: Sysroot, toolkit13: Toolkit, tmp_path: Path) -> None:
     """nvcc preprocesses device code with the host compiler (the header's __CUDA_ARCH__ guard keeps it out) and
     compiles its own preprocessed host code again (a repeated .symver): the object binds pow/log at GLIBC_2.2.5."""
     cap = cap_for(sysroot, "2_28")
@@ -154,7 +156,7 @@ def _glibcxx_versions(path: Path) -> set[str]:
     return {n.version for n in rep.version_needs if n.version.startswith("GLIBCXX_")}
 
 
-def test_string_stream_default_constructors_are_defined_in_the_module(sysroot, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_string_stream_default_constructors_are_defined_in_the_module(sysroot: Sysroot, tmp_path: Path) -> None:
     """GCC 9+ headers bind `std::stringstream ss;` to basic_stringstream() @GLIBCXX_3.4.26, which RHEL 8's libstdc++
     lacks (faiss 1.15 needs it; manylinux_2_28 allows GLIBCXX up to 3.4.24). The capped g++ links the shim archive,
     which defines those constructors inside the module, hidden. -O0 keeps the calls (at -O2 GCC 10 inlines them)."""
@@ -177,7 +179,8 @@ def test_string_stream_default_constructors_are_defined_in_the_module(sysroot, t
     target = floor.parse_target("2_28")
     for f in (capped, lib):
         rep = read_elf_file(f, f.name, fatbins=False)
-        assert rep is not None and floor.offenders([rep], target) == (), floor.offenders([rep], target)
+        assert rep is not None
+        assert floor.offenders([rep], target) == (), floor.offenders([rep], target)
     exported = subprocess.run(["objdump", "-T", str(lib)], capture_output=True, text=True, check=True).stdout
     ctors = [
         ln for ln in exported.splitlines() if "*UND*" not in ln and any(s in ln for s in GLIBCXX_SHIM_SYMBOLS["3.4.26"])

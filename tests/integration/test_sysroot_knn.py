@@ -16,7 +16,8 @@ import pytest
 
 from slimwheel import floor
 from slimwheel.inspect.scan import inspect_wheel
-from slimwheel.toolkit.sysroot import ensure_sysroot
+from slimwheel.toolkit import Toolkit
+from slimwheel.toolkit.sysroot import Sysroot, ensure_sysroot
 
 pytestmark = pytest.mark.integration
 
@@ -24,19 +25,21 @@ CLI = [sys.executable, "-m", "slimwheel"]
 
 
 @pytest.fixture(scope="module")
-def sysroot():  # type: ignore[no-untyped-def]
+def sysroot() -> Sysroot:
     return ensure_sysroot("debian11")
 
 
 # The root's own policy, and one below it: there build uses the capped compilers (glibc symbol versions pinned,
 # libstdc++'s GLIBCXX_3.4.26 string-stream constructors defined in the module) and repair bundles the root's libraries.
 @pytest.fixture(scope="module", params=["2_31", "2_28"])
-def target(request) -> str:  # type: ignore[no-untyped-def]
+def target(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
 @pytest.fixture(scope="module")
-def built(repo_root, toolkit13, sysroot, target, tmp_path_factory):  # type: ignore[no-untyped-def]
+def built(
+    repo_root: Path, toolkit13: Toolkit, sysroot: Sysroot, target: str, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     out = tmp_path_factory.mktemp("wheelhouse")
     env = {k: v for k, v in os.environ.items() if not k.startswith("SLIMWHEEL_") or k == "SLIMWHEEL_CACHE"}
     env.update(SLIMWHEEL_SYSROOT="debian11", SLIMWHEEL_MANYLINUX=target, CMAKE_BUILD_PARALLEL_LEVEL="2")
@@ -70,7 +73,9 @@ def _module(wheel: Path, into: Path) -> Path:
     return mod
 
 
-def test_build_used_the_sysroots_compiler_and_stays_within_its_floor(built, sysroot, target, tmp_path):  # type: ignore[no-untyped-def]
+def test_build_used_the_sysroots_compiler_and_stays_within_its_floor(
+    built: tuple[subprocess.CompletedProcess[str], Path], sysroot: Sysroot, target: str, tmp_path: Path
+) -> None:
     proc, wheel = built
     assert "[sysroot] done in" in proc.stderr and f"within manylinux_{target}" in proc.stdout
     capped = "glibc symbols capped at manylinux_2_28" in proc.stderr
@@ -84,7 +89,9 @@ def test_build_used_the_sysroots_compiler_and_stays_within_its_floor(built, sysr
     assert check.returncode == 0, check.stdout + check.stderr
 
 
-def test_auditwheel_show_agrees_with_the_floor(built, target):  # type: ignore[no-untyped-def]
+def test_auditwheel_show_agrees_with_the_floor(
+    built: tuple[subprocess.CompletedProcess[str], Path], target: str
+) -> None:
     _, wheel = built
     show = subprocess.run([sys.executable, "-m", "auditwheel", "show", str(wheel)], capture_output=True, text=True)
     assert show.returncode == 0, show.stdout + show.stderr
@@ -96,7 +103,9 @@ def test_auditwheel_show_agrees_with_the_floor(built, target):  # type: ignore[n
     assert f"{m.group(1)}_x86_64" in wheel.name  # the tag repair gave
 
 
-def test_the_module_loads_with_the_old_roots_glibc_and_libstdcxx(built, sysroot, toolkit13, tmp_path):  # type: ignore[no-untyped-def]
+def test_the_module_loads_with_the_old_roots_glibc_and_libstdcxx(
+    built: tuple[subprocess.CompletedProcess[str], Path], sysroot: Sysroot, toolkit13: Toolkit, tmp_path: Path
+) -> None:
     _, wheel = built
     mod = _module(wheel, tmp_path)
     cuda_libs = [d for d in toolkit13.lib_dirs if (Path(d) / "libcublas.so.13").exists()]

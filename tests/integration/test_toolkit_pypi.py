@@ -13,9 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
+from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 
 from slimwheel.cuda.arch import CC
+from slimwheel.toolkit import Toolkit
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +27,9 @@ CLI = [sys.executable, "-m", "slimwheel"]
 def _needed(path: Path) -> list[str]:
     with open(path, "rb") as fh:
         dyn = ELFFile(fh).get_section_by_name(".dynamic")
-        return [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
+        assert isinstance(dyn, DynamicSection), path
+        # pyelftools sets `needed` on DT_NEEDED tags at run time; its type stubs do not declare it
+        return [t.needed for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED"]  # type: ignore[attr-defined]
 
 
 def _env(**kw: str) -> dict[str, str]:
@@ -36,7 +40,7 @@ def _env(**kw: str) -> dict[str, str]:
     return env
 
 
-def test_toolkit13_is_cuda_13_0_and_checked(toolkit13):
+def test_toolkit13_is_cuda_13_0_and_checked(toolkit13: Toolkit) -> None:
     tk = toolkit13
     assert (tk.version.major, tk.version.minor) == (13, 0)
     assert tk.nvcc.is_file()
@@ -48,7 +52,7 @@ def test_toolkit13_is_cuda_13_0_and_checked(toolkit13):
     assert tk.env["CUDACXX"] == str(tk.nvcc)
 
 
-def test_assembles_from_pypi_once_under_concurrency(tmp_path):
+def test_assembles_from_pypi_once_under_concurrency(tmp_path: Path) -> None:
     """Two processes ask for the toolkit at once in an empty cache: one assembles, the other waits and reuses it."""
     cache = tmp_path / "cache"
     code = textwrap.dedent(
@@ -87,7 +91,7 @@ def test_assembles_from_pypi_once_under_concurrency(tmp_path):
     shutil.rmtree(cache)  # 1.1 GB; pytest keeps the temporary folders of the last three runs
 
 
-def test_cmake_accepts_the_assembled_prefix(toolkit13, tmp_path):
+def test_cmake_accepts_the_assembled_prefix(toolkit13: Toolkit, tmp_path: Path) -> None:
     """enable_language(CUDA) + FindCUDAToolkit with CMAKE_CUDA_COMPILER and CUDAToolkit_ROOT, linking cuBLAS."""
     src = tmp_path / "src"
     src.mkdir()
@@ -131,7 +135,7 @@ def test_cmake_accepts_the_assembled_prefix(toolkit13, tmp_path):
     assert "libcublas.so.13" in needed and "libcudart.so.13" in needed
 
 
-def test_device_lto_links_with_the_assembled_prefix(toolkit13, tmp_path):
+def test_device_lto_links_with_the_assembled_prefix(toolkit13: Toolkit, tmp_path: Path) -> None:
     """Device LTO (-dlto): two files compiled to LTO IR, device-linked into sm_90 code. nvlink loads
     <bin>/../nvvm/lib64/libnvvm.so for it, which the cu13 wheels keep in lib/; without the prefix's nvvm/lib64 the
     link stops with "nvlink fatal: elfLink linker library load error"."""
@@ -161,7 +165,7 @@ def test_device_lto_links_with_the_assembled_prefix(toolkit13, tmp_path):
     assert "sm_90" in elves.stdout, elves.stdout + elves.stderr
 
 
-def test_cli_reports_the_toolkit(toolkit13):
+def test_cli_reports_the_toolkit(toolkit13: Toolkit) -> None:
     out = subprocess.run(
         [*CLI, "toolkit", "--root", str(toolkit13.root), "--format", "json"],
         capture_output=True,
@@ -179,7 +183,7 @@ def test_cli_reports_the_toolkit(toolkit13):
     assert table.returncode == 0 and "CUDA 13" in table.stdout and "static libraries" in table.stdout
 
 
-def test_missing_nvcc_is_one_clear_error(tmp_path):
+def test_missing_nvcc_is_one_clear_error(tmp_path: Path) -> None:
     out = subprocess.run([*CLI, "toolkit", "--root", str(tmp_path)], capture_output=True, text=True, env=_env())
     assert out.returncode == 4
     lines = out.stderr.strip().splitlines()
@@ -187,7 +191,7 @@ def test_missing_nvcc_is_one_clear_error(tmp_path):
     assert "Traceback" not in out.stderr and len(lines) == 2  # the error and its hint
 
 
-def test_cuda12_request_without_a_cuda12_toolkit(tmp_path):
+def test_cuda12_request_without_a_cuda12_toolkit(tmp_path: Path) -> None:
     """No CUDA 12 on PATH or CUDA_HOME, an empty cache, and a release the cuda12 assembler does not know."""
     env = _env(PATH="/usr/bin:/bin", SLIMWHEEL_CACHE=str(tmp_path))
     out = subprocess.run([*CLI, "toolkit", "--cuda", "12.2"], capture_output=True, text=True, env=env)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from helpers.torchenv import TORCH, env_for, torch_env
@@ -26,9 +27,9 @@ def torch_python() -> Path:
 
 
 @pytest.fixture(scope="module")
-def built(repo_root: Path, torch_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+def built(repo_root: Path, torch_python: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     out = tmp_path_factory.mktemp("torchop")
-    reports = {}
+    reports: dict[str, dict[str, Any]] = {}  # each example's build report (JSON)
     for name in EXAMPLES:
         proc = subprocess.run(
             [
@@ -50,7 +51,7 @@ def built(repo_root: Path, torch_python: Path, tmp_path_factory: pytest.TempPath
     return reports
 
 
-def test_the_plan_reaches_the_compiler_both_ways(built: dict[str, dict]) -> None:
+def test_the_plan_reaches_the_compiler_both_ways(built: dict[str, dict[str, Any]]) -> None:
     for name, report in built.items():
         got, planned = set(report["report"]["targets"]), set(report["plan"]["targets"])
         # torch's own default list (sm_50 ... sm_120a) would appear here if TORCH_CUDA_ARCH_LIST had not reached it
@@ -59,7 +60,7 @@ def test_the_plan_reaches_the_compiler_both_ways(built: dict[str, dict]) -> None
         assert report["ok"], report["check"]
 
 
-def test_check_tells_stable_from_classic(built: dict[str, dict]) -> None:
+def test_check_tells_stable_from_classic(built: dict[str, dict[str, Any]]) -> None:
     stable, classic = built["stable"]["torch"], built["classic"]["torch"]
     assert stable["abi"] == "stable" and stable["unstable_symbols"] == 0
     assert stable["stable_floor"] == "2.10"  # torch_library_impl, TORCH_TARGET_VERSION 2.10
@@ -92,7 +93,7 @@ def _resolve(python: Path, *wanted: str, tmp: Path) -> subprocess.CompletedProce
 
 
 def test_pip_installs_each_beside_torch_with_torchs_pins(
-    built: dict[str, dict], torch_python: Path, tmp_path: Path
+    built: dict[str, dict[str, Any]], torch_python: Path, tmp_path: Path
 ) -> None:
     wheels = [report["wheel"] for report in built.values()]
     proc = _resolve(torch_python, *wheels, f"torch=={TORCH}", tmp=tmp_path)
@@ -106,7 +107,9 @@ def test_pip_installs_each_beside_torch_with_torchs_pins(
     assert chosen["torch"] == TORCH
 
 
-def test_pip_refuses_each_beside_an_older_torch(built: dict[str, dict], torch_python: Path, tmp_path: Path) -> None:
+def test_pip_refuses_each_beside_an_older_torch(
+    built: dict[str, dict[str, Any]], torch_python: Path, tmp_path: Path
+) -> None:
     # PyPI's torch 2.10 is CUDA 12.8: the stable wheel (CUDA 13) must not install beside it, nor the classic one
     for report in built.values():
         proc = _resolve(torch_python, report["wheel"], "torch==2.10.0", tmp=tmp_path)
@@ -128,7 +131,7 @@ print("loaded")
 """
 
 
-def test_each_loads_into_torch_here(built: dict[str, dict], torch_python: Path, tmp_path: Path) -> None:
+def test_each_loads_into_torch_here(built: dict[str, dict[str, Any]], torch_python: Path, tmp_path: Path) -> None:
     for name, report in built.items():
         target = tmp_path / name
         subprocess.run(

@@ -19,7 +19,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers import corpus
+
+from testkit import corpus
 
 pytestmark = pytest.mark.integration
 
@@ -77,11 +78,13 @@ class Venv:
         env.update(UV_CACHE_DIR=str(self.cache), UV_OFFLINE="1", UV_NO_CONFIG="1", **extra)
         return env
 
-    def install(self, index: list[str], *, preview: bool = True, **forced: str) -> subprocess.CompletedProcess[str]:
+    def install(
+        self, index: list[str], forced: dict[str, str] | None = None, *, preview: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         cmd = [_uv(), "pip", "install", "--reinstall", "--no-deps", "--python", str(self.root / "bin" / "python")]
         cmd += ["--preview-features", "wheel-variants"] if preview else []
         proc = subprocess.run(
-            [*cmd, *index, PROJECT], capture_output=True, text=True, env=self.env(forced), timeout=300
+            [*cmd, *index, PROJECT], capture_output=True, text=True, env=self.env(forced or {}), timeout=300
         )
         assert proc.returncode == 0, proc.stdout + proc.stderr
         return proc
@@ -107,7 +110,7 @@ def test_uv_installs_each_familys_variant_and_the_universal_wheel_otherwise(
     variants = report["variants"]
     assert isinstance(variants, list)
     universal = Path(str(report["universal"]["wheel"]))  # type: ignore[index]
-    records = {None: _record_line(_wheel_record(universal), LIB)}
+    records: dict[str | None, str] = {None: _record_line(_wheel_record(universal), LIB)}
     records |= {v["label"]: _record_line(_wheel_record(Path(v["wheel"])), LIB) for v in variants}
     assert len(set(records.values())) == len(records)  # each wheel's library differs: RECORD tells which landed
     assert [v["label"] for v in variants] == ["sm5x", "sm6x", "sm7x", "sm8x", "sm9x", "sm10x", "sm12x"]
@@ -118,10 +121,10 @@ def test_uv_installs_each_familys_variant_and_the_universal_wheel_otherwise(
         (bound,) = props["cuda_version_lower_bound"]
         for gpu in v["gpus"]:
             # the driver at the variant's bound exactly: the bound is inclusive
-            venv.install(simple, **_forced(gpu, bound))
+            venv.install(simple, _forced(gpu, bound))
             assert venv.landed() == (v["label"], records[v["label"]]), (gpu, bound)
     # the same choice from the flat folder (--find-links) as from the PEP 503 pages
-    venv.install(["--no-index", "--find-links", str(out)], **_forced("8.6", "12.9"))
+    venv.install(["--no-index", "--find-links", str(out)], _forced("8.6", "12.9"))
     assert venv.landed() == ("sm8x", records["sm8x"])
     # where no variant fits: the universal wheel
     top = {v["label"]: v for v in variants}["sm12x"]
@@ -132,10 +135,10 @@ def test_uv_installs_each_familys_variant_and_the_universal_wheel_otherwise(
         _forced("13.0", "13.0"),  # a GPU of a newer major: its variants offer it nothing, the universal PTX does
         {"NV_VARIANT_PROVIDER_FORCE_SM_ARCH": "9.0"},  # a GPU but no driver told, and none on this machine
     ):
-        venv.install(simple, **forced)
+        venv.install(simple, forced)
         assert venv.landed() == (None, records[None]), forced
     # without the preview flag uv reads no variant metadata
-    venv.install(simple, preview=False, **_forced("9.0", "12.9"))
+    venv.install(simple, _forced("9.0", "12.9"), preview=False)
     assert venv.landed() == (None, records[None])
 
 

@@ -8,14 +8,14 @@ from pathlib import Path
 
 import click
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import doctor, render
 from slimwheel.cli import cli, main
 from slimwheel.errors import ExitCode, exit_codes
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.runtime import driver as drv
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 
 def _helps() -> dict[str, str]:
@@ -144,7 +144,7 @@ def test_strip_touches_only_what_the_debug_check_fails(tmp_path: Path, monkeypat
     (tmp_path / "pkg" / "clean.so").write_bytes(elf(sections={".text": b"\x90" * 64}))
     (tmp_path / "pkg" / "few.so").write_bytes(elf(sections={".symtab": b"s" * 4096, ".strtab": b"t" * 4096}))
     # nothing to strip: no strip program is looked for or run (a subprocess here would fail the test)
-    monkeypatch.setattr(strip.shutil, "which", lambda name: None)
+    monkeypatch.setattr("slimwheel.strip.shutil.which", lambda name: None)
     assert strip.strip_members(tmp_path, ["pkg/clean.so", "pkg/few.so"]) == ()
     (tmp_path / "pkg" / "debug.so").write_bytes(elf(sections={".debug_info": b"d" * 100}))
     with pytest.raises(ToolError, match="strip not found") as e:

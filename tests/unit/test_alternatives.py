@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
-
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cuda.versions import MAJOR_DRIVER
 from slimwheel.inspect.report import alternative_groups, report_to_json
 from slimwheel.inspect.scan import inspect_wheel
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 
 def _lib(needed: str, *sms: int) -> bytes:

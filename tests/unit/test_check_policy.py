@@ -7,11 +7,10 @@ import random
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.check import (
     CheckPolicy,
+    Verdict,
     check_wheel,
     exit_code_for,
     make_policy,
@@ -25,6 +24,8 @@ from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC
 from slimwheel.inspect.report import coverage_detail
 from slimwheel.inspect.scan import inspect_wheel
+from testkit.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 FB = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
 
@@ -42,9 +43,9 @@ def wheel(
     return make_wheel(tmp_path, name="pkg", files=files, requires=requires, tag=tag)
 
 
-def verdict(path: Path, **policy: object):  # type: ignore[no-untyped-def]
+def verdict(path: Path, **policy: str) -> Verdict:
     r = inspect_wheel(path)
-    return check_wheel(r, make_policy(r, **policy))  # type: ignore[arg-type]
+    return check_wheel(r, make_policy(r, **policy))  # type: ignore[arg-type]  # callers pass budget and require_arch
 
 
 def test_a_consistent_wheel_passes(tmp_path: Path) -> None:
@@ -274,7 +275,11 @@ def test_required_ccs_outside_the_known_table_are_judged_too(tmp_path: Path) -> 
 _VARIANT_FLAGS = {"": 0, "a": FLAG_ARCH_SPECIFIC, "f": FLAG_FAMILY_SPECIFIC}
 
 
-def _one_lib(tmp_path: Path, *modules: list[tuple[str, int]] | list[tuple[str, int, str]]) -> Path:
+# One fatbin section's entries: (kind, sm) or (kind, sm, "a" | "f") for arch- and family-specific SASS.
+Module = list[tuple[str, int] | tuple[str, int, str]]
+
+
+def _one_lib(tmp_path: Path, *modules: Module) -> Path:
     """A wheel with one library holding one fatbin section per module; a module is [(kind, sm[, "a"|"f"]), ...]."""
     blob = b"".join(
         fatbin(
@@ -401,7 +406,7 @@ def test_per_generation_modules_of_a_library_that_dispatches_by_gpu_are_not_judg
     """cuBLASLt 13.0's shape: Hopper's sm_90a modules, Ada/Blackwell FP8 modules that skip Hopper (sm_89 sm_120f
     compute_120), Ampere-to-Blackwell ones without sm_100 beside Blackwell's own sm_100 ones. It said 9.0 and 10.0
     were not served (a false failure on NVIDIA's own wheel); the library never launches those modules there."""
-    lib = [
+    lib: list[Module] = [
         [("sass", 90, "a")],
         [("sass", 89), ("sass", 120, "f"), ("ptx", 120)],
         [("sass", 80), ("sass", 89), ("sass", 90, "a"), ("sass", 120, "f")],
@@ -441,7 +446,7 @@ def test_a_dispatching_file_with_no_native_module_for_a_gpu_is_judged(tmp_path: 
     assert CC(9, 0) in r.coverage.none
 
 
-def _module_blob(*modules: list[tuple[str, int]] | list[tuple[str, int, str]]) -> bytes:
+def _module_blob(*modules: Module) -> bytes:
     return b"".join(
         fatbin(
             [

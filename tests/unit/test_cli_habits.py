@@ -11,14 +11,14 @@ from pathlib import Path
 
 import click
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
 from slimwheel import render
 from slimwheel.cli import cli, main
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 ANSI = "\x1b["
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from slimwheel import compilercache as cc
 from slimwheel import config as cfgmod
 from slimwheel import plan as planmod
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ConfigError, ToolError
 
 SCCACHE = cc.Launcher(tool="sccache", program=Path("/c/compiler-cache/sccache-0.16.0/bin/sccache"), version="0.16.0")
@@ -101,7 +102,7 @@ def test_launcher_env_sets_base_folders() -> None:
 
 
 def test_every_language_compiles_through_the_launcher() -> None:
-    p = planmod.make_plan_for_release(cfgmod.resolve({"archs": "9.0"}), planmod.CudaVersion(13, 0))
+    p = planmod.make_plan_for_release(cfgmod.resolve({"archs": "9.0"}), CudaVersion(13, 0))
     defines = planmod.cmake_defines(p, launcher="/c/sccache")
     assert {k: v for k, v in defines.items() if k.endswith("_LAUNCHER")} == {
         "CMAKE_C_COMPILER_LAUNCHER": "/c/sccache",

@@ -136,7 +136,9 @@ def test_every_bad_value_is_reported_at_once() -> None:
         assert f"p/pyproject.toml [tool.slimwheel]: {key}" in text
 
 
-def test_config_command_refuses_bad_values_and_shows_origins(tmp_path, monkeypatch, capsys) -> None:
+def test_config_command_refuses_bad_values_and_shows_origins(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\narchs = "banana"\ncuda = "99.1"\n')
     assert main(["config", str(tmp_path)]) == 3
     err = capsys.readouterr().err
@@ -154,7 +156,9 @@ def test_config_command_refuses_bad_values_and_shows_origins(tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("nest", [("[", "]"), ("{a = ", "}")])
-def test_deeply_nested_toml_is_a_config_error(tmp_path, capsys, nest) -> None:  # type: ignore[no-untyped-def]
+def test_deeply_nested_toml_is_a_config_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], nest: tuple[str, str]
+) -> None:
     opened, closed = nest
     (tmp_path / "pyproject.toml").write_text(f"[tool.slimwheel]\narchs = {opened * 5000}1{closed * 5000}\n")
     assert main(["config", str(tmp_path)]) == 3
@@ -170,7 +174,9 @@ def test_deeply_nested_toml_is_a_config_error(tmp_path, capsys, nest) -> None:  
         ({"libraries": ["cudart", "nope"]}, "libraries = ['cudart', 'nope']: no CUDA library named 'nope'"),
     ],
 )
-def test_list_settings_are_judged_by_the_plans_parsers_when_read(tmp_path, capsys, table, message) -> None:  # type: ignore[no-untyped-def]
+def test_list_settings_are_judged_by_the_plans_parsers_when_read(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], table: dict[str, list[str]], message: str
+) -> None:
     with pytest.raises(ConfigError, match=re.escape(message)):
         resolve(table)
     with pytest.raises(BadInputError):  # the same values, as the plan would have met them
@@ -197,7 +203,9 @@ def test_known_libraries_of_either_link_mode_pass() -> None:
 
 
 @pytest.mark.parametrize("key", ["archs", "budget", "libraries", "external-libs"])
-def test_a_huge_string_is_refused_and_never_echoed_whole(tmp_path, capsys, monkeypatch, key) -> None:  # type: ignore[no-untyped-def]
+def test_a_huge_string_is_refused_and_never_echoed_whole(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, key: str
+) -> None:
     huge = "8." + "9" * 20_000_000
     value = {"libraries": [huge], "external-libs": {"libfoo.so.1": huge}}.get(key, huge)
     with pytest.raises(ConfigError) as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cibuildwheel.environment import parse_environment
@@ -34,7 +35,8 @@ ORIGIN = container.Origin(scripts="/pkg/slimwheel/resources/manylinux", source="
 INSTALLED = container.Origin(scripts="/site/slimwheel/resources/manylinux")
 
 
-def table(cuda: CudaVersion = CU13, *, origin: container.Origin = ORIGIN, **cfg: object) -> dict:
+# A [tool.slimwheel] table's values are TOML's (config.resolve takes Mapping[str, Any]).
+def table(cuda: CudaVersion = CU13, *, origin: container.Origin = ORIGIN, **cfg: Any) -> dict[str, Any]:
     return container.cibw_config(cfgmod.resolve(cfg), cuda, PROJECT, origin=origin)
 
 
@@ -144,7 +146,8 @@ def test_the_faiss_recipe_keeps_its_blas_external() -> None:
 
 
 def test_audit_runs_slimwheels_check_with_the_projects_policy_and_abi3audit() -> None:
-    t = table(CU13, budget="80MB", **{"require-arch": "8.0-9.0"})
+    require: dict[str, Any] = {"require-arch": "8.0-9.0"}  # not a Python name: passed as a mapping
+    t = table(CU13, budget="80MB", **require)
     check, abi3 = t["audit-command"]
     assert shlex.split(check.removesuffix(" {wheel}")) == [
         "slimwheel",
@@ -210,7 +213,7 @@ def test_aarch64_is_a_configuration_of_its_own() -> None:
     assert t["archs"] == ["aarch64"] and t["manylinux-aarch64-image"] == "manylinux_2_28"
     assert "manylinux-x86_64-image" not in t
     with pytest.raises(BadInputError, match="x86_64 or aarch64"):
-        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, arch="ppc64le")  # type: ignore[arg-type]
+        container.cibw_config(cfgmod.resolve({}), CU13, PROJECT, origin=ORIGIN, arch="ppc64le")  # type: ignore[arg-type]  # outside the Literal on purpose
 
 
 def test_gpu_tests_are_opt_in_with_a_canary() -> None:
@@ -238,7 +241,7 @@ def test_no_loader_reaches_the_repair_command() -> None:
         (CU13, {"link": "static"}, "link dynamically"),
     ],
 )
-def test_what_a_container_cannot_build_is_refused(cuda: CudaVersion, cfg: dict, needle: str) -> None:
+def test_what_a_container_cannot_build_is_refused(cuda: CudaVersion, cfg: dict[str, Any], needle: str) -> None:
     with pytest.raises(BadInputError, match=needle):
         table(cuda, **cfg)
 
@@ -258,7 +261,7 @@ configs = st.fixed_dictionaries(
 
 @settings(max_examples=60, deadline=None)
 @given(cfg=configs, engine=st.sampled_from(["docker", "podman"]))
-def test_toml_rendering_parses_back_to_the_same_table(cfg: dict, engine: str) -> None:
+def test_toml_rendering_parses_back_to_the_same_table(cfg: dict[str, Any], engine: str) -> None:
     origin = container.Origin(scripts="/pkg/a b/manylinux", source="/src/a b")
     t = container.cibw_config(cfgmod.resolve(cfg), CU13, PROJECT, engine=engine, origin=origin)
     assert tomllib.loads(container.render_toml(t))["tool"]["cibuildwheel"] == t
@@ -266,7 +269,7 @@ def test_toml_rendering_parses_back_to_the_same_table(cfg: dict, engine: str) ->
 
 @settings(max_examples=60, deadline=None)
 @given(cfg=configs, cuda=st.sampled_from([CU12, CU13]))
-def test_env_rendering_means_the_same_to_cibuildwheel(cfg: dict, cuda: CudaVersion) -> None:
+def test_env_rendering_means_the_same_to_cibuildwheel(cfg: dict[str, Any], cuda: CudaVersion) -> None:
     t = container.cibw_config(cfgmod.resolve(cfg), cuda, PROJECT, origin=ORIGIN)
     env = container.render_env(t)
     assert set(env) == {"CIBW_" + k.upper().replace("-", "_") for k in t}
@@ -413,7 +416,7 @@ def _installed_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     site = tmp_path / "site-packages" / "slimwheel"
     (site / "resources" / "manylinux").mkdir(parents=True)
     (site / "resources" / "manylinux" / "cuda13.sh").write_text("")
-    monkeypatch.setattr(container.slimwheel, "__file__", str(site / "__init__.py"))
+    monkeypatch.setattr(slimwheel, "__file__", str(site / "__init__.py"))
     monkeypatch.setattr(container, "scripts_dir", lambda: site / "resources" / "manylinux")
 
 
@@ -422,7 +425,7 @@ def test_an_installed_slimwheel_takes_its_own_wheel_from_pip_find_links(
 ) -> None:
     # issue 38 item 2: slimwheel is on no index; the container must install the wheel the user built and pointed pip at
     _installed_package(monkeypatch, tmp_path)
-    version = container.slimwheel.__version__
+    version = slimwheel.__version__
     other, dist = tmp_path / "other", tmp_path / "my dist"
     other.mkdir()
     dist.mkdir()

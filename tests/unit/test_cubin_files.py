@@ -10,8 +10,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import cubin, elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -26,6 +24,8 @@ from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.fatbin_edit import SlimRequest, slim_elf
 from slimwheel.postbuild.slim import slim
 from slimwheel.postbuild.variants import make_variants
+from testkit.binsynth import cubin, elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 
 @pytest.mark.parametrize(
@@ -173,7 +173,9 @@ def test_slim_elf_of_a_cubin_keeps_it_whole_or_leaves_nothing() -> None:
     assert gone.data == b"" and [(d.arch, d.bytes) for d in gone.dropped] == [("100", len(data))]
 
 
-def test_the_cli_table_of_dropped_code_stays_short_and_says_files_left(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_the_cli_table_of_dropped_code_stays_short_and_says_files_left(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     files = {f"pkg/k{i:02d}_sm100.cubin": cubin(100, text=bytes([i]) * (512 + i)) for i in range(45)}
     files["pkg/k_sm90.cubin"] = cubin(90)
     src = make_wheel(tmp_path / "in", name="pkg", tag="py3-none-any", files=files)
@@ -191,7 +193,7 @@ def test_the_cli_table_of_dropped_code_stays_short_and_says_files_left(tmp_path:
 
 
 def _cubin_with_compat(records: bytes) -> bytes:
-    """A CUDA 13.0 cubin (helpers.binsynth.cubin) whose .nv.compat section holds `records`."""
+    """A CUDA 13.0 cubin (testkit.binsynth.cubin) whose .nv.compat section holds `records`."""
     body = bytearray(elf(sections={".text._Z6kernelv": b"\0" * 256, ".nv.compat": records}, e_type=2))
     body[7], body[8] = 0x41, 8
     struct.pack_into("<H", body, 18, 190)

@@ -53,7 +53,9 @@ def test_toolkit_extras_are_the_metapackage_s(major: int, key: str) -> None:
     got: dict[str, set[str]] = {}
     for text in FACTS[key]["requires_dist"]:
         r = Requirement(text)
-        extra = re.search(r"extra == [\"']([^\"']+)[\"']", str(r.marker)).group(1)  # type: ignore[union-attr]
+        found = re.search(r"extra == [\"']([^\"']+)[\"']", str(r.marker))
+        assert found, text
+        extra = found.group(1)
         got.setdefault(extra, set()).add(r.name)
     known = {lib.package for lib in cudalibs.libs_for(major)}
     assert int(FACTS[key]["version"].split(".")[0]) == major

@@ -20,7 +20,9 @@ def pair(tmp_path: Path) -> tuple[Path, Path]:
     return grown_wheel(tmp_path / "old", "1.0"), grown_wheel(tmp_path / "new", "1.1", grow=64 * 1024)
 
 
-def test_markdown_block_names_the_grown_module_and_fails_over_the_limit(pair, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_markdown_block_names_the_grown_module_and_fails_over_the_limit(
+    pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     old, new = pair
     rc = main(["diff", str(old), str(new), "--format", "markdown", "--fail-over", "10%"])
     out = capsys.readouterr()
@@ -44,14 +46,14 @@ def test_markdown_block_names_the_grown_module_and_fails_over_the_limit(pair, ca
     assert "`*.dist-info/METADATA`" in md
 
 
-def test_within_the_limit_exits_zero(pair, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_within_the_limit_exits_zero(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     old, new = pair
     assert main(["diff", str(old), str(new), "--format", "markdown", "--fail-over", "1MiB"]) == 0
     assert "Within --fail-over 1MiB." in capsys.readouterr().out
     assert main(["diff", str(old), str(new)]) == 0  # no threshold: a report, never a failure
 
 
-def test_json_lists_every_level(pair, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_json_lists_every_level(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     old, new = pair
     assert main(["diff", str(old), str(new), "--format", "json", "--fail-over", "1MiB"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -63,7 +65,7 @@ def test_json_lists_every_level(pair, capsys) -> None:  # type: ignore[no-untype
     assert mod["what"].startswith("module #1") and mod["delta_bytes"] == 64 * 1024
 
 
-def test_shrinking_never_fails(pair, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_shrinking_never_fails(pair: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     old, new = pair
     assert main(["diff", str(new), str(old), "--fail-over", "0%"]) == 0
     assert "-64.0 KiB" in capsys.readouterr().out
@@ -87,7 +89,7 @@ def test_threshold_parsing(text: str, ok: bool) -> None:
             parse_threshold(text)
 
 
-def test_missing_file_is_bad_input(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_missing_file_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     a = grown_wheel(tmp_path / "a", "1.0")
     assert main(["diff", str(a), str(tmp_path / "nope.whl")]) == 3
     assert "nope.whl" in capsys.readouterr().err

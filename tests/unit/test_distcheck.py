@@ -1,6 +1,6 @@
 """slimwheel.distcheck: installed-size budget, debug symbols left in ELF files, the release total vs PyPI's limit.
 
-Wheels and ELF files are generated here (helpers.binsynth / helpers.wheelmaker), never committed."""
+Wheels and ELF files are generated here (testkit.binsynth / testkit.wheelmaker), never committed."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,12 +17,14 @@ from slimwheel.errors import ExitCode
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_wheel
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 MiB = 2**20
 
 
-def wheel_with(tmp_path: Path, files: dict[str, bytes], **kw: object) -> Path:
-    return Path(make_wheel(tmp_path, name="pkg", files=files, **kw))
+def wheel_with(tmp_path: Path, files: dict[str, bytes], tag: str = "cp312-abi3-manylinux_2_28_x86_64") -> Path:
+    return Path(make_wheel(tmp_path, name="pkg", files=files, tag=tag))
 
 
 def test_installed_size_is_judged_on_the_uncompressed_files(tmp_path: Path) -> None:

@@ -6,13 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import doctor
 from slimwheel.cli import main
 from slimwheel.errors import ExitCode
 from slimwheel.runtime import driver as drv
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 
 class _FakeDriver:

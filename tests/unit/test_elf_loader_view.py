@@ -1,7 +1,7 @@
 """ELF files read as the loader reads them (issue 41, item 2): the dynamic segment is the truth, and a file whose
 section view disagrees with it, or that has none, is refused naming the file in size-report, check and repair.
 
-The attack files are built here from synthesized libraries (helpers.binsynth) with a PT_LOAD and a PT_DYNAMIC as a
+The attack files are built here from synthesized libraries (testkit.binsynth) with a PT_LOAD and a PT_DYNAMIC as a
 linker writes them; pyelftools' segment API, an independent reader, says what a loader sees in each."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.repair import repair_wheel
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 CU13 = "nvidia-cuda-runtime>=13.0,<14"
 NEEDED = ("libcudart.so.13", "libc.so.6")
@@ -34,15 +34,17 @@ def loader_sees(data: bytes) -> tuple[list[str], str | None]:
     """(NEEDED, RUNPATH) from the PT_DYNAMIC segment, by pyelftools (which maps DT_STRTAB through the segments)."""
     f = ELFFile(io.BytesIO(data))
     (seg,) = [s for s in f.iter_segments() if s["p_type"] == "PT_DYNAMIC"]
-    needed = [t.needed for t in seg.iter_tags() if t.entry.d_tag == "DT_NEEDED"]
-    runpath = [t.runpath for t in seg.iter_tags() if t.entry.d_tag == "DT_RUNPATH"]
+    tags = list(seg.iter_tags())  # type: ignore[attr-defined]  # a DynamicSegment: pyelftools' stubs say Segment
+    needed = [str(t.needed) for t in tags if t.entry.d_tag == "DT_NEEDED"]
+    runpath = [str(t.runpath) for t in tags if t.entry.d_tag == "DT_RUNPATH"]
     return needed, (runpath[-1] if runpath else None)
 
 
 def _shdr(data: bytes | bytearray, name: str) -> int:
     """The file offset of the section header named `name` (ELF64 little-endian)."""
-    shoff, shnum, shstrndx = struct.unpack_from("<Q", data, 0x28)[0], *struct.unpack_from("<HH", data, 0x3C)
-    names = struct.unpack_from("<Q", data, shoff + shstrndx * 64 + 0x18)[0]
+    shoff: int = struct.unpack_from("<Q", data, 0x28)[0]
+    shnum, shstrndx = struct.unpack_from("<HH", data, 0x3C)
+    names: int = struct.unpack_from("<Q", data, shoff + shstrndx * 64 + 0x18)[0]
     for i in range(shnum):
         at = names + struct.unpack_from("<I", data, shoff + i * 64)[0]
         if bytes(data[at : data.index(b"\0", at)]).decode() == name:

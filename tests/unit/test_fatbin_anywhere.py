@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 from elftools.elf.elffile import ELFFile
-from helpers.binsynth import elf, fatbin, fatbin_entry
 
 from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.inspect.elf import read_elf
+from testkit.binsynth import elf, fatbin, fatbin_entry
 
 SM75 = fatbin([fatbin_entry(sm=75, payload=b"\1" * 64)])
 SM90 = fatbin([fatbin_entry(sm=90, payload=b"\2" * 64), fatbin_entry(kind="ptx", sm=90, payload=b"\3" * 32)])
@@ -120,10 +120,9 @@ def test_scanning_a_large_data_section_is_one_search_per_container() -> None:
 
 def test_ccs_only_a_few_modules_have_code_for_are_said_with_the_count(tmp_path: Path) -> None:
     # cuSPARSELt 0.8.1's shape: 993 modules for 8.0 and newer, 2 with PTX for 5.2; here 10 and 1
-    from helpers.wheelmaker import make_wheel
-
     from slimwheel.check import check_wheel, make_policy
     from slimwheel.inspect.scan import inspect_wheel
+    from testkit.wheelmaker import make_wheel
 
     mods = [fatbin([fatbin_entry(sm=80), fatbin_entry(sm=90)]) for _ in range(10)]
     mods.append(fatbin([fatbin_entry(kind="ptx", sm=52)]))

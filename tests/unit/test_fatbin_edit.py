@@ -6,7 +6,6 @@ from __future__ import annotations
 import random
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -14,6 +13,7 @@ from slimwheel.cuda.arch import CC, Kind, Target, served_by
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.postbuild.fatbin_edit import SlimRequest, entry_spans, keep_mask, slim_elf
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
 
 SASS_SMS = [75, 80, 86, 89, 90, 100, 120]
 PTX_SMS = [75, 80, 90, 100, 120]
@@ -99,7 +99,9 @@ requests = st.builds(
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cs=containers(), request=requests)
-def test_reread_gives_exactly_the_kept_entries_with_identical_payloads(cs, request) -> None:  # type: ignore[no-untyped-def]
+def test_reread_gives_exactly_the_kept_entries_with_identical_payloads(
+    cs: list[list[tuple[str, int, bytes, bool]]], request: SlimRequest
+) -> None:
     data = _so(cs)
     out = slim_elf(data, "lib.so", request)
     assert len(out.data) == len(data)
@@ -171,7 +173,9 @@ def test_malformed_fatbin_is_bad_input_naming_the_file() -> None:
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cs=containers(), flips=st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), min_size=1, max_size=6))
-def test_hostile_bytes_are_bad_input_or_a_same_size_result(cs, flips) -> None:  # type: ignore[no-untyped-def]
+def test_hostile_bytes_are_bad_input_or_a_same_size_result(
+    cs: list[list[tuple[str, int, bytes, bool]]], flips: list[tuple[int, int]]
+) -> None:
     """Corrupted fatbin headers (sizes, kinds, magic): a BadInputError naming the file, never another exception,
     and never a result of another length."""
     data = bytearray(_so(cs))

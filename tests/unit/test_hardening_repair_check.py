@@ -6,15 +6,14 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 from packaging.specifiers import SpecifierSet
 
 from slimwheel import fsutil
-from slimwheel.check import check_wheel, make_policy
+from slimwheel.check import Verdict, check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.deps import dependency_problems, satisfiable
 from slimwheel.errors import BadInputError, BadRecordError, ExitCode, ToolError
@@ -22,16 +21,23 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel, wanted_rpath
 from slimwheel.wheelfile import archive_record_problems, judge_record
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
 CU13 = "nvidia-cuda-runtime>=13.0,<14"
 
 
-def so(**kw: object) -> bytes:
-    return elf(needed=kw.pop("needed", ("libcudart.so.13", "libc.so.6")), **kw)  # type: ignore[arg-type]
+def so(
+    *,
+    needed: Iterable[str] = ("libcudart.so.13", "libc.so.6"),
+    runpath: str | None = None,
+    sections: Mapping[str, bytes] = {},
+) -> bytes:
+    return elf(needed=needed, runpath=runpath, sections=sections)
 
 
-def verdict_of(path: Path):  # type: ignore[no-untyped-def]
+def verdict_of(path: Path) -> Verdict:
     r = inspect_wheel(path)
     return check_wheel(r, make_policy(r, require_arch="none"), record_problems=archive_record_problems(path))
 
@@ -143,7 +149,7 @@ def test_duplicate_member_names_are_refused_everywhere(tmp_path: Path) -> None:
         repair_wheel(w, tmp_path / "out")
 
 
-def _rewrite_record(w: Path, edit) -> None:  # type: ignore[no-untyped-def]
+def _rewrite_record(w: Path, edit: Callable[[str], str]) -> None:
     with zipfile.ZipFile(w) as z:
         items = [(zi, z.read(zi)) for zi in z.infolist()]
     with zipfile.ZipFile(w, "w") as z:
@@ -160,7 +166,7 @@ def _rewrite_record(w: Path, edit) -> None:  # type: ignore[no-untyped-def]
         (lambda r: r.replace(",", ",", 1).replace(f",{len(so())}\n", ",1\n", 1), "wrong size"),
     ],
 )
-def test_record_is_verified(tmp_path: Path, edit, problem: str) -> None:  # type: ignore[no-untyped-def]
+def test_record_is_verified(tmp_path: Path, edit: Callable[[str], str], problem: str) -> None:
     w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so()}, requires=[CU13])
     assert verdict_of(w).ok
     _rewrite_record(w, edit)
@@ -219,10 +225,10 @@ def _zip(path: Path, members: list[tuple[str, bytes]]) -> Path:
     return path
 
 
-def _assert_refused(wheel: Path, out: Path, match: str, **kw: object) -> None:
+def _assert_refused(wheel: Path, out: Path, match: str, plat: str | None = None) -> None:
     with pytest.raises(BadInputError, match=match) as e:
-        repair_wheel(wheel, out, **kw)  # type: ignore[arg-type]
-    assert str(wheel.name) in str(e.value) or kw.get("plat") in str(e.value)
+        repair_wheel(wheel, out, plat=plat)
+    assert str(wheel.name) in str(e.value) or (plat is not None and plat in str(e.value))
     assert "slimwheel-repair-" not in str(e.value) and ".repair." not in str(e.value)  # never a temporary file's name
     assert str(fsutil.cache_dir()) not in str(e.value)
     assert not out.exists() or not any(out.iterdir())
@@ -309,7 +315,7 @@ def test_repair_refuses_a_member_longer_than_declared(tmp_path: Path) -> None:
 def test_a_coverage_gap_names_the_code_of_the_modules_that_fail(tmp_path: Path) -> None:
     # Issue 12 item 15: cuBLAS 11.8 ships modules with SASS for 5.0/6.0/6.1 only and no PTX (openai_sgemm); a
     # static link carries them, and check failed 7.0-9.0 with "2 of 119 fatbins run not at all" and nothing more.
-    from helpers.binsynth import fatbin, fatbin_entry
+    from testkit.binsynth import fatbin, fatbin_entry
 
     modern = fatbin([fatbin_entry(sm=90), fatbin_entry(kind="ptx", sm=90, ptx_isa=(8, 0))])
     legacy = fatbin([fatbin_entry(sm=50), fatbin_entry(sm=60), fatbin_entry(sm=61)])

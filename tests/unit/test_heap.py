@@ -22,5 +22,5 @@ def test_the_environment_wins(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_nothing_is_set_off_linux(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("MALLOC_MMAP_THRESHOLD_", raising=False)
-    monkeypatch.setattr(heap.sys, "platform", "darwin")
+    monkeypatch.setattr("slimwheel.heap.sys.platform", "darwin")
     assert heap.return_freed_buffers() is False

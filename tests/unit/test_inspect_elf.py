@@ -6,10 +6,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
 
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import defines_symbol, file_defines_symbol, read_elf, read_elf_file
+from testkit.binsynth import elf, fatbin, fatbin_entry
 
 FB = fatbin(
     [fatbin_entry(sm=75), fatbin_entry(kind="ptx", sm=90, flags=0x8011, compressed_size=8, uncompressed_size=100)]
@@ -259,6 +259,7 @@ def test_both_classes_and_byte_orders_agree_with_pyelftools(is64: bool, order: s
     r = read_elf(data, "t.so")
     ref = ELFFile(io.BytesIO(data))
     dyn = next(s for s in ref.iter_sections() if isinstance(s, DynamicSection))
-    assert r.needed == tuple(str(t.needed) for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED")
+    # pyelftools sets `needed` on DT_NEEDED tags at run time; its type stubs do not declare it
+    assert r.needed == tuple(str(t.needed) for t in dyn.iter_tags() if t.entry.d_tag == "DT_NEEDED")  # type: ignore[attr-defined]
     assert r.soname == "libt.so.1" and r.kind == "shared" and r.machine == ref["e_machine"]
     assert r.sections == {s.name: s["sh_size"] for s in ref.iter_sections() if s.name}

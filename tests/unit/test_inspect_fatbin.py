@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
 
 from slimwheel.cuda.arch import CC, Kind, Target, Variant
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import MAX_RECORDS, parse_fatbin, parse_fatbins
 from slimwheel.inspect.files import mapped_file
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
 
 
 def test_uncompressed_sass_entry_reports_padded_size_as_both_sizes() -> None:
@@ -186,7 +186,7 @@ def test_the_measured_tile_ir_fatbin_parses_as_measured() -> None:
     assert doc["entry_kind"] == 0x80
 
 
-def test_pages_read_from_a_mapped_file_are_given_back_and_stay_readable(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_pages_read_from_a_mapped_file_are_given_back_and_stay_readable(tmp_path: Path) -> None:
     """files.release drops the pages of a mapped range once read (the reader's resident memory stays bounded while it
     scans zeroed containers or data sections); the map stays valid and reads the same bytes again."""
     import mmap
@@ -210,7 +210,7 @@ def test_pages_read_from_a_mapped_file_are_given_back_and_stay_readable(tmp_path
 
 
 @pytest.mark.parametrize("at", [56, 61, 62, 63, 64, 65])
-def test_the_windowed_search_finds_a_container_across_a_window_edge(monkeypatch, at: int) -> None:  # type: ignore[no-untyped-def]
+def test_the_windowed_search_finds_a_container_across_a_window_edge(monkeypatch: pytest.MonkeyPatch, at: int) -> None:
     import slimwheel.inspect.fatbin as fatbin_mod
 
     monkeypatch.setattr(fatbin_mod, "_SCAN_WINDOW", 64)

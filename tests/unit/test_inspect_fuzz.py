@@ -6,7 +6,6 @@ import itertools
 import struct
 
 import pytest
-from helpers.binsynth import cubin, elf, fatbin, fatbin_entry
 from helpers.fuzzing import fuzz
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import parse_fatbins
+from testkit.binsynth import cubin, elf, fatbin, fatbin_entry
 
 FB = fatbin(
     [
@@ -104,7 +104,7 @@ def _wheel_bytes() -> bytes:
     import tempfile
     from pathlib import Path
 
-    from helpers.wheelmaker import make_wheel
+    from testkit.wheelmaker import make_wheel
 
     with tempfile.TemporaryDirectory() as tmp:
         return make_wheel(Path(tmp), files={"demo/_ext.so": ELF, "demo/__init__.py": b"x = 1\n" * 40}).read_bytes()
@@ -301,7 +301,7 @@ def _loader_view_agrees(data: bytes) -> None:
         return
     try:
         segs = [s for s in ELFFile(io.BytesIO(data)).iter_segments() if s["p_type"] == "PT_DYNAMIC"]
-        tags = list(segs[0].iter_tags()) if len(segs) == 1 else []
+        tags = list(segs[0].iter_tags()) if len(segs) == 1 else []  # type: ignore[attr-defined]
     except Exception:  # pyelftools gives up on files it cannot read in many ways: no oracle for those
         return
     # A mutation to e_machine EM_CUDA makes a cubin, which the host loader refuses to load (long runs found it).

@@ -9,8 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +18,8 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import embedded_sources
 from slimwheel.inspect.nvrtc import MAGIC, SECTION, describe, parse_section, served_ccs
 from slimwheel.inspect.scan import wheel_embedded_sources
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 
 def record(files: dict[str, bytes], *, major: int = 13, sources: int = 1, manifest: object = None) -> bytes:
@@ -163,10 +163,9 @@ def test_wheel_members_with_records(tmp_path: Path) -> None:
 
 
 def test_build_summary_names_what_embedded_sources_serve(tmp_path: Path) -> None:
-    from helpers.binsynth import fatbin, fatbin_entry
-
     from slimwheel.commands.build import targets_line
     from slimwheel.inspect.scan import inspect_wheel
+    from testkit.binsynth import fatbin, fatbin_entry
 
     runtime = make_wheel(tmp_path / "rt", files={"pkg/_a.so": elf(sections={".text": b"\x90", SECTION: record(FILES)})})
     line = targets_line(inspect_wheel(runtime))

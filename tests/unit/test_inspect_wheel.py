@@ -7,14 +7,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.report import report_to_json, target_totals
 from slimwheel.inspect.scan import inspect_binary, inspect_file, inspect_wheel
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.wheelmaker import make_wheel
 
 FB13 = fatbin(
     [
@@ -39,9 +39,9 @@ EXT13 = elf(
 )
 
 
-def cuda13_wheel(tmp_path: Path, **kw: object) -> Path:
+def cuda13_wheel(tmp_path: Path) -> Path:
     files = {"demo/_ext.abi3.so": EXT13, "demo/__init__.py": b"from ._ext import *\n" * 50}
-    return make_wheel(tmp_path, files=files, requires=("nvidia-cuda-runtime==13.*",), **kw)  # type: ignore[arg-type]
+    return make_wheel(tmp_path, files=files, requires=("nvidia-cuda-runtime==13.*",))
 
 
 def test_report_of_a_cuda13_wheel(tmp_path: Path) -> None:

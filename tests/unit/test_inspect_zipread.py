@@ -10,8 +10,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry
-from helpers.zipraw import RawMember, local_entry, raw_zip, wheel_members, zeros_stream
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +17,8 @@ from slimwheel.cli import main
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.inspect.zipread import STEP, ZipLimits, ZipReader, extract, ratio_problem
+from testkit.binsynth import elf, fatbin, fatbin_entry
+from testkit.zipraw import RawMember, local_entry, raw_zip, wheel_members, zeros_stream
 
 MiB = 1 << 20
 ELF_HEAD = b"\x7fELF" + b"\0" * 60  # enough for size-report and check to take the member for an ELF file

@@ -1,10 +1,11 @@
 """The import structure docs/architecture.md describes, enforced: no import cycle in the package, each layer imports
 only the layers below it, only the CLI and the renderers print, and neither the package nor its tests import the lab
-(lab/) or the generators (devtools/)."""
+(lab/) or the generators (devtools/). The lab, in turn, never reaches into tests/: what both need lives in testkit/."""
 
 from __future__ import annotations
 
 import ast
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,9 +191,10 @@ def test_only_the_cli_and_the_renderers_print() -> None:
     assert not wrong, f"print/click.echo outside the CLI: {wrong}"
 
 
-@pytest.mark.parametrize("tree", ["slimwheel", "tests"])
+@pytest.mark.parametrize("tree", ["slimwheel", "tests", "testkit"])
 def test_the_product_never_imports_the_lab_or_the_generators(tree: str) -> None:
-    forbidden = ("lab", "devtools") if tree == "slimwheel" else ("lab",)
+    # testkit (what tests and the lab both synthesize inputs with) is test code: the package never imports it
+    forbidden = ("lab", "devtools", "testkit") if tree == "slimwheel" else ("lab",)
     wrong = []
     for p in sorted((REPO / tree).rglob("*.py")):
         if "packages" in p.relative_to(REPO).parts:  # test projects: their own code, built by the tests
@@ -219,3 +221,90 @@ def test_the_product_tests_load_no_lab_script_by_path() -> None:
             ):
                 wrong.append(f"{p.relative_to(REPO)}:{node.lineno}: {node.value}")
     assert not wrong, "\n".join(wrong)
+
+
+# Top-level names that tests/ makes importable once it is on sys.path (pytest's rootdir insertion puts it there for
+# the product's tests): the lab importing one of them would run only inside the product's pytest session.
+_TESTS_NAMES = {"tests", "conftest"} | {p.name for p in (REPO / "tests").iterdir() if p.is_dir()}
+
+
+def _lab_files() -> list[Path]:
+    return sorted(p for p in (REPO / "lab").rglob("*.py") if "results" not in p.relative_to(REPO).parts)
+
+
+def _path_edits_naming_tests(path: Path) -> Iterator[int]:
+    """Lines where code changes sys.path (insert, append, extend, slice assignment) with an expression that
+    mentions "tests": the lab putting the product's test tree on its path."""
+    source = path.read_text(encoding="utf-8")
+    for node in ast.walk(ast.parse(source, str(path))):
+        target: ast.AST | None = None
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in ("insert", "append", "extend"):
+                target = node.func.value
+        elif isinstance(node, ast.Assign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            target = next((t.value if isinstance(t, ast.Subscript) else t for t in targets), None)
+        else:
+            continue
+        if (
+            isinstance(target, ast.Attribute)
+            and target.attr == "path"
+            and isinstance(target.value, ast.Name)
+            and target.value.id == "sys"
+            and '"tests"' in (ast.get_source_segment(source, node) or "").replace("'", '"')
+        ):
+            yield node.lineno
+
+
+def test_the_path_edit_finder_finds_one(tmp_path: Path) -> None:
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import sys\n"
+        "sys.path.insert(0, str(REPO / 'tests'))\n"
+        'sys.path[:0] = [str(REPO / "tests")]\n'
+        "sys.path.insert(0, str(REPO))\n"
+        "names.append('tests')\n"
+    )
+    assert sorted(_path_edits_naming_tests(probe)) == [2, 3]
+
+
+def test_the_lab_never_reaches_into_the_product_tests() -> None:
+    assert "helpers" in _TESTS_NAMES  # the name the lab once took the corpus from
+    wrong = []
+    for p in _lab_files():
+        module = ".".join(p.relative_to(REPO).with_suffix("").parts)
+        for name, line in _imports(module, p):
+            if name.split(".")[0] in _TESTS_NAMES:
+                wrong.append(f"{p.relative_to(REPO)}:{line}: imports {name}")
+        wrong += [f"{p.relative_to(REPO)}:{line}: puts tests/ on sys.path" for line in _path_edits_naming_tests(p)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_testkit_imports_only_the_package_and_the_standard_library() -> None:
+    # both trees import it, so it may depend on neither (nor on anything only one of them installs)
+    allowed = set(sys.stdlib_module_names) | {"slimwheel", "testkit", "__future__"}
+    wrong = [
+        f"{p.relative_to(REPO)}:{line}: imports {name}"
+        for p in sorted((REPO / "testkit").rglob("*.py"))
+        for name, line in _imports(".".join(p.relative_to(REPO).with_suffix("").parts), p)
+        if name.split(".")[0] not in allowed
+    ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_lab_tests_run_apart_from_the_product_suite() -> None:
+    # In one pytest session with tests/, the lab's tests would run with tests/ on sys.path (pytest's rootdir
+    # insertion for tests/conftest.py) and could import its helpers unnoticed.
+    import tomllib
+
+    pytest_options = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"]
+    assert pytest_options["ini_options"]["testpaths"] == ["tests"]
+    runs = [
+        line.strip()
+        for script in ("test.sh", "lint.sh")
+        for line in (REPO / "scripts" / script).read_text(encoding="utf-8").splitlines()
+        if "-m pytest" in line and "lab/tests" in line
+    ]
+    assert runs and all(line.split("lab/tests")[0].count(" tests") == 0 for line in runs), runs
+    workflow = (REPO / ".github" / "workflows" / "tests.yml").read_text(encoding="utf-8")
+    assert "run: bash scripts/lint.sh lab" in workflow

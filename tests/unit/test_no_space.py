@@ -9,12 +9,12 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import cli, fsutil
 from slimwheel.errors import BadInputError, ExitCode, NoSpaceError, os_error
 from slimwheel.inspect import zipread
 from slimwheel.tools import ToolRun, run_auditwheel
+from testkit.wheelmaker import make_wheel
 
 FULL = (errno.ENOSPC, errno.EDQUOT)
 

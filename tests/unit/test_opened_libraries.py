@@ -3,13 +3,14 @@ libctranslate2 opens libcublas.so.12 and libnccl.so.2 so, and requires neither; 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from helpers.binsynth import elf
-
+from slimwheel.check import Verdict
 from slimwheel.deps import dependency_problems
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.elf import read_elf
+from testkit.binsynth import elf
 
 TAGS = ["cp311-cp311-manylinux_2_28_x86_64"]
 RODATA = b"\0cannot load %s\0libcublas.so.12\0libnccl.so.2\0libfoo.so.1\0"
@@ -77,10 +78,9 @@ def test_an_opened_library_an_unpinned_requirement_installs_says_the_pin_is_miss
 
 
 def test_the_json_report_lists_what_each_file_opens(tmp_path: Path) -> None:
-    from helpers.wheelmaker import make_wheel
-
     from slimwheel.inspect.report import report_to_json
     from slimwheel.inspect.scan import inspect_wheel
+    from testkit.wheelmaker import make_wheel
 
     so = elf(sections={".rodata": RODATA}, undefined=("dlopen",), needed=("libc.so.6",))
     report = inspect_wheel(
@@ -159,17 +159,16 @@ def test_no_plugin_when_a_file_needs_it_or_it_is_a_module_or_nobody_names_it() -
     assert dependency_problems([HOST, odd], cuda_major=13, requires=[], tags=TAGS).problems
 
 
-def _gpu(sms: tuple[int, ...], **kw: object) -> bytes:
-    from helpers.binsynth import fatbin, fatbin_entry
+def _gpu(sms: tuple[int, ...], *, undefined: Iterable[str] = (), extra: Mapping[str, bytes] = {}) -> bytes:
+    from testkit.binsynth import fatbin, fatbin_entry
 
-    return elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=sm) for sm in sms]), **kw.pop("extra", {})}, **kw)
+    return elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=sm) for sm in sms]), **extra}, undefined=undefined)
 
 
-def _verdict(tmp_path: Path, files: dict[str, bytes], require: str):  # type: ignore[no-untyped-def]
-    from helpers.wheelmaker import make_wheel
-
+def _verdict(tmp_path: Path, files: dict[str, bytes], require: str) -> Verdict:
     from slimwheel.check import check_wheel, make_policy
     from slimwheel.inspect.scan import inspect_wheel
+    from testkit.wheelmaker import make_wheel
 
     r = inspect_wheel(make_wheel(tmp_path, name="te", files=files, tag="py3-none-manylinux_2_28_x86_64"))
     return check_wheel(r, make_policy(r, require_arch=require))

@@ -9,12 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimwheel.build import build_command, config_settings
-from slimwheel.config import resolve
+from slimwheel.config import Config, resolve
 from slimwheel.cuda.arch import CC, Coverage, Kind, counted
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.plan import (
     CMAKE_PACKAGE_DIR,
+    BuildPlan,
     cmake_cache_script,
     cmake_defines,
     make_plan,
@@ -28,7 +29,7 @@ V13 = CudaVersion(13, 0)
 NVCC13_ARCHS = tuple(CC.parse(n) for n in ("75", "80", "86", "87", "88", "89", "90", "100", "103", "110", "120", "121"))
 
 
-def cfg(**kw):
+def cfg(**kw: object) -> Config:
     return resolve(None, None, kw)
 
 
@@ -44,15 +45,15 @@ def toolkit13(tmp: Path) -> Toolkit:
     )
 
 
-def sass(p):
+def sass(p: BuildPlan) -> list[str]:
     return [t.arch for t in p.arch.sass]
 
 
-def ptx(p):
+def ptx(p: BuildPlan) -> list[str]:
     return [t.arch for t in p.arch.ptx]
 
 
-def test_default_plan_cuda13_one_cubin_per_major_and_ptx_for_the_newest(tmp_path):
+def test_default_plan_cuda13_one_cubin_per_major_and_ptx_for_the_newest(tmp_path: Path) -> None:
     p = make_plan(cfg(), toolkit13(tmp_path))
     # 8.6/8.9 run sm_80, 10.3 runs sm_100; integrated 8.7, 11.0, 12.1 are left out of an x86_64 plan.
     assert sass(p) == ["75", "80", "90", "100", "120"]
@@ -64,7 +65,7 @@ def test_default_plan_cuda13_one_cubin_per_major_and_ptx_for_the_newest(tmp_path
     assert p.toolkit_source == "toolkit"
 
 
-def test_three_archs_give_three_cubins_and_ptx_90(tmp_path):
+def test_three_archs_give_three_cubins_and_ptx_90(tmp_path: Path) -> None:
     p = make_plan(cfg(archs="7.5,8.0,9.0"), toolkit13(tmp_path))
     assert sass(p) == ["75", "80", "90"] and ptx(p) == ["90"]
     assert cmake_defines(p)["SLIMWHEEL_CUDA_ARCHITECTURES"] == "75-real;80-real;90"
@@ -72,52 +73,52 @@ def test_three_archs_give_three_cubins_and_ptx_90(tmp_path):
     assert CC(8, 6) in cov.native and CC(12, 0) in cov.ptx_only
 
 
-def test_range_and_extra_sass(tmp_path):
+def test_range_and_extra_sass(tmp_path: Path) -> None:
     p = make_plan(cfg(archs="8.0-9.0", extra_sass=["86"]), toolkit13(tmp_path))
     assert sass(p) == ["80", "86", "90"]
 
 
-def test_arch_specific_extra_target(tmp_path):
+def test_arch_specific_extra_target(tmp_path: Path) -> None:
     p = make_plan(cfg(archs="9.0", extra_sass=["90a"]), toolkit13(tmp_path))
     assert [t.arch for t in p.arch.sass] == ["90", "90a"]
     assert ptx(p) == ["90"]  # PTX of the plain target: 90a PTX would run on 9.0 only
 
 
-def test_explicit_targets_are_taken_verbatim(tmp_path):
+def test_explicit_targets_are_taken_verbatim(tmp_path: Path) -> None:
     p = make_plan(cfg(targets="75-real;80-real;90"), toolkit13(tmp_path))
     assert sass(p) == ["75", "80", "90"] and ptx(p) == ["90"]
     assert p.arch.cmake_architectures == "75-real;80-real;90"
 
 
-def test_ptx_none_and_listed(tmp_path):
+def test_ptx_none_and_listed(tmp_path: Path) -> None:
     assert ptx(make_plan(cfg(archs="8.0", ptx="none"), toolkit13(tmp_path))) == []
     assert ptx(make_plan(cfg(archs="8.0", ptx="9.0,12.0"), toolkit13(tmp_path))) == ["90", "120"]
 
 
-def test_include_integrated_keeps_jetson(tmp_path):
+def test_include_integrated_keeps_jetson(tmp_path: Path) -> None:
     p = make_plan(cfg(archs="8.7", exclude_integrated=False, ptx="none"), toolkit13(tmp_path))
     assert sass(p) == ["87"]
 
 
 @pytest.mark.parametrize("archs", ["abc", "7.5,banana", "9.0-7.5", "sm_"])
-def test_bad_arch_string_is_one_clear_error(tmp_path, archs):
+def test_bad_arch_string_is_one_clear_error(tmp_path: Path, archs: str) -> None:
     with pytest.raises(BadInputError) as e:
         make_plan(cfg(archs=archs), toolkit13(tmp_path))
     assert e.value.exit_code == ExitCode.BAD_INPUT
     assert "archs" in e.value.message and repr(archs) in e.value.message
 
 
-def test_only_unsupported_ccs_is_an_error(tmp_path):
+def test_only_unsupported_ccs_is_an_error(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="no compute capability"):
         make_plan(cfg(archs="6.0"), toolkit13(tmp_path))
 
 
-def test_extra_sass_beyond_the_toolkit(tmp_path):
+def test_extra_sass_beyond_the_toolkit(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="extra-sass"):
         make_plan(cfg(archs="8.0", extra_sass=["70"]), toolkit13(tmp_path))
 
 
-def test_compression_before_12_8_is_the_legacy_switch():
+def test_compression_before_12_8_is_the_legacy_switch() -> None:
     p = make_plan_for_release(cfg(), CudaVersion(12, 4))
     assert p.compression == "legacy" and p.compression_flag == "-Xfatbin=-compress-all"
     assert p.toolkit_source == "table"
@@ -127,7 +128,7 @@ def test_compression_before_12_8_is_the_legacy_switch():
         make_plan_for_release(cfg(compression="size"), CudaVersion(12, 4))
 
 
-def test_driver_floors():
+def test_driver_floors() -> None:
     # CUDA 12.4, no PTX, legacy compression: SASS only needs the first CUDA 12 driver (minor version compatibility).
     p = make_plan_for_release(cfg(archs="8.0", ptx="none"), CudaVersion(12, 4))
     assert p.driver_floor == "525.60.13"
@@ -142,12 +143,12 @@ def test_driver_floors():
     assert make_plan_for_release(cfg(archs="8.0"), CudaVersion(12, 8)).driver_floor == "570.26"
 
 
-def test_release_table_plan_for_12_4_cannot_target_blackwell():
+def test_release_table_plan_for_12_4_cannot_target_blackwell() -> None:
     p = make_plan_for_release(cfg(archs="7.0+"), CudaVersion(12, 4))
     assert sass(p) == ["70", "80", "90"] and ptx(p) == ["90"]
 
 
-def test_dynamic_link_lists_runtime_libraries_in_load_order(tmp_path):
+def test_dynamic_link_lists_runtime_libraries_in_load_order(tmp_path: Path) -> None:
     p = make_plan(cfg(), toolkit13(tmp_path))
     assert [lib.soname for lib in p.libraries] == [
         "libcudart.so.13",
@@ -158,12 +159,12 @@ def test_dynamic_link_lists_runtime_libraries_in_load_order(tmp_path):
     assert make_plan(cfg(link="static"), toolkit13(tmp_path)).libraries == ()
 
 
-def test_unknown_library(tmp_path):
+def test_unknown_library(tmp_path: Path) -> None:
     with pytest.raises(BadInputError, match="libraries"):
         make_plan(cfg(libraries=["cudart", "cufoo"]), toolkit13(tmp_path))
 
 
-def test_cmake_defines_carry_the_toolkit_dirs(tmp_path):
+def test_cmake_defines_carry_the_toolkit_dirs(tmp_path: Path) -> None:
     p = make_plan(cfg(archs="9.0"), toolkit13(tmp_path))
     assert cmake_defines(p, package_dir=None) == {
         "SLIMWHEEL_CUDA_ARCHITECTURES": "90",
@@ -178,7 +179,7 @@ def test_cmake_defines_carry_the_toolkit_dirs(tmp_path):
     assert 'set(SLIMWHEEL_CUDA_ARCHITECTURES "90" CACHE STRING' in script
 
 
-def test_plan_json_is_versioned(tmp_path):
+def test_plan_json_is_versioned(tmp_path: Path) -> None:
     data = plan_to_json(make_plan(cfg(archs="7.5,8.0,9.0"), toolkit13(tmp_path)))
     assert data["schema"] == 1
     assert data["sass"] == ["75", "80", "90"] and data["ptx"] == ["90"]
@@ -186,7 +187,7 @@ def test_plan_json_is_versioned(tmp_path):
     assert data["driver_floor"] == "580.65.06"
 
 
-def test_build_settings_pass_plan_toolkit_and_cmake_package(tmp_path):
+def test_build_settings_pass_plan_toolkit_and_cmake_package(tmp_path: Path) -> None:
     tk = toolkit13(tmp_path)
     p = make_plan(cfg(archs="7.5,8.0,9.0"), tk)
     settings_ = config_settings(p, tk, static_libdir=tmp_path / "pruned")
@@ -208,7 +209,7 @@ _PLAIN = [cc for cc in NVCC13_ARCHS if counted(cc, exclude_integrated=True)]
 
 @settings(max_examples=200, deadline=None)
 @given(st.sets(st.sampled_from(_PLAIN), min_size=1))
-def test_plan_is_minimal_and_serves_every_wanted_cc_natively(wanted):
+def test_plan_is_minimal_and_serves_every_wanted_cc_natively(wanted: set[CC]) -> None:
     spec = ",".join(str(c) for c in sorted(wanted))
     p = make_plan_for_release(cfg(archs=spec), V13)
     cov = Coverage.of(p.arch.targets, sorted(wanted))
@@ -219,7 +220,7 @@ def test_plan_is_minimal_and_serves_every_wanted_cc_natively(wanted):
     assert p.arch.ptx[0].cc == max(t.cc for t in p.arch.sass)
 
 
-def test_system_folders_are_not_passed_as_toolkit_dirs(tmp_path):
+def test_system_folders_are_not_passed_as_toolkit_dirs(tmp_path: Path) -> None:
     tk = Toolkit(
         root=Path("/usr/lib/nvidia-cuda-toolkit"),
         nvcc=Path("/usr/lib/nvidia-cuda-toolkit/bin/nvcc"),

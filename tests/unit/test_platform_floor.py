@@ -7,8 +7,6 @@ import struct
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import floor
 from slimwheel.check import check_wheel, make_policy
@@ -16,6 +14,8 @@ from slimwheel.cli import main
 from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.inspect.elf import VersionNeed, read_elf
 from slimwheel.inspect.scan import inspect_wheel
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 # What Debian 11's GCC 10 and glibc 2.31 give a C++ extension that calls exp() and std::filesystem: facts of glibc
 # (exp/log/pow got new versions in 2.29) and libstdc++ (3.4.26 is GCC 9's, 3.4.28 GCC 10's), not of slimwheel.
@@ -66,7 +66,8 @@ def test_check_names_each_offending_symbol_version_and_file(tmp_path: Path) -> N
 
 def test_an_old_wheel_is_within_an_old_policy(tmp_path: Path) -> None:
     r = inspect_wheel(wheel(tmp_path, {"pkg/_old.so": ext(OLD)}))
-    assert floor.wheel_floor(r.elfs) is not None and floor.wheel_floor(r.elfs).name == "manylinux_2_17"  # type: ignore[union-attr]
+    found = floor.wheel_floor(r.elfs)
+    assert found is not None and found.name == "manylinux_2_17"
     assert check_wheel(r, make_policy(r, require_arch="none", dependencies=False, manylinux="manylinux2014")).ok
 
 

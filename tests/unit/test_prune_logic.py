@@ -11,6 +11,7 @@ from slimwheel.cuda.arch import CC, Kind, Target, parse_targets
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.prune import (
+    PruneResult,
     cache_key,
     check_targets,
     file_digest,
@@ -111,16 +112,23 @@ def test_cuobjdump_listing_is_parsed() -> None:
     )
 
 
-def _toolkit(tmp_path: Path, **kw: object) -> Toolkit:
-    base: dict[str, object] = {
-        "root": tmp_path,
-        "nvcc": tmp_path / "nvcc",
-        "version": CudaVersion(11, 8),
-        "source": "debian",
-        "supported": (CC(7, 5), CC(8, 0), CC(9, 0)),
-    }
-    base.update(kw)
-    return Toolkit(**base)  # type: ignore[arg-type]
+def _toolkit(
+    tmp_path: Path,
+    *,
+    nvprune: Path | None = None,
+    cuobjdump: Path | None = None,
+    static_libs: dict[str, Path] | None = None,
+) -> Toolkit:
+    return Toolkit(
+        root=tmp_path,
+        nvcc=tmp_path / "nvcc",
+        version=CudaVersion(11, 8),
+        source="debian",
+        supported=(CC(7, 5), CC(8, 0), CC(9, 0)),
+        nvprune=nvprune,
+        cuobjdump=cuobjdump,
+        static_libs=static_libs or {},
+    )
 
 
 def test_arch_beyond_the_toolkit_is_refused(tmp_path: Path) -> None:
@@ -218,7 +226,7 @@ def test_concurrent_prunes_run_nvprune_once_per_library(tmp_path: Path, monkeypa
     tool = tmp_path / "tool"
     tool.write_text("")
     tk = _toolkit(tmp_path, nvprune=tool, cuobjdump=tool, static_libs=libs)
-    results: list[object] = []
+    results: list[PruneResult] = []
     errors: list[BaseException] = []
 
     def work() -> None:
@@ -234,10 +242,10 @@ def test_concurrent_prunes_run_nvprune_once_per_library(tmp_path: Path, monkeypa
         t.join()
     assert not errors, errors
     assert sorted(calls) == ["libcublasLt_static.a", "libcublas_static.a"]
-    assert len({r.libdir for r in results}) == 1  # type: ignore[attr-defined]
-    misses = [lib.component for r in results for lib in r.libs if not lib.cache_hit and not lib.host_only]  # type: ignore[attr-defined]
+    assert len({r.libdir for r in results}) == 1
+    misses = [lib.component for r in results for lib in r.libs if not lib.cache_hit and not lib.host_only]
     assert sorted(misses) == ["cublas", "cublasLt"]
-    pruned = {lib.component: lib.pruned for lib in results[0].libs}  # type: ignore[attr-defined]
+    pruned = {lib.component: lib.pruned for lib in results[0].libs}
     assert pruned["cublas"].read_bytes() == libs["cublas"].read_bytes()[:10]
 
 

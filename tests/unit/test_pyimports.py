@@ -261,10 +261,9 @@ def test_a_2500_term_requirement_marker_is_judged(tmp_path: Path) -> None:
     """The other reader of expressions: Requires-Dist markers, parsed by packaging (flat `or`/`and` chains; deep
     parentheses are InvalidRequirement, "cannot be parsed"). A 2,500-term marker gets a verdict, not a
     RecursionError."""
-    from helpers.binsynth import elf
-    from helpers.wheelmaker import make_wheel
-
     from slimwheel.cli import main
+    from testkit.binsynth import elf
+    from testkit.wheelmaker import make_wheel
 
     marker = " or ".join(['python_version > "3"'] * 2500)
     w = make_wheel(
@@ -302,7 +301,7 @@ def test_64_mib_of_sources_in_a_wheel_stay_bounded(tmp_path: Path) -> None:
     import resource
     import time
 
-    from helpers.wheelmaker import make_wheel
+    from testkit.wheelmaker import make_wheel
 
     chunk = b"import pkg.a\n" * (500 * 1024 // 13)
     files = {f"pkg/f{i}.py": chunk for i in range(24)}

@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf as synth_elf
 from helpers.indexserver import (
     JSON,
     Hostile,
@@ -32,13 +31,14 @@ from helpers.indexserver import (
     ranged,
     wheel_bytes,
 )
-from helpers.wheelmaker import make_wheel
 from packaging.requirements import Requirement
 
 from slimwheel import fsutil, pypindex
 from slimwheel.cli import main
 from slimwheel.pypindex import IndexConfig, IndexLimits, IndexLookup
 from slimwheel.reqgraph import LookupFailed, RequirementGraph, Why
+from testkit.binsynth import elf as synth_elf
+from testkit.wheelmaker import make_wheel
 
 WHL = "p-1.0-py3-none-manylinux_2_28_x86_64.whl"
 GOOD = wheel_bytes("p", "1.0", {"p/libp.so": b"\x7fELF"}, ("q>=1",))

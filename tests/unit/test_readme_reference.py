@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from devtools import docgen
@@ -9,12 +11,12 @@ from slimwheel.errors import ExitCode
 
 
 @pytest.mark.parametrize("page", sorted(docgen.PAGES))
-def test_generated_parts_are_current(repo_root, page: str) -> None:
+def test_generated_parts_are_current(repo_root: Path, page: str) -> None:
     text = (repo_root / page).read_text(encoding="utf-8")
     assert docgen.render(page, text) == text, f"{page} is stale: run `python -m devtools.docgen`"
 
 
-def test_every_command_and_config_key_is_documented(repo_root) -> None:
+def test_every_command_and_config_key_is_documented(repo_root: Path) -> None:
     text = (repo_root / "docs" / "reference.md").read_text(encoding="utf-8")
     for name in (
         "build",
@@ -35,7 +37,7 @@ def test_every_command_and_config_key_is_documented(repo_root) -> None:
         assert f"| `{key}` |" in text
 
 
-def test_every_exit_code_has_a_reason_and_the_readme_lists_it(repo_root) -> None:
+def test_every_exit_code_has_a_reason_and_the_readme_lists_it(repo_root: Path) -> None:
     readme = (repo_root / "README.md").read_text(encoding="utf-8")
     for code in ExitCode:
         assert code.reason.strip(), code

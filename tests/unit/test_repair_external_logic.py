@@ -8,8 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf as synth_elf
-from helpers.wheelmaker import make_wheel
 from packaging.metadata import Metadata
 
 from slimwheel import config as cfgmod
@@ -33,6 +31,8 @@ from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import wanted_rpath
 from slimwheel.rpath import origin_target
 from slimwheel.wheelfile import merge_requires_dist
+from testkit.binsynth import elf as synth_elf
+from testkit.wheelmaker import make_wheel
 
 REPO = Path(__file__).resolve().parents[2]
 BLAS = "libscipy_openblas.so"
@@ -284,8 +284,10 @@ def test_merge_refuses_bad_metadata_naming_the_file() -> None:
 # ---------------------------------------------------------------------------------------------------- check rule
 
 
-def check_notes_and_failures(tmp_path: Path, name: str, *, requires: tuple[str, ...], **elf_kw: object):
-    files = {name: synth_elf(needed=(BLAS, "libc.so.6"), **elf_kw)}  # type: ignore[arg-type]
+def check_notes_and_failures(
+    tmp_path: Path, name: str, *, requires: tuple[str, ...], rpath: str | None = None, runpath: str | None = None
+) -> tuple[tuple[str, ...], list[str]]:
+    files = {name: synth_elf(needed=(BLAS, "libc.so.6"), rpath=rpath, runpath=runpath)}
     whl = make_wheel(tmp_path, name="faiss", files=files, requires=requires)
     report = inspect_wheel(whl)
     v = check_wheel(report, make_policy(report))

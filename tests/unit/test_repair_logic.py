@@ -6,6 +6,7 @@ import ast
 import base64
 import hashlib
 import sys
+from pathlib import Path
 
 import pytest
 from packaging.metadata import Metadata
@@ -25,7 +26,9 @@ from slimwheel.runtime.place import driver_floor, plan_loader
 from slimwheel.wheelfile import add_requires_dist, record_line
 
 
-def elf(path: str, *needed: str, runpath: tuple[str, ...] = (), rpath: tuple[str, ...] = (), soname=None) -> ElfInfo:
+def elf(
+    path: str, *needed: str, runpath: tuple[str, ...] = (), rpath: tuple[str, ...] = (), soname: str | None = None
+) -> ElfInfo:
     return ElfInfo(path=path, soname=soname, needed=tuple(needed), rpath=rpath, runpath=runpath)
 
 
@@ -231,7 +234,9 @@ def test_loader_import_goes_after_docstring_and_future() -> None:
     tree = ast.parse(out)
     kinds = [type(n).__name__ for n in tree.body]
     assert kinds[:3] == ["Expr", "ImportFrom", "ImportFrom"]
-    assert tree.body[2].names[0].name == generate.LOADER_NAME and tree.body[2].level == 1
+    imported = tree.body[2]
+    assert isinstance(imported, ast.ImportFrom)
+    assert imported.names[0].name == generate.LOADER_NAME and imported.level == 1
     assert generate.insert_loader_import(out, path="pkg/__init__.py") == out  # idempotent
     assert generate.insert_loader_import("", path="x").startswith("from . import _slimwheel_loader")
 
@@ -244,11 +249,15 @@ def test_generated_loader_carries_its_table() -> None:
         needed={"libcublas.so.13"},
         requirements={"nvidia-cublas": "nvidia-cublas>=13.0,<14"},
         depth=1,
-        driver=driver_floor(13, None),
+        driver=dict(driver_floor(13, None)),  # as runtime.place passes it
     )
     src = generate.loader_source(cfg)
     tree = ast.parse(src)
-    assigned = [n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CONFIG"]
+    assigned = [
+        n
+        for n in tree.body
+        if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "CONFIG"
+    ]
     shipped = ast.literal_eval(assigned[0].value)
     assert shipped == cfg
     assert [r["soname"] for r in shipped["libs"]] == [lib.soname for lib in libs]
@@ -287,11 +296,10 @@ def test_a_shimmed_extension_is_not_shimmed_again() -> None:
     assert plan.packages == () and plan.shims == ()
 
 
-def test_a_shared_library_named_like_a_module_is_not_put_behind_a_shim(tmp_path) -> None:
+def test_a_shared_library_named_like_a_module_is_not_put_behind_a_shim(tmp_path: Path) -> None:
     # Top-level _ext.so links libhelper.so through $ORIGIN; moving libhelper.so into a shim folder breaks _ext.
-    from helpers.binsynth import elf as synth_elf
-
     from slimwheel.inspect.dynamic import exports_symbol
+    from testkit.binsynth import elf as synth_elf
 
     (tmp_path / "_ext.so").write_bytes(synth_elf(needed=("libhelper.so", "libcudart.so.13"), symbols=("PyInit__ext",)))
     (tmp_path / "libhelper.so").write_bytes(synth_elf(soname="libhelper.so", symbols=("helper_fn",)))

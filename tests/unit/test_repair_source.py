@@ -11,14 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import wheelfile
 from slimwheel.errors import BadRecordError
 from slimwheel.inspect import elf as elf_reader
 from slimwheel.inspect.zipread import ZipReader
 from slimwheel.repair import repair_wheel
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 
 def test_unpack_digested_hashes_what_it_writes(tmp_path: Path) -> None:

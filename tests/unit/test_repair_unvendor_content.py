@@ -9,8 +9,6 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 from packaging.requirements import Requirement
 
 from slimwheel.cli import main
@@ -20,7 +18,9 @@ from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.repair import repair_wheel
 from slimwheel.repair.source import read_input
 from slimwheel.repair.unvendor import Unvendored, find_copies, shared_copies
-from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts
+from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, Why
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 COPY = "demo.libs/libcudart-0123abcd.so.13.0.96"
 TAG = "cp311-cp311-linux_x86_64"
@@ -117,7 +117,7 @@ class _Index:
 
     def __call__(self, req: Requirement) -> WheelFacts:
         if req.name not in self.index:
-            raise LookupFailed(f"no wheel of {req.name}")
+            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
         return self.index[req.name]
 
 

@@ -45,7 +45,8 @@ INDEX = {
 
 class FakeIndex:
     def __init__(self, index: dict[str, WheelFacts], failing: frozenset[str] = frozenset()) -> None:
-        self.index, self.failing, self.asked = index, failing, []
+        self.index, self.failing = index, failing
+        self.asked: list[str] = []
 
     def __call__(self, req: Requirement) -> WheelFacts:
         self.asked.append(req.name)

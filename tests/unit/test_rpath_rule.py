@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
-from helpers.wheelmaker import make_wheel
 
-from slimwheel.check import check_wheel, make_policy
+from slimwheel.check import Verdict, check_wheel, make_policy
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.rpath import install_dir, resolve_entry
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
 
 CU13 = "nvidia-cuda-runtime>=13.0,<14"
 
@@ -50,7 +50,7 @@ def test_data_scheme_files_install_under_the_prefix() -> None:
     assert install_dir("pkg-1.data/platlib/a/b.so") == "a"
 
 
-def _verdict(tmp_path: Path, files: dict[str, bytes]):  # type: ignore[no-untyped-def]
+def _verdict(tmp_path: Path, files: dict[str, bytes]) -> Verdict:
     w = make_wheel(tmp_path, files=files, requires=[CU13], tag="cp312-cp312-manylinux_2_27_x86_64")
     r = inspect_wheel(w)
     return check_wheel(r, make_policy(r, require_arch="none"))

@@ -12,14 +12,14 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 from hypothesis import given
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from slimwheel import shown
 from slimwheel.cli import main
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 HIDDEN = ("Cc", "Cf", "Cs", "Zl", "Zp")
 HOSTILE = [
@@ -134,7 +134,7 @@ def wheels(tmp_path: Path) -> tuple[Path, Path]:
     return _hostile_wheel(tmp_path / "a"), _hostile_wheel(tmp_path / "b", version="1.1")
 
 
-def test_size_report_table_escapes_names(wheels, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_size_report_table_escapes_names(wheels: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     a, _ = wheels
     assert main(["size-report", "--entries", str(a)]) == 0
     out = capsys.readouterr().out
@@ -144,7 +144,9 @@ def test_size_report_table_escapes_names(wheels, capsys) -> None:  # type: ignor
     assert "row\\nsplit" in out  # one row: the newline is shown, not obeyed
 
 
-def test_size_report_and_check_markdown_render_no_live_syntax(wheels, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_size_report_and_check_markdown_render_no_live_syntax(
+    wheels: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
     a, _ = wheels
     assert main(["size-report", "--format", "markdown", "--entries", str(a)]) == 0
     md = capsys.readouterr().out
@@ -156,14 +158,16 @@ def test_size_report_and_check_markdown_render_no_live_syntax(wheels, capsys) ->
     _no_live_markdown(capsys.readouterr().out)
 
 
-def test_size_report_html_escapes_names(wheels, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_size_report_html_escapes_names(
+    wheels: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     a, _ = wheels
     assert main(["size-report", "--format", "html", "-o", str(tmp_path / "t.html"), str(a)]) == 0
     page = (tmp_path / "t.html").read_text()
     assert not _raw(page.replace("\t", "")) and "<img src=x" not in page and "&lt;img src=x" in page
 
 
-def test_diff_table_and_markdown_escape_names(wheels, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_diff_table_and_markdown_escape_names(wheels: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
     a, b = wheels
     assert main(["diff", str(a), str(b)]) == 0
     out = capsys.readouterr().out
@@ -172,7 +176,9 @@ def test_diff_table_and_markdown_escape_names(wheels, capsys) -> None:  # type: 
     _no_live_markdown(capsys.readouterr().out)
 
 
-def test_slim_table_escapes_names(wheels, tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_slim_table_escapes_names(
+    wheels: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     a, _ = wheels
     # the test wheels' RECORD cannot hold the name with a newline: --rewrite-record, whose warnings name members too
     main(["slim", "--archs", "9.0", "--rewrite-record", "-o", str(tmp_path / "out"), str(a)])
@@ -181,7 +187,7 @@ def test_slim_table_escapes_names(wheels, tmp_path: Path, capsys) -> None:  # ty
     assert not _raw(captured.out) and not _raw(captured.err) and "\\x1b]0;t\\x07_ext" in captured.out
 
 
-def test_error_messages_that_name_members_are_escaped(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_error_messages_that_name_members_are_escaped(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     w = make_wheel(tmp_path, files={"pkg/\x1b]0;owned\x07\x1b[2J.so": b"\x7fELF" + b"\xff" * 60})
     assert main(["size-report", str(w)]) == 3
     err = capsys.readouterr().err

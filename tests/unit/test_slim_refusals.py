@@ -9,19 +9,21 @@ import os
 import random
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 
 from slimwheel import fsutil
 from slimwheel.cli import main
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_wheel
-from slimwheel.inspect.zipread import ZipLimits
+from slimwheel.inspect.zipread import DEFAULT_LIMITS, ZipLimits
 from slimwheel.postbuild.slim import slim
 from slimwheel.postbuild.variants import make_variants
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 
@@ -103,6 +105,7 @@ def test_overlapping_containers_make_slim_and_variants_exit_3_and_write_nothing(
     f = ELFFile(io.BytesIO(base))
     index = {s.name: i for i, s in enumerate(f.iter_sections())}
     nv = f.get_section_by_name(".nv_fatbin")
+    assert nv is not None
     shoff = struct.unpack_from("<Q", base, 0x28)[0]
     lib = bytearray(base)
     struct.pack_into("<QQ", lib, shoff + index[".rodata"] * 64 + 0x18, nv["sh_offset"], nv["sh_size"])
@@ -115,11 +118,11 @@ def test_overlapping_containers_make_slim_and_variants_exit_3_and_write_nothing(
 def test_variants_leave_no_final_named_wheel_when_one_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (80, 90, 120))}))
     import slimwheel.postbuild.variants as variants
+    from slimwheel.postbuild.slim import judge_output as real  # the function variants imports
 
-    real = variants.judge_output
-    calls = []
+    calls: list[str] = []
 
-    def judge(tmp: Path, target: Path):  # type: ignore[no-untyped-def]
+    def judge(tmp: Path, target: Path) -> WheelReport:
         calls.append(target.name)
         if len(calls) == 3:
             raise BadInputError(f"{target}: refused for the test")
@@ -195,15 +198,24 @@ def test_variants_read_the_input_once(tmp_path: Path, monkeypatch: pytest.Monkey
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (75, 80, 90, 100, 120))}))
     unpacked: list[Path] = []
     inspected: list[Path] = []
-    real_unpack, real_inspect = slimmod.unpack, slimmod.inspect_wheel
+    # the functions slim imports, patched in its namespace below
+    from slimwheel.wheelfile import unpack as real_unpack
+
+    real_inspect = inspect_wheel
 
     def unpack(wheel: Path, dest: Path) -> list[str]:
         unpacked.append(Path(wheel))
         return real_unpack(wheel, dest)
 
-    def inspect(path: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    def inspect(
+        path: Path,
+        limits: ZipLimits = DEFAULT_LIMITS,
+        *,
+        workers: int | None = None,
+        meanwhile: Callable[[], object] | None = None,
+    ) -> WheelReport:
         inspected.append(Path(path))
-        return real_inspect(path, *args, **kwargs)  # type: ignore[arg-type]
+        return real_inspect(path, limits, workers=workers, meanwhile=meanwhile)
 
     monkeypatch.setattr(slimmod, "unpack", unpack)
     monkeypatch.setattr(slimmod, "inspect_wheel", inspect)

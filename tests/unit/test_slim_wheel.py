@@ -13,8 +13,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC
@@ -22,6 +20,8 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.slim import local_version, parse_ptx, slim
 from slimwheel.postbuild.variants import PROVIDER, families, make_variants
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
 
@@ -106,7 +106,9 @@ def test_slim_to_one_gpu(tmp_path: Path) -> None:
     assert after.size < r.before.size
 
 
-def test_cli_json_and_exit_code_when_a_requested_gpu_loses_its_code(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_cli_json_and_exit_code_when_a_requested_gpu_loses_its_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     lib = elf(sections={".nv_fatbin": _module(1, (80, 90), None)}, needed=("libcudart.so.13",))
     src = _wheel(tmp_path, lib=lib)
     assert main(["slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "o"), "--format", "json"]) == 0
@@ -161,7 +163,7 @@ def test_bad_ptx_spec(spec: str) -> None:
         parse_ptx(spec)
 
 
-def test_bad_inputs_are_one_clear_error(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_bad_inputs_are_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     not_zip = tmp_path / "pkg-1.0-py3-none-any.whl"
     not_zip.write_bytes(b"not a zip at all")
     assert main(["slim", str(not_zip), "--archs", "9.0", "-o", str(tmp_path / "o")]) == 3

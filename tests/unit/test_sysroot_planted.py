@@ -162,7 +162,12 @@ def test_a_fifo_as_the_stamp_means_no_stamp(cache: Path, monkeypatch: pytest.Mon
     (root / STAMP).unlink()
     os.mkfifo(root / STAMP)
     assembled: list[Path] = []
-    monkeypatch.setattr(sr, "_assemble", lambda spec, r: assembled.append(r) or "assembled")
+
+    def fake_assemble(spec: object, r: Path) -> str:
+        assembled.append(r)
+        return "assembled"
+
+    monkeypatch.setattr(sr, "_assemble", fake_assemble)
     assert use(cache) == "assembled"  # type: ignore[comparison-overlap]
     assert assembled == [root]
 

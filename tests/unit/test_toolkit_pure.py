@@ -8,6 +8,7 @@ import stat
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -30,24 +31,24 @@ from slimwheel.toolkit.pypi13 import MANIFEST, MANIFEST_SCHEMA, _make_prefix, re
         ("", None),
     ],
 )
-def test_parse_request(text, want):
+def test_parse_request(text: str, want: CudaVersion | None) -> None:
     assert parse_request(text) == want
 
 
 @pytest.mark.parametrize("text", ["14.0", "10.2", "11.7", "thirteen"])
-def test_parse_request_rejects(text):
+def test_parse_request_rejects(text: str) -> None:
     with pytest.raises(BadInputError):
         parse_request(text)
 
 
-def test_version_matches():
+def test_version_matches() -> None:
     assert version_matches(CudaVersion(13, 0), None)
     assert version_matches(CudaVersion(13, 0), CudaVersion(13, 0))
     assert not version_matches(CudaVersion(13, 2), CudaVersion(13, 0))
     assert not version_matches(CudaVersion(12, 4), CudaVersion(13, 0))
 
 
-def test_requirements_pin_the_release():
+def test_requirements_pin_the_release() -> None:
     reqs = requirements(CudaVersion(13, 0))
     for pkg in (
         "nvidia-cuda-nvcc",
@@ -82,7 +83,7 @@ def test_cccl_follows_its_own_numbering_from_13_3(minor: int, cccl: str, publish
     assert reqs["nvidia-cuda-nvcc"].specifier.contains(f"13.{minor}.1")
 
 
-def test_requirements_refuse_cuda12():
+def test_requirements_refuse_cuda12() -> None:
     with pytest.raises(BadInputError, match="only for CUDA 13"):
         requirements(CudaVersion(12, 4))
 
@@ -108,7 +109,7 @@ def _fake_wheel_tree(prefix: Path) -> Path:
     return cu13
 
 
-def test_prefix_layout_is_relative_and_survives_a_rename(tmp_path):
+def test_prefix_layout_is_relative_and_survives_a_rename(tmp_path: Path) -> None:
     tmp = tmp_path / ".cuda-13.0.tmp-x"
     cu13 = _fake_wheel_tree(tmp)
     _make_prefix(tmp)
@@ -142,13 +143,13 @@ def test_prefix_layout_is_relative_and_survives_a_rename(tmp_path):
     assert stat.S_ISDIR((final / "lib64" / "cmake").stat().st_mode)
 
 
-def test_prefix_without_nvcc_is_an_error(tmp_path):
+def test_prefix_without_nvcc_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "site" / "nvidia" / "cu13" / "bin").mkdir(parents=True)
     with pytest.raises(ToolError, match="bin/nvcc"):
         _make_prefix(tmp_path)
 
 
-def test_manifest_must_be_complete(tmp_path):
+def test_manifest_must_be_complete(tmp_path: Path) -> None:
     assert read_manifest(tmp_path) is None
     (tmp_path / "bin").mkdir()
     (tmp_path / "bin" / "nvcc").write_text("")
@@ -163,7 +164,7 @@ def test_manifest_must_be_complete(tmp_path):
     assert read_manifest(tmp_path) is None
 
 
-def test_lock_serialises_holders(tmp_path):
+def test_lock_serialises_holders(tmp_path: Path) -> None:
     order: list[str] = []
 
     def hold(name: str) -> None:
@@ -181,7 +182,7 @@ def test_lock_serialises_holders(tmp_path):
     assert all(order[i][0] == order[i + 1][0] for i in range(0, len(order), 2)), order
 
 
-def test_candidates_order(tmp_path):
+def test_candidates_order(tmp_path: Path) -> None:
     home = tmp_path / "cuda"
     (home / "bin").mkdir(parents=True)
     onpath = tmp_path / "p"
@@ -193,7 +194,7 @@ def test_candidates_order(tmp_path):
     assert [c.origin for c in candidates(tmp_path, {"CUDA_HOME": str(home)})] == ["--root"]
 
 
-def test_root_without_nvcc_is_one_clear_error(tmp_path):
+def test_root_without_nvcc_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ToolError) as e:
         ensure_toolkit("13.0", root=tmp_path, env={"PATH": "", "SLIMWHEEL_CACHE": str(tmp_path / "c")})
     assert e.value.exit_code == ExitCode.TOOL_FAILED
@@ -202,18 +203,18 @@ def test_root_without_nvcc_is_one_clear_error(tmp_path):
         find_toolkit("13.0", root=tmp_path, env={})
 
 
-def test_find_toolkit_does_not_assemble(tmp_path):
+def test_find_toolkit_does_not_assemble(tmp_path: Path) -> None:
     assert find_toolkit("13.0", env={"PATH": "", "SLIMWHEEL_CACHE": str(tmp_path)}) is None
     assert not (tmp_path / "toolkits").exists()
 
 
-def test_flag_dirs(tmp_path):
+def test_flag_dirs(tmp_path: Path) -> None:
     (tmp_path / "inc").mkdir()
     value = f'"-I{tmp_path}/bin/../inc"  "-isystem" "{tmp_path}/missing" -I{tmp_path}/inc'
     assert _flag_dirs(value, "-I") == [tmp_path / "inc"]
 
 
-def test_find_toolkit_refuses_a_root_of_another_release(tmp_path, monkeypatch):
+def test_find_toolkit_refuses_a_root_of_another_release(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # `plan --toolkit ROOT --cuda 13.0` must not plan for the CUDA 11.8 that ROOT holds (build refuses it too).
     import slimwheel.toolkit as tkmod
     from slimwheel.toolkit.model import Toolkit
@@ -229,13 +230,13 @@ def test_find_toolkit_refuses_a_root_of_another_release(tmp_path, monkeypatch):
     assert find_toolkit("auto", root=tmp_path, env={}) is old
 
 
-def test_an_nvcc_that_cannot_be_run_is_a_tool_error(tmp_path, monkeypatch):
+def test_an_nvcc_that_cannot_be_run_is_a_tool_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # A bin/nvcc without the execute bit gave PermissionError, i.e. "internal error", not exit 4.
     import subprocess
 
     from slimwheel.tools import run_tool
 
-    def not_executable(*args, **kwargs):
+    def not_executable(*args: object, **kwargs: object) -> NoReturn:
         raise PermissionError(13, "Permission denied")
 
     monkeypatch.setattr(subprocess, "run", not_executable)

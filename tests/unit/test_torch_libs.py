@@ -55,9 +55,12 @@ def test_closure_follows_needed_from_the_roots_under_the_names_asked_for() -> No
     ]
     sizes = {n: 1 for n in needs} | {"torch/lib/libtorch_cuda.so": torch_libs.MAX_READ + 1}
     read: list[str] = []
-    loaded, unread = torch_libs.closure(
-        ["torch/_C.so", "torch/lib/libtorch_global_deps.so"], shipped, sizes, lambda m: read.append(m) or needs[m]
-    )
+
+    def needs_of(member: str) -> list[str]:
+        read.append(member)
+        return needs[member]
+
+    loaded, unread = torch_libs.closure(["torch/_C.so", "torch/lib/libtorch_global_deps.so"], shipped, sizes, needs_of)
     assert loaded == {
         "libarm_compute.so": "libtorch_cpu.so",
         "libgomp-a34b3233.so.1": "libtorch_global_deps.so",

@@ -6,18 +6,19 @@ import contextlib
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf
 from helpers.scripts import load_script
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
+from packaging.version import Version
 
 from slimwheel import torchext
 from slimwheel.cuda.arch import CC, Kind, Target
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import undefined_symbols
+from testkit.binsynth import elf
 
-TORCH_211 = torchext.TorchBuild(version=torchext.Version("2.11.0+cu130"), cuda="13.0")
+TORCH_211 = torchext.TorchBuild(version=Version("2.11.0+cu130"), cuda="13.0")
 CXX = "_ZN3c1010TensorImpl4sizeEv"  # a c10 member function: the classic C++ ABI
 NEEDED = {"pkg/_C.so": ("libtorch.so", "libc10.so", "libcudart.so.13", "libc.so.6")}
 
@@ -124,9 +125,7 @@ def test_version_py_and_option() -> None:
 def test_installed_torch_is_read_without_importing_it(tmp_path: Path) -> None:
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "version.py").write_text("__version__ = '2.11.0+cu130'\ncuda = '13.0'\n")
-    assert torchext.installed_torch(tmp_path) == torchext.TorchBuild(
-        version=torchext.Version("2.11.0+cu130"), cuda="13.0"
-    )
+    assert torchext.installed_torch(tmp_path) == torchext.TorchBuild(version=Version("2.11.0+cu130"), cuda="13.0")
     assert torchext.installed_torch(tmp_path / "none") is None
 
 
@@ -134,7 +133,7 @@ def test_a_cuda_mismatch_names_both() -> None:
     why = torchext.cuda_mismatch(TORCH_211, 12, where="proj")
     assert why is not None and "CUDA 12" in why and "13.0" in why and "2.11.0" in why
     assert torchext.cuda_mismatch(TORCH_211, 13, where="proj") is None
-    cpu = torchext.TorchBuild(version=torchext.Version("2.11.0+cpu"), cuda=None)
+    cpu = torchext.TorchBuild(version=Version("2.11.0+cpu"), cuda=None)
     assert "CPU build" in (torchext.cuda_mismatch(cpu, 13, where="proj") or "")
 
 
@@ -269,7 +268,7 @@ def test_a_carried_copy_is_said_to_double_only_where_torch_brings_that_wheel() -
 
 def test_torchs_own_wheel_is_no_torch_extension(tmp_path: Path) -> None:
     # torch 2.11.0's wheel: torch/_C.so needs libtorch_python.so and libc10.so, which it carries in torch/lib
-    from helpers.wheelmaker import make_wheel
+    from testkit.wheelmaker import make_wheel
 
     files = {
         "torch/_C.cpython-311-x86_64-linux-gnu.so": elf(needed=("libtorch_python.so", "libc10.so")),

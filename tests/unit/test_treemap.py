@@ -8,13 +8,13 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from helpers.binsynth import elf, fatbin, fatbin_entry, pad8
-from helpers.wheelmaker import make_wheel
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from slimwheel.cli import main
 from slimwheel.postbuild.treemap import Rect, squarify
+from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.wheelmaker import make_wheel
 
 
 class _Page(HTMLParser):
@@ -73,7 +73,7 @@ def _area(r: dict[str, str]) -> float:
     return float(r["width"]) * float(r["height"])
 
 
-def test_areas_are_proportional_to_bytes(page) -> None:  # type: ignore[no-untyped-def]
+def test_areas_are_proportional_to_bytes(page: tuple[_Page, str]) -> None:
     p, _ = page
     rects = p.rects
     root = rects[0]
@@ -88,7 +88,7 @@ def test_areas_are_proportional_to_bytes(page) -> None:  # type: ignore[no-untyp
         assert abs(w * h - k * b) <= 0.002 * (w + h) + 1e-6, r
 
 
-def test_children_tile_their_parent(page) -> None:  # type: ignore[no-untyped-def]
+def test_children_tile_their_parent(page: tuple[_Page, str]) -> None:
     p, _ = page
     rects = p.rects
     # rects are emitted depth-first: a parent is followed by its subtree
@@ -111,7 +111,7 @@ def test_children_tile_their_parent(page) -> None:  # type: ignore[no-untyped-de
             assert y0 - 1e-3 <= float(s["y"]) and float(s["y"]) + float(s["height"]) <= y1 + 1e-3
 
 
-def test_the_page_references_nothing_outside_itself(page) -> None:  # type: ignore[no-untyped-def]
+def test_the_page_references_nothing_outside_itself(page: tuple[_Page, str]) -> None:
     p, text = page
     assert not {"script", "link", "img", "iframe", "object", "embed"} & set(p.tags)
     for name, value in p.attrs_seen:

@@ -18,10 +18,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers.wheelmaker import make_wheel
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_slim_wheel import TAG, _lib, _wheel
+from test_slim_wheel import TAG, _lib, _wheel  # type: ignore[import-not-found]  # a sibling test module
 
 from slimwheel.cli import main
 from slimwheel.cuda.arch import parse_targets
@@ -40,6 +39,7 @@ from slimwheel.postbuild.variants import (
     variant_json,
     variant_properties,
 )
+from testkit.wheelmaker import make_wheel
 
 INDEX = "pkg-1.2.0-variants.json"
 _JUDGE = "slimwheel.postbuild.variants.judge_output"  # what reads each written wheel back

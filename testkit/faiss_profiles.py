@@ -1,7 +1,8 @@
 """The faiss build profiles: the same faiss tree, built the way upstream does and the way slimwheel plans it.
 
 Pure data and pure functions over the recipe's `[tool.slimwheel]` table (no I/O): lab/faiss/faiss-profiles.py builds and
-measures them, lab/gpu/faiss_check.py builds them on the GPU machine, the integration tests configure them. The plan
+measures them, lab/gpu/faiss_check.py builds them on the GPU machine, the product's integration test of the recipe
+(tests/integration/test_faiss_recipe.py) configures them: both trees use them, so they live here. The plan
 (targets, compression, CMake's SLIMWHEEL_* variables) comes from slimwheel.plan, as for `slimwheel build faiss`; a
 profile adds only the recipe's own options (faiss/CMakeLists.txt: FAISS_*).
 

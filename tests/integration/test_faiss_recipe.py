@@ -23,16 +23,15 @@ from typing import Any
 import pytest
 from elftools.elf.elffile import ELFFile
 from elftools.elf.sections import SymbolTableSection
+from helpers.scripts import load_script
 
 from slimwheel.config import read_pyproject
 from slimwheel.cuda.arch import Target
 from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit.model import Toolkit
+from testkit import faiss_profiles
 
 pytestmark = pytest.mark.integration
-
-from lab.faissbench import profiles as faiss_profiles
-from lab.scriptload import load_script
 
 REPO = Path(__file__).resolve().parents[2]
 RECIPE = REPO / "faiss"
@@ -158,7 +157,7 @@ def test_fetched_tree_is_faiss_1_15_with_gpu(faiss_source: Path) -> None:
 
 
 def test_blas_mapping_covers_faiss_and_exists_in_scipy_openblas(faiss_source: Path) -> None:
-    import scipy_openblas32  # the test extra installs it
+    import scipy_openblas32  # type: ignore[import-untyped]  # the test extra installs it; it ships no types
 
     used = fortran_blas_names(faiss_source)
     assert "sgemm_" in used
