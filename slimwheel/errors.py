@@ -77,6 +77,7 @@ _LABELS: dict[ExitCode, str] = {
     ExitCode.USAGE: "usage",
     ExitCode.BAD_INPUT: "bad input",
     ExitCode.TOOL_FAILED: "an external tool failed",
+    ExitCode.NO_SPACE: "no space left",
     ExitCode.OVER_BUDGET: "over the size budget",
     ExitCode.MISSING_COVERAGE: "missing GPU coverage",
     ExitCode.INCONSISTENT_DEPENDENCIES: "inconsistent dependencies",

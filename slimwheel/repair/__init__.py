@@ -135,9 +135,9 @@ def repair_wheel(
         pre = _plan_from_rules(src, major, wheel)
         plan = plan_requirements(
             needs,
-            from_extras=frozenset(p.soname for p in pre.from_extras),
-            extras=pre.extras,
-            optional=pre.optional,
+            from_extras=pre.from_extras(),
+            extras=pre.extras(),
+            optional=pre.only_optional(),
             cuda=cuda,
             versions=versions,
             imports=src.imports,
@@ -191,9 +191,7 @@ def repair_wheel(
         target = Path(out_dir).absolute() / repaired.name
         if target.resolve() == wheel.resolve():
             raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
-        wheelfile.pack(
-            work, dist_info, target, verify=lambda written: _final_judgement(written, wheel, src, major, repaired.name)
-        )
+        wheelfile.pack(work, dist_info, target, verify=lambda written: _final_judgement(written, wheel, src))
         phases["rewrite"] = time.monotonic() - t2
     requires = (*plan.reqs.values(), *external_reqs)
     log.info(
@@ -229,10 +227,11 @@ def _tags(name: str) -> list[str]:
     return [str(t) for t in parse_wheel_filename(name)[3]]
 
 
-def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.DependencyVerdict:
-    """The dependency rules on the input, for planning only: which libraries the project's own extras install and
-    which only optional parts need (the package's Python sources say which extension modules are optional)."""
-    return deps.dependency_problems(
+def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.Resolved:
+    """Who provides each library of the input (`deps.resolve`), for planning: which libraries the project's own extras
+    install and which only optional parts need (the package's Python sources say which extension modules are
+    optional). Planned from the resolution, not mined from a verdict's wording."""
+    return deps.resolve(
         list(src.elfs.values()),
         cuda_major=major,
         requires=src.requires,
@@ -243,21 +242,16 @@ def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.D
     )
 
 
-def _final_judgement(written: Path, wheel: Path, src: RepairInput, major: int | None, name: str) -> None:
-    """The packed output, read once as `check` reads it, judged by the same dependency rule check uses (and torch's):
-    a wheel check would refuse or fail is never written."""
+def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> None:
+    """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, as `slimwheel
+    check --offline` judges it): a wheel whose dependencies (torch's included) check would fail, or that check would
+    refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's."""
+    from slimwheel.analysis import WheelAnalysis
+    from slimwheel.check import CheckPolicy, judge
+
     report = _readable_by_check(written, wheel)
-    verdict = deps.dependency_problems(
-        list(elf_facts(report).values()),
-        cuda_major=major,
-        requires=report.requires_dist,
-        tags=_tags(name),
-        files=[f.name for f in report.files],
-        imports=src.python,
-    )
-    problems = list(verdict.problems)
-    if src.torch is not None:
-        problems += torchext.judge(src.torch, report.requires_dist, cuda_major=major).problems
+    analysis = WheelAnalysis(report=report, file=written, torch=src.torch, imports=src.python)
+    problems = [f.message for f in judge(analysis, CheckPolicy()).failures if f.kind == "dependencies"]
     if problems:
         raise CheckFailed(
             f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "

@@ -55,7 +55,7 @@ def test_unpacking_into_a_full_disk(
 ) -> None:
     wheel = make_wheel(tmp_path / "dist", files={"demo/a.py": b"x = 1\n" * 100})
 
-    def full(self: zipread.ZipReader, m: zipread.Member, target: Path) -> None:
+    def full(self: zipread.ZipReader, m: zipread.Member, target: Path, *, tee: object = None) -> None:
         raise OSError(code, os.strerror(code))
 
     monkeypatch.setattr(zipread.ZipReader, "extract", full)
