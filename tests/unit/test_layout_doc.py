@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import click
+
 
 def _modules(repo: Path) -> set[str]:
     pkg = repo / "slimwheel"
@@ -37,3 +39,26 @@ def test_architecture_doc_has_a_line_for_every_module(repo_root: Path) -> None:
     rows = "\n".join(line for line in text.splitlines() if line.startswith("| `"))
     missing = sorted(m for m in _modules(repo_root) if not re.search(rf"`{m}(\.py`|/)", rows))
     assert not missing, f"docs/architecture.md has no line for {missing}"
+
+
+def test_architecture_doc_names_every_module_of_every_sub_package(repo_root: Path) -> None:
+    """Each module of a sub-package is named in its sub-package's row (`| \\`deps/\\` | ... \\`resolve\\` ...`) or has
+    a row of its own (`| \\`cuda/arch.py\\` |`); commands/ is one module per command, each a command of the CLI."""
+    text = (repo_root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    pkg = repo_root / "slimwheel"
+    rows = {m.group(1): m.group(2) for m in re.finditer(r"^\| `([a-z_]+)/` \|(.*)$", text, re.M)}
+    missing = []
+    for sub in sorted(p for p in pkg.iterdir() if p.is_dir() and not p.name.startswith("__") and p.name != "commands"):
+        words = set(re.findall(r"[a-z0-9_]+", rows.get(sub.name, "")))
+        for mod in sorted(p.stem for p in sub.glob("*.py") if p.stem != "__init__"):
+            if mod not in words and not re.search(rf"`{sub.name}/{mod}\.py`", text):
+                missing.append(f"{sub.name}/{mod}")
+    assert not missing, f"docs/architecture.md names no row for {missing}"
+
+
+def test_every_command_module_is_a_command(repo_root: Path) -> None:
+    from slimwheel.cli import cli
+
+    names = {p.stem.replace("_", "-") for p in (repo_root / "slimwheel" / "commands").glob("*.py")} - {"--init--"}
+    commands = set(cli.list_commands(click.Context(cli)))
+    assert names - {"options"} <= commands, names - commands
