@@ -163,6 +163,7 @@ def command(
         rewrite_record=rewrite_record,
         allow_unserved=allow_unserved,
         read_index=read_index(offline),
+        debug_symbols=cfg.debug_symbols,  # as `slimwheel check` judges the output
     )
     data = json.dumps(result_to_json(result), indent=2) + "\n"
     if report is not None:

@@ -76,7 +76,12 @@ def command(
     heap.return_freed_buffers()
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
     result = make_variants(
-        wheel, out_dir, budget=cfg.budget, rewrite_record=rewrite_record, read_index=read_index(offline)
+        wheel,
+        out_dir,
+        budget=cfg.budget,
+        rewrite_record=rewrite_record,
+        read_index=read_index(offline),
+        debug_symbols=cfg.debug_symbols,  # as `slimwheel check` judges each output
     )
     if fmt == "json":
         emit(json.dumps(result_to_json(result), indent=2) + "\n", None)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import fnmatch
 import functools
 import importlib.resources
-import json
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -429,6 +428,8 @@ def vendored(filename: str, soname: str | None = None) -> Vendored | None:
 @functools.lru_cache(maxsize=1)
 def _first_releases() -> dict[str, Any]:
     text = importlib.resources.files("slimwheel.resources").joinpath("cuda-baseline.json").read_text("utf-8")
+    import json  # only repair reads the baseline: size-report never imports json
+
     data: dict[str, Any] = json.loads(text)["majors"]
     return data
 

@@ -304,6 +304,7 @@ def slim(
     allow_unserved: bool = False,
     rewrite_record: bool = False,
     read_index: bool = False,
+    debug_symbols: bool = False,
 ) -> SlimResult:
     """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request: "9.0", "8.0-9.0", "8.0+").
 
@@ -341,7 +342,9 @@ def slim(
         with fsutil.atomic_path(target) as tmp:
             rewritten = write_rewritten(src, tmp, target, plans, version=version)
             after = judge_output(tmp, target)
-    policy = checkmod.make_policy(after, budget=budget, require_arch=CCRequest.of(ccs), read_index=read_index)
+    policy = checkmod.make_policy(
+        after, budget=budget, require_arch=CCRequest.of(ccs), read_index=read_index, debug_symbols=debug_symbols
+    )
     verdict = checkmod.judge(checkmod.analyze(after.path, report=after), policy)  # as `slimwheel check` judges it
     return SlimResult(
         source=wheel,

@@ -249,6 +249,7 @@ def make_variants(
     budget: str | int = DEFAULT_BUDGET,
     rewrite_record: bool = False,
     read_index: bool = False,
+    debug_symbols: bool = False,
 ) -> VariantsResult:
     """Every family's variant wheel, the universal copy, the index JSON and the PEP 503 pages, from one read of
     `wheel` (unpacked once; each variant streamed from the unpacked files through its own plans). Everything is
@@ -289,7 +290,11 @@ def make_variants(
                 if cuda_lower_bound(before.cuda_major, report.fatbin_entries) != cuda:
                     raise AssertionError(f"{target.name}: its CUDA lower bound differs from the plan's {cuda}")
                 policy = checkmod.make_policy(
-                    report, budget=budget, require_arch=CCRequest.of(fam.request.ccs), read_index=read_index
+                    report,
+                    budget=budget,
+                    require_arch=CCRequest.of(fam.request.ccs),
+                    read_index=read_index,
+                    debug_symbols=debug_symbols,
                 )
                 analysis = checkmod.analyze(report.path, report=report, file=tmp, imports=python, graph=graph)
                 verdict = checkmod.judge(analysis, policy)

@@ -105,7 +105,13 @@ def _every_command(wheel: Path, tmp: Path, budget: str, require: str) -> dict[st
     cfg = config.load(None, OFFLINE, {"budget": budget, "require_arch": require})
     _, built = build.judge_built(wheel, cfg, None, env=OFFLINE)
     report = inspect_wheel(wheel)
-    policy = checkmod.make_policy(report, budget=cfg.parsed.budget_bytes, require_arch=cfg.require_arch_for(None))
+    # as the slim and variants commands build theirs: the project's budget and debug-symbols rule, the GPUs asked
+    policy = checkmod.make_policy(
+        report,
+        budget=cfg.parsed.budget_bytes,
+        require_arch=cfg.require_arch_for(None),
+        debug_symbols=cfg.debug_symbols,
+    )
     # slim judges its output where it lies; variants judges each output under a temporary name, with the input's
     # Python sources read once
     slim = checkmod.judge(checkmod.analyze(report.path, report=report), policy)
