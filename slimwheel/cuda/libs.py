@@ -426,7 +426,9 @@ def vendored(filename: str, soname: str | None = None) -> Vendored | None:
 
 
 @functools.lru_cache(maxsize=1)
-def _first_releases() -> dict[str, Any]:
+def baseline() -> dict[str, Any]:
+    """resources/cuda-baseline.json (devtools/cuda_baseline.py): per CUDA major, its first release's component
+    versions and the symbols each library exports; read once (repair's copy check, the requirement floors)."""
     text = importlib.resources.files("slimwheel.resources").joinpath("cuda-baseline.json").read_text("utf-8")
     import json  # only repair reads the baseline: size-report never imports json
 
@@ -438,7 +440,7 @@ def first_release_exports(lib: RuntimeLib) -> frozenset[str] | None:
     """The dynamic symbols the library exports in its major's first release (resources/cuda-baseline.json, written
     by devtools/cuda_baseline.py from a real toolkit): what every release of its nvidia-* wheel in that major
     exports. None where the baseline does not hold the library."""
-    libraries = _first_releases().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package, {})
+    libraries = baseline().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package, {})
     names = libraries.get("libraries", {}).get(lib.soname)
     return None if names is None else frozenset(names)
 

@@ -4,13 +4,8 @@ the version built against, else the CUDA release for components versioned by it,
 
 from __future__ import annotations
 
-import functools
-import importlib.resources
-import importlib.util
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
@@ -67,15 +62,6 @@ def wrong_major(elfs: Iterable[ElfInfo], major: int) -> list[str]:
 # ------------------------------------------------------------------------------------------------ requirement bounds
 
 
-@functools.lru_cache(maxsize=1)
-def _baseline() -> dict[str, Any]:
-    """resources/cuda-baseline.json (devtools/cuda_baseline.py): per CUDA major, its first release's component
-    versions and the symbols each library exports."""
-    text = importlib.resources.files("slimwheel.resources").joinpath("cuda-baseline.json").read_text("utf-8")
-    data: dict[str, Any] = json.loads(text)["majors"]
-    return data
-
-
 @dataclass(frozen=True, kw_only=True)
 class Floor:
     """The lower bound of one nvidia-* requirement, and why."""
@@ -127,13 +113,13 @@ def _floor_for(
     3. The CUDA release given, for components whose wheel versions follow it (cudart, nvrtc, nvJitLink; cuBLAS up to
        CUDA 12); else the major's first release, or the SONAME major (cuRAND 10.x)."""
     soname_major = lib.version_major
-    base = _baseline().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package)
+    base = cudalibs.baseline().get(str(lib.cuda_major), {}).get("packages", {}).get(lib.package)
     if base is not None and imports is not None:
         exported: dict[str, list[str]] = base["libraries"]
         used = {so: imports.get(so, frozenset()) for so in exported}
         newer = sorted(n for so, names in used.items() for n in names - set(exported[so]))
         if not newer and any(used.values()):
-            release = _baseline()[str(lib.cuda_major)]["release"]
+            release = cudalibs.baseline()[str(lib.cuda_major)]["release"]
             return Floor(
                 package=lib.package,
                 version=_major_minor(base["version"], lib.package),
