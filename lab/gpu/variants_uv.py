@@ -124,7 +124,7 @@ def main() -> int:
     if a.wheel:
         cmd = [sys.executable, "-m", "slimwheel", "variants", "--offline", "-o", str(a.dir), str(a.wheel)]
         subprocess.run(cmd, check=True)
-    simple = a.dir / "simple"
+    simple = a.dir.resolve() / "simple"
     project = a.project or next(p.name for p in simple.iterdir() if p.is_dir())
     (index,) = a.dir.glob("*-variants.json")
     variants = json.loads(index.read_text())["variants"]
