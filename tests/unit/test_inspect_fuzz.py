@@ -7,7 +7,7 @@ import struct
 
 import pytest
 from helpers.fuzzing import fuzz
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from slimwheel.errors import BadInputError
@@ -35,7 +35,7 @@ ELF = elf(
     soname="libf.so",
     runpath="$ORIGIN",
 )
-FUZZ = settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = fuzz(1500)
 
 
 @st.composite
@@ -79,7 +79,7 @@ def test_fatbin_reader_on_mutated_containers(data: bytes) -> None:
     _parse_fatbins(data)
 
 
-@settings(max_examples=500, deadline=None)
+@fuzz(500)
 @given(st.binary(max_size=512))
 def test_fatbin_reader_on_random_bytes(data: bytes) -> None:
     _parse_fatbins(b"\x50\xed\x55\xba" + data)
@@ -91,7 +91,7 @@ def test_elf_reader_on_mutated_files(data: bytes) -> None:
     _read_elf(data)
 
 
-@settings(max_examples=500, deadline=None)
+@fuzz(500)
 @given(st.binary(max_size=256))
 def test_elf_reader_on_random_bytes_after_the_magic(data: bytes) -> None:
     _read_elf(b"\x7fELF" + data)
@@ -113,7 +113,7 @@ def _wheel_bytes() -> bytes:
 WHEEL = _wheel_bytes()
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz(120)
 @given(mutated(WHEEL))
 def test_zip_reader_on_mutated_wheels(data: bytes) -> None:
     """Any corruption of a wheel ends in a report or one BadInputError naming the wheel, never another exception."""
@@ -181,7 +181,7 @@ def test_slim_elf_on_mutated_containers_in_several_sections(data: bytes) -> None
     _slim_elf(data)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@fuzz(300)
 @given(st.data())
 def test_no_byte_belongs_to_two_containers(draw: st.DataObject) -> None:
     """Section headers moved over each other's bytes and wrappers pointed anywhere: whatever the reader accepts, its

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from helpers.fuzzing import fuzz
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from slimwheel.deps import dependency_problems
@@ -125,7 +125,7 @@ def test_unreadable_sources_are_no_evidence_either_way() -> None:
     assert _src(files).optional(EXT) is not None  # the broken file is skipped, not read as a required import
 
 
-@settings(max_examples=200, deadline=None)
+@fuzz(200)
 @given(st.binary(max_size=400))
 def test_hostile_sources_never_raise(data: bytes) -> None:
     PythonImports.from_sources({"pkg/x.py": data, "pkg/cuda/nccl.py": GUARDED.encode()}).optional(EXT)

@@ -10,8 +10,9 @@ import time
 from collections.abc import Iterable
 
 import pytest
+from helpers.fuzzing import fuzz
 from helpers.indexserver import JSON, Request, Step, answer, hostile, listing, patched_members, ranged, wheel_bytes
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
@@ -35,8 +36,8 @@ GOOD_HTML = (
     '<!-- <a href="x.whl"> --><a data-yanked href=p-0.9-py3-none-any.whl>old</a></body></html>'
 ).encode()
 GOOD_WHEEL = wheel_bytes("p", "1.0", {"p/libp.so": b"\x7fELF" * 8, "p/__init__.py": b""}, ("q>=1; extra == 'x'",))
-FUZZ = settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SERVED = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = fuzz(600)
+SERVED = fuzz(150)
 
 
 @st.composite
