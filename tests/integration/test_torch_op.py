@@ -6,8 +6,11 @@ torch on this machine with torch's CUDA runtime the only one mapped."""
 
 from __future__ import annotations
 
+import io
 import json
+import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +18,7 @@ import pytest
 from helpers.torchenv import TORCH, env_for, torch_env
 
 from slimwheel import torchext
+from slimwheel.errors import ExitCode
 
 pytestmark = pytest.mark.integration
 
@@ -177,3 +181,67 @@ def test_a_toolkit_of_another_cuda_major_is_refused(repo_root: Path, torch_pytho
     text = proc.stdout + proc.stderr
     assert proc.returncode == 3, text
     assert "CUDA 12" in text and "13.0" in text and TORCH in text, text
+
+
+def _slimwheel(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(python), "-m", "slimwheel", *args], capture_output=True, text=True, env=env_for(python), check=False
+    )
+
+
+def test_torchs_debug_info_fails_check_by_default_and_repair_strips_it(
+    repo_root: Path, torch_python: Path, tmp_path: Path
+) -> None:
+    """Issue 38: the classic extension as torch writes it, without the example's `-Wl,--strip-debug` and `strip =
+    true`: torch's compile lines carry -g, so the module is mostly DWARF. `build` fails its check phase with exit 16, `check` of the wheel
+    says the same, and `repair --strip` makes a wheel that passes and still loads into torch."""
+    project = tmp_path / "torch-op"
+    shutil.copytree(repo_root / "examples" / "torch-op", project, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    setup_py = project / "classic" / "setup.py"
+    text = setup_py.read_text()
+    assert 'extra_link_args=["-Wl,--strip-debug"],' in text
+    setup_py.write_text(text.replace('extra_link_args=["-Wl,--strip-debug"],', ""))
+    pyproject = project / "classic" / "pyproject.toml"
+    assert "\nstrip = true\n" in pyproject.read_text()
+    pyproject.write_text(pyproject.read_text().replace("\nstrip = true\n", "\nstrip = false\n"))
+
+    out = tmp_path / "out"
+    built = _slimwheel(torch_python, "build", str(project / "classic"), "--archs", "9.0", "--out-dir", str(out))
+    assert built.returncode == ExitCode.DEBUG_INFO, built.stdout[-3000:] + built.stderr[-3000:]
+    (wheel,) = out.glob("*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        (module,) = [n for n in zf.namelist() if n.endswith(".so")]
+        debug_bytes = sum(s.data_size for s in _elf_sections(zf.read(module)) if s.name.startswith(".debug_"))
+    assert debug_bytes > 2**20, debug_bytes  # torch's -g: MiBs of DWARF in a module of a few dozen KiB of code
+
+    checked = _slimwheel(torch_python, "check", str(wheel), "--offline", "--require-arch", "9.0")
+    assert checked.returncode == ExitCode.DEBUG_INFO, checked.stdout + checked.stderr
+    assert "debug" in (checked.stdout + checked.stderr).lower()
+
+    stripped_dir = tmp_path / "stripped"
+    repaired = _slimwheel(torch_python, "repair", str(wheel), "--strip", "-w", str(stripped_dir))
+    assert repaired.returncode == 0, repaired.stdout[-3000:] + repaired.stderr[-3000:]
+    (stripped,) = stripped_dir.glob("*.whl")
+    assert stripped.stat().st_size < wheel.stat().st_size
+    rechecked = _slimwheel(torch_python, "check", str(stripped), "--offline", "--require-arch", "9.0")
+    assert rechecked.returncode == 0, rechecked.stdout + rechecked.stderr
+
+    target = tmp_path / "site"
+    subprocess.run(
+        [str(torch_python), "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(stripped)],
+        check=True,
+    )
+    proc = subprocess.run(
+        [str(torch_python), "-c", LOAD, "torch_op_classic"],
+        capture_output=True,
+        text=True,
+        env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0 and "loaded" in proc.stdout, proc.stderr[-3000:]
+
+
+def _elf_sections(data: bytes) -> list[Any]:
+    from elftools.elf.elffile import ELFFile
+
+    return list(ELFFile(io.BytesIO(data)).iter_sections())
