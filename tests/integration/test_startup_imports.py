@@ -60,7 +60,7 @@ def test_size_report_imports_only_what_it_needs(tmp_path: Path) -> None:
 def test_machine_names_known_without_pyelftools_agree_with_it() -> None:
     from elftools.elf.enums import ENUM_E_MACHINE
 
-    from slimwheel.inspect.elf import _COMMON_MACHINES
+    from slimwheel.inspect.elffile import _COMMON_MACHINES
 
     names = {v: k for k, v in ENUM_E_MACHINE.items() if isinstance(v, int)}
     assert {n: names[n] for n in _COMMON_MACHINES} == _COMMON_MACHINES

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from slimwheel.toolkit.sysroot import _GCC11_INTRINSICS, COMPAT_HEADER, ensure_sysroot
+from slimwheel.toolkit.sysroot import COMPAT_HEADER, ensure_sysroot
+from slimwheel.toolkit.sysroot_wrappers import _GCC11_INTRINSICS
 
 pytestmark = pytest.mark.integration
 

@@ -138,7 +138,7 @@ def test_metadata_before_a_large_member_costs_one_more_range(
     index: tuple[Index, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state, url = index
-    monkeypatch.setattr(pypindex, "TAIL_BYTES", 4096)
+    monkeypatch.setattr(pypindex.ranges, "TAIL_BYTES", 4096)
     big = random.Random(0).randbytes(1 << 20)  # 1 MiB that deflate cannot shrink
     state.add(
         "librmm-cu12", WHL, wheel_bytes("librmm-cu12", "26.10.0", {"librmm/big.so": big}, ("x",), metadata_first=True)
@@ -353,7 +353,7 @@ def test_pip_configuration_is_honoured(tmp_path: Path) -> None:
 
 def test_private_names_never_go_to_another_index_than_pips(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with serve() as (public, public_url), serve() as (private, private_url):
-        monkeypatch.setattr(pypindex, "DEFAULT_INDEX", public_url)  # plays PyPI
+        monkeypatch.setattr(pypindex.pipconf, "DEFAULT_INDEX", public_url)  # plays PyPI
         data = wheel_bytes("corp-secret", "1.0", {"corp/libsecret.so": b""})
         private.add("corp-secret", "corp_secret-1.0-py3-none-any.whl", data)
         conf = write(tmp_path / "pip.conf", f"[global]\nindex-url = {private_url}\n")

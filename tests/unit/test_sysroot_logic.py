@@ -12,7 +12,6 @@ from slimwheel.build import host_floor_note
 from slimwheel.config import Config
 from slimwheel.errors import BadInputError
 from slimwheel.toolkit.sysroot import (
-    _GCC11_INTRINSICS,
     COMPAT_HEADER,
     GLIBCXX_SHIM_SYMBOLS,
     SPECS,
@@ -26,6 +25,7 @@ from slimwheel.toolkit.sysroot import (
     wrapper_script,
     write_wrappers,
 )
+from slimwheel.toolkit.sysroot_wrappers import _GCC11_INTRINSICS
 
 
 def test_wrapper_runs_the_roots_driver_with_its_sysroot_relative_to_itself(tmp_path: Path) -> None:
