@@ -12,7 +12,7 @@ import click
 from slimwheel import config as cfgmod
 from slimwheel import deps, heap, shown, torchext
 from slimwheel.cli import quiet
-from slimwheel.commands.check import read_index
+from slimwheel.commands._options import offline_option, read_index
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ExitCode
 from slimwheel.external import parse_externals
@@ -87,12 +87,9 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     "carry libcudart-53d54daa.so.12.6.68): the process then maps that copy and the nvidia-* wheel's. Refused "
     "by default (exit 12).",
 )
-@click.option(
-    "--offline",
-    is_flag=True,
-    default=None,
-    help="Do not read the package index for what the requirements' wheels ship (the copies they share with this "
-    "wheel are then unknown, and the result says so). Env: SLIMWHEEL_OFFLINE=1.",
+@offline_option(
+    "Do not read the package index for what the requirements' wheels ship (the copies they share with this "
+    "wheel are then unknown, and the result says so). Env: SLIMWHEEL_OFFLINE=1."
 )
 @click.option(
     "--sysroot",
