@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from slimwheel import check as checkmod
 from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.errors import BadInputError, ExitCode
 
@@ -73,7 +72,9 @@ def offline_option(help: str | None = None) -> Callable[[F], F]:
 
 def read_index(offline: bool | None) -> bool:
     """Whether the verdict may read the index: not with --offline, nor with SLIMWHEEL_OFFLINE set true."""
-    return checkmod.may_read_index(os.environ, offline=offline)
+    from slimwheel.check import may_read_index  # the checks: not loaded by commands that only share --format
+
+    return may_read_index(os.environ, offline=offline)
 
 
 def budget_option(help: str) -> Callable[[F], F]:

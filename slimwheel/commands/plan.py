@@ -14,6 +14,7 @@ from rich.table import Table
 
 from slimwheel import config as cfgmod
 from slimwheel import context
+from slimwheel.commands._options import format_option
 from slimwheel.config import COMPRESSION_MODES, LINK_MODES, Config
 from slimwheel.plan import BuildPlan, cmake_cache_script, cmake_defines, plan_to_json
 
@@ -76,7 +77,7 @@ def load_config_origins(
 @click.command("plan")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @config_options
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "cmake"]), default="table", show_default=True)
+@format_option(["table", "json", "cmake"], "table")
 def command(project_dir: Path | None, fmt: str, **kwargs: Any) -> None:
     """Pick the fewest GPU targets that serve the wanted GPUs natively, plus PTX for newer ones, and explain them.
 

@@ -12,7 +12,7 @@ import click
 from slimwheel import config as cfgmod
 from slimwheel import deps, heap, shown, torchext
 from slimwheel.cli import quiet
-from slimwheel.commands._options import offline_option, read_index
+from slimwheel.commands._options import format_option, offline_option, read_index
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ExitCode
 from slimwheel.external import parse_externals
@@ -105,12 +105,9 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     help="Strip the ELF files that check fails for debug info (.debug_* sections, a symbol table over 1 MiB) with "
     "`strip --strip-unneeded`, before auditwheel. Config key: strip; env: SLIMWHEEL_STRIP.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
+@format_option(
+    ["text", "json"],
+    "text",
     help="How to print the result.",
 )
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for scripts).")

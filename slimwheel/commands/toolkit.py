@@ -11,6 +11,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from slimwheel.commands._options import format_option
 from slimwheel.toolkit import ensure_toolkit, toolkit_to_json
 
 
@@ -27,7 +28,7 @@ from slimwheel.toolkit import ensure_toolkit, toolkit_to_json
     type=click.Path(file_okay=False, path_type=Path),
     help="Use the toolkit in this folder (holding bin/nvcc) and nothing else.",
 )
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(["table", "json"], "table")
 def command(cuda: str, root: Path | None, fmt: str) -> None:
     """Find or assemble a CUDA toolkit, check that it compiles and links a cuBLAS program, and describe it."""
     tk = ensure_toolkit(cuda, root=root, env=dict(os.environ))
