@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from slimwheel.cuda.arch import parse_require_arch
+from slimwheel.cuda.versions import CudaVersion, parse_request
 from slimwheel.errors import BadInputError, ExitCode
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,6 +56,16 @@ def _parse_ptx(value: str) -> object:
 
 
 PTX_KEEP = _Parsed("ptx", _parse_ptx)
+# A release to build with or find ("13.0", "auto": None), by the rule config's `cuda` key uses.
+CUDA_REQUEST = _Parsed("cuda", parse_request)
+
+
+def _cuda_version(value: str) -> CudaVersion | None:
+    return CudaVersion.parse(value) if value.strip() else None  # "": not given, as before the type
+
+
+# The release a wheel was built with (repair --cuda): any version, not only those slimwheel builds with.
+CUDA_VERSION = _Parsed("cuda", _cuda_version)
 
 
 def offline_option(help: str | None = None) -> Callable[[F], F]:
@@ -82,11 +93,13 @@ def budget_option(help: str) -> Callable[[F], F]:
     return click.option("--budget", default=None, help=help)
 
 
-def require_arch_option() -> Callable[[F], F]:
+def require_arch_option(help: str | None = None) -> Callable[[F], F]:
+    """--require-arch, the config key `require-arch` (parsed by config.load)."""
     return click.option(
         "--require-arch",
         default=None,
-        help="Compute capabilities every wheel must serve by SASS or PTX: 7.5-12.0, 8.0+, 9.0, 'toolkit' "
+        help=help
+        or "Compute capabilities every wheel must serve by SASS or PTX: 7.5-12.0, 8.0+, 9.0, 'toolkit' "
         "(all that the wheel's CUDA major can target), 'auto' (default: those from the oldest the wheel has code "
         "for up: no newer GPU lost), or 'none'. Config key: require-arch.",
     )

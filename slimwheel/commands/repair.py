@@ -12,7 +12,7 @@ import click
 from slimwheel import config as cfgmod
 from slimwheel import deps, heap, shown, torchext
 from slimwheel.cli import quiet
-from slimwheel.commands._options import format_option, offline_option, read_index
+from slimwheel.commands._options import CUDA_VERSION, format_option, offline_option, read_index
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ExitCode
 from slimwheel.external import parse_externals
@@ -41,6 +41,8 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
 @click.option(
     "--cuda",
     "cuda",
+    type=CUDA_VERSION,
+    metavar="TEXT",
     default=None,
     help="CUDA release the wheel was built with (e.g. 13.0); default: "
     "the major its DT_NEEDED libraries name, lower bounds X.0.",
@@ -114,7 +116,7 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
 def command(
     wheel: Path,
     out_dir: Path,
-    cuda: str | None,
+    cuda: CudaVersion | None,
     plat: str | None,
     no_loader: bool,
     externals: tuple[str, ...],
@@ -142,7 +144,7 @@ def command(
     result = repair_wheel(
         wheel,
         out_dir,
-        cuda=CudaVersion.parse(cuda) if cuda else None,
+        cuda=cuda,
         loader=not no_loader,
         plat=plat,
         externals=parse_externals(externals, where="--external"),

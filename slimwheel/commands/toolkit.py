@@ -11,13 +11,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from slimwheel.commands._options import format_option
+from slimwheel.commands._options import CUDA_REQUEST, format_option
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.toolkit import ensure_toolkit, toolkit_to_json
 
 
 @click.command("toolkit")
 @click.option(
     "--cuda",
+    type=CUDA_REQUEST,
+    metavar="TEXT",
     default="auto",
     show_default=True,
     help='CUDA release: "13.0" (assembled from PyPI wheels when none is installed), "12.4", "11.8", or "auto" '
@@ -29,7 +32,7 @@ from slimwheel.toolkit import ensure_toolkit, toolkit_to_json
     help="Use the toolkit in this folder (holding bin/nvcc) and nothing else.",
 )
 @format_option(["table", "json"], "table")
-def command(cuda: str, root: Path | None, fmt: str) -> None:
+def command(cuda: CudaVersion | None, root: Path | None, fmt: str) -> None:
     """Find or assemble a CUDA toolkit, check that it compiles and links a cuBLAS program, and describe it."""
     tk = ensure_toolkit(cuda, root=root, env=dict(os.environ))
     info = toolkit_to_json(tk)

@@ -11,9 +11,10 @@ import pytest
 
 from slimwheel.check import CheckPolicy, make_policy
 from slimwheel.cli import main
-from slimwheel.commands._options import PTX_KEEP, REQUIRE_ARCH
+from slimwheel.commands._options import CUDA_REQUEST, CUDA_VERSION, PTX_KEEP, REQUIRE_ARCH
 from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Config, resolve
 from slimwheel.cuda.arch import CC, CCRequest, parse_cc_request
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.postbuild.slim import PtxKeep, slim
 from slimwheel.postbuild.variants import make_variants
@@ -31,6 +32,8 @@ from slimwheel.postbuild.variants import make_variants
         (["check", "{w}", "--require-arch", "x.y"], "require-arch", "x.y"),
         (["check", "{w}", "--manylinux", "2_99x"], "manylinux", "2_99x"),
         (["check", "{w}", "--installed-budget", "lots"], "installed-budget", "lots"),
+        (["toolkit", "--cuda", "14.0"], "--cuda", "14.0"),
+        (["repair", "{w}", "--cuda", "x13"], "--cuda", "x13"),
     ],
 )
 def test_a_bad_option_value_is_one_message_naming_option_and_value(
@@ -70,6 +73,9 @@ def test_the_click_types_parse_text_and_pass_typed_values_through() -> None:
     req = REQUIRE_ARCH.convert("8.0+", None, None)
     assert isinstance(req, CCRequest) and CC(9, 0) in req.resolve() and CC(7, 5) not in req.resolve()
     assert REQUIRE_ARCH.convert(" Toolkit ", None, None) == "toolkit"
+    assert CUDA_REQUEST.convert("auto", None, None) is None
+    assert CUDA_REQUEST.convert("12", None, None) == CudaVersion(12, 0)
+    assert CUDA_VERSION.convert("12.4.131", None, None) == CudaVersion(12, 4)
     assert PTX_KEEP.convert("newest", None, None) == PtxKeep(mode="newest", text="newest")
     assert PTX_KEEP.convert("9.0,12.0", None, None).ccs == (CC(9, 0), CC(12, 0))
     with pytest.raises(BadInputError, match=r"^require-arch '9\.x': "):
