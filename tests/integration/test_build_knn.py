@@ -15,6 +15,7 @@ import pytest
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cuda.arch import parse_require_arch
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.toolkit import Toolkit
 
@@ -212,7 +213,7 @@ def test_cuda12_build_requires_the_cu12_wheels(knn: Path, tmp_path: Path) -> Non
     scripts/test.sh), the plan from nvcc 12.4, and the wheel requires the -cu12 runtime wheels."""
     from slimwheel.toolkit import ensure_toolkit
 
-    tk12 = ensure_toolkit("12.4")
+    tk12 = ensure_toolkit(CudaVersion(12, 4))
     proc = subprocess.run(
         [*CLI, "build", str(knn), "--cuda", "12.4", "--archs", "8.0,9.0", "--out-dir", str(tmp_path)],
         capture_output=True,
