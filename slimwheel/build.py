@@ -255,11 +255,11 @@ def host_floor_note(cfg: Config, host_glibc: str | None = None) -> str | None:
     """What to say before a build whose compiler gives a platform floor above `cfg.manylinux`: the host's glibc
     (os.confstr, or `host_glibc`) is newer than the target's and no sysroot is set, so the symbols it links can be
     newer too. None when no target is set, a sysroot is used, or the host is within the target."""
-    from slimwheel.floor import parse_target, policies
+    from slimwheel.floor import policies
 
-    if not cfg.manylinux.strip() or cfg.sysroot.strip():
+    target = cfg.parsed.manylinux
+    if target is None or cfg.sysroot.strip():
         return None
-    target = parse_target(cfg.manylinux)
     if host_glibc is None:
         try:
             host_glibc = (os.confstr("CS_GNU_LIBC_VERSION") or "").removeprefix("glibc ").strip()
@@ -339,7 +339,7 @@ def judge_built(
         require_arch=cfg.require_arch_for(wanted),
         installed_budget=cfg.parsed.installed_budget_bytes,
         debug_symbols=cfg.debug_symbols,
-        manylinux=cfg.manylinux,
+        manylinux=cfg.parsed.manylinux,
         read_index=may_read_index(env),
     )
     return analysis, judge(analysis, policy)

@@ -98,7 +98,12 @@ class _Group(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         import pkgutil  # only --help lists the commands; running one imports its module alone
 
-        return sorted(m.name.replace("_", "-") for m in pkgutil.iter_modules(slimwheel.commands.__path__))
+        # Private modules (`_options`: what several commands share) are not commands, as in get_command.
+        return sorted(
+            m.name.replace("_", "-")
+            for m in pkgutil.iter_modules(slimwheel.commands.__path__)
+            if not m.name.startswith("_")
+        )
 
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         mod_name = name.replace("-", "_")

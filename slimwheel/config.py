@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from slimwheel.cuda.arch import (
     CC,
@@ -34,6 +34,9 @@ from slimwheel.cuda.versions import DEFAULT_CUDA, STATIC_CUDA, CudaVersion, pars
 from slimwheel.errors import BadInputError, ConfigError
 from slimwheel.units import parse_size
 
+if TYPE_CHECKING:
+    from slimwheel.floor import Policy
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -47,6 +50,10 @@ ENV_PREFIX = "SLIMWHEEL_"
 # The size budget of a wheel when none is configured: the historical PyPI limit (its default is 100 MiB since 2020).
 # `check` on a wheel alone uses it too.
 DEFAULT_BUDGET = "60MiB"
+DEFAULT_BUDGET_BYTES = parse_size(DEFAULT_BUDGET, what="budget")
+# Whether unstripped ELF files fail a check when nothing says: the one default of the config key, of `CheckPolicy`
+# and of the library entry points (slim, variants), so a wheel judged by any of them gets the same verdict.
+DEFAULT_DEBUG_SYMBOLS = True
 
 Compression = Literal["auto", "none", "default", "size", "speed", "balance"]
 LinkMode = Literal["dynamic", "static"]
@@ -71,6 +78,7 @@ class Parsed:
     require_arch: RequireArch
     budget_bytes: int
     installed_budget_bytes: int | None  # None: not checked
+    manylinux: Policy | None  # the platform floor (None: not checked)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,7 +167,7 @@ class Config:
         ),
     )
     debug_symbols: bool = field(
-        default=True,
+        default=DEFAULT_DEBUG_SYMBOLS,
         metadata=_doc(
             "Fail check for ELF files left unstripped (.debug_* sections, or a symbol table over 1 MiB), with its own "
             "exit code (16). On by default: debug info is most of an unstripped extension and no user runs a "
@@ -242,6 +250,7 @@ class Config:
             require_arch=parse_require_arch(self.require_arch),
             budget_bytes=parse_size(self.budget, what="budget"),
             installed_budget_bytes=_installed_budget(self.installed_budget),
+            manylinux=_manylinux(self.manylinux),
         )
 
     @property
@@ -354,11 +363,10 @@ def _installed_budget(value: str) -> int | None:
     return parse_size(value, what="installed-budget") if value.strip() else None
 
 
-def _check_manylinux(value: str) -> None:
-    from slimwheel.floor import parse_target
+def _manylinux(value: str) -> Policy | None:
+    from slimwheel.floor import parse_target  # floor reads auditwheel's policy data: loaded only when asked
 
-    if value.strip():
-        parse_target(value)
+    return parse_target(value) if value.strip() else None
 
 
 def _check_sysroot(value: str) -> None:
@@ -376,7 +384,7 @@ _PARSERS: dict[str, Callable[[str], object]] = {
     "targets": _targets,
     "ptx": parse_ptx,
     "require-arch": parse_require_arch,
-    "manylinux": _check_manylinux,
+    "manylinux": _manylinux,
     "sysroot": _check_sysroot,
     "budget": lambda v: parse_size(v, what="budget"),
     "installed-budget": _installed_budget,

@@ -51,6 +51,7 @@ def slimwheel_dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def toolkit13() -> Toolkit:
     """A CUDA 13.0 toolkit: assembled from PyPI wheels into the slimwheel cache (or found), verified."""
+    from slimwheel.cuda.versions import CudaVersion
     from slimwheel.toolkit import ensure_toolkit
 
-    return ensure_toolkit("13.0")
+    return ensure_toolkit(CudaVersion(13, 0))

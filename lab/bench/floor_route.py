@@ -292,9 +292,10 @@ def installed_probe(wheel: Path, beside: list[Path], nvidia: Path, sysroot: Any)
 def judge_release(wheel: Path, name: str, release_check: str, beside: list[Path]) -> dict[str, Any]:
     """judge_wheel for one release wheel, probed as installed beside its requirements (`installed_probe`), and the
     release's own check, verbatim."""
+    from slimwheel.cuda.versions import CudaVersion
     from slimwheel.toolkit import ensure_toolkit
 
-    tk = ensure_toolkit("13.0")
+    tk = ensure_toolkit(CudaVersion(13, 0))
     sysroot = ensure_sysroot("debian11")
     out = {"name": name, **judge_wheel(wheel, sysroot, [Path(d) for d in tk.lib_dirs])}
     nvidia = tk.root / "site" / "nvidia"  # the toolkit's nvidia-* wheels, installed as pip lays them out
@@ -313,9 +314,10 @@ def judge_release(wheel: Path, name: str, release_check: str, beside: list[Path]
 
 
 def measure(a: argparse.Namespace) -> dict[str, Any]:
+    from slimwheel.cuda.versions import CudaVersion
     from slimwheel.toolkit import ensure_toolkit
 
-    tk = ensure_toolkit("13.0")
+    tk = ensure_toolkit(CudaVersion(13, 0))
     lib_dirs = [Path(d) for d in tk.lib_dirs]
     data: dict[str, Any] = {
         "schema": 1,

@@ -40,6 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from slimwheel import fsutil
 from slimwheel.cuda.arch import ArchPlan, explicit_plan
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.inspect.report import target_totals
 from slimwheel.inspect.scan import inspect_binary
 from slimwheel.prune import PruneResult, prune_libraries, result_to_json
@@ -213,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO, format="%(message)s")
 
     t_all = time.monotonic()
-    tk = ensure_toolkit("11.8")
+    tk = ensure_toolkit(CudaVersion(11, 8))
     env = {**os.environ, **tk.env}
     work = args.work or Path(tempfile.mkdtemp(prefix="static-experiment-"))
     work.mkdir(parents=True, exist_ok=True)

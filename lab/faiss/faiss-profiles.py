@@ -34,6 +34,7 @@ from lab.faissbench.build import build_settings, repair_profile
 from lab.faissbench.measure import measure_wheel, ninja_seconds, object_fatbins
 from slimwheel.build import build_command as pep517_command
 from slimwheel.config import read_pyproject
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, SlimwheelError, ToolError
 from slimwheel.fsutil import cache_dir, write_text_atomic
 from slimwheel.toolkit import ensure_toolkit
@@ -374,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads(a.output.read_text()) if a.output.is_file() else {}
         if results.get("schema") != SCHEMA:
             results = {"schema": SCHEMA, "profiles": {}}
-        toolkit = ensure_toolkit("13.0")
+        toolkit = ensure_toolkit(CudaVersion(13, 0))
         for p in profiles:
             entry = dict(results["profiles"].get(p.name, {})) if a.measure_only else {}
             plan = p.plan(toolkit)

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 from slimwheel.check import check_wheel, make_policy, verdict_to_json
+from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.inspect.report import report_to_json
 from slimwheel.inspect.scan import inspect_binary, inspect_wheel
+from slimwheel.units import parse_size
 
 BUDGET = "60MiB"
 # Every CC the CUDA 13 toolkit targets from 7.5 on, up to the newest it knows (12.x): what "full coverage" means here.
@@ -22,7 +24,10 @@ REQUIRED_ARCH = "7.5-12.0"
 def measure_wheel(wheel: Path, *, budget: str = BUDGET, require_arch: str = REQUIRED_ARCH) -> dict[str, Any]:
     """Size, coverage and `slimwheel check` verdict of one wheel, plus the full size report."""
     report = inspect_wheel(wheel)
-    verdict = check_wheel(report, make_policy(report, budget=budget, require_arch=require_arch))
+    verdict = check_wheel(
+        report,
+        make_policy(report, budget=parse_size(budget, what="budget"), require_arch=parse_require_arch(require_arch)),
+    )
     return {
         "wheel": wheel.name,
         "wheel_size": report.size,

@@ -21,6 +21,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from slimwheel.cuda.arch import CC
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.inspect.report import module_coverage
 from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit import ensure_toolkit
@@ -42,7 +43,7 @@ GPU = CC(9, 0)
 
 
 def main() -> int:
-    tk = ensure_toolkit("13.0")
+    tk = ensure_toolkit(CudaVersion(13, 0))
     OUT.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, **tk.env}
     predictions = {}

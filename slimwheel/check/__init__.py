@@ -19,14 +19,13 @@ from slimwheel.check import budget, coverage, dependencies, dist, platform, reco
 from slimwheel.check.coverage import required_ccs
 from slimwheel.check.platform import floor_failures
 from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
-from slimwheel.config import DEFAULT_BUDGET
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
 from slimwheel.cuda.arch import RequireArch
 from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport
 from slimwheel.reqgraph import RequirementGraph
-from slimwheel.units import parse_size
 
 if TYPE_CHECKING:
     from slimwheel import torchext
@@ -86,24 +85,26 @@ def judge(analysis: WheelAnalysis, policy: CheckPolicy) -> Verdict:
 def make_policy(
     report: WheelReport,
     *,
-    budget: str | int = DEFAULT_BUDGET,
-    require_arch: str | RequireArch = "",
+    budget: int = DEFAULT_BUDGET_BYTES,
+    require_arch: RequireArch = "",
     dependencies: bool = True,
-    installed_budget: str | int | None = None,
-    debug_symbols: bool = False,
-    manylinux: str = "",
+    installed_budget: int | None = None,
+    debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
+    manylinux: floor.Policy | None = None,
     read_index: bool = False,
 ) -> CheckPolicy:
+    """The policy `report`'s wheel is judged against, from values parsed at the edge (`Config.parsed`, the CLI):
+    sizes in bytes, the coverage request, the platform floor. Only the CCs `require_arch` names depend on the wheel."""
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
-        budget_bytes=parse_size(budget, what="budget"),
+        budget_bytes=budget,
         require=require,
         require_spec=str(require_arch),
         left_out=left_out,
         dependencies=dependencies,
-        installed_budget_bytes=parse_size(installed_budget, what="installed-budget") if installed_budget else None,
+        installed_budget_bytes=installed_budget,
         debug_symbols=debug_symbols,
-        manylinux=floor.parse_target(manylinux) if manylinux.strip() else None,
+        manylinux=manylinux,
         read_index=read_index,
     )
 

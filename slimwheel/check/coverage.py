@@ -14,7 +14,6 @@ from slimwheel.cuda.arch import (
     RequireArch,
     counted,
     generation,
-    parse_require_arch,
 )
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, ExitCode
@@ -25,14 +24,13 @@ from slimwheel.inspect.report import WheelReport, coverage_detail, gap_text, nvr
 from slimwheel.shown import abbreviated
 
 
-def required_ccs(spec: str | RequireArch, report: WheelReport) -> tuple[tuple[CC, ...], tuple[CC, ...]]:
+def required_ccs(spec: RequireArch, report: WheelReport) -> tuple[tuple[CC, ...], tuple[CC, ...]]:
     """(required, left out) for `--require-arch`: nothing for "" or "none"; a CC set ("7.5-12.0", "8.0+", "9.0");
     "toolkit": every CC the
     wheel's CUDA major can target (the newest release of that major slimwheel knows), or "auto": those of them from
     the oldest CC the wheel has code for up: whatever the wheel chose to start at, it must not lose newer GPUs (a wheel
     with no device code, or whose CUDA major cannot be told, requires nothing). Integrated GPUs (Jetson, Thor, GB10)
     are aarch64 systems, so they are left out for x86_64 wheels."""
-    spec = parse_require_arch(spec)
     if isinstance(spec, CCRequest):
         ccs = spec.resolve()
     elif spec in ("", "none"):

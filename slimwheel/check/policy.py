@@ -6,23 +6,22 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from slimwheel import distcheck, floor
-from slimwheel.config import DEFAULT_BUDGET
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
 from slimwheel.cuda.arch import CC
 from slimwheel.errors import ExitCode
-from slimwheel.units import parse_size
 
 FailureKind = Literal["budget", "coverage", "dependencies", "record", "platform"] | distcheck.FindingKind
 
 
 @dataclass(frozen=True, kw_only=True)
 class CheckPolicy:
-    budget_bytes: int = field(default_factory=lambda: parse_size(DEFAULT_BUDGET, what="budget"))
+    budget_bytes: int = DEFAULT_BUDGET_BYTES
     require: tuple[CC, ...] = ()
     require_spec: str = ""  # as the user wrote it ("7.5-12.0", "toolkit"), for messages
     left_out: tuple[CC, ...] = ()  # integrated aarch64 GPUs dropped from the request for an x86_64 wheel
     dependencies: bool = True
     installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)
-    debug_symbols: bool = False  # distcheck: unstripped ELF files fail
+    debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS  # distcheck: unstripped ELF files fail
     manylinux: floor.Policy | None = None  # the platform floor every ELF file must stay within (None: not checked)
     # Read the package index for what the requirements' own requirements install, when a library is otherwise
     # unprovided (`reqgraph`). Off for library callers and tests; `slimwheel check` turns it on unless --offline.

@@ -16,6 +16,7 @@ from rich.console import Console
 from slimwheel import render, shown
 from slimwheel.build import PhaseEvent, build_project, prepare
 from slimwheel.cli import quiet as cli_quiet
+from slimwheel.commands._options import format_option
 from slimwheel.commands.plan import CONFIG_KEYS, config_options, load_config_origins, render_plan
 from slimwheel.config import COMPILER_CACHES, Config
 from slimwheel.cuda.arch import listing_order
@@ -80,12 +81,9 @@ class _Reporter:
     type=click.Path(file_okay=False, path_type=Path),
     help="CMake build folder to keep for incremental rebuilds (default: a fresh temporary one).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
+@format_option(
+    ["text", "json"],
+    "text",
     help="json: the build report (the .slimwheel.json written beside the wheel), or with --dry-run the "
     "plan and the build command.",
 )

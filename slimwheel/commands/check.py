@@ -16,6 +16,16 @@ from slimwheel import config as cfgmod
 from slimwheel import distcheck, render
 from slimwheel.analysis import analyze
 from slimwheel.cli import quiet as cli_quiet
+from slimwheel.commands._options import (
+    budget_option,
+    debug_symbols_option,
+    format_option,
+    installed_budget_option,
+    manylinux_option,
+    offline_option,
+    read_index,
+    require_arch_option,
+)
 from slimwheel.commands.size_report import FORMATS, emit
 from slimwheel.errors import CheckFailed, ExitCode, exit_codes
 from slimwheel.render import table_text
@@ -31,20 +41,6 @@ CHECK_EXIT_CODES = exit_codes(
     ExitCode.CHECK_FAILED,
 )
 
-offline_option = click.option(
-    "--offline",
-    is_flag=True,
-    default=None,
-    help="Do not read the package index (SLIMWHEEL_INDEX_URL, else PIP_INDEX_URL, else PyPI) for the libraries that "
-    "the requirements' own requirements install; asked only when a needed library is otherwise unaccounted for. "
-    "Env: SLIMWHEEL_OFFLINE=1.",
-)
-
-
-def read_index(offline: bool | None) -> bool:
-    """Whether the verdict may read the index: not with --offline, nor with SLIMWHEEL_OFFLINE set true."""
-    return checkmod.may_read_index(os.environ, offline=offline)
-
 
 @click.command(
     "check",
@@ -52,48 +48,23 @@ def read_index(offline: bool | None) -> bool:
     f"left in.\n\nExit codes: {CHECK_EXIT_CODES}.",
 )
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--budget",
-    default=None,
-    help="Largest wheel allowed: 60MiB (default; 2**20-byte units), 100MB (10**6), or bytes. "
-    "Config key: budget; env: SLIMWHEEL_BUDGET.",
+@budget_option(
+    "Largest wheel allowed: 60MiB (default; 2**20-byte units), 100MB (10**6), or bytes. "
+    "Config key: budget; env: SLIMWHEEL_BUDGET."
 )
-@click.option(
-    "--require-arch",
-    default=None,
-    help="Compute capabilities every wheel must serve by SASS or PTX: 7.5-12.0, 8.0+, 9.0, 'toolkit' "
-    "(all that the wheel's CUDA major can target), 'auto' (default: those from the oldest the wheel has code for "
-    "up: no newer GPU lost), or 'none'. Config key: require-arch.",
-)
-@click.option(
-    "--manylinux",
-    default=None,
-    metavar="POLICY",
-    help="Fail ELF files that need newer glibc/libstdc++ symbol versions (GLIBC_*, GLIBCXX_*, CXXABI_*, "
-    "GCC_*) than this manylinux policy allows (auditwheel's policy data), naming each symbol: 2_28, "
-    "manylinux_2_31, manylinux2014. Config key: manylinux.",
-)
+@require_arch_option()
+@manylinux_option()
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
-@offline_option
-@click.option(
-    "--installed-budget",
-    default=None,
-    metavar="SIZE",
-    help="Largest installed size (files uncompressed), e.g. 200MiB. Config key: installed-budget.",
-)
-@click.option(
-    "--debug-symbols/--no-debug-symbols",
-    default=None,
-    help="Fail ELF files left unstripped (.debug_* sections, a symbol table over 1 MiB), exit "
-    f"{ExitCode.DEBUG_INFO:d}; on by default. Config key: debug-symbols.",
-)
+@offline_option()
+@installed_budget_option()
+@debug_symbols_option()
 @click.option(
     "--release-total",
     is_flag=True,
     help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit "
     f"{ExitCode.OVER_BUDGET:d} when over it.",
 )
-@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+@format_option(FORMATS, "table")
 @click.option(
     "-o",
     "--output",
@@ -138,7 +109,7 @@ def command(
                 dependencies=not no_dependencies,
                 installed_budget=cfg.parsed.installed_budget_bytes,
                 debug_symbols=cfg.debug_symbols,
-                manylinux=cfg.manylinux,
+                manylinux=cfg.parsed.manylinux,
                 read_index=read_index(offline),
             ),
         )

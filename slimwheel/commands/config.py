@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slimwheel import config as cfgmod
+from slimwheel.commands._options import format_option
 from slimwheel.errors import ExitCode
 
 
@@ -22,7 +23,7 @@ from slimwheel.errors import ExitCode
 )
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @click.option("--schema", is_flag=True, help="Print the JSON schema of [tool.slimwheel] instead.")
-@click.option("--format", "fmt", type=click.Choice(["json", "table"]), default="json", show_default=True)
+@format_option(["json", "table"], "json")
 def command(project_dir: Path | None, schema: bool, fmt: str) -> None:
     if schema:
         click.echo(cfgmod.schema_text(), nl=False)

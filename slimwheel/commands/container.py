@@ -11,6 +11,7 @@ import click
 
 from slimwheel import compilercache, container
 from slimwheel import config as cfgmod
+from slimwheel.commands._options import format_option
 from slimwheel.cuda.versions import CUDA13_RELEASES, DEFAULT_CUDA
 from slimwheel.errors import ToolError
 
@@ -44,12 +45,9 @@ from slimwheel.errors import ToolError
     is_flag=True,
     help="Only print the configuration (as [tool.cibuildwheel] TOML and as CIBW_* variables) and exit.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "toml", "env", "json"]),
-    default="text",
-    show_default=True,
+@format_option(
+    ["text", "toml", "env", "json"],
+    "text",
     help="With --print-config: both forms (text), or one of them.",
 )
 @click.option(

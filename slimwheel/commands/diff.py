@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from slimwheel.commands._options import format_option
 from slimwheel.commands.size_report import emit
 from slimwheel.inspect.scan import inspect_file
 from slimwheel.postbuild import diff as diffmod
@@ -16,12 +17,9 @@ from slimwheel.render import table_text
 @click.command("diff")
 @click.argument("old", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("new", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(("table", "json", "markdown")),
-    default="table",
-    show_default=True,
+@format_option(
+    ("table", "json", "markdown"),
+    "table",
     help="markdown: a block for $GITHUB_STEP_SUMMARY.",
 )
 @click.option(

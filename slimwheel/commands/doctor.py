@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from slimwheel import shown
+from slimwheel.commands._options import format_option
 from slimwheel.doctor import DoctorReport, doctor_to_json, run_doctor
 from slimwheel.errors import CheckFailed, ExitCode
 
@@ -23,7 +24,7 @@ from slimwheel.errors import CheckFailed, ExitCode
     """,
 )
 @click.argument("target", required=False)
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(["table", "json"], "table")
 def command(target: str | None, fmt: str) -> None:
     report = run_doctor(target)
     if fmt == "json":

@@ -8,6 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from slimwheel.commands._options import format_option
 from slimwheel.footprint import MODES, footprint_to_json, measure
 
 MIB = 2**20
@@ -28,7 +29,7 @@ def _mib(v: int | None) -> str:
 @click.option("--device", default=0, show_default=True, help="GPU index.")
 @click.option("--mode", "modes", multiple=True, type=click.Choice(MODES), help="Only these modes (default both).")
 @click.option("--python", "python", default=None, help="Interpreter of the package's environment (default: this one).")
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(["table", "json"], "table")
 def command(module: str, call: str | None, device: int, modes: tuple[str, ...], python: str | None, fmt: str) -> None:
     """Measure MODULE (an installed package or module) in fresh processes. Memory in MiB (2**20 bytes)."""
     report = measure(module, call=call, device=device, modes=modes or MODES, python=python)

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from slimwheel import config as cfgmod
 from slimwheel import context
+from slimwheel.commands._options import budget_option, format_option, require_arch_option
 from slimwheel.config import COMPRESSION_MODES, LINK_MODES, Config
 from slimwheel.plan import BuildPlan, cmake_cache_script, cmake_defines, plan_to_json
 
@@ -31,8 +32,8 @@ _OPTIONS: tuple[Callable[[Any], Any], ...] = (
     click.option("--compression", type=click.Choice(COMPRESSION_MODES), help="Fatbin compression."),
     click.option("--link", type=click.Choice(LINK_MODES), help="Link the CUDA libraries dynamically or statically."),
     click.option("--libraries", help='CUDA components the extension links: "cudart,cublas".'),
-    click.option("--budget", help='Largest wheel allowed: "60MiB", "100MB".'),
-    click.option("--require-arch", help='Compute capabilities the wheel must serve: "7.5-12.0".'),
+    budget_option('Largest wheel allowed: "60MiB", "100MB".'),
+    require_arch_option('Compute capabilities the wheel must serve: "7.5-12.0".'),
     click.option("--loader/--no-loader", default=None, help="Put slimwheel's run-time loader into the wheel."),
 )
 CONFIG_KEYS = (
@@ -76,7 +77,7 @@ def load_config_origins(
 @click.command("plan")
 @click.argument("project_dir", required=False, type=click.Path(file_okay=False, exists=True, path_type=Path))
 @config_options
-@click.option("--format", "fmt", type=click.Choice(["table", "json", "cmake"]), default="table", show_default=True)
+@format_option(["table", "json", "cmake"], "table")
 def command(project_dir: Path | None, fmt: str, **kwargs: Any) -> None:
     """Pick the fewest GPU targets that serve the wanted GPUs natively, plus PTX for newer ones, and explain them.
 

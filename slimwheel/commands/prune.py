@@ -12,6 +12,7 @@ from rich.table import Table
 
 from slimwheel import config as cfgmod
 from slimwheel import context
+from slimwheel.commands._options import format_option
 from slimwheel.plan import arch_plan
 from slimwheel.prune import PruneResult, prune_libraries, result_to_json
 from slimwheel.units import human
@@ -45,7 +46,7 @@ def _render(result: PruneResult, console: Console) -> None:
 @click.option("--archs", default=None, help='GPUs to serve natively: "7.5-9.0", "8.0+", "all".')
 @click.option("--targets", default=None, help='Explicit targets instead of a plan: "75-real;80-real;90".')
 @click.option("--libraries", default=None, help='CUDA components the link needs: "cublas,cublasLt,cudart".')
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
+@format_option(["table", "json"], "table")
 def command(
     project_dir: Path | None, cuda: str | None, archs: str | None, targets: str | None, libraries: str | None, fmt: str
 ) -> None:

@@ -12,7 +12,7 @@ import click
 from slimwheel import config as cfgmod
 from slimwheel import deps, heap, shown, torchext
 from slimwheel.cli import quiet
-from slimwheel.commands.check import read_index
+from slimwheel.commands._options import CUDA_VERSION, format_option, offline_option, read_index
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ExitCode
 from slimwheel.external import parse_externals
@@ -41,6 +41,8 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
 @click.option(
     "--cuda",
     "cuda",
+    type=CUDA_VERSION,
+    metavar="TEXT",
     default=None,
     help="CUDA release the wheel was built with (e.g. 13.0); default: "
     "the major its DT_NEEDED libraries name, lower bounds X.0.",
@@ -87,12 +89,9 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     "carry libcudart-53d54daa.so.12.6.68): the process then maps that copy and the nvidia-* wheel's. Refused "
     "by default (exit 12).",
 )
-@click.option(
-    "--offline",
-    is_flag=True,
-    default=None,
-    help="Do not read the package index for what the requirements' wheels ship (the copies they share with this "
-    "wheel are then unknown, and the result says so). Env: SLIMWHEEL_OFFLINE=1.",
+@offline_option(
+    "Do not read the package index for what the requirements' wheels ship (the copies they share with this "
+    "wheel are then unknown, and the result says so). Env: SLIMWHEEL_OFFLINE=1."
 )
 @click.option(
     "--sysroot",
@@ -108,19 +107,16 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     help="Strip the ELF files that check fails for debug info (.debug_* sections, a symbol table over 1 MiB) with "
     "`strip --strip-unneeded`, before auditwheel. Config key: strip; env: SLIMWHEEL_STRIP.",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["text", "json"]),
-    default="text",
-    show_default=True,
+@format_option(
+    ["text", "json"],
+    "text",
     help="How to print the result.",
 )
 @click.option("--json", "as_json", is_flag=True, hidden=True, help="The same as --format json (kept for scripts).")
 def command(
     wheel: Path,
     out_dir: Path,
-    cuda: str | None,
+    cuda: CudaVersion | None,
     plat: str | None,
     no_loader: bool,
     externals: tuple[str, ...],
@@ -148,7 +144,7 @@ def command(
     result = repair_wheel(
         wheel,
         out_dir,
-        cuda=CudaVersion.parse(cuda) if cuda else None,
+        cuda=cuda,
         loader=not no_loader,
         plat=plat,
         externals=parse_externals(externals, where="--external"),

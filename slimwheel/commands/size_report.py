@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from slimwheel.commands._options import format_option
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_file
 
@@ -38,12 +39,9 @@ def _preload(module: str) -> None:
 
 @click.command("size-report")
 @click.argument("wheels", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice((*FORMATS, "html")),
-    default="table",
-    show_default=True,
+@format_option(
+    (*FORMATS, "html"),
+    "table",
     help='table: for a terminal; json: versioned ({"schema": 1}), sizes in bytes; markdown: a CI job summary; '
     "html: a self-contained treemap page (files, sections, architectures, modules; no network needed).",
 )

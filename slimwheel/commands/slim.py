@@ -15,10 +15,18 @@ from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import heap, render, shown
 from slimwheel.cli import quiet
-from slimwheel.commands.check import offline_option, read_index
+from slimwheel.commands._options import (
+    budget_option,
+    format_option,
+    offline_option,
+    ptx_keep_option,
+    read_index,
+    slim_archs_option,
+)
 from slimwheel.commands.size_report import emit
+from slimwheel.cuda.arch import RequireArch
 from slimwheel.errors import ExitCode
-from slimwheel.postbuild.slim import SlimResult, result_to_json, slim
+from slimwheel.postbuild.slim import PtxKeep, SlimResult, result_to_json, slim
 from slimwheel.units import human
 
 _ROWS = 40  # rows of the dropped-code table; the JSON lists every file
@@ -98,19 +106,8 @@ def _draw(r: SlimResult, console: Console) -> None:
     """,
 )
 @click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
-@click.option(
-    "--archs",
-    required=True,
-    help="GPUs to keep code for: 9.0, 8.0-9.0, 8.0+, 8.6,9.0. Each CUDA module keeps the cubin (or PTX) "
-    "the driver would pick for each of them.",
-)
-@click.option(
-    "--ptx",
-    default="needed",
-    show_default=True,
-    help="PTX to keep: needed (only where a requested GPU has no cubin), newest (each module's newest PTX "
-    "too: newer GPUs still JIT-compile it), or compute capabilities (9.0) whose PTX to keep.",
-)
+@slim_archs_option()
+@ptx_keep_option()
 @click.option(
     "-o",
     "--out-dir",
@@ -119,8 +116,8 @@ def _draw(r: SlimResult, console: Console) -> None:
     show_default=True,
     help="Folder for the slimmed wheel.",
 )
-@click.option("--budget", default=None, help="Size budget the result is checked against (as `check --budget`).")
-@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
+@budget_option("Size budget the result is checked against (as `check --budget`).")
+@format_option(("table", "json"), "table")
 @click.option(
     "--report",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -139,11 +136,11 @@ def _draw(r: SlimResult, console: Console) -> None:
     help="Write the wheel even when none of its CUDA modules runs on any --archs GPU (all its device code "
     f"is dropped); without it that is refused, exit {ExitCode.MISSING_COVERAGE:d}, and nothing is written.",
 )
-@offline_option
+@offline_option()
 def command(
     wheel: Path,
-    archs: str,
-    ptx: str,
+    archs: RequireArch,
+    ptx: PtxKeep,
     out_dir: Path,
     budget: str | None,
     fmt: str,
@@ -159,7 +156,7 @@ def command(
         out_dir,
         archs=archs,
         ptx=ptx,
-        budget=cfg.budget,
+        budget=cfg.parsed.budget_bytes,
         rewrite_record=rewrite_record,
         allow_unserved=allow_unserved,
         read_index=read_index(offline),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from slimwheel.commands._options import format_option
 from slimwheel.toolkit.sysroot import SPECS, cap_for, ensure_sysroot
 
 
@@ -20,12 +21,9 @@ from slimwheel.toolkit.sysroot import SPECS, cap_for, ensure_sysroot
     default=None,
     help="Assemble into this folder (default: <cache>/sysroots/NAME).",
 )
-@click.option(
-    "--format",
-    "fmt",
-    type=click.Choice(["env", "json"]),
-    default="env",
-    show_default=True,
+@format_option(
+    ["env", "json"],
+    "env",
     help="env: shell `export` lines for CC, CXX and CUDAHOSTCXX; json: the sysroot's facts.",
 )
 @click.option(

@@ -11,12 +11,16 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from slimwheel.commands._options import CUDA_REQUEST, format_option
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.toolkit import ensure_toolkit, toolkit_to_json
 
 
 @click.command("toolkit")
 @click.option(
     "--cuda",
+    type=CUDA_REQUEST,
+    metavar="TEXT",
     default="auto",
     show_default=True,
     help='CUDA release: "13.0" (assembled from PyPI wheels when none is installed), "12.4", "11.8", or "auto" '
@@ -27,8 +31,8 @@ from slimwheel.toolkit import ensure_toolkit, toolkit_to_json
     type=click.Path(file_okay=False, path_type=Path),
     help="Use the toolkit in this folder (holding bin/nvcc) and nothing else.",
 )
-@click.option("--format", "fmt", type=click.Choice(["table", "json"]), default="table", show_default=True)
-def command(cuda: str, root: Path | None, fmt: str) -> None:
+@format_option(["table", "json"], "table")
+def command(cuda: CudaVersion | None, root: Path | None, fmt: str) -> None:
     """Find or assemble a CUDA toolkit, check that it compiles and links a cuBLAS program, and describe it."""
     tk = ensure_toolkit(cuda, root=root, env=dict(os.environ))
     info = toolkit_to_json(tk)

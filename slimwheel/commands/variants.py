@@ -14,7 +14,7 @@ from rich.table import Table
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import heap, render, shown
-from slimwheel.commands.check import offline_option, read_index
+from slimwheel.commands._options import budget_option, format_option, offline_option, read_index
 from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.variants import VariantsResult, make_variants, result_to_json
 from slimwheel.units import human
@@ -57,15 +57,15 @@ def _draw(r: VariantsResult, console: Console) -> None:
     show_default=True,
     help="Folder for the variant wheels, the universal wheel, the index JSON and the PEP 503 pages (simple/).",
 )
-@click.option("--budget", default=None, help="Size budget each variant is checked against (as `check --budget`).")
-@click.option("--format", "fmt", type=click.Choice(("table", "json")), default="table", show_default=True)
+@budget_option("Size budget each variant is checked against (as `check --budget`).")
+@format_option(("table", "json"), "table")
 @click.option(
     "--rewrite-record",
     is_flag=True,
     help="Accept an input whose RECORD does not match its files (refused "
     "with exit 14 by default, as by repair); the output gets a correct RECORD.",
 )
-@offline_option
+@offline_option()
 def command(
     wheel: Path, out_dir: Path, budget: str | None, fmt: str, rewrite_record: bool, offline: bool | None
 ) -> None:
@@ -78,7 +78,7 @@ def command(
     result = make_variants(
         wheel,
         out_dir,
-        budget=cfg.budget,
+        budget=cfg.parsed.budget_bytes,
         rewrite_record=rewrite_record,
         read_index=read_index(offline),
         debug_symbols=cfg.debug_symbols,  # as `slimwheel check` judges each output

@@ -381,7 +381,7 @@ def plan(
     *,
     supported: Sequence[CC],
     extra_sass: Iterable[Target] = (),
-    ptx: PtxRequest | str = "newest",
+    ptx: PtxRequest = "newest",
     exclude_integrated: bool = True,
 ) -> ArchPlan:
     """The fewest SASS targets that serve every wanted CC natively, plus PTX.
@@ -389,9 +389,8 @@ def plan(
     Within one major, SASS for the lowest wanted minor serves every higher minor (binary compatibility), so one cubin
     per major is enough; this is the minimum, since no cubin crosses a major. `extra_sass` adds tuned cubins (e.g. 8.6
     next to 8.0, or 90a); `ptx` is "newest" (PTX of the highest SASS target, which the driver JIT-compiles for GPUs newer
-    than any cubin), "none", or a comma list of CCs.
+    than any cubin), "none", or the CCs of a request (`parse_ptx`, run where the setting is read).
     """
-    ptx = parse_ptx(ptx)
     supported_set = set(supported)
     skipped: list[tuple[CC, str]] = []
     want: list[CC] = []

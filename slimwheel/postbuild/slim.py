@@ -30,8 +30,8 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import CC, CCRequest, Target, parse_cc_set, require_known, served_by
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
+from slimwheel.cuda.arch import CC, CCRequest, RequireArch, Target, parse_cc_set, require_known, served_by
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.files import mapped_file
 from slimwheel.inspect.report import WheelReport, nvrtc_targets
@@ -88,16 +88,26 @@ class SlimResult:
     verdict: checkmod.Verdict
 
 
-def parse_ptx(spec: str) -> tuple[PtxMode, tuple[CC, ...]]:
+@dataclass(frozen=True, kw_only=True)
+class PtxKeep:
+    """--ptx, parsed (`parse_ptx`): the PTX mode, and the CCs whose PTX to keep besides; `text` as written, for
+    messages."""
+
+    mode: PtxMode = "needed"
+    ccs: tuple[CC, ...] = ()
+    text: str = "needed"
+
+
+def parse_ptx(spec: str) -> PtxKeep:
     """--ptx: "needed" (only PTX a requested GPU needs), "newest" (each module's newest PTX too), or CCs whose PTX
     to keep ("9.0", "8.0,12.0")."""
     s = spec.strip().lower()
     if s in ("needed", ""):
-        return "needed", ()
+        return PtxKeep(mode="needed", text=spec)
     if s == "newest":
-        return "newest", ()
+        return PtxKeep(mode="newest", text=spec)
     try:
-        return "needed", parse_cc_set(s)
+        return PtxKeep(mode="needed", ccs=parse_cc_set(s), text=spec)
     except BadInputError as e:
         raise BadInputError(f"--ptx {spec!r}: {e.message}", hint="needed, newest, or compute capabilities") from None
 
@@ -298,15 +308,16 @@ def slim(
     wheel: Path,
     out_dir: Path,
     *,
-    archs: str,
-    ptx: str = "needed",
-    budget: str | int = DEFAULT_BUDGET,
+    archs: RequireArch,
+    ptx: PtxKeep = PtxKeep(),
+    budget: int = DEFAULT_BUDGET_BYTES,
     allow_unserved: bool = False,
     rewrite_record: bool = False,
     read_index: bool = False,
-    debug_symbols: bool = False,
+    debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
 ) -> SlimResult:
-    """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request: "9.0", "8.0-9.0", "8.0+").
+    """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request, `parse_require_arch`: "9.0", "8.0-9.0",
+    "8.0+", or "toolkit"/"auto" as `check --require-arch` reads them); `budget` in bytes.
 
     Refused before anything is written: compute capabilities no GPU has, and (unless `allow_unserved`) a request
     that none of the wheel's code serves, and an input whose RECORD does not match its files (as repair refuses it,
@@ -315,17 +326,18 @@ def slim(
     `read_index`: judge the output's dependencies as `slimwheel check` does, reading the index when needed.
     """
     wheel = Path(wheel)
-    mode, ptx_ccs = parse_ptx(ptx)
-    require_known(ptx_ccs, what=f"--ptx {ptx!r}")
-    if archs.strip().lower() not in ("", "none", "toolkit", "auto"):  # refused before the wheel is unpacked
-        require_known(parse_cc_set(archs), what=f"--archs {archs!r}")
+    mode, ptx_ccs = ptx.mode, ptx.ccs
+    require_known(ptx_ccs, what=f"--ptx {ptx.text!r}")
+    shown_archs = f"--archs {str(archs)!r}"
+    if isinstance(archs, CCRequest):  # refused before the wheel is unpacked
+        require_known(archs.resolve(), what=shown_archs)
     with fsutil.work_dir("slimwheel-slim-") as work:
         src = unpack_input(wheel, work, rewrite_record=rewrite_record)
         before = src.report
         ccs, left_out = checkmod.required_ccs(archs, before)
-        require_known(ccs, what=f"--archs {archs!r}")
+        require_known(ccs, what=shown_archs)
         if not ccs:
-            raise BadInputError(f"--archs {archs!r}: names no GPU to keep code for")
+            raise BadInputError(f"{shown_archs}: names no GPU to keep code for")
         request = SlimRequest(ccs=ccs, ptx=mode, ptx_ccs=ptx_ccs)
         if not before.fatbin_entries:
             raise BadInputError(f"{wheel}: no fatbin (CUDA device code) in any ELF file: nothing to slim")

@@ -47,8 +47,8 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import CCRequest, Kind, Target, listing_order
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
+from slimwheel.cuda.arch import CC, CCRequest, Kind, Target, listing_order
 from slimwheel.cuda.versions import (
     PTX_ISA_RELEASE,
     RELEASE_DRIVER,
@@ -163,7 +163,9 @@ def families(report: WheelReport) -> tuple[Family, ...]:
     out = []
     for major in majors:
         # required_ccs is where a CC range becomes GPUs to serve (integrated aarch64 GPUs out for x86_64 wheels).
-        ccs, _left_out = checkmod.required_ccs(f"{major}.0-{major}.9", report)
+        ccs, _left_out = checkmod.required_ccs(
+            CCRequest(f"{major}.0-{major}.9", (("range", CC(major, 0), CC(major, 9)),)), report
+        )
         ccs = tuple(cc for cc in ccs if cc in served)
         if not ccs:
             continue
@@ -246,10 +248,10 @@ def make_variants(
     wheel: Path,
     out_dir: Path,
     *,
-    budget: str | int = DEFAULT_BUDGET,
+    budget: int = DEFAULT_BUDGET_BYTES,
     rewrite_record: bool = False,
     read_index: bool = False,
-    debug_symbols: bool = False,
+    debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
 ) -> VariantsResult:
     """Every family's variant wheel, the universal copy, the index JSON and the PEP 503 pages, from one read of
     `wheel` (unpacked once; each variant streamed from the unpacked files through its own plans). Everything is

@@ -72,21 +72,21 @@ def _assemble(version: CudaVersion, cache: Path) -> Toolkit:
 
 
 def ensure_toolkit(
-    cuda: str | CudaVersion | None = DEFAULT_CUDA,
+    cuda: CudaVersion | None = DEFAULT_CUDA,
     *,
     root: Path | None = None,
     env: Mapping[str, str] | None = None,
     fallback: CudaVersion = DEFAULT_CUDA,
 ) -> Toolkit:
-    """A checked toolkit of the requested release ("13.0", "12.4", "11.8", "auto"/None: any found, else `fallback`
-    assembled).
+    """A checked toolkit of the requested release (13.0, 12.4, 11.8, parsed at the edge by `parse_request`; None: any
+    found, else `fallback` assembled).
 
     `env` is where CUDA_HOME, CUDA_PATH, PATH and SLIMWHEEL_CACHE are read (default: os.environ); the tools themselves
     run in the process environment. Raises ToolError (exit 4) when no toolkit can be had, BadInputError (exit 3) for
     a request slimwheel cannot serve or a given root of another release.
     """
     e = os.environ if env is None else env
-    wanted = parse_request(cuda)
+    wanted = cuda
     cache = cache_dir(dict(e))
     if root is not None:
         (cand,) = candidates(Path(root), e)
@@ -152,12 +152,12 @@ def toolkit_to_json(tk: Toolkit, *, env: Mapping[str, str] | None = None) -> dic
 
 
 def find_toolkit(
-    cuda: str | CudaVersion | None = None, *, root: Path | None = None, env: Mapping[str, str] | None = None
+    cuda: CudaVersion | None = None, *, root: Path | None = None, env: Mapping[str, str] | None = None
 ) -> Toolkit | None:
     """A toolkit of the requested release that is already here (given root, CUDA_HOME, PATH, slimwheel's cache),
     without assembling or checking anything; None if there is none. For `slimwheel plan`, which must not download."""
     e = os.environ if env is None else env
-    wanted = parse_request(cuda)
+    wanted = cuda
     if root is not None:
         nvcc = Path(root) / "bin" / "nvcc"
         if not nvcc.exists():

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from slimwheel.check import check_wheel, make_policy
+from slimwheel.cuda.arch import parse_require_arch
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.toolkit import Toolkit
 
@@ -102,7 +104,7 @@ def test_wheel_has_the_planned_targets_and_passes_check(
     rep = inspect_wheel(wheel)
     assert sorted(str(t) for t in rep.targets) == ["compute_90", "sm_75", "sm_80", "sm_90"]
     assert rep.cuda_major == 13
-    verdict = check_wheel(rep, make_policy(rep, budget="20MiB", require_arch="7.5-9.0"))
+    verdict = check_wheel(rep, make_policy(rep, budget=20 * 2**20, require_arch=parse_require_arch("7.5-9.0")))
     assert verdict.ok, verdict.failures
     reqs = " ".join(rep.requires_dist)
     assert "nvidia-cublas" in reqs and "nvidia-cuda-runtime" in reqs
@@ -211,7 +213,7 @@ def test_cuda12_build_requires_the_cu12_wheels(knn: Path, tmp_path: Path) -> Non
     scripts/test.sh), the plan from nvcc 12.4, and the wheel requires the -cu12 runtime wheels."""
     from slimwheel.toolkit import ensure_toolkit
 
-    tk12 = ensure_toolkit("12.4")
+    tk12 = ensure_toolkit(CudaVersion(12, 4))
     proc = subprocess.run(
         [*CLI, "build", str(knn), "--cuda", "12.4", "--archs", "8.0,9.0", "--out-dir", str(tmp_path)],
         capture_output=True,

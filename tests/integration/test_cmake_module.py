@@ -21,6 +21,7 @@ from elftools.elf.sections import SymbolTableSection
 from helpers.cmakerun import CMAKE, configure, tool_env
 
 from devtools import cmake_tables as tables
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.inspect.scan import inspect_binary
 from slimwheel.toolkit import Toolkit
 
@@ -329,7 +330,7 @@ def test_config_version_follows_the_package_version(tmp_path: Path, requested: s
 def test_cuda12_rpath_has_one_folder_per_wheel_and_legacy_compression(tmp_path: Path) -> None:
     from slimwheel.toolkit import ensure_toolkit
 
-    tk12 = ensure_toolkit("12.4")  # set up by scripts/test.sh (`slimwheel toolkit --cuda 12.4`)
+    tk12 = ensure_toolkit(CudaVersion(12, 4))  # set up by scripts/test.sh (`slimwheel toolkit --cuda 12.4`)
     src = write_project(tmp_path / "src", f'add_subdirectory("{REPO}" slimwheel)')
     r = configure(tk12, src, tmp_path / "build", f"-DSLIMWHEEL_CUDA_LIBDIRS={';'.join(map(str, tk12.lib_dirs))}")
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-4000:]

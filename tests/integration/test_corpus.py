@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel.check import Verdict, check_wheel, make_policy
+from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.cuda.versions import MAJOR_DRIVER
 from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import WheelReport
@@ -35,7 +36,7 @@ def report(name: str) -> WheelReport:
 
 def verdict(name: str, require: str = "7.5-12.0") -> Verdict:
     r = report(name)
-    return check_wheel(r, make_policy(r, budget="1GiB", require_arch=require))
+    return check_wheel(r, make_policy(r, budget=2**30, require_arch=parse_require_arch(require)))
 
 
 def failures(v: Verdict, kind: str) -> list[str]:
@@ -78,7 +79,7 @@ def test_cupy_nccl_and_cutensor_are_optional_parts_and_cuda_comes_with_its_extra
     r = report("cupy-cuda13x")
     v = check_wheel(
         r,
-        make_policy(r, budget="1GiB", require_arch="7.5-12.0"),
+        make_policy(r, budget=2**30, require_arch=parse_require_arch("7.5-12.0")),
         imports=PythonImports.from_wheel(wheel("cupy-cuda13x")),
     )
     assert not failures(v, "dependencies"), failures(v, "dependencies")
@@ -141,7 +142,7 @@ def test_cupy_repairs_into_a_wheel_that_check_passes(tmp_path: Path) -> None:
 
     # judged as `slimwheel check` judges it: with the package's Python sources
     imports = PythonImports.from_wheel(res.wheel)
-    v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="7.5-12.0"), imports=imports)
+    v = check_wheel(r, make_policy(r, budget=2**30, require_arch=parse_require_arch("7.5-12.0")), imports=imports)
     assert v.ok, v.failures
     assert sum("optional part" in n for n in v.notes) == 2  # nccl and cutensor's modules
 
@@ -258,7 +259,7 @@ def test_cumm_repair_requires_the_runtime_wheels_instead_of_its_copies(tmp_path:
     saved = wheel("cumm-cu120").stat().st_size - res.wheel.stat().st_size
     assert saved > 20 * 2**20 and res.unvendored_bytes[0] > saved  # the loader adds a few kB
     r = inspect_wheel(res.wheel)
-    v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="none"))
+    v = check_wheel(r, make_policy(r, budget=2**30, require_arch="none"))
     assert v.ok, v.failures
 
 
@@ -307,7 +308,7 @@ def test_torchvision_copies_are_noted_and_replaced_by_the_nvidia_wheels(tmp_path
 
     # judged as `slimwheel check` judges it: with the package's Python sources
     imports = PythonImports.from_wheel(res.wheel)
-    v = check_wheel(r, make_policy(r, budget="1GiB", require_arch="7.5-12.0"), imports=imports)
+    v = check_wheel(r, make_policy(r, budget=2**30, require_arch=parse_require_arch("7.5-12.0")), imports=imports)
     assert v.ok, v.failures
 
 

@@ -1,6 +1,6 @@
 """The CUDA 12.4 toolkit slimwheel assembles from Debian 13's nvidia-cuda-toolkit and PyPI's cu12 wheels: it is the
 release it claims, it compiles and links a cuBLAS shared library with the device code asked for, CMake accepts it,
-and `ensure_toolkit("12.4")` hands it out. Facts checked against outside sources, not against slimwheel's tables:
+and `ensure_toolkit(CudaVersion(12, 4))` hands it out. Facts checked against outside sources, not against slimwheel's tables:
 CUDA 12.4 targets sm_50 ... sm_90 (nvcc 12.4 release notes), emits PTX ISA 8.4, and cuobjdump agrees with the
 inspector about what a binary holds."""
 
@@ -163,7 +163,7 @@ def test_it_is_cached_and_handed_out_by_ensure_toolkit(toolkit12: Toolkit) -> No
     assert again.root == toolkit12.root
     env = {k: v for k, v in os.environ.items() if k not in ("CUDA_HOME", "CUDA_PATH")}
     env["PATH"] = "/usr/bin:/bin"  # no other nvcc: the request goes to the assembler, which finds its cache
-    assert ensure_toolkit("12.4", env=env).root == toolkit12.root
+    assert ensure_toolkit(CudaVersion(12, 4), env=env).root == toolkit12.root
 
 
 def test_the_cli_reports_it(toolkit12: Toolkit) -> None:

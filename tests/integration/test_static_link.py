@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel.cuda.arch import parse_targets
+from slimwheel.cuda.versions import CudaVersion
 from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 from slimwheel.prune import prune_libraries
 from slimwheel.toolkit import Toolkit
@@ -33,7 +34,7 @@ def toolkit118() -> Toolkit:
     subprocess.run(["bash", str(REPO / "scripts/setup-cuda11.sh")], check=True)
     from slimwheel.toolkit import ensure_toolkit
 
-    return ensure_toolkit("11.8")
+    return ensure_toolkit(CudaVersion(11, 8))
 
 
 def cubins(cuobjdump: Path, lib: Path) -> dict[str, int]:

@@ -58,8 +58,9 @@ def test_assembles_from_pypi_once_under_concurrency(tmp_path: Path) -> None:
     code = textwrap.dedent(
         f"""
         import json, sys
+        from slimwheel.cuda.versions import CudaVersion
         from slimwheel.toolkit import ensure_toolkit
-        tk = ensure_toolkit("13.0", env={{"PATH": "", "SLIMWHEEL_CACHE": {str(cache)!r}}})
+        tk = ensure_toolkit(CudaVersion(13, 0), env={{"PATH": "", "SLIMWHEEL_CACHE": {str(cache)!r}}})
         print(json.dumps({{"root": str(tk.root), "source": tk.source, "version": str(tk.version)}}))
         """
     )

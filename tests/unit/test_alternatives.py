@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from slimwheel.check import check_wheel, make_policy
+from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.cuda.versions import MAJOR_DRIVER
 from slimwheel.inspect.report import alternative_groups, report_to_json
 from slimwheel.inspect.scan import inspect_wheel
@@ -41,7 +42,7 @@ def test_alternatives_are_grouped_by_the_cuda_token() -> None:
 def test_coverage_asks_whether_some_alternative_serves_each_cc(tmp_path: Path) -> None:
     r = inspect_wheel(_wheel(tmp_path, ALTS))
     # each CC 5.0-10.0 is served natively by one of the three, although no single file serves them all
-    v = check_wheel(r, make_policy(r, require_arch="5.0-10.0", dependencies=False))
+    v = check_wheel(r, make_policy(r, require_arch=parse_require_arch("5.0-10.0"), dependencies=False))
     assert v.ok, v.failures
     assert {str(cc) for cc in r.coverage.native} >= {"5.0", "6.0", "7.0", "7.5", "8.0", "9.0", "10.0"}
 
@@ -59,7 +60,7 @@ def test_without_the_token_the_files_are_judged_together(tmp_path: Path) -> None
     names = {n.replace("_cuda", "_v"): b for n, b in ALTS.items()}
     r = inspect_wheel(_wheel(tmp_path, names))
     assert r.alternatives == ()
-    v = check_wheel(r, make_policy(r, require_arch="5.0-10.0", dependencies=False))
+    v = check_wheel(r, make_policy(r, require_arch=parse_require_arch("5.0-10.0"), dependencies=False))
     assert not v.ok
 
 

@@ -16,6 +16,7 @@ from slimwheel.cuda.arch import (
     counted,
     explicit_plan,
     parse_cc_set,
+    parse_ptx,
     parse_targets,
     plan,
     served_by,
@@ -111,7 +112,7 @@ def test_plan_serves_every_wanted_cc_natively_with_one_cubin_per_major(wanted: s
 
 
 def test_extra_sass_and_ptx_lists() -> None:
-    p = plan([CC(8, 0), CC(9, 0)], supported=CUDA13, extra_sass=[T("86"), T("90a")], ptx="8.0,9.0")
+    p = plan([CC(8, 0), CC(9, 0)], supported=CUDA13, extra_sass=[T("86"), T("90a")], ptx=parse_ptx("8.0,9.0"))
     assert [str(t) for t in p.targets] == ["sm_80", "sm_86", "sm_90", "sm_90a", "compute_80", "compute_90"]
     with pytest.raises(BadInputError, match="beyond this toolkit"):
         plan([CC(8, 0)], supported=CUDA13, extra_sass=[T("70")])

@@ -18,12 +18,14 @@ from slimwheel.check import (
     required_ccs,
 )
 from slimwheel.cli import main
-from slimwheel.cuda.arch import CC
+from slimwheel.config import DEFAULT_BUDGET
+from slimwheel.cuda.arch import CC, parse_require_arch
 from slimwheel.deps import system_policy
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC
 from slimwheel.inspect.report import coverage_detail
 from slimwheel.inspect.scan import inspect_wheel
+from slimwheel.units import parse_size
 from testkit.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry
 from testkit.wheelmaker import make_wheel
 
@@ -43,9 +45,11 @@ def wheel(
     return make_wheel(tmp_path, name="pkg", files=files, requires=requires, tag=tag)
 
 
-def verdict(path: Path, **policy: str) -> Verdict:
+def verdict(path: Path, *, budget: str = DEFAULT_BUDGET, require_arch: str = "") -> Verdict:
+    """The verdict on `path` with the options as a command line gives them, parsed as the CLI's config parses them."""
     r = inspect_wheel(path)
-    return check_wheel(r, make_policy(r, **policy))  # type: ignore[arg-type]  # callers pass budget and require_arch
+    policy = make_policy(r, budget=parse_size(budget, what="budget"), require_arch=parse_require_arch(require_arch))
+    return check_wheel(r, policy)
 
 
 def test_a_consistent_wheel_passes(tmp_path: Path) -> None:

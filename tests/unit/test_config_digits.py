@@ -76,8 +76,7 @@ def test_huge_numbers_are_a_config_error_naming_the_key(key: str, value: str) ->
 def test_size_edges() -> None:
     assert parse_size("1.1MB") == 1_100_000  # exact: a float made it 1099999 bytes
     assert parse_size(str(MAX_SIZE)) == MAX_SIZE
-    assert parse_size(MAX_SIZE) == MAX_SIZE
-    for bad in (str(MAX_SIZE + 1), MAX_SIZE + 1, "8388608TiB", "1.", ".5MiB", "1.0000000001GiB"):
+    for bad in (str(MAX_SIZE + 1), "8388608TiB", "1.", ".5MiB", "1.0000000001GiB"):
         with pytest.raises(BadInputError):
             parse_size(bad)
 

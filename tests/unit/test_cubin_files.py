@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
-from slimwheel.cuda.arch import CC
+from slimwheel.cuda.arch import CC, parse_require_arch
 from slimwheel.errors import BadInputError, CheckFailed
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import compat_arch_specific
@@ -127,7 +127,7 @@ def test_check_says_why_auto_judges_no_gpu_of_a_wheel_of_cubins(tmp_path: Path) 
     v = check_wheel(r, make_policy(r, require_arch="auto"))
     (note,) = [n for n in v.notes if n.startswith("GPU coverage not judged")]
     assert "runs natively on 9.0, 10.0, 10.3;" in note and "--require-arch" in note
-    failed = check_wheel(r, make_policy(r, require_arch="9.0-12.0"))
+    failed = check_wheel(r, make_policy(r, require_arch=parse_require_arch("9.0-12.0")))
     assert [f.kind for f in failed.failures] == ["coverage"] and "12.0" in failed.failures[0].message
 
 
@@ -135,7 +135,7 @@ def test_slim_leaves_out_cubins_for_none_of_the_gpus_and_keeps_the_others_as_the
     src = _wheel(tmp_path)
     with zipfile.ZipFile(src) as zf:
         before = {n: zf.read(n) for n in zf.namelist()}
-    r = slim(src, tmp_path / "out", archs="9.0")
+    r = slim(src, tmp_path / "out", archs=parse_require_arch("9.0"))
     with zipfile.ZipFile(r.rewritten.wheel) as zf:
         names = set(zf.namelist())
         assert zf.read("pkg/cubins/gemm_sm90a.cubin") == before["pkg/cubins/gemm_sm90a.cubin"]
@@ -152,7 +152,7 @@ def test_slim_leaves_out_cubins_for_none_of_the_gpus_and_keeps_the_others_as_the
 
 def test_slim_refuses_a_request_no_cubin_serves(tmp_path: Path) -> None:
     with pytest.raises(CheckFailed, match="no CUDA module of it runs on 8.0"):
-        slim(_wheel(tmp_path, with_lib=False), tmp_path / "out", archs="8.0")
+        slim(_wheel(tmp_path, with_lib=False), tmp_path / "out", archs=parse_require_arch("8.0"))
     assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.whl"))
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from elftools.elf.elffile import ELFFile
 
+from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.inspect.elf import read_elf
 from testkit.binsynth import elf, fatbin, fatbin_entry
@@ -130,7 +131,7 @@ def test_ccs_only_a_few_modules_have_code_for_are_said_with_the_count(tmp_path: 
     r = inspect_wheel(
         make_wheel(tmp_path, name="lt", files={"lt/liblt.so.0": lib}, tag="py3-none-manylinux_2_28_x86_64")
     )
-    v = check_wheel(r, make_policy(r, require_arch="6.0-8.0"))
+    v = check_wheel(r, make_policy(r, require_arch=parse_require_arch("6.0-8.0")))
     assert v.ok, v.failures
     (served,) = [n for n in v.notes if n.startswith("all ")]
     assert "6.0, 6.1, 7.0, 7.5: only 1 of 11 modules carry code for them, the others for other GPUs only" in served

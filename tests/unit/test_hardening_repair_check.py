@@ -15,6 +15,7 @@ from packaging.specifiers import SpecifierSet
 from slimwheel import fsutil
 from slimwheel.check import Verdict, check_wheel, make_policy
 from slimwheel.cli import main
+from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.deps import dependency_problems, satisfiable
 from slimwheel.errors import BadInputError, BadRecordError, ExitCode, ToolError
 from slimwheel.inspect.dynamic import ElfInfo
@@ -321,7 +322,7 @@ def test_a_coverage_gap_names_the_code_of_the_modules_that_fail(tmp_path: Path) 
     legacy = fatbin([fatbin_entry(sm=50), fatbin_entry(sm=60), fatbin_entry(sm=61)])
     w = make_wheel(tmp_path, files={"pkg/_ext.abi3.so": so(sections={".nv_fatbin": modern + legacy})}, requires=[CU13])
     r = inspect_wheel(w)
-    v = check_wheel(r, make_policy(r, require_arch="9.0"))
+    v = check_wheel(r, make_policy(r, require_arch=parse_require_arch("9.0")))
     (f,) = [f for f in v.failures if f.kind == "coverage"]
     assert "1 of 2 fatbins run not at all" in f.message
     assert "their code: sm_50 sm_60 sm_61" in f.message and "SASS for older GPUs only and no PTX" in f.message

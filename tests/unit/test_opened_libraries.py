@@ -167,11 +167,12 @@ def _gpu(sms: tuple[int, ...], *, undefined: Iterable[str] = (), extra: Mapping[
 
 def _verdict(tmp_path: Path, files: dict[str, bytes], require: str) -> Verdict:
     from slimwheel.check import check_wheel, make_policy
+    from slimwheel.cuda.arch import parse_require_arch
     from slimwheel.inspect.scan import inspect_wheel
     from testkit.wheelmaker import make_wheel
 
     r = inspect_wheel(make_wheel(tmp_path, name="te", files=files, tag="py3-none-manylinux_2_28_x86_64"))
-    return check_wheel(r, make_policy(r, require_arch=require))
+    return check_wheel(r, make_policy(r, require_arch=parse_require_arch(require)))
 
 
 def test_a_plugin_without_code_for_a_gpu_is_a_note_when_the_rest_serves_it(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def test_version_needs_bind_each_symbol_to_its_library_and_version() -> None:
 
 def test_check_names_each_offending_symbol_version_and_file(tmp_path: Path) -> None:
     r = inspect_wheel(wheel(tmp_path, {"pkg/_old.so": ext(OLD), "pkg/_ext.so": ext(NEW)}))
-    v = check_wheel(r, make_policy(r, require_arch="none", dependencies=False, manylinux="2_28"))
+    v = check_wheel(r, make_policy(r, require_arch="none", dependencies=False, manylinux=floor.parse_target("2_28")))
     assert not v.ok
     msgs = [f.message for f in v.failures]
     assert {f.exit_code for f in v.failures} == {ExitCode.ABOVE_PLATFORM_FLOOR}
@@ -60,7 +60,9 @@ def test_check_names_each_offending_symbol_version_and_file(tmp_path: Path) -> N
     assert "_ZNSt10filesystem4pathD1Ev@GLIBCXX_3.4.26 of libstdc++.so.6" in cxx and "GLIBCXX up to 3.4.24" in cxx
     assert any("platform floor manylinux_2_31" in n for n in v.notes)
     # Debian 11's level is manylinux_2_31's: the same wheel passes there.
-    ok = check_wheel(r, make_policy(r, require_arch="none", dependencies=False, manylinux="manylinux_2_31"))
+    ok = check_wheel(
+        r, make_policy(r, require_arch="none", dependencies=False, manylinux=floor.parse_target("manylinux_2_31"))
+    )
     assert ok.ok and any("within manylinux_2_31" in n for n in ok.notes)
 
 
@@ -68,7 +70,9 @@ def test_an_old_wheel_is_within_an_old_policy(tmp_path: Path) -> None:
     r = inspect_wheel(wheel(tmp_path, {"pkg/_old.so": ext(OLD)}))
     found = floor.wheel_floor(r.elfs)
     assert found is not None and found.name == "manylinux_2_17"
-    assert check_wheel(r, make_policy(r, require_arch="none", dependencies=False, manylinux="manylinux2014")).ok
+    assert check_wheel(
+        r, make_policy(r, require_arch="none", dependencies=False, manylinux=floor.parse_target("manylinux2014"))
+    ).ok
 
 
 def test_private_and_unlisted_versions() -> None:

@@ -16,11 +16,12 @@ import pytest
 
 from slimwheel import fsutil
 from slimwheel.cli import main
+from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.inspect.zipread import DEFAULT_LIMITS, ZipLimits
-from slimwheel.postbuild.slim import slim
+from slimwheel.postbuild.slim import parse_ptx, slim
 from slimwheel.postbuild.variants import make_variants
 from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
 from testkit.wheelmaker import make_wheel
@@ -59,13 +60,13 @@ def _outputs(folder: Path) -> list[str]:
 def test_an_unknown_compute_capability_is_refused_with_the_real_ones(tmp_path: Path) -> None:
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (80, 90))}))
     with pytest.raises(BadInputError, match=r"--archs '9\.5': no GPU has compute capability 9\.5") as e:
-        slim(src, tmp_path / "out", archs="9.5")
+        slim(src, tmp_path / "out", archs=parse_require_arch("9.5"))
     assert (
         "9.0" in str(e.value.hint) and "8.7 (Jetson Orin)" in str(e.value.hint) and "11.0 (Thor)" in str(e.value.hint)
     )
     assert "12.1 (GB10" in str(e.value.hint) and "integrated aarch64" in str(e.value.hint)
     with pytest.raises(BadInputError, match=r"--ptx '8\.8': no GPU has compute capability 8\.8"):
-        slim(src, tmp_path / "out", archs="9.0", ptx="8.8")
+        slim(src, tmp_path / "out", archs=parse_require_arch("9.0"), ptx=parse_ptx("8.8"))
     assert _outputs(tmp_path / "out") == []
 
 
@@ -73,7 +74,7 @@ def test_a_request_no_module_serves_is_refused_unless_asked(tmp_path: Path, caps
     """faiss-gpu-cu12 1.14.1.post1 (sm_70/sm_80 only) slimmed to 9.0 came out with all 182 modules emptied."""
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (70, 80)) + _module(2, (70, 80))}))
     with pytest.raises(CheckFailed, match="no CUDA module of it runs on 9.0 .*sm_70 sm_80.*no wheel was written") as e:
-        slim(src, tmp_path / "out", archs="9.0")
+        slim(src, tmp_path / "out", archs=parse_require_arch("9.0"))
     assert e.value.exit_code is ExitCode.MISSING_COVERAGE
     assert _outputs(tmp_path / "out") == []
     assert main(["-q", "slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "out")]) == 11
@@ -88,7 +89,7 @@ def test_one_module_without_code_for_the_gpu_is_not_an_unserved_request(tmp_path
     """cuBLAS keeps Hopper's kernels in modules of their own beside modules for 8.x and 10.x only; its slim to 9.0 was
     refused as unserved (the rule read the weakest module, not whether any code serves the GPU)."""
     src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (80, 100)) + _module(2, (90,))}))
-    r = slim(src, tmp_path / "out", archs="9.0")
+    r = slim(src, tmp_path / "out", archs=parse_require_arch("9.0"))
     assert r.rewritten.wheel.exists() and [str(t) for t in r.after.targets] == ["sm_90"]
 
 
@@ -141,7 +142,7 @@ def test_a_heavily_slimmed_output_stays_readable(tmp_path: Path) -> None:
     limits = ZipLimits(ratio=20, ratio_floor=1 << 20)  # the default rule, scaled down to a small test file
     big = pad8(fatbin([fatbin_entry(sm=80, payload=_payload(5, 2 << 20)), fatbin_entry(sm=90, payload=b"\7" * 64)]))
     src = _wheel(tmp_path, _so({".nv_fatbin": big}))
-    r = slim(src, tmp_path / "out", archs="9.0")
+    r = slim(src, tmp_path / "out", archs=parse_require_arch("9.0"))
     (member,) = [f for f in r.after.files if f.name.endswith(".so")]
     assert member.uncompressed > 20 * member.compressed  # past the ratio, and read back all the same
     assert [str(t) for t in inspect_wheel(r.rewritten.wheel, limits).targets] == ["sm_90"]
@@ -153,7 +154,7 @@ def test_device_code_in_data_is_slimmed(tmp_path: Path) -> None:
     src = _wheel(tmp_path, _so({".data": data}))
     before = inspect_wheel(src)
     assert [fb.section for e in before.elfs for fb in e.fatbins] == [".data", ".data"]
-    r = slim(src, tmp_path / "out", archs="9.0")
+    r = slim(src, tmp_path / "out", archs=parse_require_arch("9.0"))
     assert [str(t) for t in r.after.targets] == ["sm_90"]
     (f,) = r.rewritten.files
     assert [(d.kind, d.arch) for d in f.dropped] == [("sass", "80")]
@@ -175,7 +176,7 @@ def test_killed_slims_work_folders_are_removed_by_the_next(tmp_path: Path, monke
     fcntl.flock(fd, fcntl.LOCK_EX)  # a run still working
     try:
         src = _wheel(tmp_path, _so({".nv_fatbin": _module(1, (80, 90))}))
-        slim(src, tmp_path / "out", archs="9.0")
+        slim(src, tmp_path / "out", archs=parse_require_arch("9.0"))
         assert not orphan.exists() and live.exists()
         assert sorted(p.name for p in (tmp_path / "tmp").iterdir()) == ["slimwheel-slim-live0000"]
     finally:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel.cli import main
-from slimwheel.cuda.arch import CC
+from slimwheel.cuda.arch import CC, parse_require_arch
 from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.slim import local_version, parse_ptx, slim
@@ -77,7 +77,7 @@ def _record_ok(path: Path) -> list[str]:
 def test_slim_to_one_gpu(tmp_path: Path) -> None:
     src = _wheel(tmp_path)
     before_bytes = src.read_bytes()
-    r = slim(src, tmp_path / "out", archs="9.0")
+    r = slim(src, tmp_path / "out", archs=parse_require_arch("9.0"))
     assert src.read_bytes() == before_bytes  # the input is only read
     assert r.rewritten.wheel.name == f"pkg-1.2.0+slim.sm90-{TAG}.whl"
     names = _record_ok(r.rewritten.wheel)
@@ -133,13 +133,13 @@ def test_quiet_slim_prints_the_wheel_and_the_verdict(tmp_path: Path, capsys) -> 
 
 
 def test_an_x86_64_request_leaves_out_integrated_gpus(tmp_path: Path) -> None:
-    r = slim(_wheel(tmp_path), tmp_path / "out", archs="8.0-9.0")
+    r = slim(_wheel(tmp_path), tmp_path / "out", archs=parse_require_arch("8.0-9.0"))
     assert CC(8, 7) in r.left_out and CC(8, 7) not in r.request.ccs
     assert sorted(str(t) for t in inspect_wheel(r.rewritten.wheel).targets) == ["sm_80", "sm_90"]
 
 
 def test_ptx_newest_keeps_the_newest_ptx(tmp_path: Path) -> None:
-    r = slim(_wheel(tmp_path), tmp_path / "out", archs="9.0", ptx="newest")
+    r = slim(_wheel(tmp_path), tmp_path / "out", archs=parse_require_arch("9.0"), ptx=parse_ptx("newest"))
     assert r.rewritten.wheel.name.startswith("pkg-1.2.0+slim.sm90.ptx-")
     assert sorted(str(t) for t in r.after.targets) == ["compute_120", "sm_90"]
 
@@ -152,7 +152,7 @@ def test_local_version_labels() -> None:
 
 
 def test_existing_local_version_is_extended(tmp_path: Path) -> None:
-    r = slim(_wheel(tmp_path, version="2.1+cu130"), tmp_path / "out", archs="9.0")
+    r = slim(_wheel(tmp_path, version="2.1+cu130"), tmp_path / "out", archs=parse_require_arch("9.0"))
     assert r.rewritten.wheel.name == f"pkg-2.1+cu130.slim.sm90-{TAG}.whl"
     assert r.after.version == "2.1+cu130.slim.sm90"
 
@@ -238,7 +238,7 @@ def test_slim_and_variants_refuse_a_wrong_record_unless_told(tmp_path: Path) -> 
     for argv in (["slim", "--archs", "9.0"], ["variants"]):
         assert main([*argv, "-o", str(tmp_path / "refused"), str(w)]) == 14, argv
     assert not (tmp_path / "refused").exists() or not any((tmp_path / "refused").iterdir())
-    r = slim(w, tmp_path / "out", archs="9.0", rewrite_record=True)
+    r = slim(w, tmp_path / "out", archs=parse_require_arch("9.0"), rewrite_record=True)
     _record_ok(r.rewritten.wheel)
     assert r.verdict.ok
     v = make_variants(w, tmp_path / "variants", rewrite_record=True)
@@ -265,7 +265,7 @@ def test_slim_and_variants_judge_their_outputs_as_check_does(tmp_path: Path) -> 
         },
         requires=("nvidia-cuda-runtime>=13.0,<14",),
     )
-    res = slim(w, tmp_path / "out", archs="9.0")
+    res = slim(w, tmp_path / "out", archs=parse_require_arch("9.0"))
     assert res.verdict.ok, res.verdict.failures
     assert any("optional part" in n and "libnccl.so.2" in n for n in res.verdict.notes)
     assert res.after.tags == (TAG,)

@@ -196,15 +196,15 @@ def test_candidates_order(tmp_path: Path) -> None:
 
 def test_root_without_nvcc_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ToolError) as e:
-        ensure_toolkit("13.0", root=tmp_path, env={"PATH": "", "SLIMWHEEL_CACHE": str(tmp_path / "c")})
+        ensure_toolkit(CudaVersion(13, 0), root=tmp_path, env={"PATH": "", "SLIMWHEEL_CACHE": str(tmp_path / "c")})
     assert e.value.exit_code == ExitCode.TOOL_FAILED
     assert str(tmp_path) in e.value.message and "nvcc" in e.value.message
     with pytest.raises(ToolError):
-        find_toolkit("13.0", root=tmp_path, env={})
+        find_toolkit(CudaVersion(13, 0), root=tmp_path, env={})
 
 
 def test_find_toolkit_does_not_assemble(tmp_path: Path) -> None:
-    assert find_toolkit("13.0", env={"PATH": "", "SLIMWHEEL_CACHE": str(tmp_path)}) is None
+    assert find_toolkit(CudaVersion(13, 0), env={"PATH": "", "SLIMWHEEL_CACHE": str(tmp_path)}) is None
     assert not (tmp_path / "toolkits").exists()
 
 
@@ -225,9 +225,9 @@ def test_find_toolkit_refuses_a_root_of_another_release(tmp_path: Path, monkeypa
     old = Toolkit(root=tmp_path, nvcc=nvcc, version=CudaVersion(11, 8), source="system", supported=())
     monkeypatch.setattr(tkmod, "describe", lambda nvcc, *, source: old)
     with pytest.raises(BadInputError, match=r"holds CUDA 11.8, but CUDA 13.0 was asked for"):
-        find_toolkit("13.0", root=tmp_path, env={})
-    assert find_toolkit("11.8", root=tmp_path, env={}) is old
-    assert find_toolkit("auto", root=tmp_path, env={}) is old
+        find_toolkit(CudaVersion(13, 0), root=tmp_path, env={})
+    assert find_toolkit(CudaVersion(11, 8), root=tmp_path, env={}) is old
+    assert find_toolkit(None, root=tmp_path, env={}) is old
 
 
 def test_an_nvcc_that_cannot_be_run_is_a_tool_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
