@@ -157,3 +157,48 @@ def test_copies_no_requirement_ships_are_compared_and_the_unknown_said(tmp_path:
     index = _Index({"cumm-like": _facts("cumm-like", ("cumm_like.libs/libcudart-0badc0de.so.13.0.96",))})
     shared, unknown = shared_copies(copies, src.requires, [TAG], lambda installs: index)
     assert shared == () and unknown == ("gone: no wheel of gone",)
+
+
+# cuFile as NVIDIA builds it: SONAME libcufile.so.0, file version 1.15.1 (nvidia-cufile's), 543 exports and no GNU
+# symbol version at all (read from nvidia-cufile 1.15.1.6's libcufile.so.0); auditwheel names the copy by the file.
+CUFILE = "libcufile-0123abcd.so.1.15.1"
+
+
+def _kvik_like(tmp: Path, copy_symbols: Iterable[str], taken: Iterable[str]) -> Path:
+    ext = elf(needed=(CUFILE, "libc.so.6"), undefined=taken)
+    lib = elf(soname=CUFILE, needed=("libc.so.6",), symbols=copy_symbols)
+    files = {"kvik/_ext.so": ext, f"kvik.libs/{CUFILE}": lib}
+    return make_wheel(tmp, name="kvik", files=files, requires=("nvidia-cufile>=1",), tag=TAG)
+
+
+def test_a_cufile_copy_with_no_symbol_versions_is_unvendored(tmp_path: Path) -> None:
+    w = _kvik_like(
+        tmp_path,
+        ["cuFileDriverOpen", "cuFileRead", "_Z15cuFileLoggerDbgPKcS0_"],
+        ["cuFileDriverOpen", "cuFileRead"],
+    )
+    (u,) = _copies(tmp_path, w)
+    assert (u.file, u.replaced_by, u.package, u.release) == (
+        f"kvik.libs/{CUFILE}",
+        "libcufile.so.0",
+        "nvidia-cufile",
+        "1.15.1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("copy_symbols", "taken", "why"),
+    [
+        # S3 again: the project's own library under cuFile's name, no symbol named after cuFile
+        (["kvik_solve"], ["kvik_solve"], "defines none of that library's symbols"),
+        # cuFile's entry points, and one of the project's own that the extension takes
+        (["cuFileDriverOpen", "kvik_solve"], ["cuFileDriverOpen", "kvik_solve"], "takes kvik_solve from it"),
+    ],
+)
+def test_a_cufile_named_file_that_is_not_cufile_is_refused(
+    tmp_path: Path, copy_symbols: list[str], taken: list[str], why: str
+) -> None:
+    w = _kvik_like(tmp_path, copy_symbols, taken)
+    with pytest.raises(BadInputError, match=why) as e:
+        _copies(tmp_path, w)
+    assert f"kvik.libs/{CUFILE}" in e.value.message
