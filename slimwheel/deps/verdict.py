@@ -137,11 +137,20 @@ def fault_text(r: Resolution) -> str:
 
 def _copy_note(f: FileResolution, resolved: Resolved) -> str:
     assert f.copy is not None and f.copy_lib is not None
-    return (
+    said = (
         f"{f.file} is a copy of {f.copy.real_name} ({f.copy_lib.package}"
         + (", loaded by its library" if f.copy.companion else "")
-        + f"): {second_copy(f.copy_lib, resolved.torch)}; `slimwheel repair` replaces it with that wheel"
+        + f"): {second_copy(f.copy_lib, resolved.torch)}"
     )
+    if (p := f.shared) is not None:
+        # the same auditwheel copy in a requirement's wheel is one mapping per process; unvendoring one side only
+        # leaves that copy and the nvidia-* wheel's library loaded together (`repair.unvendor.shared_copies`)
+        return (
+            f"{said}; {p.project} {p.version} ships the same copy ({p.path}; the wheel {p.how()}), which a process "
+            f"maps once: unvendoring only this wheel would load two; `slimwheel repair` refuses that unless "
+            "--split-shared-copies, so repair both wheels"
+        )
+    return f"{said}; `slimwheel repair` replaces it with that wheel"
 
 
 def _folder_note(r: Resolution) -> str:
