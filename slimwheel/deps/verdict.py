@@ -365,7 +365,7 @@ def _torch_notes(from_torch: Mapping[str, tuple[FromTorch, Sequence[str]]]) -> l
         one = from_torch[sonames[0]][0]
         how = f"{one.how} and load it" if len(sonames) == 1 else "ship(s) them in torch/lib and load them"
         notes.append(
-            f"{abbreviated(files)} need(s) {abbreviated(sonames)}: only '{req}' installs "
+            f"{abbreviated(files)} need(s) {', '.join(sonames)}: only '{req}' installs "
             f"{'them' if len(sonames) > 1 else 'it'}: torch {releases_text(providing)} from PyPI {how} at "
             "`import torch`, which must come first"
         )

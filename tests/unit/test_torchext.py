@@ -312,7 +312,9 @@ def test_notes_name_only_releases_that_exist_and_the_requirement_admits() -> Non
     loose = dependency_problems([ext], cuda_major=None, requires=["torch>=2.5.1"], tags=tags)
     (note,) = [n for n in loose.notes if "libc10.so" in n]
     assert "torch 2.5.1 ... 2.11.0 (7 releases), releases after 2.11 from PyPI" in note
-    assert len(note) < 260 and "2.12" not in note and "3.13" not in note
+    # the releases take one short phrase, whatever the requirement admits; the rest names files and libraries
+    releases = note.split(" installs them: torch ", 1)[1].split(" from PyPI", 1)[0]
+    assert len(releases) < 60 and "2.12" not in note and "3.13" not in note
 
 
 def test_releases_text_abbreviates_long_runs() -> None:
