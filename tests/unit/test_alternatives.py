@@ -122,9 +122,8 @@ def test_builds_for_other_gpu_platforms_beside_the_cuda_ones() -> None:
 # Issue 37 item 4: cuda-cccl 1.2.1 ships one folder per CUDA major (cuda/compute/cu12/..., cuda/compute/cu13/...) and
 # imports one of them; the cu13 build has zstd entries and PTX ISA 9.1 (CUDA 13.1), the cu12 build neither.
 def _cccl_so(cudart: str, sm: int, isa: tuple[int, int], zstd: bool) -> bytes:
-    flags = 0x8011 if zstd else 0x11
-    sizes = {"compressed_size": 10, "uncompressed_size": 99} if zstd else {}
-    fb = fatbin([fatbin_entry(sm=sm, flags=flags, **sizes), fatbin_entry(kind="ptx", sm=sm, ptx_isa=isa)])
+    sass = fatbin_entry(sm=sm, flags=0x8011, compressed_size=10, uncompressed_size=99) if zstd else fatbin_entry(sm=sm)
+    fb = fatbin([sass, fatbin_entry(kind="ptx", sm=sm, ptx_isa=isa)])
     return elf(sections={".nv_fatbin": fb}, needed=(cudart, "libc.so.6"))
 
 
