@@ -61,6 +61,8 @@ def _alternative_lines(report: WheelReport) -> list[str]:
     for a in report.alternatives:
         ptx = f"; PTX JIT only: {', '.join(a.ptx_only)}" if a.ptx_only else ""
         floor = f"; driver >= {a.driver_floor}" if a.driver_floor else ""
+        if a.ptx_driver_floor and a.ptx_driver_floor != a.driver_floor:
+            floor += f" ({a.ptx_driver_floor} to JIT-compile its PTX)"
         out.append(f"{a.file} (CUDA {a.cuda}): SASS: {', '.join(a.sass) or '-'}{ptx}{floor}")
     return out
 

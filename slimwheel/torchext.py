@@ -315,6 +315,35 @@ def admitted_minors(spec: SpecifierSet) -> list[str]:
     return out
 
 
+def table_minors() -> tuple[str, ...]:
+    """The torch minors slimwheel's tables were read from (torch-lib.json, torch-abi.json), oldest first."""
+    return tuple(sorted({*shipped_libs(), *(r.minor for r in pypi_releases())}, key=Version))
+
+
+def minors_text(minors: Sequence[str]) -> str:
+    """Admitted minors as a note names them: none newer than slimwheel's tables (the probes run to 3.13, torch does
+    not), "and later releases" for those; a long run abbreviated: "2.0 ... 2.11 (12 minors)"."""
+    newest = Version(table_minors()[-1])
+    known = [m for m in minors if Version(m) <= newest]
+    shown = releases_text(known, unit="minors") if known else f"releases after {newest}"
+    return shown + (" and later releases" if known and len(known) < len(minors) else "")
+
+
+def release_label(minor: str, version: str, spec: SpecifierSet) -> str:
+    """How a note names a minor of slimwheel's tables: the release the table was read from where the requirement
+    admits it, else the minor alone (`torch==2.4.0` admits 2.4, not 2.4.1, the release torch-lib.json read)."""
+    return version if spec.contains(Version(version), prereleases=True) else minor
+
+
+def releases_text(labels: Sequence[str], *, unit: str = "releases") -> str:
+    """Torch releases in a note: up to three named, a longer run as its ends and a count ("2.4.1 ... 2.11.0 (8
+    releases)"), so that a note stays one short line; labels that name no release ("releases after 2.11") follow."""
+    named = [x for x in labels if x[:1].isdigit()]
+    rest = [x for x in labels if not x[:1].isdigit()]
+    head = ", ".join(named) if len(named) <= 3 else f"{named[0]} ... {named[-1]} ({len(named)} {unit})"
+    return ", ".join(x for x in (head, *rest) if x)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TorchVerdict:
     problems: tuple[str, ...]
@@ -337,7 +366,7 @@ def judge(use: TorchUse, requires: Sequence[str], *, cuda_major: int | None) -> 
     shown = f"'{', '.join(str(r) for r in reqs)}'"
     if use.abi == "unstable":
         if len(minors) != 1:
-            span = f"{minors[0]} to {minors[-1]}" if minors else "no release"
+            span = minors_text(minors) if minors else "no release"
             problems.append(
                 f"it uses torch's C++ ABI, which changes with every minor release (e.g. {use.unstable[0]}), "
                 f"but Requires-Dist {shown} admits torch {span}: pin one minor (torch==X.Y.*)"
@@ -375,12 +404,13 @@ def judge(use: TorchUse, requires: Sequence[str], *, cuda_major: int | None) -> 
             )
             continue
         problems += _pin_conflicts(rel, requires)
-    if minors:
-        notes.append(
-            f"torch: serves {minors[0]}"
-            + (f" to {minors[-1]}" if len(minors) > 1 else " only")
-            + (" (and later releases)" if use.abi == "stable" and minors[-1] == "3.13" else "")
-        )
+    if len(minors) == 1:
+        notes.append(f"torch: serves {minors[0]} only")
+    elif minors and use.abi == "unstable":
+        # a classic-ABI build loads only under the minor it was built against, whatever the requirement admits
+        notes.append(f"torch: serves the one minor it was built against, of {minors_text(minors)} admitted")
+    elif minors:
+        notes.append(f"torch: serves {minors_text(minors)}")
     return TorchVerdict(problems=tuple(problems), notes=tuple(notes), serves=tuple(minors))
 
 

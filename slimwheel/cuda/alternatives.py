@@ -2,6 +2,9 @@
 
 Some wheels carry one build of a library per CUDA version and load one of them per process, chosen by the CUDA
 version they find (bitsandbytes 0.50.2: `libbitsandbytes_cuda118.so` ... `_cuda132.so`, picked by torch's CUDA).
+Others carry one folder per CUDA major and import one of them (cuda-cccl 1.2.1: `cuda/compute/cu12/...` and
+`cuda/compute/cu13/...`): the files of sibling folders whose names differ only by a CUDA token are alternatives too,
+each file beside its namesake in the other folders.
 Such files are alternatives: each is judged on its own (its CUDA major, coverage, driver floor and libraries), never
 as if all were loaded together, and a wheel whose alternatives span CUDA majors is not a mixed-major wheel.
 """
@@ -13,6 +16,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _CUDA_TOKEN = re.compile(r"^(?P<pre>.*?)(?P<tok>cuda|cu)(?P<ver>1\d{1,2})(?P<post>(?:[._-][^/]*)?)$")
+# a whole folder name: cu12, cu13, cuda12, cuda_12, cuda-13, cu126; a folder of alternatives only when a sibling
+# folder names another version (a lone `cu13/lib` is just where a wheel keeps its files)
+_FOLDER_TOKEN = re.compile(r"^(?P<tok>cuda[_-]?|cu)(?P<ver>1\d{1,2})$")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,34 +32,77 @@ class AlternativeFile:
         return int(self.cuda.split(".")[0])
 
 
+def _by_name(name: str) -> tuple[str, str] | None:
+    """(group, version) of a file whose base name carries the CUDA token."""
+    folder, _, base = name.rpartition("/")
+    m = _CUDA_TOKEN.match(base)
+    if m is None:
+        return None
+    key = f"{m['pre']}{m['tok']}*{m['post']}"
+    return (f"{folder}/{key}" if folder else key), m["ver"]
+
+
+def _by_folder(name: str) -> tuple[str, str, str] | None:
+    """(folder group, group, version) of a file under a folder named by a CUDA token, the deepest such folder:
+    `cuda/compute/cu12/_bindings.so` -> (`cuda/compute/cu*`, `cuda/compute/cu*/_bindings.so`, "12")."""
+    parts = name.split("/")
+    for i in range(len(parts) - 2, -1, -1):
+        m = _FOLDER_TOKEN.match(parts[i])
+        if m is not None:
+            folder = "/".join([*parts[:i], f"{m['tok']}*"])
+            return folder, "/".join([folder, *parts[i + 1 :]]), m["ver"]
+    return None
+
+
+def _tokens(names: Iterable[str]) -> dict[str, tuple[str, str]]:
+    """file -> (group, version) for each file that is one of per-CUDA alternatives: by base name when its folder
+    holds the same name for another version, else by folder when a sibling folder names another version (a file
+    that only one of the folders has is still that folder's: the folders are what the wheel chooses between)."""
+    names = list(names)
+    by_name = {n: t for n in names if (t := _by_name(n)) is not None}
+    name_versions: dict[str, set[str]] = {}
+    for group, ver in by_name.values():
+        name_versions.setdefault(group, set()).add(ver)
+    out = {n: t for n, t in by_name.items() if len(name_versions[t[0]]) > 1}
+    by_folder = {n: ft for n in names if n not in out and (ft := _by_folder(n)) is not None}
+    folder_versions: dict[str, set[str]] = {}
+    for folder, _, ver in by_folder.values():
+        folder_versions.setdefault(folder, set()).add(ver)
+    out.update({n: (g, v) for n, (f, g, v) in by_folder.items() if len(folder_versions[f]) > 1})
+    return out
+
+
 def groups(names: Iterable[str]) -> dict[str, tuple[str, ...]]:
     """group -> files: files in one folder whose names differ only by a CUDA version token (`_cuda118`, `_cuda121`,
-    `cu12`), two or more versions."""
+    `cu12`), two or more versions; and files of one name in sibling folders that differ only by a CUDA token
+    (`cu12/`, `cu13/`), keyed by the path with the folder's version left out (`cuda/compute/cu*/_bindings.so`)."""
     found: dict[str, dict[str, str]] = {}
-    for name in names:
-        folder, _, base = name.rpartition("/")
-        m = _CUDA_TOKEN.match(base)
-        if m is None:
-            continue
-        key = f"{folder}/{m['pre']}{m['tok']}*{m['post']}" if folder else f"{m['pre']}{m['tok']}*{m['post']}"
-        found.setdefault(key, {})[m["ver"]] = name
-    return {k: tuple(v.values()) for k, v in sorted(found.items()) if len(v) > 1}
+    for name, (group, ver) in _tokens(names).items():
+        found.setdefault(group, {})[ver] = name
+    return {k: tuple(v[ver] for ver in sorted(v, key=_ver_key)) for k, v in sorted(found.items())}
+
+
+def _ver_key(ver: str) -> tuple[int, int]:
+    return (int(ver[:2]), int(ver[2:] or -1))
+
+
+def _shown(ver: str) -> str:
+    return ver if len(ver) == 2 else f"{ver[:2]}.{ver[2:]}"
 
 
 def version_of(file: str) -> str:
-    """The CUDA version a file's name carries: `_cuda118` -> 11.8, `cu12` -> 12."""
-    m = _CUDA_TOKEN.match(file.rpartition("/")[2])
-    if m is None:
-        raise ValueError(f"{file}: no CUDA version in the name")
-    v = m["ver"]
-    return v if len(v) == 2 else f"{v[:2]}.{v[2:]}"
+    """The CUDA version a file's name or folder carries: `_cuda118` -> 11.8, `cu12` -> 12, `cu13/x.so` -> 13."""
+    by_name, by_folder = _by_name(file), _by_folder(file)
+    if by_name is not None:
+        return _shown(by_name[1])
+    if by_folder is not None:
+        return _shown(by_folder[2])
+    raise ValueError(f"{file}: no CUDA version in the name")
 
 
 def alternatives(names: Iterable[str]) -> dict[str, AlternativeFile]:
     """file -> its AlternativeFile, for every file that is one of a group's alternatives."""
-    return {
-        f: AlternativeFile(group=g, file=f, cuda=version_of(f)) for g, files in groups(names).items() for f in files
-    }
+    return {f: AlternativeFile(group=g, file=f, cuda=_shown(v)) for f, (g, v) in sorted(_tokens(names).items())}
 
 
 # Builds of the same library for another GPU platform beside per-CUDA alternatives: bitsandbytes 0.50.2 carries

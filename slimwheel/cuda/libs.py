@@ -362,6 +362,12 @@ class Vendored:
         tail = self.real_name.split(".so.", 1)[1] if ".so." in self.real_name else ""
         return tail if tail.count(".") >= 1 else None
 
+    def named_after(self, symbol: str) -> bool:
+        """Whether a C symbol carries the library's name (cuFile's `cuFileDriverOpen`, libcufile.so.0): what shows a
+        copy of a library NVIDIA builds with no GNU symbol versions, whose every C entry point is so named."""
+        stems = {c.soname.split(".so", 1)[0].removeprefix("lib").lower() for c in self.candidates}
+        return not self.companion and any(symbol.lower().startswith(stem) for stem in stems)
+
     def own_version_node(self, node: str) -> bool:
         """Whether a GNU symbol version node is the one NVIDIA's build of this library defines its symbols under:
         each names it after the library's own SONAME (libcudart.so.12, libnvjpeg.so.13; libnvrtc-builtins.so.12.0).

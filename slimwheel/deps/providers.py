@@ -151,40 +151,44 @@ def torch_provider(
         if not providing:
             return None
         package = next(p for p in providing[0].pins if p in packages)
+        spec = torch.req.specifier
         return FromTorch(
             req=torch.req,
-            providing=tuple(r.version for r in providing),
-            lacking=tuple(r.version for r in torch.pinned if r not in providing),
+            providing=tuple(torchext.release_label(r.minor, r.version, spec) for r in providing),
+            lacking=tuple(torchext.release_label(r.minor, r.version, spec) for r in torch.pinned if r not in providing),
             how=f"require(s) {package}",
         )
     # torch's own libraries (libc10.so, libtorch_cuda.so) are judged the same way: torchvision 0.26's _C.so needs
     # them with no search path into torch/lib, and finds them because `import torch` loaded them first.
     table = torchext.shipped_libs()
     oldest = Version(next(iter(table)))
-    yes: list[torchext.ShippedLibs] = []
+    yes: list[tuple[str, torchext.ShippedLibs]] = []  # as a note names the release, what it ships
     no: list[str] = []
     newer: list[str] = []  # releases newer than the table: torch's own libraries are in torch/lib in every release
+    unread = False  # admitted releases older than the table, which count as lacking
     for minor in torch.minors:
         per = table.get(minor)
         if per is None:
             if Version(minor) < oldest:
-                no.append(f"{minor} (torch/lib not read)")
+                unread = True
             elif torchext.is_torch_library(soname):
                 newer.append(minor)
             continue
         shipped = [per.get(m) for m in machines]
+        version = torchext.release_label(minor, next(s.version for s in per.values()), torch.req.specifier)
         if all(s is not None and soname in s.loaded for s in shipped):
-            yes.append(per[machines[0]])
+            yes.append((version, per[machines[0]]))
         else:
             # auditwheel's renamed copy (libgomp-a34b3233.so.1) is loaded under its own name only
             stem = soname.split(".so")[0] + "-"
             renamed = sorted({n for s in shipped if s is not None for n in s.loaded if n.startswith(stem)})
-            version = next(s.version for s in per.values())
             no.append(f"{version} (loads {', '.join(renamed)})" if renamed else version)
+    if unread:  # named once, not minor by minor (torch>=2.0 would list 2.0, 2.1, 2.2, 2.3)
+        no.insert(0, f"releases before {oldest} (torch/lib not read)")
     if not yes and not newer:
         return None
     how = (
-        f"ship(s) torch/lib/{soname}, which {yes[-1].loaded[soname]} needs,"
+        f"ship(s) torch/lib/{soname}, which {yes[-1][1].loaded[soname]} needs,"
         if yes
         else (
             f"ship(s) torch/lib/{soname} (torch's own library, in every release; slimwheel's table ends at "
@@ -193,7 +197,8 @@ def torch_provider(
     )
     return FromTorch(
         req=torch.req,
-        providing=tuple(s.version for s in yes) + tuple(f"{m}.x" for m in newer),
+        # minors newer than the table are probes, not releases (no torch 2.12 ... 3.13 exists yet): named once
+        providing=tuple(v for v, _ in yes) + ((f"releases after {max(table, key=Version)}",) if newer else ()),
         lacking=tuple(no),
         how=how,
     )

@@ -134,6 +134,7 @@ class FileResolution:
     alternative: alt_model.AlternativeFile | None  # a per-CUDA alternative (one loaded per process)
     copy: cudalibs.Vendored | None  # a copy of a CUDA library the nvidia-* wheels provide
     copy_lib: cudalibs.RuntimeLib | None
+    shared: Provider | None  # a requirement that ships the same copy (`RequirementGraph.shared_copy`)
     exports_cxx_runtime: bool  # carries libstdc++ linked statically and exports it
     unsafe: tuple[SearchEntry, ...]  # search path entries that leave site-packages or point at the build machine
     dead: tuple[SearchEntry, ...]  # entries into the Python library's folder, which never hold a wheel's libraries
@@ -254,7 +255,7 @@ def resolve(
 def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileResolution:
     alt = ctx.alts.get(info.path)
     major = alt.major if alt is not None else cuda_major  # an alternative has its own
-    copy = cudalibs.vendored(info.path)
+    copy = cudalibs.vendored(info.path, info.soname)  # by SONAME as well as file name, as repair finds copies
     copy_lib = next((c for c in copy.candidates if c.cuda_major == cuda_major), copy.candidates[-1]) if copy else None
     entries = resolve_entries(info.search_path, info.path)
     loads = []
@@ -268,6 +269,7 @@ def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileR
         alternative=alt,
         copy=copy,
         copy_lib=copy_lib,
+        shared=ctx.graph.shared_copy(info.path) if copy is not None and ctx.graph is not None else None,
         exports_cxx_runtime=info.exports_cxx_runtime,
         unsafe=tuple(e for e in entries if not e.safe),
         dead=tuple(e for e in entries if e.kind == "python-lib"),

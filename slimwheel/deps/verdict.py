@@ -16,6 +16,7 @@ from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.reqgraph import Provider, RequirementGraph
 from slimwheel.rpath import describe
 from slimwheel.shown import abbreviated
+from slimwheel.torchext import releases_text
 
 # ------------------------------------------------------------------------------------------- every library accounted
 
@@ -125,8 +126,8 @@ def fault_text(r: Resolution) -> str:
         )
     if (t := r.torch) is not None:
         text = (
-            f"{text}; torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, but "
-            f"Requires-Dist '{t.req}' also admits torch {', '.join(t.lacking)}, which do(es) not"
+            f"{text}; torch {releases_text(t.providing)} from PyPI {t.how} and load it at `import torch`, but "
+            f"Requires-Dist '{t.req}' also admits torch {releases_text(t.lacking)}, which do(es) not"
         )
     if r.unread:
         text = f"{text} (what {len(r.unread)} requirement(s) install could not be read from the index: " + (
@@ -137,11 +138,20 @@ def fault_text(r: Resolution) -> str:
 
 def _copy_note(f: FileResolution, resolved: Resolved) -> str:
     assert f.copy is not None and f.copy_lib is not None
-    return (
+    said = (
         f"{f.file} is a copy of {f.copy.real_name} ({f.copy_lib.package}"
         + (", loaded by its library" if f.copy.companion else "")
-        + f"): {second_copy(f.copy_lib, resolved.torch)}; `slimwheel repair` replaces it with that wheel"
+        + f"): {second_copy(f.copy_lib, resolved.torch)}"
     )
+    if (p := f.shared) is not None:
+        # the same auditwheel copy in a requirement's wheel is one mapping per process; unvendoring one side only
+        # leaves that copy and the nvidia-* wheel's library loaded together (`repair.unvendor.shared_copies`)
+        return (
+            f"{said}; {p.project} {p.version} ships the same copy ({p.path}; the wheel {p.how()}), which a process "
+            f"maps once: unvendoring only this wheel would load two; `slimwheel repair` refuses that unless "
+            "--split-shared-copies, so repair both wheels"
+        )
+    return f"{said}; `slimwheel repair` replaces it with that wheel"
 
 
 def _folder_note(r: Resolution) -> str:
@@ -348,18 +358,16 @@ def _torch_notes(from_torch: Mapping[str, tuple[FromTorch, Sequence[str]]]) -> l
             shipped.setdefault((str(t.req), t.providing, tuple(paths)), []).append(soname)
             continue
         notes.append(
-            f"{abbreviated(paths)} need(s) {soname}: no requirement of the wheel installs it, but Requires-Dist "
-            f"'{t.req}' does: torch {', '.join(t.providing)} from PyPI {t.how} and load it at `import torch`, and the "
-            "loader uses that copy when torch is imported before these libraries are loaded"
+            f"{abbreviated(paths)} need(s) {soname}: only '{t.req}' installs it: torch {releases_text(t.providing)} "
+            f"from PyPI {t.how} and load it at `import torch`, which must come first"
         )
     for (req, providing, files), sonames in shipped.items():
         one = from_torch[sonames[0]][0]
         how = f"{one.how} and load it" if len(sonames) == 1 else "ship(s) them in torch/lib and load them"
         notes.append(
-            f"{abbreviated(files)} need(s) {', '.join(sonames)}: no requirement of the wheel installs "
-            f"{'them' if len(sonames) > 1 else 'it'}, but Requires-Dist '{req}' does: torch {', '.join(providing)} "
-            f"from PyPI {how} at `import torch`, and the loader uses those copies when torch is imported before "
-            "these libraries are loaded"
+            f"{abbreviated(files)} need(s) {', '.join(sonames)}: only '{req}' installs "
+            f"{'them' if len(sonames) > 1 else 'it'}: torch {releases_text(providing)} from PyPI {how} at "
+            "`import torch`, which must come first"
         )
     return notes
 

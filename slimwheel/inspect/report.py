@@ -225,7 +225,8 @@ class Alternative:
     file: str
     cuda: str  # as the name says it: "11.8", "12", "13.2"
     cuda_major: int | None  # from what the file needs, else from its name
-    driver_floor: str | None  # the major's first driver, when the file has SASS
+    driver_floor: str | None  # the major's first driver (zstd entries of CUDA 12: 12.8's) with SASS, else the PTX one
+    ptx_driver_floor: str | None = None  # the driver that JIT-compiles the file's own newest PTX ISA
     sass: tuple[str, ...] = ()  # the CCs this alternative serves with SASS
     ptx_only: tuple[str, ...] = ()  # the CCs it serves only through PTX JIT
 
@@ -357,17 +358,13 @@ def assemble(
     entries = [e for elf in elfs for fb in elf.fatbins for e in fb.entries]
     targets = tuple(sorted({e.target for e in entries if e.target is not None}, key=listing_order))
     coverage, gaps = module_coverage(elfs)
-    isas = [e.ptx_isa for e in entries if e.ptx_isa]
-    ptx_release = None
-    if isas:
-        newest = max(isas)
-        rel = PTX_ISA_RELEASE.get(newest)
-        if rel is None:  # an ISA newer than the table: the newest release we know of is a lower bound
-            # An ISA older than the table (CUDA 10 and before) has no release slimwheel knows: no PTX floor.
-            rel = max((r for isa, r in PTX_ISA_RELEASE.items() if isa <= newest), default=None)
-        ptx_release = CudaVersion(*rel) if rel is not None else None
     groups = alternative_groups(elfs)
     in_groups = {f for files in groups.values() for f in files}
+    # the wheel's own floors come from the files every process loads; each alternative states its own
+    # (`_alternatives`): a cu13 folder's zstd entries and PTX ISA say nothing of the cu12 folder beside it
+    loaded = [e for elf in elfs if elf.name not in in_groups for fb in elf.fatbins for e in fb.entries]
+    isas = [e.ptx_isa for e in loaded if e.ptx_isa]
+    ptx_release = _ptx_release(isas)
     evidence = cuda_major(
         [(e.name, e.needed) for e in elfs if e.name not in in_groups],
         meta.requires_dist,
@@ -386,10 +383,11 @@ def assemble(
     compression = tuple(sorted({e.compression for e in entries}))
     why: list[str] = []
     floor: str | None = None
-    if major is not None and major in MAJOR_DRIVER and any(t.kind is Kind.SASS for t in targets):
+    loaded_sass = any(e.target is not None and e.target.kind is Kind.SASS for e in loaded)
+    if major is not None and major in MAJOR_DRIVER and loaded_sass:
         floor = MAJOR_DRIVER[major]
         why.append(f"CUDA {major} code runs on the major's first driver, {floor} (minor version compatibility)")
-        if major == 12 and "zstd" in compression:
+        if major == 12 and any(e.compression == "zstd" for e in loaded):
             if driver_key(SIZE_COMPRESSION_DRIVER_CUDA12) > driver_key(floor):
                 floor = SIZE_COMPRESSION_DRIVER_CUDA12
             why.append(
@@ -424,6 +422,14 @@ def assemble(
             f"each alternative needs its own CUDA major's driver; the oldest that runs one of them: {floor} "
             f"({oldest.file}, CUDA {oldest.cuda})"
         )
+    alt_ptx = [a for a in alternatives if a.ptx_driver_floor is not None]
+    if alt_ptx and ptx_floor is None:
+        ptx_oldest = min(alt_ptx, key=lambda a: driver_key(a.ptx_driver_floor or "0"))
+        ptx_floor = ptx_oldest.ptx_driver_floor
+        why.append(
+            f"each alternative's PTX needs the driver of the CUDA release of its own ISA; the oldest that JIT-compiles "
+            f"one of them: {ptx_floor} ({ptx_oldest.file}, CUDA {ptx_oldest.cuda})"
+        )
     return WheelReport(
         path=path,
         name=meta.name,
@@ -447,7 +453,20 @@ def assemble(
     )
 
 
+def _ptx_release(isas: list[tuple[int, int]]) -> CudaVersion | None:
+    """The CUDA release that brought the newest PTX ISA: JIT compiling it needs that release's driver."""
+    if not isas:
+        return None
+    newest = max(isas)
+    rel = PTX_ISA_RELEASE.get(newest)
+    if rel is None:  # an ISA newer than the table: the newest release we know of is a lower bound
+        # An ISA older than the table (CUDA 10 and before) has no release slimwheel knows: no PTX floor.
+        rel = max((r for isa, r in PTX_ISA_RELEASE.items() if isa <= newest), default=None)
+    return CudaVersion(*rel) if rel is not None else None
+
+
 def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]]) -> tuple[Alternative, ...]:
+    """Each alternative's CUDA major and driver floors from its own file alone (`assemble`'s rules, one file)."""
     by_name = {e.name: e for e in elfs}
     out = []
     for group, files in groups.items():
@@ -455,7 +474,13 @@ def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]
             e = by_name[f]
             cuda = alt_model.version_of(f)
             m = cuda_major([(f, e.needed)]).major or int(cuda.split(".")[0])
-            sass = any(t.kind is Kind.SASS for fb in e.fatbins for en in fb.entries if (t := en.target) is not None)
+            own = [en for fb in e.fatbins for en in fb.entries]
+            sass = any(t.kind is Kind.SASS for en in own if (t := en.target) is not None)
+            floor = MAJOR_DRIVER.get(m) if sass else None
+            if floor is not None and m == 12 and any(en.compression == "zstd" for en in own):
+                floor = max(floor, SIZE_COMPRESSION_DRIVER_CUDA12, key=driver_key)
+            rel = _ptx_release([en.ptx_isa for en in own if en.ptx_isa])
+            ptx_floor = driver_for_release(rel) if rel is not None else None
             cov, _ = module_coverage((e,))
             out.append(
                 Alternative(
@@ -463,7 +488,8 @@ def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]
                     file=f,
                     cuda=cuda,
                     cuda_major=m,
-                    driver_floor=MAJOR_DRIVER.get(m) if sass else None,
+                    driver_floor=floor or ptx_floor,
+                    ptx_driver_floor=ptx_floor,
                     sass=tuple(map(str, cov.native)),
                     ptx_only=tuple(map(str, cov.ptx_only)),
                 )

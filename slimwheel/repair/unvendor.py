@@ -7,7 +7,8 @@ library that replaces it: it defines symbols of that library, and every symbol t
 is one the replacement exports. A symbol is the library's when the major's first release exports it
 (`cuda.libs.first_release_exports`) or when the copy defines it under the library's own GNU version node
 (`Vendored.own_version_node`: NVIDIA versions every symbol of its libraries, and auditwheel leaves the nodes as
-they are). Otherwise repair refuses the wheel, naming the file (exit 3).
+they are), or, for a library NVIDIA builds with no symbol versions (cuFile), when the C symbol carries the library's
+name (`Vendored.named_after`). Otherwise repair refuses the wheel, naming the file (exit 3).
 """
 
 from __future__ import annotations
@@ -90,14 +91,21 @@ def _not_the_library(
 ) -> str | None:
     """Why the copy at `path` is not the library `lib` by its content, or None when it is (module docstring)."""
     exports = exported_symbols(root / path)
-    own = {d.symbol for d in file_version_definitions(root / path, path) if v.own_version_node(d.version)}
+    definitions = file_version_definitions(root / path, path)
+    own = {d.symbol for d in definitions if v.own_version_node(d.version)}
     known = first if not v.companion and (first := cudalibs.first_release_exports(lib)) is not None else frozenset()
+    if not definitions and not known:
+        # NVIDIA builds some libraries with no symbol versions at all (cuFile 1.15.1: 543 exports, no version
+        # node); the C entry points such a library exports carry its name (cuFileDriverOpen), a project's own do not
+        own = {n for n in exports if v.named_after(n)}
 
     def foreign(names: set[str]) -> list[str]:
         return sorted(n for n in names if n not in own and n not in known)
 
     if not any(n in own or n in known for n in exports):
-        return f"it defines none of that library's symbols (no symbol under its version node {lib.soname})"
+        return f"it defines none of that library's symbols (no symbol under its version node {lib.soname}" + (
+            ", none named after it)" if not definitions else ")"
+        )
     names = {soname, path.rsplit("/", 1)[-1]}
     for dep, info in sorted(elfs.items()):
         if dep in copies or not names & set(info.needed):

@@ -118,3 +118,74 @@ def test_builds_for_other_gpu_platforms_beside_the_cuda_ones() -> None:
     (note,) = [n for n in v.notes if "another GPU platform" in n]
     assert note.startswith("bnb/libbnb_rocm64.so, bnb/libbnb_rocm72.so (ROCm 6.4, ROCm 7.2: builds for another GPU")
     assert "need libhipblas.so.2, which come with that platform's own stack" in note
+
+
+# Issue 37 item 4: cuda-cccl 1.2.1 ships one folder per CUDA major (cuda/compute/cu12/..., cuda/compute/cu13/...) and
+# imports one of them; the cu13 build has zstd entries and PTX ISA 9.1 (CUDA 13.1), the cu12 build neither.
+def _cccl_so(cudart: str, sm: int, isa: tuple[int, int], zstd: bool) -> bytes:
+    sass = fatbin_entry(sm=sm, flags=0x8011, compressed_size=10, uncompressed_size=99) if zstd else fatbin_entry(sm=sm)
+    fb = fatbin([sass, fatbin_entry(kind="ptx", sm=sm, ptx_isa=isa)])
+    return elf(sections={".nv_fatbin": fb}, needed=(cudart, "libc.so.6"))
+
+
+IMPL = "_bindings_impl.cpython-312-x86_64-linux-gnu.so"
+CCCL = {
+    f"cuda/compute/cu12/{IMPL}": _cccl_so("libcudart.so.12", 80, (8, 0), zstd=False),
+    f"cuda/compute/cu13/{IMPL}": _cccl_so("libcudart.so.13", 90, (9, 1), zstd=True),
+}
+
+
+def test_sibling_folders_that_differ_by_a_cuda_token_are_alternatives() -> None:
+    from slimwheel.cuda.alternatives import alternatives, groups
+
+    names = [
+        "cuda/compute/cu12/_impl.so",
+        "cuda/compute/cu13/_impl.so",
+        "cuda/compute/cu13/_only13.so",  # a file only one folder has is still that folder's alternative
+        "cuda/compute/_common.so",  # beside the folders: loaded whichever is chosen
+        "pkg/cuda_12/x.so",
+        "pkg/cuda_13/x.so",
+        "nvidia/cu13/lib/libfoo.so",  # one folder of one version: nothing to choose between
+        "bnb/libbnb_cuda121.so",  # the base-name case as before
+        "bnb/libbnb_cuda130.so",
+    ]
+    assert groups(names) == {
+        "bnb/libbnb_cuda*.so": ("bnb/libbnb_cuda121.so", "bnb/libbnb_cuda130.so"),
+        "cuda/compute/cu*/_impl.so": ("cuda/compute/cu12/_impl.so", "cuda/compute/cu13/_impl.so"),
+        "cuda/compute/cu*/_only13.so": ("cuda/compute/cu13/_only13.so",),
+        "pkg/cuda_*/x.so": ("pkg/cuda_12/x.so", "pkg/cuda_13/x.so"),
+    }
+    alts = alternatives(names)
+    assert {f: a.cuda for f, a in alts.items()} == {
+        "bnb/libbnb_cuda121.so": "12.1",
+        "bnb/libbnb_cuda130.so": "13.0",
+        "cuda/compute/cu12/_impl.so": "12",
+        "cuda/compute/cu13/_impl.so": "13",
+        "cuda/compute/cu13/_only13.so": "13",
+        "pkg/cuda_12/x.so": "12",
+        "pkg/cuda_13/x.so": "13",
+    }
+
+
+def test_folder_alternatives_state_major_and_floors_each_on_their_own(tmp_path: Path) -> None:
+    r = inspect_wheel(_wheel(tmp_path, CCCL))
+    a12, a13 = r.alternatives
+    assert (a12.cuda, a12.cuda_major, a13.cuda, a13.cuda_major) == ("12", 12, "13", 13)
+    # the cu12 build: CUDA 12's first driver, its PTX ISA 8.0 (CUDA 12.0) JITs there too; nothing of the cu13 build
+    assert (a12.driver_floor, a12.ptx_driver_floor) == (MAJOR_DRIVER[12], "525.60.13")
+    assert (a13.driver_floor, a13.ptx_driver_floor) == (MAJOR_DRIVER[13], "590.44.01")
+    assert r.cuda_major == 13 and "alternatives for CUDA 12, 13" in r.cuda_major_why
+    # before: SASS floor 550.54.14 (the cu13 file's zstd read as CUDA 12's) and PTX floor 590.44.01 (its ISA 9.1)
+    assert (r.driver_floor, r.ptx_driver_floor) == (MAJOR_DRIVER[12], "525.60.13")
+    assert (a12.sass, a13.sass) == (("8.0", "8.6", "8.7", "8.9"), ("9.0",))
+    v = check_wheel(r, make_policy(r, require_arch="8.0,9.0", dependencies=False))
+    assert v.ok, v.failures
+
+
+def test_folder_alternatives_are_no_mixture_of_majors(tmp_path: Path) -> None:
+    r = inspect_wheel(_wheel(tmp_path, CCCL))
+    v = check_wheel(r, make_policy(r, require_arch="none"))
+    msgs = [f.message for f in v.failures]
+    assert len(msgs) == 2, msgs  # each alternative misses its own runtime
+    assert any("cu12" in m and "nvidia-cuda-runtime-cu12" in m for m in msgs)
+    assert not any("another CUDA major" in m or "several CUDA majors" in m for m in msgs)

@@ -111,7 +111,7 @@ def test_a_library_torch_ships_and_loads_at_import_is_a_note_when_every_admitted
     v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.7,<3"], tags=TAGS)
     assert v.problems == ()
     (note,) = [n for n in v.notes if "libgomp.so.1" in n]
-    assert "torch 2.7.1, 2.8.0, 2.9.1, 2.10.0, 2.11.0 from PyPI ship(s) torch/lib/libgomp.so.1" in note
+    assert "torch 2.7.1 ... 2.11.0 (5 releases) from PyPI ship(s) torch/lib/libgomp.so.1" in note
     assert "libtorch_global_deps.so" in note
     v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.4,<3"], tags=TAGS)
     (p,) = v.problems
@@ -119,7 +119,7 @@ def test_a_library_torch_ships_and_loads_at_import_is_a_note_when_every_admitted
     assert "2.7.1" in p  # the releases that would bring it are named
     # older than the table: not read, so not counted as bringing it
     v = dependency_problems(cpu, cuda_major=None, requires=["torch>=2.3,<2.8"], tags=TAGS)
-    assert any("2.3 (torch/lib not read)" in p for p in v.problems)
+    assert any("releases before 2.4 (torch/lib not read)" in p for p in v.problems)
 
 
 def test_what_torch_does_not_ship_or_load_stays_a_failure() -> None:

@@ -13,8 +13,9 @@ from packaging.requirements import Requirement
 
 from slimwheel.cli import main
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.deps import Installs
+from slimwheel.deps import Installs, dependency_problems
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.repair import repair_wheel
 from slimwheel.repair.source import read_input
 from slimwheel.repair.unvendor import Unvendored, find_copies, shared_copies
@@ -157,3 +158,75 @@ def test_copies_no_requirement_ships_are_compared_and_the_unknown_said(tmp_path:
     index = _Index({"cumm-like": _facts("cumm-like", ("cumm_like.libs/libcudart-0badc0de.so.13.0.96",))})
     shared, unknown = shared_copies(copies, src.requires, [TAG], lambda installs: index)
     assert shared == () and unknown == ("gone: no wheel of gone",)
+
+
+# cuFile as NVIDIA builds it: SONAME libcufile.so.0, file version 1.15.1 (nvidia-cufile's), 543 exports and no GNU
+# symbol version at all (read from nvidia-cufile 1.15.1.6's libcufile.so.0); auditwheel names the copy by the file.
+CUFILE = "libcufile-0123abcd.so.1.15.1"
+
+
+def _kvik_like(tmp: Path, copy_symbols: Iterable[str], taken: Iterable[str]) -> Path:
+    ext = elf(needed=(CUFILE, "libc.so.6"), undefined=taken)
+    lib = elf(soname=CUFILE, needed=("libc.so.6",), symbols=copy_symbols)
+    files = {"kvik/_ext.so": ext, f"kvik.libs/{CUFILE}": lib}
+    return make_wheel(tmp, name="kvik", files=files, requires=("nvidia-cufile>=1",), tag=TAG)
+
+
+def test_a_cufile_copy_with_no_symbol_versions_is_unvendored(tmp_path: Path) -> None:
+    w = _kvik_like(
+        tmp_path,
+        ["cuFileDriverOpen", "cuFileRead", "_Z15cuFileLoggerDbgPKcS0_"],
+        ["cuFileDriverOpen", "cuFileRead"],
+    )
+    (u,) = _copies(tmp_path, w)
+    assert (u.file, u.replaced_by, u.package, u.release) == (
+        f"kvik.libs/{CUFILE}",
+        "libcufile.so.0",
+        "nvidia-cufile",
+        "1.15.1",
+    )
+
+
+@pytest.mark.parametrize(
+    ("copy_symbols", "taken", "why"),
+    [
+        # S3 again: the project's own library under cuFile's name, no symbol named after cuFile
+        (["kvik_solve"], ["kvik_solve"], "defines none of that library's symbols"),
+        # cuFile's entry points, and one of the project's own that the extension takes
+        (["cuFileDriverOpen", "kvik_solve"], ["cuFileDriverOpen", "kvik_solve"], "takes kvik_solve from it"),
+    ],
+)
+def test_a_cufile_named_file_that_is_not_cufile_is_refused(
+    tmp_path: Path, copy_symbols: list[str], taken: list[str], why: str
+) -> None:
+    w = _kvik_like(tmp_path, copy_symbols, taken)
+    with pytest.raises(BadInputError, match=why) as e:
+        _copies(tmp_path, w)
+    assert f"kvik.libs/{CUFILE}" in e.value.message
+
+
+def _info(path: str, soname: str | None, *needed: str) -> ElfInfo:
+    return ElfInfo(path=path, soname=soname, needed=needed, rpath=(), runpath=())
+
+
+def test_check_names_a_copy_by_its_soname_as_repair_does() -> None:
+    # the file name alone (libcufile.so.1) is neither cuFile's SONAME nor its package version; the SONAME is
+    copy = _info("kvik.libs/libcufile-0123abcd.so.1", "libcufile-0123abcd.so.0", "libc.so.6")
+    ext = _info("kvik/_ext.so", None, "libcufile-0123abcd.so.0", "libc.so.6")
+    v = dependency_problems([ext, copy], cuda_major=13, requires=["nvidia-cufile>=1"], tags=[TAG])
+    (note,) = [n for n in v.notes if " is a copy of " in n]
+    assert note.startswith("kvik.libs/libcufile-0123abcd.so.1 is a copy of") and "nvidia-cufile" in note
+
+
+def test_check_notes_a_copy_shared_with_a_requirement() -> None:
+    index = _Index({"cumm-like": _facts("cumm-like", (f"cumm_like.libs/{SHARED}",))})
+    elfs = [_info(f"spc.libs/{SHARED}", SHARED, "libc.so.6"), _info("spc/_ext.so", None, SHARED, "libc.so.6")]
+    graph = RequirementGraph(["cumm-like>=1"], ENVS, index)
+    v = dependency_problems(elfs, cuda_major=13, requires=["cumm-like>=1"], tags=[TAG], graph=graph)
+    (note,) = [n for n in v.notes if " is a copy of " in n]
+    assert f"cumm-like 1.0 ships the same copy (cumm_like.libs/{SHARED}; the wheel requires cumm-like>=1)" in note
+    assert "--split-shared-copies" in note and "replaces it with that wheel" not in note
+    # without a requirement that ships it, repair replaces it
+    alone = dependency_problems(elfs, cuda_major=13, requires=[], tags=[TAG], graph=RequirementGraph([], ENVS, index))
+    (note,) = [n for n in alone.notes if " is a copy of " in n]
+    assert note.endswith("`slimwheel repair` replaces it with that wheel")

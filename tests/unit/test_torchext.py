@@ -76,7 +76,7 @@ def test_requirements() -> None:
 def test_judge_classic() -> None:
     assert torchext.judge(use(CXX), ["torch==2.11.*"], cuda_major=13).problems == ()
     loose = torchext.judge(use(CXX), ["torch>=2.9"], cuda_major=13)
-    assert any("C++ ABI" in p and "2.9 to" in p for p in loose.problems)
+    assert any("C++ ABI" in p and "admits torch 2.9, 2.10, 2.11 and later releases:" in p for p in loose.problems)
     # no torch requirement (or one under an extra only): the dependency rules say so, once (test_reqgraph.py)
     for requires in (["numpy"], ['torch==2.11.*; extra == "gpu"']):
         missing = torchext.judge(use(CXX), requires, cuda_major=13)
@@ -280,3 +280,47 @@ def test_torchs_own_wheel_is_no_torch_extension(tmp_path: Path) -> None:
     assert torchext.audit_wheel(wheel, needed) is None
     ext = torchext.audit_wheel(wheel, {"torch/_C.cpython-311-x86_64-linux-gnu.so": ["libc10.so"]})  # not carried
     assert ext is not None and ext.needed == ("libc10.so",)
+
+
+# Issue 37 item 6: the releases a torch note names exist and are admitted, a classic-ABI build serves one minor, and
+# long lists are abbreviated.
+def test_a_classic_abi_build_serves_the_minor_it_was_built_for() -> None:
+    # autoawq-kernels 0.0.9's shape: classic C++ ABI under torch>=2.5.1
+    v = torchext.judge(use(CXX), ["torch>=2.5.1"], cuda_major=12)
+    (serves,) = [n for n in v.notes if n.startswith("torch: serves")]
+    assert (
+        serves
+        == "torch: serves the one minor it was built against, of 2.5 ... 2.11 (7 minors) and later releases admitted"
+    )
+    assert not any("3.13" in t or "2.12" in t for t in (*v.notes, *v.problems))
+    assert torchext.judge(use(CXX), ["torch==2.11.*"], cuda_major=13).notes[-1] == "torch: serves 2.11 only"
+    stable = torchext.judge(use("torch_library_impl"), ["torch>=2.10"], cuda_major=13)
+    assert stable.notes[-1] == "torch: serves 2.10, 2.11 and later releases"
+
+
+def test_notes_name_only_releases_that_exist_and_the_requirement_admits() -> None:
+    from slimwheel.deps import dependency_problems
+    from slimwheel.inspect.dynamic import ElfInfo
+
+    needed = ("libc10.so", "libtorch.so", "libtorch_cpu.so", "libtorch_python.so", "libc.so.6")
+    ext = ElfInfo(path="awq/_C.so", soname=None, needed=needed, rpath=(), runpath=())
+    tags = ["cp311-cp311-manylinux_2_28_x86_64"]
+    pinned = dependency_problems([ext], cuda_major=None, requires=["torch==2.4.0"], tags=tags)
+    (note,) = [n for n in pinned.notes if "libc10.so" in n]
+    # the table read torch 2.4.1, which torch==2.4.0 does not admit: the note names the minor
+    assert "torch 2.4 from PyPI ship(s) them in torch/lib" in note and "2.4.1" not in note
+    loose = dependency_problems([ext], cuda_major=None, requires=["torch>=2.5.1"], tags=tags)
+    (note,) = [n for n in loose.notes if "libc10.so" in n]
+    assert "torch 2.5.1 ... 2.11.0 (7 releases), releases after 2.11 from PyPI" in note
+    # the releases take one short phrase, whatever the requirement admits; the rest names files and libraries
+    releases = note.split(" installs them: torch ", 1)[1].split(" from PyPI", 1)[0]
+    assert len(releases) < 60 and "2.12" not in note and "3.13" not in note
+
+
+def test_releases_text_abbreviates_long_runs() -> None:
+    assert torchext.releases_text(["2.9.1", "2.10.0"]) == "2.9.1, 2.10.0"
+    many = [f"2.{m}.0" for m in range(4, 12)]
+    assert (
+        torchext.releases_text([*many, "releases after 2.11"]) == "2.4.0 ... 2.11.0 (8 releases), releases after 2.11"
+    )
+    assert torchext.minors_text(["3.0", "3.1"]) == "releases after 2.11"
