@@ -66,7 +66,7 @@ def test_without_the_token_the_files_are_judged_together(tmp_path: Path) -> None
 
 def test_each_alternative_is_judged_on_its_own_in_one_line(tmp_path: Path) -> None:
     r = inspect_wheel(_wheel(tmp_path, ALTS))
-    v = check_wheel(r, make_policy(r, require_arch="none"))
+    v = check_wheel(r, make_policy(r, require_arch=parse_require_arch("none")))
     msgs = [f.message for f in v.failures]
     assert len(msgs) == 3, msgs  # one per alternative, not one per library
     (m118,) = [m for m in msgs if "cuda118" in m]
@@ -178,13 +178,13 @@ def test_folder_alternatives_state_major_and_floors_each_on_their_own(tmp_path: 
     # before: SASS floor 550.54.14 (the cu13 file's zstd read as CUDA 12's) and PTX floor 590.44.01 (its ISA 9.1)
     assert (r.driver_floor, r.ptx_driver_floor) == (MAJOR_DRIVER[12], "525.60.13")
     assert (a12.sass, a13.sass) == (("8.0", "8.6", "8.7", "8.9"), ("9.0",))
-    v = check_wheel(r, make_policy(r, require_arch="8.0,9.0", dependencies=False))
+    v = check_wheel(r, make_policy(r, require_arch=parse_require_arch("8.0,9.0"), dependencies=False))
     assert v.ok, v.failures
 
 
 def test_folder_alternatives_are_no_mixture_of_majors(tmp_path: Path) -> None:
     r = inspect_wheel(_wheel(tmp_path, CCCL))
-    v = check_wheel(r, make_policy(r, require_arch="none"))
+    v = check_wheel(r, make_policy(r, require_arch=parse_require_arch("none")))
     msgs = [f.message for f in v.failures]
     assert len(msgs) == 2, msgs  # each alternative misses its own runtime
     assert any("cu12" in m and "nvidia-cuda-runtime-cu12" in m for m in msgs)
