@@ -73,10 +73,10 @@ def measure(wheels: list[corpus.CorpusWheel], repeat: int) -> list[dict[str, Any
         for requirement, path in paths.items():
             cmds = list(commands(path).items())
             for what, cmd in cmds if round_ % 2 else reversed(cmds):
-                t, rc = _seconds(cmd)
+                took, rc = _seconds(cmd)
                 exits[requirement][what] = rc
                 if round_:
-                    times[requirement][what].append(t)
+                    times[requirement][what].append(took)
         if round_:
             print(f"round {round_} of {repeat} done, load {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
