@@ -187,6 +187,7 @@ class PythonImports:
         self._load = load
         self._unparsed: list[tuple[int, str, str, bytes]] | None = None  # sources not parsed yet (`_pending`)
         self._whole = False  # the sources may hold more than MAX_SITES sites: all parsed at once (`_pending`)
+        self._always: list[tuple[int, str, str, bytes]] = []  # sources every question parses (`_parse_for`)
         self._sites: list[tuple[str, ImportSite, str | None]] = []  # (imported, site, importing module), as parsed
         self._rank: list[tuple[int, int]] = []  # each site's place in the sources: (source, site)
         self._keys: list[str] = []  # the imported names, sorted
@@ -218,6 +219,7 @@ class PythonImports:
         cap on the sources (then nothing is known). Their sizes are capped (`MAX_SOURCES`), so holding them is."""
         if self._unparsed is None:
             unparsed: list[tuple[int, str, str, bytes]] = []
+            always: list[tuple[int, str, str, bytes]] = []
             size = bound = 0
             with contextlib.closing(self._load()) as sources:
                 for rank, (file, text) in enumerate(sources):
@@ -226,9 +228,13 @@ class PythonImports:
                         continue
                     size += MAX_SOURCE + 1 if text is None else len(text)
                     if text is None or len(text) > MAX_SOURCE or size > MAX_SOURCES:
-                        unparsed = []  # more than the caps allow: no evidence for any module, and nothing more is read
+                        # more than the caps allow: no evidence for any module, and nothing more is read
+                        unparsed, always = [], []
                         break
-                    unparsed.append((rank, file, here, text))
+                    if b"import_module" in text or b"__import__" in text or b"coding" in text or not text.isascii():
+                        always.append((rank, file, here, text))  # parsed at the first question (`_parse_for`)
+                    else:
+                        unparsed.append((rank, file, here, text))
                     # At most two sites per `import` word (from x import a) and one more per comma; a source that is
                     # not ASCII may spell names otherwise: one per byte.
                     bound += len(text) if not text.isascii() else 2 * text.count(b"import") + text.count(b",")
@@ -236,6 +242,7 @@ class PythonImports:
             # Past MAX_SITES nothing is known, whatever was asked: where the sources may hold that many, all are
             # parsed at the first question, as they always were; below it, only those a question can concern.
             self._whole = bound > MAX_SITES
+            self._always = always
         return self._unparsed
 
     def _parse_for(self, module: str) -> None:
@@ -247,21 +254,16 @@ class PythonImports:
         unparsed = self._pending()
         last = module.rsplit(".", 1)[-1]
         word = last.encode()
-        todo = [
-            u
-            for u in unparsed
-            if self._whole
-            or word in u[3]
-            or last in u[2].split(".")
-            or b"import_module" in u[3]
-            or b"__import__" in u[3]
-            or b"coding" in u[3]
-            or not u[3].isascii()
-        ]
+        todo, self._always = self._always, []
+        if self._whole:
+            todo, self._unparsed = todo + unparsed, []
+        else:
+            rest: list[tuple[int, str, str, bytes]] = []
+            for u in unparsed:
+                (todo if word in u[3] or last in u[2].split(".") else rest).append(u)
+            self._unparsed = rest
         if not todo:
             return
-        taken = {u[0] for u in todo}
-        self._unparsed = [u for u in unparsed if u[0] not in taken]
         sites = self._sites
         for rank, file, here, text in todo:
             try:
