@@ -126,9 +126,19 @@ def compiler_cache_table() -> str:
     return "\n".join(mod.markdown(json.loads(p.read_text(encoding="utf-8"))) for p in COMPILER_CACHE)
 
 
+# lab/bench/check_cost.py: check against size-report on every corpus wheel (issue 36)
+CHECK_COST = REPO / "lab" / "results" / "check-vs-size-report.json"
+
+
+def check_cost_table() -> str:
+    mod = load_script("lab/bench/check_cost.py")
+    return str(mod.markdown(json.loads(CHECK_COST.read_text(encoding="utf-8"))))
+
+
 BLOCKS["torch-op"] = torch_op_table
 BLOCKS["torch-wheels"] = torch_wheels_table
 BLOCKS["compiler-cache"] = compiler_cache_table
+BLOCKS["check-cost"] = check_cost_table
 
 
 # Which page holds which blocks: the torch extension's figures are in the README (issue 26), the compiler cache's in

@@ -9,6 +9,7 @@ verdict from each of them.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -45,11 +46,13 @@ def analyze(
     file: Path | None = None,
     imports: PythonImports | None = None,
     graph: RequirementGraph | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> WheelAnalysis:
     """The analysis of the wheel (or loose binary) at `path`. `report`: its report when the caller has read it already
     (slim and variants read their outputs as they write them); `file`: where it is now, if not at `report.path`;
     `imports`, `graph`: those of an input whose outputs keep its Python sources and requirements (variants: read once
-    for all its wheels)."""
+    for all its wheels). `meanwhile`: the caller's work while the members inflate (`scan.inspect_wheel`; check
+    imports the verdict's modules there), when the wheel is read here."""
     from slimwheel import torchext
     from slimwheel.inspect.pyimports import PythonImports
     from slimwheel.inspect.scan import MemberDigest, inspect_file, inspect_wheel
@@ -58,11 +61,11 @@ def analyze(
     if report is None and Path(path).suffix.lower() == ".whl":
         # one pass: every member hashed for RECORD as it inflates for the report
         digests: dict[str, MemberDigest] = {}
-        report = inspect_wheel(path, digests=digests)
+        report = inspect_wheel(path, digests=digests, meanwhile=meanwhile)
         record = record_problems_of(report.path, digests)
     else:
         if report is None:
-            report = inspect_file(path)
+            report = inspect_file(path, meanwhile=meanwhile)
         if not report.path.name.endswith(".whl"):
             return WheelAnalysis(report=report, file=file or report.path)
         record = archive_record_problems(file or report.path)

@@ -61,9 +61,11 @@ def unpack(wheel: Path, dest: Path) -> list[str]:
     return extract(wheel, dest)
 
 
-def unpack_digested(wheel: Path, dest: Path) -> tuple[list[str], dict[str, MemberDigest]]:
+def unpack_digested(
+    wheel: Path, dest: Path, *, reader: ZipReader | None = None
+) -> tuple[list[str], dict[str, MemberDigest]]:
     """`unpack`, each member hashed while it inflates: RECORD is verified (`record_problems`) without reading the
-    files a second time."""
+    files a second time. `reader`: the wheel already open (repair reads its directory once)."""
     hashes: dict[str, tuple[int, Any]] = {}
 
     def tee(m: Member) -> Callable[[bytes], object]:
@@ -71,7 +73,7 @@ def unpack_digested(wheel: Path, dest: Path) -> tuple[list[str], dict[str, Membe
         hashes[m.name] = (m.uncompressed, h)  # the reader holds each member to its declared size
         return h.update
 
-    names = extract(wheel, dest, tee=tee)
+    names = extract(wheel, dest, tee=tee, reader=reader)
     return names, {n: MemberDigest(size=size, sha256=h.digest()) for n, (size, h) in hashes.items()}
 
 

@@ -75,7 +75,8 @@ def offline_option(help: str | None = None) -> Callable[[F], F]:
         is_flag=True,
         default=None,
         help=help
-        or "Do not read the package index (SLIMWHEEL_INDEX_URL, else PIP_INDEX_URL, else PyPI) for the libraries "
+        or "Do not read the package index (SLIMWHEEL_INDEX_URL, else pip's index-url and extra-index-url, else PyPI) "
+        "for the libraries "
         "that the requirements' own requirements install; asked only when a needed library is otherwise "
         "unaccounted for. Env: SLIMWHEEL_OFFLINE=1.",
     )

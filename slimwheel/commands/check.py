@@ -11,9 +11,7 @@ from pathlib import Path
 
 import click
 
-from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
-from slimwheel import distcheck, render
 from slimwheel.analysis import analyze
 from slimwheel.cli import quiet as cli_quiet
 from slimwheel.commands._options import (
@@ -26,9 +24,8 @@ from slimwheel.commands._options import (
     read_index,
     require_arch_option,
 )
-from slimwheel.commands.size_report import FORMATS, emit
+from slimwheel.commands.size_report import FORMATS, emit, preload
 from slimwheel.errors import CheckFailed, ExitCode, exit_codes
-from slimwheel.render import table_text
 
 CHECK_EXIT_CODES = exit_codes(
     ExitCode.OK,
@@ -97,7 +94,15 @@ def command(
             "manylinux": manylinux,
         },
     )
-    analyses = [analyze(w) for w in wheels]
+    # The verdict's modules and the renderer (a third of a small wheel's check when imported first) are imported
+    # while the first wheel's members inflate and hash, by this thread (scan.inspect_wheel says why).
+    analyses = [
+        analyze(w, meanwhile=preload("slimwheel.check", "slimwheel.render") if not i else None)
+        for i, w in enumerate(wheels)
+    ]
+    from slimwheel import check as checkmod  # imported above; an import that failed there fails here
+    from slimwheel import distcheck, render
+
     reports = [a.report for a in analyses]
     verdicts = [
         checkmod.judge(
@@ -121,7 +126,9 @@ def command(
         text = render.render_markdown(reports, verdicts)
     else:
         color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())
-        text = table_text(lambda console: render.render_verdicts(verdicts, console, notes=not quiet), color=color)
+        text = render.table_text(
+            lambda console: render.render_verdicts(verdicts, console, notes=not quiet), color=color
+        )
     emit(text, output)
     over = None
     if release_total:

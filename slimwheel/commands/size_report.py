@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import click
@@ -32,9 +32,15 @@ def emit(text: str, output: Path | None) -> None:
         fsutil.write_text_atomic(output, text)
 
 
-def _preload(module: str) -> None:
-    with contextlib.suppress(ImportError):  # the main thread's own import reports it
-        importlib.import_module(module)
+def preload(*modules: str) -> Callable[[], None]:
+    """What a command imports while its first wheel's members inflate (`inspect_file`'s `meanwhile`)."""
+
+    def load() -> None:
+        for module in modules:
+            with contextlib.suppress(ImportError):  # the main thread's own import reports it
+                importlib.import_module(module)
+
+    return load
 
 
 @click.command("size-report")
@@ -63,10 +69,7 @@ def command(wheels: tuple[Path, ...], fmt: str, output: Path | None, entries: bo
     # The renderer (rich, for the table: tens of ms) is imported while the first wheel's members inflate, by this
     # thread (see scan.inspect_wheel on why not by another).
     renderer = "slimwheel.render" if fmt != "html" else "slimwheel.postbuild.treemap"
-    reports = [
-        inspect_file(w, meanwhile=functools.partial(_preload, renderer) if not i else None)
-        for i, w in enumerate(wheels)
-    ]
+    reports = [inspect_file(w, meanwhile=preload(renderer) if not i else None) for i, w in enumerate(wheels)]
     from slimwheel import render  # imported above; an import that failed there fails here, as it would have
 
     if fmt == "json":

@@ -201,16 +201,22 @@ def inspect_wheel(
     return _assembled(path, meta, wheel_size, files, elfs)
 
 
-def inspect_unpacked(path: Path, root: Path, names: list[str]) -> WheelReport:
+def inspect_unpacked(path: Path, root: Path, names: list[str], *, archive: WheelArchive | None = None) -> WheelReport:
     """The report of wheel `path` from its files unpacked under `root` (`names`, as `wheelfile.unpack` gives them):
     the zip directory and metadata from the wheel, each ELF read from its unpacked file, mapped, one at a time. What
     slim and variants read their input through, so that the input is inflated once (by the unpack) and memory holds
-    at most one file's scanned pages."""
+    at most one file's scanned pages. `archive`: the wheel, open already (the one the files were unpacked from, by
+    repair): its directory as read then, its metadata from the unpacked files, so the wheel is read once."""
     path = Path(path)
-    with WheelArchive(path) as archive:
-        meta = archive.metadata()
+    if archive is not None:
+        meta = archive.metadata(read=lambda m: (Path(root) / m.name).read_bytes())
         wheel_size = archive.size
         files = _file_entries(archive.members, wheel_size)
+    else:
+        with WheelArchive(path) as opened:
+            meta = opened.metadata()
+            wheel_size = opened.size
+            files = _file_entries(opened.members, wheel_size)
     elfs: list[ElfReport] = []
     records = 0
     for name in names:

@@ -6,6 +6,7 @@ wheel and starts inflating its members first, and these imports run beside that.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from slimwheel.errors import BadInputError
@@ -62,8 +63,11 @@ def file_tags(filename: str) -> tuple[str, ...]:
 class WheelArchive(ZipReader):
     """An open wheel. Use as a context manager; `open`, `read` and `head` may be called from several threads."""
 
-    def metadata(self) -> WheelMeta:
-        """Name, version, tags and Requires-Dist from the .dist-info folder; a zip without one is not a wheel."""
+    def metadata(self, read: Callable[[Member], bytes] | None = None) -> WheelMeta:
+        """Name, version, tags and Requires-Dist from the .dist-info folder; a zip without one is not a wheel.
+        `read`: where the WHEEL and METADATA bytes come from when not from the zip (repair's unpacked copy, which the
+        reader checked as it wrote it: the member is not inflated twice)."""
+        read = read or self.read
         by_name = {m.name: m for m in self.members}
         infos = sorted({n.split("/", 1)[0] for n in by_name if n.split("/", 1)[0].endswith(".dist-info")})
         dist_info = next((d for d in infos if f"{d}/WHEEL" in by_name and f"{d}/METADATA" in by_name), None)
@@ -75,8 +79,8 @@ class WheelArchive(ZipReader):
 
         parser = HeaderParser()
         try:
-            wheel = parser.parsestr(self.read(by_name[f"{dist_info}/WHEEL"]).decode("utf-8"))
-            meta_text = self.read(by_name[f"{dist_info}/METADATA"]).decode("utf-8")
+            wheel = parser.parsestr(read(by_name[f"{dist_info}/WHEEL"]).decode("utf-8"))
+            meta_text = read(by_name[f"{dist_info}/METADATA"]).decode("utf-8")
             meta = parser.parsestr(meta_text)
         except UnicodeDecodeError:
             raise BadInputError(f"{self.path}: {dist_info}: WHEEL or METADATA is not UTF-8 text") from None

@@ -487,13 +487,15 @@ def extract(
     limits: ZipLimits = DEFAULT_LIMITS,
     *,
     tee: Callable[[Member], Callable[[bytes], object]] | None = None,
+    reader: ZipReader | None = None,
 ) -> list[str]:
     """Unpack a wheel into `dest` (made if missing; it should be empty) after the directory's checks, streaming each
     member; files get mode 0755 when the zip marks them executable, else 0644. Returns the file names, zip order.
-    `tee(member)`: a sink that also gets that member's bytes as they inflate. On a refusal, what was written so far
-    stays in `dest` for the caller's temporary folder to remove."""
+    `tee(member)`: a sink that also gets that member's bytes as they inflate. `reader`: the wheel already open (its
+    directory read and judged once for everything the caller asks of it; `limits` is then the reader's). On a
+    refusal, what was written so far stays in `dest` for the caller's temporary folder to remove."""
     dest = Path(dest)
-    with ZipReader(wheel, limits) as z:
+    with contextlib.nullcontext(reader) if reader is not None else ZipReader(wheel, limits) as z:
         names = []
         for folder in sorted(z.folders):
             (dest / folder).mkdir(parents=True, exist_ok=True)

@@ -20,7 +20,7 @@ from slimwheel.inspect.elf import ElfReport
 from slimwheel.inspect.pyimports import MAX_SOURCE, PythonImports
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_unpacked
-from slimwheel.inspect.wheel import requires_dist
+from slimwheel.inspect.wheel import WheelArchive, requires_dist
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -46,11 +46,13 @@ def unpack_as(archive: Path, dest: Path, *, shown_as: Path) -> list[str]:
         raise BadInputError(str(e).replace(str(archive), str(shown_as))) from None
 
 
-def report_of(archive: Path, root: Path, names: list[str], *, shown_as: Path) -> WheelReport:
+def report_of(
+    archive: Path, root: Path, names: list[str], *, shown_as: Path, opened: WheelArchive | None = None
+) -> WheelReport:
     """`inspect_unpacked` (check's reader and its limits over the unpacked files: MAX_RECORDS, MAX_WRAPPERS), with
-    messages naming the user's file."""
+    messages naming the user's file. `opened`: the wheel open already (its directory read once)."""
     try:
-        return inspect_unpacked(archive, root, names)
+        return inspect_unpacked(archive, root, names, archive=opened)
     except BadInputError as e:
         raise BadInputError(e.message.replace(str(archive), str(shown_as)), hint=e.hint) from None
 
@@ -88,22 +90,25 @@ def read_input(wheel: Path, dest: Path, *, rewrite_record: bool) -> RepairInput:
         dist_name = parse_wheel_filename(wheel.name)[0]
     except InvalidWheelFilename as e:
         raise BadInputError(f"{wheel}: not a wheel file name: {e}") from None
-    names, digests = wheelfile.unpack_digested(wheel, dest)
-    dist_info = wheelfile.dist_info_of(names, wheel)
-    for required in ("METADATA", "WHEEL", "RECORD"):
-        if not (dest / dist_info / required).is_file():
-            raise BadInputError(f"{wheel}: {dist_info}/{required} is missing; not a wheel")
-    try:
-        meta = (dest / dist_info / "METADATA").read_text(encoding="utf-8")
-        record = (dest / dist_info / "RECORD").read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise BadInputError(f"{wheel}: {dist_info}/METADATA or RECORD is not UTF-8 text") from None
-    problems = wheelfile.judge_record(
-        wheel,
-        wheelfile.record_problems(record, digests, record_name=f"{dist_info}/RECORD"),
-        rewrite_record=rewrite_record,
-    )
-    report = report_of(wheel, dest, names, shown_as=wheel)
+    # One read of the input: its directory read and judged once, every member inflated once (hashed for RECORD as
+    # it is written out), the ELF files parsed from the unpacked copies and the metadata read from them.
+    with WheelArchive(wheel) as archive:
+        names, digests = wheelfile.unpack_digested(wheel, dest, reader=archive)
+        dist_info = wheelfile.dist_info_of(names, wheel)
+        for required in ("METADATA", "WHEEL", "RECORD"):
+            if not (dest / dist_info / required).is_file():
+                raise BadInputError(f"{wheel}: {dist_info}/{required} is missing; not a wheel")
+        try:
+            meta = (dest / dist_info / "METADATA").read_text(encoding="utf-8")
+            record = (dest / dist_info / "RECORD").read_text(encoding="utf-8")
+        except UnicodeDecodeError:
+            raise BadInputError(f"{wheel}: {dist_info}/METADATA or RECORD is not UTF-8 text") from None
+        problems = wheelfile.judge_record(
+            wheel,
+            wheelfile.record_problems(record, digests, record_name=f"{dist_info}/RECORD"),
+            rewrite_record=rewrite_record,
+        )
+        report = report_of(wheel, dest, names, shown_as=wheel, opened=archive)
     elfs = elf_facts(report)
     if not elfs:
         raise BadInputError(f"{wheel}: no ELF files in the wheel; a pure Python wheel has nothing to repair")

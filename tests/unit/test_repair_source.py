@@ -68,6 +68,14 @@ def test_repair_inflates_and_parses_each_member_once_per_wheel(tmp_path: Path, m
 
     for name in ("stream", "open", "read"):
         monkeypatch.setattr(ZipReader, name, counting(getattr(ZipReader, name)))
+    opened: Counter[str] = Counter()
+    init = ZipReader.__init__
+
+    def opening(self: ZipReader, path: Path, *args: Any, **kwargs: Any) -> None:
+        opened[Path(path).name] += 1
+        init(self, path, *args, **kwargs)
+
+    monkeypatch.setattr(ZipReader, "__init__", opening)
     read_elf = elf_reader.read_elf
 
     def parse(data: Any, name: str, **kwargs: Any) -> Any:
@@ -77,7 +85,11 @@ def test_repair_inflates_and_parses_each_member_once_per_wheel(tmp_path: Path, m
     monkeypatch.setattr(elf_reader, "read_elf", parse)
     res = repair_wheel(w, tmp_path / "out")
     assert res.wheel.is_file()
+    # the input: its directory read once, every member (metadata too) inflated once, unpacked and hashed in one pass
+    assert opened[w.name] == 1, opened
+    with zipfile.ZipFile(w) as z:
+        members = z.namelist()
+    assert {m: inflated[(w.name, m)] for m in members} == dict.fromkeys(members, 1), inflated
     for member in ("demo/a.so", "demo/b.so"):
-        assert inflated[(w.name, member)] == 1, inflated  # the input: unpacked and hashed in one pass
         # once in the input, once in auditwheel's output, once in the packed output (check's reader judges it)
         assert parsed[member] == 3, parsed
