@@ -164,3 +164,19 @@ def test_groups_partition_exactly_the_identical_members(picks: list[tuple[str, i
     for g in groups:
         assert g.keep in g.names
         assert g.wasted_uncompressed == g.size * (len(g.names) - 1)
+
+
+def test_a_wheel_read_from_its_unpacked_files_has_the_same_groups(tmp_path: Path) -> None:
+    # slim and repair read their input unpacked (`inspect_unpacked`): the same copies, hashed from the files
+    from slimwheel.inspect.scan import inspect_unpacked
+    from slimwheel.wheelfile import unpack
+
+    lib = _lib("libqux.so.3", 8192)
+    wheel = make_wheel(
+        tmp_path / "w", name="pkg", files={"pkg/libqux.so": lib, "pkg/libqux.so.3": lib, "pkg/x": os.urandom(5000)}
+    )
+    names = unpack(wheel, tmp_path / "root")
+    unpacked = inspect_unpacked(wheel, tmp_path / "root", names)
+    assert unpacked.duplicates == inspect_wheel(wheel).duplicates
+    (chain,) = unpacked.duplicates
+    assert chain.soname_chain and chain.keep == "pkg/libqux.so.3"
