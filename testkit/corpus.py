@@ -142,12 +142,13 @@ CORPUS: tuple[CorpusWheel, ...] = (
         requirement="autoawq-kernels==0.0.9",
         filename="autoawq_kernels-0.0.9-cp311-cp311-manylinux2014_x86_64.whl",
         why="a classic-ABI torch extension under torch>=2.5.1: serves the torch it was built for",
-        require="7.5-9.0",
+        require="8.0-9.0",  # SASS 7.5-9.0, but awq_v2_ext only 8.0 and up
     ),
     CorpusWheel(
         requirement="cumm-cu126==0.7.11",
         filename="cumm_cu126-0.7.11-cp311-cp311-manylinux_2_28_x86_64.whl",
         why="the auditwheel copy of libcudart that spconv-cu126 2.3.8 (cumm-cu126<0.8) vendors too: a process maps one",
+        require="none",  # kernels compiled at run time with NVRTC, as cumm-cu120's
     ),
 )
 # Wheels whose libraries come through a requirement's requirement (read from the index by `check`): RAPIDS'.
