@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # check imports the dependency rules (packaging, pyelftools):
     from rich.text import Text
 
     from slimwheel.check import Verdict
+from slimwheel.inspect.duplicates import fix_text
 from slimwheel.inspect.report import (
     SCHEMA,
     WheelReport,
@@ -146,6 +147,27 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
         ),
         rows,
     )
+    if report.duplicates:
+        wasted, wasted_installed = report.duplicate_waste
+        put(
+            f"Byte-identical files: {human(wasted)} wasted in the wheel, {human(wasted_installed)} installed",
+            (
+                Column("files", fold=True),
+                Column("each", right=True),
+                Column("wasted in wheel", right=True),
+                Column("installed", right=True),
+            ),
+            [
+                (
+                    "\n".join(t(n) for n in g.names),
+                    human(g.size),
+                    human(g.wasted_compressed),
+                    human(g.wasted_uncompressed),
+                )
+                for g in report.duplicates
+            ],
+        )
+        out.extend(f"  {t(fix_text(g))}" for g in report.duplicates if g.soname_chain)
     if report.elfs:
         main_secs = [s for s in _MAIN_SECTIONS if any(s in e.sections for e in report.elfs)]
         debug = _debug_infos(report)

@@ -35,6 +35,7 @@ class CorpusWheel:
 PLATFORMS = (
     "manylinux_2_28_x86_64",
     "manylinux_2_27_x86_64",
+    "manylinux_2_26_x86_64",
     "manylinux_2_24_x86_64",
     "manylinux_2_17_x86_64",
     "manylinux2014_x86_64",
@@ -113,6 +114,41 @@ CORPUS: tuple[CorpusWheel, ...] = (
         requirement="onnxruntime-gpu==1.31.1",
         filename="onnxruntime_gpu-1.31.1-cp311-cp311-manylinux_2_28_x86_64.whl",
         why="cuBLAS through its extra cudnn (nvidia-cudnn-cu13 requires it); sm_90a and sm_120a, no Blackwell 10.x",
+    ),
+    # Issue 37: modules with no kernels, wheels that compile at run time or have no device code, alternatives by
+    # folder, a vendored copy shared with a requirement, torch wording.
+    CorpusWheel(
+        requirement="nvidia-npp==13.2.0.93",
+        filename="nvidia_npp-13.2.0.93-py3-none-manylinux_2_27_x86_64.whl",
+        why="two of 210 containers hold one empty sm_75 cubin each; the others SASS 7.5-12.1",
+    ),
+    CorpusWheel(
+        requirement="deepspeed-kernels==0.0.1.dev1698255861",
+        filename="deepspeed_kernels-0.0.1.dev1698255861-py3-none-manylinux1_x86_64.whl",
+        why="one container with no kernels beside those with SASS",
+        require="8.0-12.0",
+    ),
+    CorpusWheel(
+        requirement="cuda-cccl==1.2.1",
+        filename="cuda_cccl-1.2.1-cp311-cp311-manylinux_2_26_x86_64.whl",
+        why="cu12/ and cu13/ sibling folders, one imported; every module empty: kernels compiled at run time",
+    ),
+    CorpusWheel(
+        requirement="torch-memory-saver==0.0.10",
+        filename="torch_memory_saver-0.0.10-cp39-abi3-manylinux2014_x86_64.whl",
+        why="allocation hooks: no device code at all",
+    ),
+    CorpusWheel(
+        requirement="autoawq-kernels==0.0.9",
+        filename="autoawq_kernels-0.0.9-cp311-cp311-manylinux2014_x86_64.whl",
+        why="a classic-ABI torch extension under torch>=2.5.1: serves the torch it was built for",
+        require="8.0-9.0",  # SASS 7.5-9.0, but awq_v2_ext only 8.0 and up
+    ),
+    CorpusWheel(
+        requirement="cumm-cu126==0.7.11",
+        filename="cumm_cu126-0.7.11-cp311-cp311-manylinux_2_28_x86_64.whl",
+        why="the auditwheel copy of libcudart that spconv-cu126 2.3.8 (cumm-cu126<0.8) vendors too: a process maps one",
+        require="none",  # kernels compiled at run time with NVRTC, as cumm-cu120's
     ),
 )
 # Wheels whose libraries come through a requirement's requirement (read from the index by `check`): RAPIDS'.

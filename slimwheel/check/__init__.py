@@ -1,8 +1,8 @@
 """The one verdict: a wheel's analysis (`slimwheel.analysis`) judged against a policy, check by check.
 
 Each check is a module of this package with one function, `findings(analysis, policy)`: `record`, `budget`,
-`coverage`, `dist` (installed size, debug symbols), `platform` (the manylinux floor), `dependencies` (`slimwheel.deps`)
-and `torch`. `judge` runs them in that order; every command that gives a verdict (check, build, repair, slim, variants,
+`duplicates` (byte-identical files), `coverage`, `dist` (installed size, debug symbols), `platform` (the manylinux
+floor), `dependencies` (`slimwheel.deps`) and `torch`. `judge` runs them in that order; every command that gives a verdict (check, build, repair, slim, variants,
 and the container's audit, which runs check) calls it, so the same wheel gets the same verdict from each. A new check
 is a module and one line in `CHECKS`. The CLI turns verdicts into output and an exit code (`raise_for`).
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from slimwheel import floor
 from slimwheel.analysis import WheelAnalysis, analyze, requirement_graph
-from slimwheel.check import budget, coverage, dependencies, dist, platform, record, torch
+from slimwheel.check import budget, coverage, dependencies, dist, duplicates, platform, record, torch
 from slimwheel.check.coverage import required_ccs
 from slimwheel.check.platform import floor_failures
 from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
@@ -57,6 +57,7 @@ Check = Callable[[WheelAnalysis, CheckPolicy], Findings]
 CHECKS: tuple[Check, ...] = (
     record.findings,
     budget.findings,
+    duplicates.findings,
     coverage.findings,
     dist.findings,
     platform.findings,

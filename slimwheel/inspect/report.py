@@ -29,6 +29,7 @@ from slimwheel.cuda.versions import (
     driver_for_release,
     driver_key,
 )
+from slimwheel.inspect.duplicates import DuplicateGroup
 from slimwheel.inspect.elf import ElfReport
 from slimwheel.inspect.fatbin import Fatbin, FatbinEntry
 from slimwheel.inspect.nvrtc import EmbeddedSources, describe, served_ccs
@@ -133,6 +134,15 @@ class WheelReport:
     driver_why: tuple[str, ...]
     compression: tuple[str, ...]  # fatbin compression seen: none, lz4, zstd
     alternatives: tuple[Alternative, ...] = ()  # libraries of which one is loaded, by CUDA version
+    duplicates: tuple[DuplicateGroup, ...] = ()  # byte-identical files, the most wasted bytes first
+
+    @property
+    def duplicate_waste(self) -> tuple[int, int]:
+        """What the extra copies of byte-identical files take: (in the wheel, once installed)."""
+        return (
+            sum(g.wasted_compressed for g in self.duplicates),
+            sum(g.wasted_uncompressed for g in self.duplicates),
+        )
 
     @property
     def installed_size(self) -> int:
@@ -353,7 +363,12 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
 
 
 def assemble(
-    path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
+    path: Path,
+    meta: Any,
+    wheel_size: int,
+    files: tuple[FileEntry, ...],
+    elfs: tuple[ElfReport, ...],
+    duplicates: tuple[DuplicateGroup, ...] = (),
 ) -> WheelReport:
     entries = [e for elf in elfs for fb in elf.fatbins for e in fb.entries]
     targets = tuple(sorted({e.target for e in entries if e.target is not None}, key=listing_order))
@@ -450,6 +465,7 @@ def assemble(
         driver_why=tuple(why),
         compression=compression,
         alternatives=alternatives,
+        duplicates=duplicates,
     )
 
 
@@ -645,4 +661,15 @@ def report_to_json(report: WheelReport) -> dict[str, Any]:
             for f in sorted(report.files, key=lambda f: -f.compressed)
         ],
         "elfs": [elf_to_json(e) for e in report.elfs],
+        "duplicates": [
+            {
+                "names": list(g.names),
+                "keep": g.keep,
+                "bytes_each": g.size,
+                "wasted_compressed_bytes": g.wasted_compressed,
+                "wasted_uncompressed_bytes": g.wasted_uncompressed,
+                "soname_chain": g.soname_chain,
+            }
+            for g in report.duplicates
+        ],
     }

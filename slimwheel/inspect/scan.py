@@ -14,13 +14,14 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slimwheel.errors import BadInputError
+from slimwheel.inspect.duplicates import DuplicateGroup, duplicate_groups, twins
 from slimwheel.inspect.files import ELF_MAGIC, FATBIN_MAGIC, Buffer, mapped_file
 from slimwheel.inspect.wheel import DEFAULT_LIMITS, Member, WheelArchive, WheelMeta, ZipLimits
 
@@ -90,11 +91,20 @@ def _file_entries(members: tuple[Member, ...], wheel_size: int) -> tuple[FileEnt
 
 
 def _assembled(
-    path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
+    path: Path,
+    meta: Any,
+    wheel_size: int,
+    files: tuple[FileEntry, ...],
+    elfs: tuple[ElfReport, ...],
+    duplicates: tuple[DuplicateGroup, ...] = (),
 ) -> WheelReport:
     from slimwheel.inspect.report import assemble
 
-    return assemble(path, meta, wheel_size, files, elfs)
+    return assemble(path, meta, wheel_size, files, elfs, duplicates)
+
+
+def _sonames(elfs: Iterable[ElfReport]) -> dict[str, str]:
+    return {e.name: e.soname for e in elfs if e.soname}
 
 
 def inspect_wheel(
@@ -124,13 +134,19 @@ def inspect_wheel(
     t0 = time.perf_counter()
     with WheelArchive(path, limits) as archive:
         candidates = sorted((m for m in archive.members if _candidate(archive, m)), key=lambda m: -m.uncompressed)
+        # Members whose size and CRC-32 match another's: hashed even for size-report, to state byte-identical files
+        # (`duplicates`); most wheels have none, so size-report hashes nothing.
+        dup = twins(archive.members)
+        sha256: dict[str, bytes] = {}
 
         def one(m: Member) -> ElfReport:
             try:
                 with archive.open(m) as data:
                     parsed = _parsed(data, m.name)
-                    if digests is not None:
-                        digests[m.name] = MemberDigest(size=m.uncompressed, sha256=_sha256(data))
+                    if digests is not None or m.name in dup:
+                        sha256[m.name] = _sha256(data)
+                        if digests is not None:
+                            digests[m.name] = MemberDigest(size=m.uncompressed, sha256=sha256[m.name])
                     return parsed
             except BadInputError as e:
                 if e.message.startswith(f"{path}: "):
@@ -138,7 +154,6 @@ def inspect_wheel(
                 raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
 
         def hashed(m: Member) -> None:
-            assert digests is not None
             h = _hasher()
             kept: list[bytes] = []
             keep = m.name.endswith(".dist-info/RECORD")
@@ -154,9 +169,11 @@ def inspect_wheel(
                 if e.message.startswith(f"{path}: "):
                     raise
                 raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
-            digests[m.name] = MemberDigest(
-                size=m.uncompressed, sha256=h.digest(), data=b"".join(kept) if keep else None
-            )
+            sha256[m.name] = h.digest()
+            if digests is not None:
+                digests[m.name] = MemberDigest(
+                    size=m.uncompressed, sha256=sha256[m.name], data=b"".join(kept) if keep else None
+                )
 
         # Inflating releases the GIL: big members overlap each other and the work below. Largest first keeps the
         # workers busy.
@@ -164,7 +181,7 @@ def inspect_wheel(
         with ThreadPoolExecutor(max_workers=workers) as pool:
             futures = [pool.submit(one, m) for m in candidates]
             chosen = {m.name for m in candidates}
-            rest = [m for m in archive.members if m.name not in chosen] if digests is not None else []
+            rest = [m for m in archive.members if m.name not in chosen and (digests is not None or m.name in dup)]
             hashes = [pool.submit(hashed, m) for m in sorted(rest, key=lambda m: -m.uncompressed)]
             try:
                 # While the members inflate: the parsers (which the workers need first), the caller's own work, the
@@ -198,7 +215,8 @@ def inspect_wheel(
                     h.cancel()
         elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
         log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t0)
-    return _assembled(path, meta, wheel_size, files, elfs)
+        duplicates = duplicate_groups(archive.members, sha256, _sonames(elfs))
+    return _assembled(path, meta, wheel_size, files, elfs, duplicates)
 
 
 def inspect_unpacked(path: Path, root: Path, names: list[str], *, archive: WheelArchive | None = None) -> WheelReport:
@@ -212,11 +230,21 @@ def inspect_unpacked(path: Path, root: Path, names: list[str], *, archive: Wheel
         meta = archive.metadata(read=lambda m: (Path(root) / m.name).read_bytes())
         wheel_size = archive.size
         files = _file_entries(archive.members, wheel_size)
+        members = archive.members
     else:
         with WheelArchive(path) as opened:
             meta = opened.metadata()
             wheel_size = opened.size
             files = _file_entries(opened.members, wheel_size)
+            members = opened.members
+    # byte-identical files, hashed from their unpacked copies: the few whose size and CRC-32 match another's
+    sha256: dict[str, bytes] = {}
+    for name in sorted(twins(members) & set(names)):
+        try:
+            with mapped_file(Path(root) / name, name) as data:
+                sha256[name] = _sha256(data)
+        except BadInputError as e:
+            raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
     elfs: list[ElfReport] = []
     records = 0
     for name in names:
@@ -229,7 +257,7 @@ def inspect_unpacked(path: Path, root: Path, names: list[str], *, archive: Wheel
             raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
         records = _counted(path, records, elf)
         elfs.append(elf)
-    return _assembled(path, meta, wheel_size, files, tuple(elfs))
+    return _assembled(path, meta, wheel_size, files, tuple(elfs), duplicate_groups(members, sha256, _sonames(elfs)))
 
 
 def inspect_file(

@@ -324,3 +324,90 @@ def test_onnxruntime_gets_cublas_with_cudnn_and_cannot_run_on_blackwell_10() -> 
     (cudnn,) = [n for n in v.notes if "extra 'cudnn'" in n]
     assert "libcublas.so.13" in cudnn and "libcublasLt.so.13" in cudnn and "nvidia-cudnn-cu13" in cudnn
     assert not any("at run time (dlopen;" in n for n in v.notes)  # its CUDA 12 names: fallbacks beside the 13 ones
+
+
+# ------------------------------------------------------------------ issue 37: the third round of the world's wheels
+
+
+def _notes_with(v: Verdict, *words: str) -> list[str]:
+    return [n for n in v.notes if all(w in n for w in words)]
+
+
+def test_npp_serves_turing_to_blackwell_beside_two_containers_with_no_kernels() -> None:
+    """nvidia-npp 13.2.0.93: 208 of 210 containers carry SASS for 7.5 to 12.1; two (in libnppc and libnppisu) hold one
+    1,888-byte sm_75 cubin each that defines no function. check failed 8.0-12.0 for those two (exit 11)."""
+    v = verdict("nvidia-npp")
+    assert not failures(v, "coverage"), failures(v, "coverage")
+    empty = _notes_with(v, "no kernels")
+    assert empty and all("libnppc.so.13" in n or "libnppisu.so.13" in n for n in empty), v.notes
+    assert not _notes_with(v, "only through PTX JIT")
+
+
+def test_deepspeed_kernels_serves_blackwell_through_ptx_beside_an_empty_container() -> None:
+    """deepspeed-kernels: SASS 8.0-9.0 and PTX 8.0-9.0; one container of libdeepspeedft.so has no kernels, and check
+    failed 10.0-12.0 for it alone."""
+    v = verdict("deepspeed-kernels", "8.0-12.0")
+    assert not failures(v, "coverage"), failures(v, "coverage")
+    assert _notes_with(v, "no kernels", "libdeepspeedft.so"), v.notes
+    assert _notes_with(v, "10.0", "only through PTX JIT"), v.notes
+
+
+def test_cccl_cu12_and_cu13_folders_are_alternatives_stated_apart() -> None:
+    """cuda-cccl 1.2.1 ships cuda/compute/cu12/ and cuda/compute/cu13/ and imports one by the CUDA it finds; its
+    modules hold no kernels (it compiles them at run time with NVRTC/nvJitLink). It was "CUDA 12" with the SASS floor
+    of the cu13 file's zstd entries (550.54.14) and the PTX floor of its ISA (590.44.01)."""
+    r = report("cuda-cccl")
+    by_major = {
+        a.cuda_major: a for a in r.alternatives if a.file.endswith("libcccl.c.parallel.so") and a.cuda_major is not None
+    }
+    assert sorted(by_major) == [12, 13], r.alternatives
+    assert "/cu12/" in by_major[12].file and "/cu13/" in by_major[13].file
+    for major, a in by_major.items():
+        assert a.driver_floor in (None, MAJOR_DRIVER[major]), a
+        assert a.ptx_only == (), a  # empty modules: nothing served through the JIT
+    assert r.driver_floor != "550.54.14" and r.ptx_driver_floor != "590.44.01", (r.driver_floor, r.ptx_driver_floor)
+    v = verdict("cuda-cccl")
+    assert not failures(v, "coverage"), failures(v, "coverage")
+    assert not _notes_with(v, "only through PTX JIT"), v.notes
+    assert _notes_with(v, "built at run time"), v.notes
+
+
+def test_torch_memory_saver_has_no_device_code_and_passes_require_arch() -> None:
+    """torch-memory-saver 0.0.10: allocation hooks, no kernels at all. `--require-arch 7.5-12.0` failed every GPU
+    with "neither SASS nor PTX" (exit 11); one --require-arch over a project's wheels then fails its plugin."""
+    assert report("torch-memory-saver").targets == ()
+    v = verdict("torch-memory-saver")
+    assert not failures(v, "coverage"), failures(v, "coverage")
+    assert _notes_with(v, "no device code"), v.notes
+
+
+def test_autoawq_kernels_serves_the_torch_minor_it_was_built_for() -> None:
+    """autoawq-kernels 0.0.9: classic C++ API of torch (52 symbols), Requires-Dist torch>=2.5.1. A classic-ABI build
+    serves the minor it was built against; check said "serves 2.5 to 3.13" and listed torch 2.12.x ... 3.13.x,
+    releases that do not exist, in four notes of up to 830 characters."""
+    from slimwheel.check import check_wheel_file
+
+    r = report("autoawq-kernels")
+    v = check_wheel_file(r, make_policy(r, budget="1GiB", require_arch="8.0-9.0"))
+    assert not failures(v, "coverage"), failures(v, "coverage")
+    assert "torch: serves 2.5" in v.notes, [n for n in v.notes if n.startswith("torch:")]
+    torch_notes = _notes_with(v, "torch")
+    assert not any("2.12.x" in n or "3.13" in n for n in torch_notes), torch_notes
+    assert all(len(n) <= 400 for n in torch_notes), [len(n) for n in torch_notes]
+
+
+def test_cumm_cu126_ships_the_very_copy_of_libcudart_that_spconv_ships() -> None:
+    """cumm-cu126 0.7.11 (spconv-cu126 2.3.8 requires cumm-cu126<0.8,>=0.7.11): the same auditwheel copy of libcudart,
+    same hashed SONAME and same bytes, so a process that imports both maps one. check names cumm's as a copy of the
+    nvidia wheel's; test_repair_unvendor.py holds repair of spconv to not splitting it."""
+    import hashlib
+    import zipfile
+
+    copy = "libcudart-53d54daa.so.12.6.68"
+    with zipfile.ZipFile(wheel("cumm-cu126")) as a, zipfile.ZipFile(corpus.ensure(corpus.SPCONV)) as b:
+        ours, theirs = a.read(f"cumm_cu126.libs/{copy}"), b.read(f"spconv_cu126.libs/{copy}")
+    assert hashlib.sha256(ours).digest() == hashlib.sha256(theirs).digest()
+    elf = {e.name: e for e in report("cumm-cu126").elfs}[f"cumm_cu126.libs/{copy}"]
+    assert elf.soname == copy
+    v = verdict("cumm-cu126", "none")
+    assert _notes_with(v, f"cumm_cu126.libs/{copy} is a copy of libcudart.so.12.6.68"), v.notes
