@@ -25,6 +25,7 @@ from slimwheel.inspect.report import (
     SCHEMA,
     WheelReport,
     coverage_rows,
+    kernelless_line,
     report_to_json,
     target_totals,
 )
@@ -66,12 +67,14 @@ def _alternative_lines(report: WheelReport) -> list[str]:
 
 
 def _coverage_lines(report: WheelReport) -> list[str]:
+    empty = [line] if (line := kernelless_line(report)) else []
     if report.alternatives:
         return [
             f"{len(report.alternatives)} alternatives, one loaded per process by CUDA version; each serves:",
             *(f"  {line}" for line in _alternative_lines(report)),
+            *empty,
         ]
-    return [_coverage_summary(report)]
+    return [_coverage_summary(report), *empty]
 
 
 def _coverage_summary(report: WheelReport) -> str:
@@ -220,7 +223,8 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
         for e in report.elfs:
             for i, fb in enumerate(e.fatbins):
                 put(
-                    f"{t(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{t(fb.section or 'file')}], {human(fb.size)}",
+                    f"{t(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{t(fb.section or 'file')}], {human(fb.size)}"
+                    + ("" if fb.kernels else ", no kernels"),
                     tuple(Column(c) for c in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA")),
                     [
                         (
@@ -325,6 +329,7 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
                             f"{human(en.uncompressed_size)})"
                             for en in fb.entries
                         )
+                        + ("" if fb.kernels else " (no kernels)")
                     )
             out.append("")
         out.append("| CC | GPU | runs by | target |\n| --- | --- | --- | --- |")

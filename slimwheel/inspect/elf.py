@@ -40,6 +40,7 @@ from slimwheel.inspect.fatbin import (
     RecordBudget,
     compat_arch_specific,
     cubin_entry,
+    no_kernels,
     parse_fatbin,
     parse_fatbins,
     scan_fatbins,
@@ -94,7 +95,8 @@ def machine_name(number: int) -> str:
     return str(names.get(number, number))
 
 
-_SHT_NULL, _SHT_PROGBITS, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 1, 3, 6, 8, 11
+_SHT_NULL, _SHT_PROGBITS, _SHT_SYMTAB, _SHT_STRTAB, _SHT_DYNAMIC, _SHT_NOBITS, _SHT_DYNSYM = 0, 1, 2, 3, 6, 8, 11
+_STT_FUNC = 2
 _SHF_ALLOC, _SHF_EXECINSTR = 0x2, 0x4
 _SHT_GNU_VERDEF, _SHT_GNU_VERNEED, _SHT_GNU_VERSYM = 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF
 # Elf32/64_Verneed (vn_version, vn_cnt, vn_file, vn_aux, vn_next) and Vernaux (vna_hash, vna_flags, vna_other,
@@ -210,8 +212,13 @@ class ElfReport:
         """The fatbins that are CUDA modules of their own, the ones coverage judges and every table counts: with
         loadable code, and not a device-link container (no kernels, or kernels whose PTX is in __nv_relfatbin)
         unless the file has nothing else."""
-        code = [fb for fb in self.fatbins if any(e.target is not None for e in fb.entries)]
+        code = [fb for fb in self.fatbins if fb.kernels and any(e.target is not None for e in fb.entries)]
         return tuple([fb for fb in code if not fb.device_link] or code)
+
+    @property
+    def kernelless_fatbins(self) -> tuple[Fatbin, ...]:
+        """Containers with loadable members none of which defines a function (`Fatbin.kernels`): "no kernels"."""
+        return tuple(fb for fb in self.fatbins if not fb.kernels)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -543,6 +550,24 @@ class _Elf:
                     runpath.append(text)
         return soname, needed, rpath, runpath
 
+    def defines_code(self) -> bool:
+        """Whether a cubin defines a function: a `.text.<name>` section (ptxas gives each kernel and device function
+        one) or a defined STT_FUNC symbol in its symbol table."""
+        if any(s.name.startswith(".text.") for s in self.sections):
+            return True
+        sym = self.lay.sym
+        for sec in self.sections:
+            if sec.type != _SHT_SYMTAB or not sec.size:
+                continue
+            if sec.entsize != sym.size:
+                return True  # a table that is no symbol table: nothing is proven
+            for i in range(sec.size // sym.size):
+                fields = sym.unpack_from(self.buf, sec.offset + i * sym.size)
+                info, shndx = (fields[1], fields[3]) if self.lay.is64 else (fields[3], fields[5])
+                if info & 0xF == _STT_FUNC and shndx != _SHN_UNDEF:
+                    return True
+        return False
+
     def defines(self, symbol: str) -> bool:
         """Whether a dynamic symbol table defines `symbol` (st_shndx other than SHN_UNDEF)."""
         want = symbol.encode() + b"\0"
@@ -717,6 +742,26 @@ class _Elf:
         return None
 
 
+def cubin_defines_code(payload: bytes) -> bool:
+    """Whether a fatbin member's cubin defines a function (`_Elf.defines_code`); a payload that is no readable ELF
+    file proves nothing, so it counts as code."""
+    try:
+        return _Elf(payload, "cubin").defines_code()
+    except BadInputError:
+        return True
+
+
+def kernels_kept(path: Path, name: str, fb: Fatbin, keep: tuple[bool, ...]) -> bool:
+    """Whether the members of `fb` (a container of the file at `path`) that `keep` marks define a kernel: what the
+    container will hold once slim has dropped the others."""
+    with mapped_file(path, name) as data:
+        return not no_kernels(data, fb, cubin_defines_code, keep)
+
+
+def _kernels_marked(data: Buffer, found: list[Fatbin]) -> list[Fatbin]:
+    return [replace(fb, kernels=False) if no_kernels(data, fb, cubin_defines_code) else fb for fb in found]
+
+
 def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     """Parse ELF (or bare fatbin) `data`, the whole file. Any malformation is a BadInputError naming `name`.
 
@@ -734,7 +779,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
             needed=(),
             rpath=None,
             runpath=None,
-            fatbins=parse_fatbins(data, where=name) if fatbins else (),
+            fatbins=tuple(_kernels_marked(data, list(parse_fatbins(data, where=name)))) if fatbins else (),
         )
     elf = _Elf(data, name)
     if elf.kind == "cubin":
@@ -792,6 +837,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     linked = {at for at, version in wrappers if version == 2}
     if linked:
         found = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in found]
+    found = _kernels_marked(data, found)
     return ElfReport(
         name=name,
         size=elf.n,
@@ -825,7 +871,7 @@ def _cubin(elf: _Elf, *, fatbins: bool) -> ElfReport:
             if sec.name == COMPAT_SECTION:
                 arch_specific = compat_arch_specific(elf.buf, sec.offset, sec.offset + sec.size, where=elf.name)
     entry = cubin_entry(elf.abi_version, elf.flags, elf.n, compat_arch_specific=arch_specific)
-    module = Fatbin(offset=0, size=elf.n, entries=(entry,))
+    module = Fatbin(offset=0, size=elf.n, entries=(entry,), kernels=entry.target is None or elf.defines_code())
     return ElfReport(
         name=elf.name,
         size=elf.n,

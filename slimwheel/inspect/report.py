@@ -46,6 +46,7 @@ __all__ = [
     "coverage_detail",
     "coverage_rows",
     "gap_text",
+    "kernelless_line",
     "module_coverage",
     "report_to_json",
     "target_totals",
@@ -149,6 +150,24 @@ class WheelReport:
     @property
     def fatbin_entries(self) -> tuple[FatbinEntry, ...]:
         return tuple(e for elf in self.elfs for fb in elf.fatbins for e in fb.entries)
+
+    @property
+    def kernelless(self) -> tuple[tuple[str, int], ...]:
+        """(file, containers) of the modules that define no function (`Fatbin.kernels`), per file that has any."""
+        return tuple((e.name, n) for e in self.elfs if (n := len(e.kernelless_fatbins)))
+
+
+def kernelless_line(report: WheelReport) -> str | None:
+    """The report's line on modules with no kernels, None when it has none."""
+    if not report.kernelless:
+        return None
+    n = sum(k for _f, k in report.kernelless)
+    total = sum(len(e.fatbins) for e in report.elfs)
+    files = ", ".join(f"{f}: {k}" for f, k in report.kernelless[:3]) + ("; ..." if len(report.kernelless) > 3 else "")
+    return (
+        f"no kernels: {n} of {total} CUDA modules define no function (cubins without code, PTX without .entry; {files})"
+        ": they launch nothing on any GPU, so coverage and the driver floors leave them out"
+    )
 
 
 def target_totals(entries: tuple[FatbinEntry, ...] | list[FatbinEntry]) -> tuple[TargetTotal, ...]:
@@ -354,7 +373,8 @@ def coverage_detail(elfs: tuple[ElfReport, ...], ccs: tuple[CC, ...] = KNOWN_CCS
 def assemble(
     path: Path, meta: Any, wheel_size: int, files: tuple[FileEntry, ...], elfs: tuple[ElfReport, ...]
 ) -> WheelReport:
-    entries = [e for elf in elfs for fb in elf.fatbins for e in fb.entries]
+    # Modules with no kernels (`Fatbin.kernels`) run nothing: their targets, PTX ISA and compression set no floor.
+    entries = [e for elf in elfs for fb in elf.fatbins if fb.kernels for e in fb.entries]
     targets = tuple(sorted({e.target for e in entries if e.target is not None}, key=listing_order))
     coverage, gaps = module_coverage(elfs)
     isas = [e.ptx_isa for e in entries if e.ptx_isa]
@@ -504,6 +524,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
             for lib in dict.fromkeys(v.library for v in elf.version_needs)
         },
         "cuda_modules": elf.modules,
+        "no_kernel_modules": len(elf.kernelless_fatbins),
         "fatbin_bytes": elf.fatbin_bytes,
         "fatbins": [
             {
@@ -511,6 +532,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
                 "section": fb.section or None,
                 "bytes": fb.size,
                 "device_link": fb.device_link,
+                "kernels": fb.kernels,
                 "entries": [_entry_json(e) for e in fb.entries],
             }
             for fb in elf.fatbins
@@ -605,6 +627,7 @@ def report_to_json(report: WheelReport) -> dict[str, Any]:
             "driver_reasons": list(report.driver_why),
             "fatbin_compression": list(report.compression),
             "alternatives": [dataclasses.asdict(a) for a in report.alternatives],
+            "no_kernel_modules": sum(n for _f, n in report.kernelless),
         },
         "targets": [str(t) for t in report.targets],
         "coverage": _coverage_json(report),
