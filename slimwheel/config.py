@@ -167,6 +167,15 @@ class Config:
             kind="bool",
         ),
     )
+    strict_device_code: bool = field(
+        default=False,
+        metadata=_doc(
+            "Fail require-arch for a wheel with no device code (no CUDA module with a kernel, no embedded kernel "
+            "sources). Off by default: such a wheel builds its kernels at run time (NVRTC, nvJitLink) or has none, "
+            "and check passes it with a note saying so.",
+            kind="bool",
+        ),
+    )
     strip: bool = field(
         default=False,
         metadata=_doc(

@@ -26,6 +26,7 @@ from slimwheel.inspect.report import (
     WheelReport,
     coverage_rows,
     kernelless_line,
+    no_device_code_line,
     report_to_json,
     target_totals,
 )
@@ -67,7 +68,7 @@ def _alternative_lines(report: WheelReport) -> list[str]:
 
 
 def _coverage_lines(report: WheelReport) -> list[str]:
-    empty = [line] if (line := kernelless_line(report)) else []
+    empty = [line for line in (no_device_code_line(report), kernelless_line(report)) if line]
     if report.alternatives:
         return [
             f"{len(report.alternatives)} alternatives, one loaded per process by CUDA version; each serves:",

@@ -93,6 +93,7 @@ def make_policy(
     debug_symbols: bool = False,
     manylinux: str = "",
     read_index: bool = False,
+    strict_device_code: bool = False,
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
@@ -105,6 +106,7 @@ def make_policy(
         debug_symbols=debug_symbols,
         manylinux=floor.parse_target(manylinux) if manylinux.strip() else None,
         read_index=read_index,
+        strict_device_code=strict_device_code,
     )
 
 

@@ -21,7 +21,13 @@ from slimwheel.errors import BadInputError, ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.elf import ElfReport
 from slimwheel.inspect.pyimports import PythonImports
-from slimwheel.inspect.report import WheelReport, coverage_detail, gap_text, nvrtc_targets
+from slimwheel.inspect.report import (
+    WheelReport,
+    coverage_detail,
+    gap_text,
+    no_device_code_line,
+    nvrtc_targets,
+)
 from slimwheel.shown import abbreviated
 
 
@@ -89,6 +95,25 @@ def findings(analysis: WheelAnalysis, policy: CheckPolicy) -> Findings:
         )
     if not policy.require and report.targets and report.cuda_major is None and policy.require_spec == "auto":
         notes.append(_unjudged_coverage(report))
+    if (none := no_device_code_line(report)) is not None and (policy.require or report.cuda_major is not None):
+        # A wheel that compiles its kernels at run time (cuda-cccl, cumm) or has none (allocation hooks) runs on
+        # whatever GPU its runtime compiler targets: no SASS or PTX to judge.
+        if policy.require and policy.strict_device_code:
+            failures.append(
+                Failure(
+                    kind="coverage",
+                    message=f"required compute capabilities {policy.require_spec}: {none} (--strict-device-code)",
+                    exit_code=ExitCode.MISSING_COVERAGE,
+                )
+            )
+        elif policy.require:
+            notes.append(
+                f"{none}: --require-arch {policy.require_spec} passes with nothing to judge "
+                "(--strict-device-code fails it)"
+            )
+        else:
+            notes.append(none)
+        return Findings(failures=tuple(failures), notes=tuple(notes))
     if policy.require:
         # Judged for the required CCs themselves (they may lie outside the report's table, e.g. 8.8).
         detail = coverage_detail(report.elfs, policy.require)

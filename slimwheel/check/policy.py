@@ -23,6 +23,8 @@ class CheckPolicy:
     dependencies: bool = True
     installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)
     debug_symbols: bool = False  # distcheck: unstripped ELF files fail
+    # A wheel with no device code fails --require-arch (by default it passes with a note: kernels built at run time)
+    strict_device_code: bool = False
     manylinux: floor.Policy | None = None  # the platform floor every ELF file must stay within (None: not checked)
     # Read the package index for what the requirements' own requirements install, when a library is otherwise
     # unprovided (`reqgraph`). Off for library callers and tests; `slimwheel check` turns it on unless --offline.

@@ -88,6 +88,12 @@ def read_index(offline: bool | None) -> bool:
     f"{ExitCode.DEBUG_INFO:d}; on by default. Config key: debug-symbols.",
 )
 @click.option(
+    "--strict-device-code/--no-strict-device-code",
+    default=None,
+    help="Fail --require-arch for a wheel with no device code (kernels built at run time, or none), exit "
+    f"{ExitCode.MISSING_COVERAGE:d}; off by default (it passes with a note). Config key: strict-device-code.",
+)
+@click.option(
     "--release-total",
     is_flag=True,
     help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit "
@@ -109,6 +115,7 @@ def command(
     offline: bool | None,
     installed_budget: str | None,
     debug_symbols: bool | None,
+    strict_device_code: bool | None,
     release_total: bool,
     fmt: str,
     output: Path | None,
@@ -123,6 +130,7 @@ def command(
             "require_arch": require_arch,
             "installed_budget": installed_budget,
             "debug_symbols": debug_symbols,
+            "strict_device_code": strict_device_code,
             "manylinux": manylinux,
         },
     )
@@ -140,6 +148,7 @@ def command(
                 debug_symbols=cfg.debug_symbols,
                 manylinux=cfg.manylinux,
                 read_index=read_index(offline),
+                strict_device_code=cfg.strict_device_code,
             ),
         )
         for a in analyses

@@ -31,7 +31,13 @@ from slimwheel.cuda.versions import (
 )
 from slimwheel.inspect.elf import ElfReport
 from slimwheel.inspect.fatbin import Fatbin, FatbinEntry
-from slimwheel.inspect.nvrtc import EmbeddedSources, describe, served_ccs
+from slimwheel.inspect.nvrtc import (
+    EmbeddedSources,
+    compiler_requirement,
+    describe,
+    runtime_compiler,
+    served_ccs,
+)
 
 __all__ = [
     "CoverageGap",
@@ -46,8 +52,10 @@ __all__ = [
     "coverage_detail",
     "coverage_rows",
     "gap_text",
+    "has_device_code",
     "kernelless_line",
     "module_coverage",
+    "no_device_code_line",
     "report_to_json",
     "target_totals",
 ]
@@ -155,6 +163,24 @@ class WheelReport:
     def kernelless(self) -> tuple[tuple[str, int], ...]:
         """(file, containers) of the modules that define no function (`Fatbin.kernels`), per file that has any."""
         return tuple((e.name, n) for e in self.elfs if (n := len(e.kernelless_fatbins)))
+
+
+def has_device_code(report: WheelReport) -> bool:
+    """Whether any file carries a CUDA module with a kernel or embedded kernel sources."""
+    return any(e.judged_fatbins or e.nvrtc for e in report.elfs)
+
+
+def no_device_code_line(report: WheelReport) -> str | None:
+    """What a wheel with no device code is, None for one with some: it builds its kernels at run time where a file
+    links or opens NVRTC/nvJitLink (or a requirement brings them), else it has none."""
+    if has_device_code(report):
+        return None
+    via = next(
+        (f"{e.name} loads {lib}" for e in report.elfs if (lib := runtime_compiler((*e.needed, *e.opens)))), None
+    ) or (f"it requires {req}" if (req := compiler_requirement(report.requires_dist)) else None)
+    if via:
+        return f"no device code: kernels, if any, are built at run time ({via})"
+    return "no device code"
 
 
 def kernelless_line(report: WheelReport) -> str | None:
