@@ -25,6 +25,7 @@ from slimwheel.inspect.report import (
     SCHEMA,
     WheelReport,
     coverage_rows,
+    future_line,
     kernelless_line,
     no_device_code_line,
     report_to_json,
@@ -68,7 +69,7 @@ def _alternative_lines(report: WheelReport) -> list[str]:
 
 
 def _coverage_lines(report: WheelReport) -> list[str]:
-    empty = [line for line in (no_device_code_line(report), kernelless_line(report)) if line]
+    empty = [line for line in (future_line(report), no_device_code_line(report), kernelless_line(report)) if line]
     if report.alternatives:
         return [
             f"{len(report.alternatives)} alternatives, one loaded per process by CUDA version; each serves:",

@@ -20,7 +20,7 @@ from slimwheel.check.coverage import required_ccs
 from slimwheel.check.platform import floor_failures
 from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
 from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import RequireArch
+from slimwheel.cuda.arch import CCRequest, RequireArch, parse_require_arch
 from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.pyimports import PythonImports
@@ -96,7 +96,9 @@ def make_policy(
     strict_device_code: bool = False,
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
+    parsed = parse_require_arch(require_arch)
     return CheckPolicy(
+        require_future=isinstance(parsed, CCRequest) and parsed.open_ended,
         budget_bytes=parse_size(budget, what="budget"),
         require=require,
         require_spec=str(require_arch),

@@ -24,6 +24,8 @@ from slimwheel.inspect.pyimports import PythonImports
 from slimwheel.inspect.report import (
     WheelReport,
     coverage_detail,
+    future_coverage,
+    future_line,
     gap_text,
     no_device_code_line,
     nvrtc_targets,
@@ -114,6 +116,20 @@ def findings(analysis: WheelAnalysis, policy: CheckPolicy) -> Findings:
         else:
             notes.append(none)
         return Findings(failures=tuple(failures), notes=tuple(notes))
+    future = future_coverage(report)
+    if (line := future_line(report)) is not None:
+        if policy.require_future and future.how == "none":
+            failures.append(
+                Failure(
+                    kind="coverage",
+                    message=f"--require-arch {policy.require_spec} asks for GPUs not yet made; {line}: add PTX of "
+                    "the oldest architecture they should run from (e.g. CUDA_ARCHITECTURES ...;75-virtual), or "
+                    "compile kernels at run time",
+                    exit_code=ExitCode.MISSING_COVERAGE,
+                )
+            )
+        else:
+            notes.append(line)
     if policy.require:
         # Judged for the required CCs themselves (they may lie outside the report's table, e.g. 8.8).
         detail = coverage_detail(report.elfs, policy.require)

@@ -20,6 +20,7 @@ class CheckPolicy:
     require: tuple[CC, ...] = ()
     require_spec: str = ""  # as the user wrote it ("7.5-12.0", "toolkit"), for messages
     left_out: tuple[CC, ...] = ()  # integrated aarch64 GPUs dropped from the request for an x86_64 wheel
+    require_future: bool = False  # an open-ended request ("7.5+"): GPUs newer than the wheel's SASS must run too
     dependencies: bool = True
     installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)
     debug_symbols: bool = False  # distcheck: unstripped ELF files fail

@@ -36,7 +36,7 @@ from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.inspect.elf import ElfReport, kernels_kept
 from slimwheel.inspect.fatbin import Fatbin
 from slimwheel.inspect.files import mapped_file
-from slimwheel.inspect.report import WheelReport, coverage_detail, nvrtc_targets
+from slimwheel.inspect.report import WheelReport, coverage_detail, has_device_code, nvrtc_targets
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.inspect.wheel import DEFAULT_LIMITS, WheelArchive, file_tags
 from slimwheel.postbuild.fatbin_edit import (
@@ -405,7 +405,13 @@ def slim(
             rewritten = write_rewritten(src, tmp, target, plans, version=version)
             after = judge_output(tmp, target)
     policy = checkmod.make_policy(
-        after, budget=budget, require_arch=CCRequest.of(ccs), read_index=read_index, debug_symbols=debug_symbols
+        after,
+        budget=budget,
+        require_arch=CCRequest.of(ccs),
+        read_index=read_index,
+        debug_symbols=debug_symbols,
+        # code slim dropped is not code built at run time: an output left with none fails as it did before
+        strict_device_code=has_device_code(before),
     )
     verdict = checkmod.judge(checkmod.analyze(after.path, report=after), policy)  # as `slimwheel check` judges it
     return SlimResult(

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel.cli import main
-from testkit.binsynth import cubin, elf, fatbin, fatbin_entry, pad8
+from testkit.binsynth import cubin, elf, fatbin, fatbin_entry, pad8, ptx
 from testkit.wheelmaker import make_wheel
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
@@ -74,3 +74,59 @@ def test_modules_with_no_kernels_only_are_no_device_code(tmp_path: Path, capsys:
     )
     assert main(["size-report", str(w)]) == 0
     assert "no device code: kernels, if any, are built at run time" in capsys.readouterr().out
+
+
+def _code_wheel(tmp_path: Path, *containers: list[bytes], name: str = "pkg") -> Path:
+    fat = b"".join(pad8(fatbin(c)) for c in containers)
+    lib = elf(sections={".nv_fatbin": fat}, needed=("libcudart.so.12",))
+    return make_wheel(
+        tmp_path / name,
+        name=name,
+        files={f"{name}/_ext.abi3.so": lib},
+        requires=("nvidia-cuda-runtime-cu12",),
+        tag=TAG,
+    )
+
+
+def _sass(sm: int) -> bytes:
+    return fatbin_entry(sm=sm, payload=pad8(cubin(sm)))
+
+
+def _ptx(sm: int) -> bytes:
+    return fatbin_entry(kind="ptx", sm=sm, payload=pad8(ptx(sm)), ptx_isa=(8, 5))
+
+
+def test_gpus_newer_than_the_newest_sass_are_a_line_of_their_own(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with_ptx = _code_wheel(tmp_path, [_sass(75), _sass(90), _ptx(75)], [_sass(75), _sass(80), _sass(90), _ptx(90)])
+    code, notes, _f = _check(capsys, "--require-arch", "7.5-9.0", str(with_ptx))
+    assert code == 0, _f
+    assert "GPUs newer than 9.0: served through PTX JIT (every CUDA module carries PTX) or runtime compilation" in notes
+    # faiss 1.15 slim: SASS 7.5-12.0 and no PTX (issue 40)
+    every = [_sass(sm) for sm in (75, 80, 90, 100, 120)]
+    sass_only = _code_wheel(tmp_path, every, [*every, _ptx(120)], name="slimfaiss")
+    code, notes, _f = _check(capsys, "--require-arch", "7.5-12.0", str(sass_only))
+    assert code == 0
+    said = "GPUs newer than 12.0: not served: 1 of 2 CUDA modules carry SASS only, no PTX and no kernel sources"
+    assert any(n.startswith(said) for n in notes), notes
+
+
+def test_an_open_ended_request_fails_a_wheel_with_no_way_to_newer_gpus(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    sass_only = _code_wheel(tmp_path, [_sass(75), _sass(80), _sass(90), _sass(100), _sass(120)])
+    code, _notes, failures = _check(capsys, "--require-arch", "7.5+", str(sass_only))
+    assert code == 11
+    assert failures == [
+        "--require-arch 7.5+ asks for GPUs not yet made; GPUs newer than 12.0: not served: 1 of 1 CUDA modules carry "
+        "SASS only, no PTX and no kernel sources (in pkg/_ext.abi3.so): add PTX of the oldest architecture they "
+        "should run from (e.g. CUDA_ARCHITECTURES ...;75-virtual), or compile kernels at run time"
+    ]
+    # the same request is met by PTX of any architecture it covers
+    ptx = _code_wheel(tmp_path, [_sass(75), _sass(80), _sass(90), _sass(100), _sass(120), _ptx(75)], name="ptxpkg")
+    assert _check(capsys, "--require-arch", "7.5+", str(ptx))[0] == 0
+    # a closed range does not ask for newer GPUs
+    assert _check(capsys, "--require-arch", "7.5-12.0", str(sass_only))[0] == 0
+    # kernels compiled at run time serve them
+    assert _check(capsys, "--require-arch", "7.5+", str(_nvrtc_wheel(tmp_path / "jit")))[0] == 0
