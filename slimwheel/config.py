@@ -240,6 +240,17 @@ class Config:
         ),
     )
 
+    # Kept as `GLOB=REQUEST` strings, as external-libs keeps its entries: one syntax for file, environment and JSON.
+    gpu_intent: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "The GPUs some files are meant for, judged instead of require-arch: a table file glob (its path in the "
+            'wheel) -> compute capabilities, e.g. {"mypkg/_sm80_only*.so" = "8.0+"}; the first glob that matches '
+            'a file decides. Environment: "GLOB=REQUEST" entries separated by ";".',
+            kind="intent",
+        ),
+    )
+
     @cached_property
     def parsed(self) -> Parsed:
         """The typed form of the settings, parsed once by the parsers `resolve` validated them with."""
@@ -316,6 +327,8 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
         return None
     if kind == "table":
         return _coerce_externals(value, where, from_env=origin.startswith("environment"), problems=problems)
+    if kind == "intent":
+        return _coerce_intent(value, where, problems)
     if kind == "cuda":
         try:
             return ("auto", parse_request(str(value)))  # a pair: None is a value here ("auto"), not "no value"
@@ -452,6 +465,45 @@ def _coerce_externals(value: Any, where: str, *, from_env: bool, problems: list[
     else:
         problems.append(f"{where}: expected a table SONAME -> requirement, got {_shown(value)}")
     return tuple(out) if len(problems) == bad else None
+
+
+def _coerce_intent(value: Any, where: str, problems: list[str]) -> tuple[str, ...] | None:
+    """gpu-intent as `GLOB=REQUEST` strings: a table glob -> coverage request (or such entries joined by ";" from the
+    environment); each request parsed by the one parser of coverage requests; every bad entry is a problem."""
+    bad = len(problems)
+    if isinstance(value, str):
+        pairs: list[tuple[str, Any]] = []
+        for text in (t.strip() for t in value.split(";") if t.strip()):
+            glob, sep, request = text.rpartition("=")
+            if not sep:
+                problems.append(f"{where}: {_shown(text)} is not GLOB=REQUEST (e.g. mypkg/_sm80*.so=8.0+)")
+            else:
+                pairs.append((glob.strip(), request.strip()))
+    elif isinstance(value, Mapping):
+        pairs = list(value.items())
+    else:
+        problems.append(f"{where}: expected a table file glob -> compute capabilities, got {_shown(value)}")
+        return None
+    out: list[str] = []
+    for glob, request in pairs:
+        at = f"{where}.{json.dumps(str(glob))}"
+        if not isinstance(glob, str) or not glob.strip() or "=" in glob:
+            problems.append(f"{at}: a file glob must be a non-empty string without '='")
+        elif not isinstance(request, str):
+            problems.append(f'{at}: expected compute capabilities such as "8.0+" or "8.0-9.0", got {_shown(request)}')
+        else:
+            try:
+                parse_cc_request(request)
+            except BadInputError as e:
+                problems.append(f"{at}: {e.message}")
+                continue
+            out.append(f"{glob}={request}")
+    return tuple(out) if len(problems) == bad else None
+
+
+def intent_table(entries: tuple[str, ...]) -> tuple[tuple[str, CCRequest], ...]:
+    """gpu-intent's entries (validated by `resolve`) as (glob, request) pairs, in order."""
+    return tuple((glob, parse_cc_request(req)) for glob, _sep, req in (e.rpartition("=") for e in entries))
 
 
 # Values quoted in messages: a 20 MB string or a list nested 900 deep is shown by its head and its size, never whole.
@@ -620,6 +672,10 @@ def json_schema() -> dict[str, Any]:
                     },
                 ]
             }
+            p["default"] = {}
+        elif kind == "intent":
+            p["type"] = "object"
+            p["additionalProperties"] = {"type": "string"}
             p["default"] = {}
         elif kind == "cuda":
             p["type"] = "string"

@@ -94,6 +94,7 @@ def make_policy(
     manylinux: str = "",
     read_index: bool = False,
     strict_device_code: bool = False,
+    intent: tuple[tuple[str, CCRequest], ...] = (),
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
     parsed = parse_require_arch(require_arch)
@@ -109,6 +110,7 @@ def make_policy(
         manylinux=floor.parse_target(manylinux) if manylinux.strip() else None,
         read_index=read_index,
         strict_device_code=strict_device_code,
+        intent=intent,
     )
 
 

@@ -7,7 +7,7 @@ from typing import Literal
 
 from slimwheel import distcheck, floor
 from slimwheel.config import DEFAULT_BUDGET
-from slimwheel.cuda.arch import CC
+from slimwheel.cuda.arch import CC, CCRequest
 from slimwheel.errors import ExitCode
 from slimwheel.units import parse_size
 
@@ -20,6 +20,8 @@ class CheckPolicy:
     require: tuple[CC, ...] = ()
     require_spec: str = ""  # as the user wrote it ("7.5-12.0", "toolkit"), for messages
     left_out: tuple[CC, ...] = ()  # integrated aarch64 GPUs dropped from the request for an x86_64 wheel
+    # gpu-intent: (file glob, the GPUs such files are meant for), judged instead of `require` for those files
+    intent: tuple[tuple[str, CCRequest], ...] = ()
     require_future: bool = False  # an open-ended request ("7.5+"): GPUs newer than the wheel's SASS must run too
     dependencies: bool = True
     installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)

@@ -149,6 +149,7 @@ def command(
                 manylinux=cfg.manylinux,
                 read_index=read_index(offline),
                 strict_device_code=cfg.strict_device_code,
+                intent=cfgmod.intent_table(cfg.gpu_intent),
             ),
         )
         for a in analyses

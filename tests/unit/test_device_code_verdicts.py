@@ -130,3 +130,66 @@ def test_an_open_ended_request_fails_a_wheel_with_no_way_to_newer_gpus(
     assert _check(capsys, "--require-arch", "7.5-12.0", str(sass_only))[0] == 0
     # kernels compiled at run time serve them
     assert _check(capsys, "--require-arch", "7.5+", str(_nvrtc_wheel(tmp_path / "jit")))[0] == 0
+
+
+def _intent_wheel(tmp_path: Path) -> Path:
+    everyone = pad8(fatbin([*(_sass(sm) for sm in (75, 80, 90, 100, 120)), _ptx(120)]))
+    ampere_up = pad8(fatbin([*(_sass(sm) for sm in (80, 90, 100, 120)), _ptx(120)]))
+    return make_wheel(
+        tmp_path / "w",
+        name="mypkg",
+        files={
+            "mypkg/_core.abi3.so": elf(sections={".nv_fatbin": everyone}, needed=("libcudart.so.12",)),
+            "mypkg/_sm80_only_attn.abi3.so": elf(sections={".nv_fatbin": ampere_up}, needed=("libcudart.so.12",)),
+        },
+        requires=("nvidia-cuda-runtime-cu12",),
+        tag=TAG,
+    )
+
+
+def test_gpu_intent_judges_a_file_for_the_gpus_it_is_meant_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = _intent_wheel(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    assert _check(capsys, "--require-arch", "7.5-12.0", str(w))[0] == 11  # 7.5 missing in the Ampere-only file
+    (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\ngpu-intent = {"mypkg/_sm80_only*.so" = "8.0+"}\n')
+    code, notes, failures = _check(capsys, "--require-arch", "7.5-12.0", str(w))
+    assert code == 0, failures
+    assert (
+        "mypkg/_sm80_only_attn.abi3.so (gpu-intent 'mypkg/_sm80_only*.so' = '8.0+', instead of --require-arch): "
+        "all 7 intended compute capabilities are served" in notes
+    )
+    # the intent is judged as strictly as --require-arch: 7.5 asked of the same file fails, naming the intent
+    (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\ngpu-intent = {"mypkg/_sm80_only*.so" = "7.5-9.0"}\n')
+    code, _notes, failures = _check(capsys, "--require-arch", "7.5-12.0", str(w))
+    assert code == 11 and failures == [
+        "mypkg/_sm80_only_attn.abi3.so (gpu-intent 'mypkg/_sm80_only*.so' = '7.5-9.0', instead of --require-arch): "
+        "neither SASS nor PTX for 7.5"
+    ]
+    # from the environment too
+    (tmp_path / "pyproject.toml").unlink()
+    monkeypatch.setenv("SLIMWHEEL_GPU_INTENT", "mypkg/_sm80_only*.so=8.0-12.0")
+    assert _check(capsys, "--require-arch", "7.5-12.0", str(w))[0] == 0
+
+
+def test_bad_gpu_intent_names_the_file_and_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    w = _intent_wheel(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.slimwheel]\ngpu-intent = {"mypkg/a*.so" = "banana", "mypkg/b*.so" = 8, "" = "8.0+"}\n'
+    )
+    capsys.readouterr()
+    assert main(["-q", "check", "--offline", str(w)]) == 3
+    err = capsys.readouterr().err
+    assert (
+        "pyproject.toml" in err and 'gpu-intent."mypkg/a*.so"' in err and "'banana' is not a compute capability" in err
+    )
+    assert 'gpu-intent."mypkg/b*.so": expected compute capabilities' in err
+    assert 'gpu-intent."": a file glob must be a non-empty string' in err
+    monkeypatch.setenv("SLIMWHEEL_GPU_INTENT", "no-equals-sign")
+    (tmp_path / "pyproject.toml").unlink()
+    assert main(["-q", "check", "--offline", str(w)]) == 3
+    assert "environment SLIMWHEEL_*: gpu-intent: 'no-equals-sign' is not GLOB=REQUEST" in capsys.readouterr().err
