@@ -240,13 +240,12 @@ class Config:
         ),
     )
 
-    # Kept as `GLOB=REQUEST` strings, as external-libs keeps its entries: one syntax for file, environment and JSON.
     gpu_intent: tuple[str, ...] = field(
         default=(),
         metadata=_doc(
             "The GPUs some files are meant for, judged instead of require-arch: a table file glob (its path in the "
             'wheel) -> compute capabilities, e.g. {"mypkg/_sm80_only*.so" = "8.0+"}; the first glob that matches '
-            'a file decides. Environment: "GLOB=REQUEST" entries separated by ";".',
+            'a file decides. Environment: "GLOB=REQUEST" entries separated by ";" (the form it is kept in).',
             kind="intent",
         ),
     )

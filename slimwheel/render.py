@@ -21,13 +21,11 @@ if TYPE_CHECKING:  # check imports the dependency rules (packaging, pyelftools):
     from rich.text import Text
 
     from slimwheel.check import Verdict
+from slimwheel.inspect.devicecode import future_line, kernelless_line, no_device_code_line
 from slimwheel.inspect.report import (
     SCHEMA,
     WheelReport,
     coverage_rows,
-    future_line,
-    kernelless_line,
-    no_device_code_line,
     report_to_json,
     target_totals,
 )

@@ -21,19 +21,11 @@ from slimwheel.cuda.arch import (
 )
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, ExitCode
+from slimwheel.inspect.devicecode import future_coverage, future_line, has_device_code, no_device_code_line
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.elf import ElfReport
 from slimwheel.inspect.pyimports import PythonImports
-from slimwheel.inspect.report import (
-    WheelReport,
-    coverage_detail,
-    future_coverage,
-    future_line,
-    gap_text,
-    has_device_code,
-    no_device_code_line,
-    nvrtc_targets,
-)
+from slimwheel.inspect.report import WheelReport, coverage_detail, gap_text, nvrtc_targets
 from slimwheel.shown import abbreviated
 
 

@@ -33,10 +33,11 @@ from slimwheel import fsutil
 from slimwheel.config import DEFAULT_BUDGET
 from slimwheel.cuda.arch import CC, KNOWN_CCS, CCRequest, Target, counted, parse_cc_set, require_known, served_by
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.inspect.devicecode import has_device_code
 from slimwheel.inspect.elf import ElfReport, kernels_kept
 from slimwheel.inspect.fatbin import Fatbin
 from slimwheel.inspect.files import mapped_file
-from slimwheel.inspect.report import WheelReport, coverage_detail, has_device_code, nvrtc_targets
+from slimwheel.inspect.report import WheelReport, coverage_detail, nvrtc_targets
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.inspect.wheel import DEFAULT_LIMITS, WheelArchive, file_tags
 from slimwheel.postbuild.fatbin_edit import (
