@@ -10,7 +10,6 @@ from __future__ import annotations
 import difflib
 import json
 import logging
-import reprlib
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
@@ -18,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from slimwheel.configtables import REPR, coerce_externals, coerce_intent, shown
 from slimwheel.cuda.arch import (
     CC,
     CCRequest,
@@ -175,6 +175,15 @@ class Config:
             kind="bool",
         ),
     )
+    strict_device_code: bool = field(
+        default=False,
+        metadata=_doc(
+            "Fail require-arch for a wheel with no device code (no CUDA module with a kernel, no embedded kernel "
+            "sources). Off by default: such a wheel builds its kernels at run time (NVRTC, nvJitLink) or has none, "
+            "and check passes it with a note saying so.",
+            kind="bool",
+        ),
+    )
     strip: bool = field(
         default=False,
         metadata=_doc(
@@ -239,6 +248,16 @@ class Config:
         ),
     )
 
+    gpu_intent: tuple[str, ...] = field(
+        default=(),
+        metadata=_doc(
+            "The GPUs some files are meant for, judged instead of require-arch: a table file glob (its path in the "
+            'wheel) -> compute capabilities, e.g. {"mypkg/_sm80_only*.so" = "8.0+"}; the first glob that matches '
+            'a file decides. Environment: "GLOB=REQUEST" entries separated by ";" (the form it is kept in).',
+            kind="intent",
+        ),
+    )
+
     @cached_property
     def parsed(self) -> Parsed:
         """The typed form of the settings, parsed once by the parsers `resolve` validated them with."""
@@ -298,7 +317,7 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
     if n := _too_long(value):
         problems.append(
             f"{where}: a string of {n:,} characters, longer than any setting ({MAX_STRING:,} at most): "
-            + _REPR.repr(value)
+            + REPR.repr(value)
         )
         return None
     if kind == "bool":
@@ -310,12 +329,14 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
             try:
                 return parse_bool(value, name=where)  # None for a blank value: "not given"
             except BadInputError:
-                problems.append(f"{where}: expected true or false (1/0, yes/no, on/off), got {_shown(value)}")
+                problems.append(f"{where}: expected true or false (1/0, yes/no, on/off), got {shown(value)}")
                 return None
-        problems.append(f"{where}: expected true or false, got {_shown(value)}")
+        problems.append(f"{where}: expected true or false, got {shown(value)}")
         return None
     if kind == "table":
-        return _coerce_externals(value, where, from_env=origin.startswith("environment"), problems=problems)
+        return coerce_externals(value, where, from_env=origin.startswith("environment"), problems=problems)
+    if kind == "intent":
+        return coerce_intent(value, where, problems)
     if kind == "cuda":
         try:
             return ("auto", parse_request(str(value)))  # a pair: None is a value here ("auto"), not "no value"
@@ -330,26 +351,26 @@ def _coerce(key: str, value: Any, origin: str, problems: list[str]) -> Any:
             if check_item := _ITEM_VALIDATORS.get(key):
                 bad = [m for m in (_item_problem(check_item, v) for v in items) if m]
                 if bad:
-                    problems.extend(f"{where} = {_shown(list(items))}: {m}" for m in bad)
+                    problems.extend(f"{where} = {shown(list(items))}: {m}" for m in bad)
                     return None
             return items
-        problems.append(f"{where}: expected a list of strings, got {_shown(value)}")
+        problems.append(f"{where}: expected a list of strings, got {shown(value)}")
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(value)
     if not isinstance(value, str):
-        problems.append(f"{where}: expected a string, got {_shown(value)}")
+        problems.append(f"{where}: expected a string, got {shown(value)}")
         return None
     choices = f.metadata["choices"]
     if choices and value not in choices:
-        problems.append(f"{where}: {_shown(value)} is not one of {', '.join(choices)}")
+        problems.append(f"{where}: {shown(value)} is not one of {', '.join(choices)}")
         return None
     if check := _PARSERS.get(key):
         try:
             check(value)
         except BadInputError as e:
             # A message that quotes the value already (a size's) needs it only once.
-            setting = key if repr(value) in e.message else f"{key} = {_shown(value)}"
+            setting = key if repr(value) in e.message else f"{key} = {shown(value)}"
             problems.append(f"{origin}: {setting}: {e.message.removeprefix(key + ': ')}")
             return None
     return value
@@ -416,56 +437,7 @@ def _item_problem(check: Callable[[str], object], item: str) -> str | None:
     return None
 
 
-def _coerce_externals(value: Any, where: str, *, from_env: bool, problems: list[str]) -> tuple[str, ...] | None:
-    """external-libs as `SONAME=REQUIREMENT[@FOLDER]` strings, each validated; every bad entry is a problem."""
-    from slimwheel.external import external_lib, parse_external  # loads only when this key is used
-
-    out: list[str] = []
-    bad = len(problems)
-    if from_env and isinstance(value, str):
-        for text in (t for t in value.split(";") if t.strip()):
-            try:
-                out.append(parse_external(text, where=where).spec())
-            except BadInputError as e:
-                problems.append(str(e))
-    elif isinstance(value, Mapping):
-        for soname, v in value.items():
-            at = f"{where}.{json.dumps(soname)}"
-            if isinstance(v, Mapping) and set(v) <= {"requirement", "folder"} and isinstance(v.get("requirement"), str):
-                requirement, folder = v["requirement"], v.get("folder")
-                if folder is not None and not isinstance(folder, str):
-                    problems.append(f"{at}: folder must be a string, got {_shown(folder)}")
-                    continue
-            elif isinstance(v, str):
-                requirement, sep, folder = v.rpartition("@")
-                requirement, folder = (requirement, folder) if sep else (v, None)
-            else:
-                problems.append(
-                    f'{at}: expected a requirement string or {{requirement = "...", folder = "..."}}, got {_shown(v)}'
-                )
-                continue
-            try:
-                out.append(external_lib(str(soname), requirement, folder, where=at).spec())
-            except BadInputError as e:
-                problems.append(str(e))
-    else:
-        problems.append(f"{where}: expected a table SONAME -> requirement, got {_shown(value)}")
-    return tuple(out) if len(problems) == bad else None
-
-
-# Values quoted in messages: a 20 MB string or a list nested 900 deep is shown by its head and its size, never whole.
-_REPR = reprlib.Repr()  # keyword arguments only from Python 3.12
-_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, 120, 120
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = 8
 MAX_STRING = 4096  # no setting needs more; a longer string is refused before any parser sees it
-
-
-def _shown(value: Any) -> str:
-    """A value as messages quote it: repr, shortened (reprlib) with the full length said when anything was cut."""
-    text = _REPR.repr(value)
-    if isinstance(value, str) and len(value) > _REPR.maxstring:
-        text += f" ({len(value):,} characters)"
-    return text
 
 
 def _too_long(value: Any, depth: int = 3) -> int:
@@ -619,6 +591,10 @@ def json_schema() -> dict[str, Any]:
                     },
                 ]
             }
+            p["default"] = {}
+        elif kind == "intent":
+            p["type"] = "object"
+            p["additionalProperties"] = {"type": "string"}
             p["default"] = {}
         elif kind == "cuda":
             p["type"] = "string"

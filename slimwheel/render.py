@@ -21,6 +21,7 @@ if TYPE_CHECKING:  # check imports the dependency rules (packaging, pyelftools):
     from rich.text import Text
 
     from slimwheel.check import Verdict
+from slimwheel.inspect.devicecode import future_line, kernelless_line, no_device_code_line
 from slimwheel.inspect.duplicates import fix_text
 from slimwheel.inspect.report import (
     SCHEMA,
@@ -69,12 +70,14 @@ def _alternative_lines(report: WheelReport) -> list[str]:
 
 
 def _coverage_lines(report: WheelReport) -> list[str]:
+    empty = [line for line in (future_line(report), no_device_code_line(report), kernelless_line(report)) if line]
     if report.alternatives:
         return [
             f"{len(report.alternatives)} alternatives, one loaded per process by CUDA version; each serves:",
             *(f"  {line}" for line in _alternative_lines(report)),
+            *empty,
         ]
-    return [_coverage_summary(report)]
+    return [_coverage_summary(report), *empty]
 
 
 def _coverage_summary(report: WheelReport) -> str:
@@ -148,25 +151,7 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
         rows,
     )
     if report.duplicates:
-        wasted, wasted_installed = report.duplicate_waste
-        put(
-            f"Byte-identical files: {human(wasted)} wasted in the wheel, {human(wasted_installed)} installed",
-            (
-                Column("files", fold=True),
-                Column("each", right=True),
-                Column("wasted in wheel", right=True),
-                Column("installed", right=True),
-            ),
-            [
-                (
-                    "\n".join(t(n) for n in g.names),
-                    human(g.size),
-                    human(g.wasted_compressed),
-                    human(g.wasted_uncompressed),
-                )
-                for g in report.duplicates
-            ],
-        )
+        _duplicates_table(report, put)
         out.extend(f"  {t(fix_text(g))}" for g in report.duplicates if g.soname_chain)
     if report.elfs:
         main_secs = [s for s in _MAIN_SECTIONS if any(s in e.sections for e in report.elfs)]
@@ -241,23 +226,7 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
             rows,
         )
     if entries:
-        for e in report.elfs:
-            for i, fb in enumerate(e.fatbins):
-                put(
-                    f"{t(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{t(fb.section or 'file')}], {human(fb.size)}",
-                    tuple(Column(c) for c in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA")),
-                    [
-                        (
-                            en.kind,
-                            en.arch,
-                            en.compression,
-                            human(en.stored_size),
-                            human(en.uncompressed_size),
-                            f"{en.ptx_isa[0]}.{en.ptx_isa[1]}" if en.ptx_isa else "",
-                        )
-                        for en in fb.entries
-                    ],
-                )
+        _entries_tables(report, put)
     style = {"sass": Style.GREEN, "ptx": Style.YELLOW, "none": Style.RED, "n/a": Style.DIM}
     put(
         "GPU coverage",
@@ -267,6 +236,50 @@ def report_text(report: WheelReport, *, width: int, color: bool, entries: bool =
     out.extend(f"  {t(line)}" for line in _coverage_lines(report))
     out.extend(f"  {t(line)}" for line in _driver_lines(report))
     return "\n".join(out) + "\n"
+
+
+_Put = Callable[[str, Sequence[Column], Sequence[Sequence["str | Cell"]]], None]
+
+
+def _duplicates_table(report: WheelReport, put: _Put) -> None:
+    t = shown.terminal
+    wasted, wasted_installed = report.duplicate_waste
+    put(
+        f"Byte-identical files: {human(wasted)} wasted in the wheel, {human(wasted_installed)} installed",
+        (
+            Column("files", fold=True),
+            Column("each", right=True),
+            Column("wasted in wheel", right=True),
+            Column("installed", right=True),
+        ),
+        [
+            ("\n".join(t(n) for n in g.names), human(g.size), human(g.wasted_compressed), human(g.wasted_uncompressed))
+            for g in report.duplicates
+        ],
+    )
+
+
+def _entries_tables(report: WheelReport, put: _Put) -> None:
+    """`--entries`: each fatbin's members, one table per container."""
+    t = shown.terminal
+    for e in report.elfs:
+        for i, fb in enumerate(e.fatbins):
+            put(
+                f"{t(e.name)}: fatbin {i + 1} at {fb.offset:#x} [{t(fb.section or 'file')}], {human(fb.size)}"
+                + ("" if fb.kernels else ", no kernels"),
+                tuple(Column(c) for c in ("kind", "arch", "compression", "stored", "uncompressed", "PTX ISA")),
+                [
+                    (
+                        en.kind,
+                        en.arch,
+                        en.compression,
+                        human(en.stored_size),
+                        human(en.uncompressed_size),
+                        f"{en.ptx_isa[0]}.{en.ptx_isa[1]}" if en.ptx_isa else "",
+                    )
+                    for en in fb.entries
+                ],
+            )
 
 
 def _debug_infos(report: WheelReport) -> dict[str, distcheck.DebugInfo]:
@@ -349,6 +362,7 @@ def render_markdown(reports: Sequence[WheelReport], verdicts: Sequence[Verdict] 
                             f"{human(en.uncompressed_size)})"
                             for en in fb.entries
                         )
+                        + ("" if fb.kernels else " (no kernels)")
                     )
             out.append("")
         out.append("| CC | GPU | runs by | target |\n| --- | --- | --- | --- |")

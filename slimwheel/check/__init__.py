@@ -20,7 +20,7 @@ from slimwheel.check.coverage import required_ccs
 from slimwheel.check.platform import floor_failures
 from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
 from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
-from slimwheel.cuda.arch import RequireArch
+from slimwheel.cuda.arch import CCRequest, RequireArch
 from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.pyimports import PythonImports
@@ -93,11 +93,14 @@ def make_policy(
     debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
     manylinux: floor.Policy | None = None,
     read_index: bool = False,
+    strict_device_code: bool = False,
+    intent: tuple[tuple[str, CCRequest], ...] = (),
 ) -> CheckPolicy:
     """The policy `report`'s wheel is judged against, from values parsed at the edge (`Config.parsed`, the CLI):
     sizes in bytes, the coverage request, the platform floor. Only the CCs `require_arch` names depend on the wheel."""
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
+        require_future=isinstance(require_arch, CCRequest) and require_arch.open_ended,
         budget_bytes=budget,
         require=require,
         require_spec=str(require_arch),
@@ -107,6 +110,8 @@ def make_policy(
         debug_symbols=debug_symbols,
         manylinux=manylinux,
         read_index=read_index,
+        strict_device_code=strict_device_code,
+        intent=intent,
     )
 
 

@@ -3,6 +3,9 @@ the parts a package does without (plugins, optional extension modules) left out 
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
+
 from slimwheel import deps
 from slimwheel.analysis import WheelAnalysis
 from slimwheel.check.policy import CheckPolicy, Failure, Findings
@@ -17,6 +20,7 @@ from slimwheel.cuda.arch import (
 )
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError, ExitCode
+from slimwheel.inspect.devicecode import future_coverage, future_line, has_device_code, no_device_code_line
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.elf import ElfReport
 from slimwheel.inspect.pyimports import PythonImports
@@ -87,7 +91,47 @@ def findings(analysis: WheelAnalysis, policy: CheckPolicy) -> Findings:
         )
     if not policy.require and report.targets and report.cuda_major is None and policy.require_spec == "auto":
         notes.append(_unjudged_coverage(report))
-    if policy.require:
+    if (none := no_device_code_line(report)) is not None and (policy.require or report.cuda_major is not None):
+        # A wheel that compiles its kernels at run time (cuda-cccl, cumm) or has none (allocation hooks) runs on
+        # whatever GPU its runtime compiler targets: no SASS or PTX to judge.
+        if policy.require and policy.strict_device_code:
+            failures.append(
+                Failure(
+                    kind="coverage",
+                    message=f"required compute capabilities {policy.require_spec}: {none} (--strict-device-code)",
+                    exit_code=ExitCode.MISSING_COVERAGE,
+                )
+            )
+        elif policy.require:
+            notes.append(
+                f"{none}: --require-arch {policy.require_spec} passes with nothing to judge "
+                "(--strict-device-code fails it)"
+            )
+        else:
+            notes.append(none)
+        return Findings(failures=tuple(failures), notes=tuple(notes))
+    future = future_coverage(report)
+    if (line := future_line(report)) is not None:
+        if policy.require_future and future.how == "none":
+            failures.append(
+                Failure(
+                    kind="coverage",
+                    message=f"--require-arch {policy.require_spec} asks for GPUs not yet made; {line}: add PTX of "
+                    "the oldest architecture they should run from (e.g. CUDA_ARCHITECTURES ...;75-virtual), or "
+                    "compile kernels at run time",
+                    exit_code=ExitCode.MISSING_COVERAGE,
+                )
+            )
+        else:
+            notes.append(line)
+    intended = _intended(report, policy.intent)
+    if intended:
+        failures_i, notes_i = _intent_findings(report, intended)
+        failures.extend(failures_i)
+        notes.extend(notes_i)
+        # the other files are judged against --require-arch: a wheel whose code is all in intended files has none
+        report = dataclasses.replace(report, elfs=tuple(e for e in report.elfs if e.name not in intended))
+    if policy.require and (has_device_code(report) or not intended):
         # Judged for the required CCs themselves (they may lie outside the report's table, e.g. 8.8).
         detail = coverage_detail(report.elfs, policy.require)
         if detail.coverage.none:
@@ -151,6 +195,64 @@ def findings(analysis: WheelAnalysis, policy: CheckPolicy) -> Findings:
                 "family-specific SASS), not judged for this GPU"
             )
     return Findings(failures=tuple(failures), notes=tuple(notes))
+
+
+def _intended(report: WheelReport, intent: tuple[tuple[str, CCRequest], ...]) -> dict[str, tuple[str, CCRequest]]:
+    """file -> (glob, request) of the gpu-intent entry that decides it (the first glob its path matches)."""
+    out: dict[str, tuple[str, CCRequest]] = {}
+    for e in report.elfs:
+        hit = next(((glob, req) for glob, req in intent if fnmatch.fnmatchcase(e.name, glob)), None)
+        if hit is not None:
+            out[e.name] = hit
+    return out
+
+
+def _intent_findings(
+    report: WheelReport, intended: dict[str, tuple[str, CCRequest]]
+) -> tuple[list[Failure], list[str]]:
+    """Files with a gpu-intent, judged for the GPUs they are meant for (issue 37 item 7): the same coverage rule,
+    the same exit code; the verdict names the intent that replaced --require-arch for them."""
+    failures: list[Failure] = []
+    notes: list[str] = []
+    groups: dict[tuple[str, str], list[ElfReport]] = {}
+    requests: dict[tuple[str, str], CCRequest] = {}
+    for e in report.elfs:
+        if e.name in intended:
+            glob, req = intended[e.name]
+            groups.setdefault((glob, req.text), []).append(e)
+            requests[(glob, req.text)] = req
+    for (glob, text), elfs in groups.items():
+        files = abbreviated(tuple(e.name for e in elfs))
+        said = f"{files} (gpu-intent {glob!r} = {text!r}, instead of --require-arch)"
+        part = dataclasses.replace(report, elfs=tuple(elfs))
+        if not has_device_code(part):
+            notes.append(f"{said}: no device code to judge")
+            continue
+        ccs = tuple(
+            cc
+            for cc in requests[(glob, text)].resolve()
+            if generation(cc) is None or counted(cc, exclude_integrated=report.is_x86_64)
+        )
+        missing = coverage_detail(part.elfs, ccs).coverage.none
+        if missing:
+            failures.append(
+                Failure(
+                    kind="coverage",
+                    message=f"{said}: neither SASS nor PTX for {', '.join(map(str, missing))}",
+                    exit_code=ExitCode.MISSING_COVERAGE,
+                )
+            )
+        elif requests[(glob, text)].open_ended and future_coverage(part).how == "none":
+            failures.append(
+                Failure(
+                    kind="coverage",
+                    message=f"{said}: asks for GPUs not yet made; {future_line(part)}",
+                    exit_code=ExitCode.MISSING_COVERAGE,
+                )
+            )
+        else:
+            notes.append(f"{said}: all {len(ccs)} intended compute capabilities are served")
+    return failures, notes
 
 
 def _judged_without_side_parts(

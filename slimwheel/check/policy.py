@@ -7,7 +7,7 @@ from typing import Literal
 
 from slimwheel import distcheck, floor
 from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
-from slimwheel.cuda.arch import CC
+from slimwheel.cuda.arch import CC, CCRequest
 from slimwheel.errors import ExitCode
 
 FailureKind = Literal["budget", "coverage", "dependencies", "record", "platform"] | distcheck.FindingKind
@@ -19,9 +19,14 @@ class CheckPolicy:
     require: tuple[CC, ...] = ()
     require_spec: str = ""  # as the user wrote it ("7.5-12.0", "toolkit"), for messages
     left_out: tuple[CC, ...] = ()  # integrated aarch64 GPUs dropped from the request for an x86_64 wheel
+    # gpu-intent: (file glob, the GPUs such files are meant for), judged instead of `require` for those files
+    intent: tuple[tuple[str, CCRequest], ...] = ()
+    require_future: bool = False  # an open-ended request ("7.5+"): GPUs newer than the wheel's SASS must run too
     dependencies: bool = True
     installed_budget_bytes: int | None = None  # distcheck: the installed size allowed (None: not checked)
     debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS  # distcheck: unstripped ELF files fail
+    # A wheel with no device code fails --require-arch (by default it passes with a note: kernels built at run time)
+    strict_device_code: bool = False
     manylinux: floor.Policy | None = None  # the platform floor every ELF file must stay within (None: not checked)
     # Read the package index for what the requirements' own requirements install, when a library is otherwise
     # unprovided (`reqgraph`). Off for library callers and tests; `slimwheel check` turns it on unless --offline.

@@ -25,6 +25,7 @@ from slimwheel.commands._options import (
     require_arch_option,
 )
 from slimwheel.commands.size_report import FORMATS, emit, preload
+from slimwheel.configtables import intent_table
 from slimwheel.errors import CheckFailed, ExitCode, exit_codes
 
 CHECK_EXIT_CODES = exit_codes(
@@ -56,6 +57,12 @@ CHECK_EXIT_CODES = exit_codes(
 @installed_budget_option()
 @debug_symbols_option()
 @click.option(
+    "--strict-device-code/--no-strict-device-code",
+    default=None,
+    help="Fail --require-arch for a wheel with no device code (kernels built at run time, or none), exit "
+    f"{ExitCode.MISSING_COVERAGE:d}; off by default (it passes with a note). Config key: strict-device-code.",
+)
+@click.option(
     "--release-total",
     is_flag=True,
     help="Also add up the WHEELS as one release against PyPI's project size limit (10 GiB); exit "
@@ -77,6 +84,7 @@ def command(
     offline: bool | None,
     installed_budget: str | None,
     debug_symbols: bool | None,
+    strict_device_code: bool | None,
     release_total: bool,
     fmt: str,
     output: Path | None,
@@ -91,6 +99,7 @@ def command(
             "require_arch": require_arch,
             "installed_budget": installed_budget,
             "debug_symbols": debug_symbols,
+            "strict_device_code": strict_device_code,
             "manylinux": manylinux,
         },
     )
@@ -116,6 +125,8 @@ def command(
                 debug_symbols=cfg.debug_symbols,
                 manylinux=cfg.parsed.manylinux,
                 read_index=read_index(offline),
+                strict_device_code=cfg.strict_device_code,
+                intent=intent_table(cfg.gpu_intent),
             ),
         )
         for a in analyses

@@ -234,7 +234,7 @@ CCItemKind = Literal["all", "from", "range", "one"]
 @dataclass(frozen=True)
 class CCRequest:
     """A coverage request, parsed once (`parse_cc_request`): "7.5-12.0" (every supported CC in that range), "7.5+"
-    (that CC and up), "8.6" (one CC), "all" (every supported CC), or a comma list of those. Which CCs it names depends
+    (that CC and up, GPUs newer than any known included: `open_ended`), "8.6" (one CC), "all" (every supported CC), or a comma list of those. Which CCs it names depends
     on what a toolkit supports: `resolve`."""
 
     text: str  # as the user wrote it, for messages
@@ -242,6 +242,12 @@ class CCRequest:
 
     def __str__(self) -> str:
         return self.text
+
+    @property
+    def open_ended(self) -> bool:
+        """Whether the request reaches past every GPU known today ("7.5+"): it then asks for GPUs not yet made too,
+        which only PTX or runtime compilation can serve (issue 40 item 4)."""
+        return any(kind == "from" for kind, _lo, _hi in self.items)
 
     @classmethod
     def of(cls, ccs: Iterable[CC]) -> CCRequest:

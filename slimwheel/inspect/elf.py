@@ -60,6 +60,7 @@ from slimwheel.inspect.elfsyms import (
     VersionDef,
     VersionNeed,
     defines,
+    defines_code,
     dynamic_names,
     undefined,
     version_definitions,
@@ -72,6 +73,7 @@ from slimwheel.inspect.fatbin import (
     RecordBudget,
     compat_arch_specific,
     cubin_entry,
+    no_kernels,
     parse_fatbin,
     parse_fatbins,
     scan_fatbins,
@@ -162,8 +164,13 @@ class ElfReport:
         """The fatbins that are CUDA modules of their own, the ones coverage judges and every table counts: with
         loadable code, and not a device-link container (no kernels, or kernels whose PTX is in __nv_relfatbin)
         unless the file has nothing else."""
-        code = [fb for fb in self.fatbins if any(e.target is not None for e in fb.entries)]
+        code = [fb for fb in self.fatbins if fb.kernels and any(e.target is not None for e in fb.entries)]
         return tuple([fb for fb in code if not fb.device_link] or code)
+
+    @property
+    def kernelless_fatbins(self) -> tuple[Fatbin, ...]:
+        """Containers with loadable members none of which defines a function (`Fatbin.kernels`): "no kernels"."""
+        return tuple(fb for fb in self.fatbins if not fb.kernels)
 
 
 # std::locale::classic(), defined by libstdc++ only (libc++ mangles it under std::__1): a file that defines it in its
@@ -173,6 +180,26 @@ CXX_RUNTIME_MARKER = "_ZNSt6locale7classicEv"
 
 def is_elf(head: bytes) -> bool:
     return head[:4] == ELF_MAGIC
+
+
+def cubin_defines_code(payload: bytes) -> bool:
+    """Whether a fatbin member's cubin defines a function (`elfsyms.defines_code`); a payload that is no readable ELF
+    file proves nothing, so it counts as code."""
+    try:
+        return defines_code(ElfFile(payload, "cubin"))
+    except BadInputError:
+        return True
+
+
+def kernels_kept(path: Path, name: str, fb: Fatbin, keep: tuple[bool, ...]) -> bool:
+    """Whether the members of `fb` (a container of the file at `path`) that `keep` marks define a kernel: what the
+    container will hold once slim has dropped the others."""
+    with mapped_file(path, name) as data:
+        return not no_kernels(data, fb, cubin_defines_code, keep)
+
+
+def _kernels_marked(data: Buffer, found: list[Fatbin]) -> list[Fatbin]:
+    return [replace(fb, kernels=False) if no_kernels(data, fb, cubin_defines_code) else fb for fb in found]
 
 
 def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
@@ -192,7 +219,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
             needed=(),
             rpath=None,
             runpath=None,
-            fatbins=parse_fatbins(data, where=name) if fatbins else (),
+            fatbins=tuple(_kernels_marked(data, list(parse_fatbins(data, where=name)))) if fatbins else (),
         )
     elf = ElfFile(data, name)
     if elf.kind == "cubin":
@@ -250,6 +277,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     linked = {at for at, version in wrappers if version == 2}
     if linked:
         found = [replace(fb, device_link=True) if fb.offset in linked else fb for fb in found]
+    found = _kernels_marked(data, found)
     return ElfReport(
         name=name,
         size=elf.n,
@@ -283,7 +311,7 @@ def _cubin(elf: ElfFile, *, fatbins: bool) -> ElfReport:
             if sec.name == COMPAT_SECTION:
                 arch_specific = compat_arch_specific(elf.buf, sec.offset, sec.offset + sec.size, where=elf.name)
     entry = cubin_entry(elf.abi_version, elf.flags, elf.n, compat_arch_specific=arch_specific)
-    module = Fatbin(offset=0, size=elf.n, entries=(entry,))
+    module = Fatbin(offset=0, size=elf.n, entries=(entry,), kernels=entry.target is None or defines_code(elf))
     return ElfReport(
         name=elf.name,
         size=elf.n,

@@ -13,6 +13,8 @@ from slimwheel.inspect.elffile import (
     SHT_GNU_VERDEF,
     SHT_GNU_VERNEED,
     SHT_GNU_VERSYM,
+    SHT_SYMTAB,
+    STT_FUNC,
     ElfFile,
     Section,
 )
@@ -47,6 +49,25 @@ class VersionDef:
     symbol: str
     version: str
     default: bool
+
+
+def defines_code(elf: ElfFile) -> bool:
+    """Whether a cubin defines a function: a `.text.<name>` section (ptxas gives each kernel and device function
+    one) or a defined STT_FUNC symbol in its symbol table."""
+    if any(s.name.startswith(".text.") for s in elf.sections):
+        return True
+    sym = elf.lay.sym
+    for sec in elf.sections:
+        if sec.type != SHT_SYMTAB or not sec.size:
+            continue
+        if sec.entsize != sym.size:
+            return True  # a table that is no symbol table: nothing is proven
+        for i in range(sec.size // sym.size):
+            fields = sym.unpack_from(elf.buf, sec.offset + i * sym.size)
+            info, shndx = (fields[1], fields[3]) if elf.lay.is64 else (fields[3], fields[5])
+            if info & 0xF == STT_FUNC and shndx != SHN_UNDEF:
+                return True
+    return False
 
 
 def defines(elf: ElfFile, symbol: str) -> bool:

@@ -27,9 +27,14 @@ one `FatbinEntry`, and one file may hold at most `MAX_RECORDS` containers and en
 from __future__ import annotations
 
 import functools
+import re
 import struct
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Literal
+
+import lz4.block
+import zstandard
 
 from slimwheel.cuda.arch import CC, Kind, Target, Variant
 from slimwheel.errors import BadInputError
@@ -96,6 +101,11 @@ class Fatbin:
     entries: tuple[FatbinEntry, ...]
     device_link: bool = False
     section: str = ""  # the ELF section that holds it ("" for a bare .fatbin file)
+    # False when every member with a target is proven to define no function (`no_kernels`): a cubin without a
+    # `.text.<name>` section or function symbol, PTX without `.entry`. Such a module loads and launches nothing on
+    # any GPU (nvidia-npp 13.2.0.93 ships two holding one empty sm_75 cubin each; spconv-cu126 2.3.8, 243 of 606),
+    # so it is reported as "no kernels" and left out of coverage and the driver floors.
+    kernels: bool = True
 
 
 def _fail(where: str, offset: int, problem: str) -> BadInputError:
@@ -368,3 +378,93 @@ def scan_fatbins(data: Buffer, *, where: str, start: int, end: int, budget: Reco
         out.append(fb)
         p = q + fb.size
     return out
+
+
+# A PTX module defines a kernel with the `.entry` directive (`.visible .entry _Z6kernelPf(`); `.func` alone is device
+# code other modules call, never launched.
+_PTX_ENTRY = re.compile(rb"\.entry\s")
+_TEXT = b".text."
+_PTX_VERSION = re.compile(rb"(?m)^\s*\.version\s+[0-9]")
+# The most bytes one member is inflated to when proving it empty: an empty module is a few KiB (NPP's 1,888 bytes);
+# a larger member is taken for code unread, so that a hostile header cannot make the reader inflate gigabytes.
+MAX_PROBED = 16 << 20
+
+
+def _members(data: Buffer, fb: Fatbin) -> Iterator[tuple[FatbinEntry, int, int]]:
+    """(entry, payload offset, payload bytes) of each member of `fb` (already parsed strictly, so its headers hold),
+    where `data` is the buffer `fb.offset` is an offset of."""
+    _magic, _version, header_size, _fat_size = _HEADER.unpack_from(data, fb.offset)
+    p = fb.offset + header_size
+    for entry in fb.entries:
+        (_k, _ev, ehsize, padded, csize, *_rest) = _ENTRY.unpack_from(data, p)
+        yield entry, p + ehsize, csize if entry.compression != "none" and csize else padded
+        p += ehsize + padded
+
+
+_PIECE = 64 << 10  # bytes inflated at once: a cubin names its sections near its start (.shstrtab follows the header)
+
+
+def _pieces(data: Buffer, entry: FatbinEntry, at: int, stored: int) -> Iterator[bytes] | None:
+    """The member's payload as the driver reads it, in pieces (zstd streamed, so that a module with code is told
+    from its first piece), or None when it is over MAX_PROBED bytes. A payload that does not inflate (damaged or
+    hostile) raises lz4's or zstd's error while iterated."""
+    if entry.uncompressed_size > MAX_PROBED:
+        return None
+    raw = bytes(data[at : at + stored])
+    if entry.compression == "none":
+        return iter((raw,))
+    if entry.compression == "lz4":  # an LZ4 block, as -Xfatbin=-compress-all of CUDA 12 writes it
+        return iter((bytes(lz4.block.decompress(raw, uncompressed_size=entry.uncompressed_size)),))
+    return _zstd_pieces(raw, entry.uncompressed_size)
+
+
+def _zstd_pieces(raw: bytes, size: int) -> Iterator[bytes]:
+    with zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+        got = 0
+        while got <= size and (piece := reader.read(_PIECE)):
+            got += len(piece)
+            yield piece
+
+
+def _member_has_code(
+    data: Buffer, entry: FatbinEntry, at: int, stored: int, cubin_defines_code: Callable[[bytes], bool]
+) -> bool:
+    """Whether one member defines something to run, or cannot be proven not to (too large, or not inflating)."""
+    # A cubin names its sections in its own bytes: `.text.` among them is code, found without a copy or a parse
+    # (cuFFT's 18,227 modules); bytes that only look like it make a module judged, the safe side.
+    if entry.kind == "sass" and entry.compression == "none" and data.find(_TEXT, at, at + stored) >= 0:
+        return True
+    seen = bytearray()
+    try:
+        pieces = _pieces(data, entry, at, stored)
+        if pieces is None:
+            return True
+        for piece in pieces:
+            start = max(0, len(seen) - len(_TEXT))
+            seen += piece
+            if entry.kind == "ptx" and _PTX_ENTRY.search(seen, start):
+                return True
+            if entry.kind == "sass" and seen.find(_TEXT, start) >= 0:
+                return True
+    except (lz4.block.LZ4BlockError, zstandard.ZstdError):
+        return True
+    if len(seen) > entry.uncompressed_size:  # more than its header says: not the module the header describes
+        return True
+    if entry.kind == "ptx":  # only PTX text (it opens with `.version`) is proven empty; other bytes prove nothing
+        return not _PTX_VERSION.search(seen)
+    return cubin_defines_code(bytes(seen))
+
+
+def no_kernels(
+    data: Buffer, fb: Fatbin, cubin_defines_code: Callable[[bytes], bool], only: tuple[bool, ...] | None = None
+) -> bool:
+    """Whether every member of `fb` with a target is proven to define nothing to run: PTX without `.entry`, a cubin
+    for which `cubin_defines_code` (the ELF reader's) is False. A container with no such member is not "no kernels"
+    (it is judged by what it holds, as before). Members stored plain are read first and the smallest next, so that a
+    module with code is told by its first member in most cases. `only`: the members to judge (those slim keeps)."""
+    keep = only or (True,) * len(fb.entries)
+    members = sorted(
+        ((e, at, n) for (e, at, n), k in zip(_members(data, fb), keep, strict=True) if k and e.target is not None),
+        key=lambda m: (m[0].compressed, m[0].uncompressed_size),
+    )
+    return bool(members) and not any(_member_has_code(data, e, at, n, cubin_defines_code) for e, at, n in members)

@@ -177,3 +177,25 @@ def describe(records: Sequence[EmbeddedSources]) -> list[dict[str, object]]:
         }
         for r in records
     ]
+
+
+# Libraries that compile device code at run time: NVRTC (CUDA C++ to PTX/cubin) and nvJitLink (PTX/LTO-IR to cubin),
+# under their SONAMEs or the hashed names auditwheel gives vendored copies (cumm-cu120: libnvrtc-<hash>.so.12).
+_RUNTIME_COMPILERS = ("libnvrtc", "libnvJitLink", "libnvjitlink")
+# The nvidia-* wheels (and CUDA Python's bindings, through which cuda-cccl compiles) that bring them.
+_COMPILER_PACKAGES = ("nvidia-cuda-nvrtc", "nvidia-nvjitlink", "cuda-bindings", "cuda-python")
+
+
+def runtime_compiler(libraries: Sequence[str]) -> str | None:
+    """The first of `libraries` (a file's NEEDED and the CUDA libraries it opens) that compiles device code at run
+    time, or None."""
+    return next((lib for lib in libraries if lib.startswith(_RUNTIME_COMPILERS)), None)
+
+
+def compiler_requirement(requires_dist: Sequence[str]) -> str | None:
+    """The first requirement that brings a runtime compiler (NVRTC, nvJitLink, CUDA Python), or None."""
+    for req in requires_dist:
+        name = req.split(";", 1)[0].strip().lower().replace("_", "-")
+        if name.startswith(_COMPILER_PACKAGES):
+            return req.split(";", 1)[0].strip()
+    return None

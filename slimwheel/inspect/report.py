@@ -160,6 +160,11 @@ class WheelReport:
     def fatbin_entries(self) -> tuple[FatbinEntry, ...]:
         return tuple(e for elf in self.elfs for fb in elf.fatbins for e in fb.entries)
 
+    @property
+    def kernelless(self) -> tuple[tuple[str, int], ...]:
+        """(file, containers) of the modules that define no function (`Fatbin.kernels`), per file that has any."""
+        return tuple((e.name, n) for e in self.elfs if (n := len(e.kernelless_fatbins)))
+
 
 def target_totals(entries: tuple[FatbinEntry, ...] | list[FatbinEntry]) -> tuple[TargetTotal, ...]:
     acc: dict[tuple[str, str], list[int]] = {}
@@ -370,14 +375,15 @@ def assemble(
     elfs: tuple[ElfReport, ...],
     duplicates: tuple[DuplicateGroup, ...] = (),
 ) -> WheelReport:
-    entries = [e for elf in elfs for fb in elf.fatbins for e in fb.entries]
+    # Modules with no kernels (`Fatbin.kernels`) run nothing: their targets, PTX ISA and compression set no floor.
+    entries = [e for elf in elfs for fb in elf.fatbins if fb.kernels for e in fb.entries]
     targets = tuple(sorted({e.target for e in entries if e.target is not None}, key=listing_order))
     coverage, gaps = module_coverage(elfs)
     groups = alternative_groups(elfs)
     in_groups = {f for files in groups.values() for f in files}
     # the wheel's own floors come from the files every process loads; each alternative states its own
     # (`_alternatives`): a cu13 folder's zstd entries and PTX ISA say nothing of the cu12 folder beside it
-    loaded = [e for elf in elfs if elf.name not in in_groups for fb in elf.fatbins for e in fb.entries]
+    loaded = [e for elf in elfs if elf.name not in in_groups for fb in elf.fatbins if fb.kernels for e in fb.entries]
     isas = [e.ptx_isa for e in loaded if e.ptx_isa]
     ptx_release = _ptx_release(isas)
     evidence = cuda_major(
@@ -490,7 +496,7 @@ def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]
             e = by_name[f]
             cuda = alt_model.version_of(f)
             m = cuda_major([(f, e.needed)]).major or int(cuda.split(".")[0])
-            own = [en for fb in e.fatbins for en in fb.entries]
+            own = [en for fb in e.fatbins if fb.kernels for en in fb.entries]
             sass = any(t.kind is Kind.SASS for en in own if (t := en.target) is not None)
             floor = MAJOR_DRIVER.get(m) if sass else None
             if floor is not None and m == 12 and any(en.compression == "zstd" for en in own):
@@ -546,6 +552,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
             for lib in dict.fromkeys(v.library for v in elf.version_needs)
         },
         "cuda_modules": elf.modules,
+        "no_kernel_modules": len(elf.kernelless_fatbins),
         "fatbin_bytes": elf.fatbin_bytes,
         "fatbins": [
             {
@@ -553,6 +560,7 @@ def elf_to_json(elf: ElfReport) -> dict[str, Any]:
                 "section": fb.section or None,
                 "bytes": fb.size,
                 "device_link": fb.device_link,
+                "kernels": fb.kernels,
                 "entries": [_entry_json(e) for e in fb.entries],
             }
             for fb in elf.fatbins
@@ -647,6 +655,7 @@ def report_to_json(report: WheelReport) -> dict[str, Any]:
             "driver_reasons": list(report.driver_why),
             "fatbin_compression": list(report.compression),
             "alternatives": [dataclasses.asdict(a) for a in report.alternatives],
+            "no_kernel_modules": sum(n for _f, n in report.kernelless),
         },
         "targets": [str(t) for t in report.targets],
         "coverage": _coverage_json(report),

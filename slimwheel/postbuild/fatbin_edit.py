@@ -115,6 +115,15 @@ def keep_mask(entries: Iterable[FatbinEntry], request: SlimRequest) -> tuple[boo
     return tuple(e.target is None or e.target in wanted for e in es)
 
 
+def container_keep(fb: Fatbin, request: SlimRequest, *, whole: bool = False) -> tuple[bool, ...]:
+    """Which members of one container slim keeps: `keep_mask`'s, or all of them for a module with no kernels (it
+    runs nothing on any GPU, so dropping its members serves no request, and an emptied container would read as code
+    removed) and for one kept `whole` (slim.monotone_whole: emptying it would hide a failing GPU)."""
+    if whole or not fb.kernels:
+        return (True,) * len(fb.entries)
+    return keep_mask(fb.entries, request)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ContainerEdit:
     """One container rewritten: its new 16-byte header, then the kept spans' bytes (from where they lie in the
@@ -148,16 +157,16 @@ class ElfPlan:
         return tuple(d for e in self.edits for d in e.dropped) + self.omitted
 
 
-def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest) -> ElfPlan:
+def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest, whole: frozenset[int] = frozenset()) -> ElfPlan:
     """The edits that slim `report`'s containers to `request`; `data` is the file the report was read from (only
-    entry headers are read from it)."""
+    entry headers are read from it). Containers at the offsets in `whole` are kept as they are."""
     edits: list[ContainerEdit] = []
     kept: list[tuple[str, str]] = []
     targets: set[Target] = set()
     if report.kind == "cubin":  # the whole file is its one module: kept as it is, or left out of the wheel
-        return _cubin_plan(report, request)
+        return _cubin_plan(report, request, whole)
     for fb in report.fatbins:
-        keep = keep_mask(fb.entries, request)
+        keep = container_keep(fb, request, whole=fb.offset in whole)
         kept.extend((e.kind, e.arch) for e, k in zip(fb.entries, keep, strict=True) if k)
         targets.update(e.target for e, k in zip(fb.entries, keep, strict=True) if k and e.target is not None)
         if all(keep):
@@ -196,10 +205,10 @@ CHUNK = 1 << 20
 _ZEROS = bytes(CHUNK)
 
 
-def _cubin_plan(report: ElfReport, request: SlimRequest) -> ElfPlan:
+def _cubin_plan(report: ElfReport, request: SlimRequest, whole: frozenset[int]) -> ElfPlan:
     (module,) = report.fatbins
     (entry,) = module.entries
-    (keep,) = keep_mask(module.entries, request)
+    (keep,) = container_keep(module, request, whole=bool(whole))
     return ElfPlan(
         name=report.name,
         size=report.size,

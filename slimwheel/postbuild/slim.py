@@ -31,13 +31,34 @@ from packaging.version import InvalidVersion, Version
 from slimwheel import check as checkmod
 from slimwheel import fsutil
 from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
-from slimwheel.cuda.arch import CC, CCRequest, RequireArch, Target, parse_cc_set, require_known, served_by
+from slimwheel.cuda.arch import (
+    CC,
+    KNOWN_CCS,
+    CCRequest,
+    RequireArch,
+    Target,
+    counted,
+    parse_cc_set,
+    require_known,
+    served_by,
+)
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
+from slimwheel.inspect.devicecode import has_device_code
+from slimwheel.inspect.elf import ElfReport, kernels_kept
+from slimwheel.inspect.fatbin import Fatbin
 from slimwheel.inspect.files import mapped_file
-from slimwheel.inspect.report import WheelReport, nvrtc_targets
+from slimwheel.inspect.report import WheelReport, coverage_detail, nvrtc_targets
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.inspect.wheel import DEFAULT_LIMITS, WheelArchive, file_tags
-from slimwheel.postbuild.fatbin_edit import Dropped, ElfPlan, PtxMode, SlimRequest, apply_plan, plan_elf
+from slimwheel.postbuild.fatbin_edit import (
+    Dropped,
+    ElfPlan,
+    PtxMode,
+    SlimRequest,
+    apply_plan,
+    container_keep,
+    plan_elf,
+)
 from slimwheel.wheelfile import Source, digest_tree, judge_record, pack_to, record_problems, unpack
 
 log = logging.getLogger(__name__)
@@ -204,12 +225,64 @@ def output_name(src: Unpacked, out_dir: Path, *, version: str | None, variant: s
 def plans_for(src: Unpacked, request: SlimRequest) -> dict[str, ElfPlan]:
     """Per ELF file with containers: what slimming to `request` does (read from the unpacked file's headers)."""
     out = {}
+    whole = monotone_whole(src.report, request, src.root)
     for elf in src.report.elfs:
         if not elf.fatbins:
             continue
         with mapped_file(src.root / elf.name, elf.name) as data:
-            out[elf.name] = plan_elf(data, elf, request)
+            out[elf.name] = plan_elf(data, elf, request, whole.get(elf.name, frozenset()))
     return out
+
+
+def _slimmed(
+    report: WheelReport, request: SlimRequest, whole: Mapping[str, set[int]], root: Path
+) -> tuple[ElfReport, ...]:
+    """The ELF reports as the slimmed copy will read: each container with the members slim keeps, and with no
+    kernels when those define none (an empty sm_70 cubin kept beside sm_52 code dropped)."""
+
+    def kept(elf: ElfReport, fb: Fatbin) -> Fatbin:
+        keep = container_keep(fb, request, whole=fb.offset in whole.get(elf.name, ()))
+        if all(keep):
+            return fb
+        entries = tuple(e for e, k in zip(fb.entries, keep, strict=True) if k)
+        loadable = any(e.target is not None for e in entries)  # a standalone cubin is kept whole or not at all
+        code = fb.kernels and loadable and kernels_kept(root / elf.name, elf.name, fb, keep)
+        return dataclasses.replace(fb, entries=entries, kernels=code)
+
+    return tuple(dataclasses.replace(elf, fatbins=tuple(kept(elf, fb) for fb in elf.fatbins)) for elf in report.elfs)
+
+
+def monotone_whole(report: WheelReport, request: SlimRequest, root: Path) -> dict[str, frozenset[int]]:
+    """Containers (file -> offsets) slim keeps whole so that no GPU the input fails passes in the slimmed copy.
+
+    Coverage judges a module only for GPUs it is meant for, and an emptied container for none: emptying a module
+    with no code for a GPU that it was judged for (the only one of its file: a file is judged by what it has) would
+    turn that GPU's failure into a pass with strictly less code (nvidia-npp 13.2 slimmed to 9.0 did), and so would
+    narrowing a module to one major's code (then made for that major only). So the slimmed copy's coverage is
+    computed before anything is written, and while a GPU flips, the slimmed modules without code for it are kept
+    whole; each round keeps at least one more, so it ends. Standalone cubin files (flashinfer-cubin: one per GPU,
+    picked by the package) are left out of this rule: a file for other GPUs only is theirs, not a gap."""
+    gpus = tuple(cc for cc in KNOWN_CCS if counted(cc, exclude_integrated=report.is_x86_64))
+    failing = set(coverage_detail(report.elfs, gpus).coverage.none)
+    whole: dict[str, set[int]] = {}
+    while failing:
+        slimmed = _slimmed(report, request, whole, root)
+        flipped = failing - set(coverage_detail(slimmed, gpus).coverage.none)
+        if not flipped:
+            break
+        grew = False
+        for elf, after in zip(report.elfs, slimmed, strict=True):
+            if elf.kind == "cubin":  # a file its package loads for the GPU it names: left out for other GPUs
+                continue
+            for fb, kept in zip(elf.fatbins, after.fatbins, strict=True):
+                ts = [e.target for e in fb.entries if e.target is not None]
+                changed = fb.kernels and ts and len(kept.entries) < len(fb.entries)
+                if changed and any(served_by(cc, ts)[0] == "none" for cc in flipped):
+                    grew |= fb.offset not in whole.setdefault(elf.name, set())
+                    whole[elf.name].add(fb.offset)
+        if not grew:
+            break
+    return {name: frozenset(offsets) for name, offsets in whole.items()}
 
 
 def _source(path: Path, plan: ElfPlan) -> Source:
@@ -355,7 +428,13 @@ def slim(
             rewritten = write_rewritten(src, tmp, target, plans, version=version)
             after = judge_output(tmp, target)
     policy = checkmod.make_policy(
-        after, budget=budget, require_arch=CCRequest.of(ccs), read_index=read_index, debug_symbols=debug_symbols
+        after,
+        budget=budget,
+        require_arch=CCRequest.of(ccs),
+        read_index=read_index,
+        debug_symbols=debug_symbols,
+        # code slim dropped is not code built at run time: an output left with none fails as it did before
+        strict_device_code=has_device_code(before),
     )
     verdict = checkmod.judge(checkmod.analyze(after.path, report=after), policy)  # as `slimwheel check` judges it
     return SlimResult(

@@ -388,7 +388,7 @@ def test_autoawq_kernels_serves_the_torch_minor_it_was_built_for() -> None:
     from slimwheel.check import check_wheel_file
 
     r = report("autoawq-kernels")
-    v = check_wheel_file(r, make_policy(r, budget="1GiB", require_arch="8.0-9.0"))
+    v = check_wheel_file(r, make_policy(r, budget=1 << 30, require_arch=parse_require_arch("8.0-9.0")))
     assert not failures(v, "coverage"), failures(v, "coverage")
     assert "torch: serves 2.5" in v.notes, [n for n in v.notes if n.startswith("torch:")]
     torch_notes = _notes_with(v, "torch")

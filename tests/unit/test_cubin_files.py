@@ -181,7 +181,9 @@ def test_the_cli_table_of_dropped_code_stays_short_and_says_files_left(
     src = make_wheel(tmp_path / "in", name="pkg", tag="py3-none-any", files=files)
     assert main(["slim", "--archs", "9.0", "-o", str(tmp_path / "out"), str(src)]) == 0
     out = capsys.readouterr().out
-    assert "... 5 more files" in out and out.count("k_sm90.cubin") == 0
+    # the kept file is not in the table of dropped code; the verdict's line on GPUs newer than 9.0 names it
+    table = [line for line in out.splitlines() if "GPUs newer than" not in line]
+    assert "... 5 more files" in out and not any("k_sm90.cubin" in line for line in table)
     assert "45 cubin file(s) for none of the GPUs" in out and "left the wheel" in out
     assert "installed size unchanged" not in out
     assert main(["slim", "--archs", "9.0", "--format", "json", "-o", str(tmp_path / "out2"), str(src)]) == 0

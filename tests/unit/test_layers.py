@@ -24,6 +24,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset(
         {
             "config",
+            "configtables",
             "toolkit",
             "plan",
             "analysis",
