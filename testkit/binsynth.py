@@ -209,3 +209,14 @@ def cubin(
     struct.pack_into("<H", body, 18, 190)
     struct.pack_into("<I", body, 48, flags)
     return bytes(body)
+
+
+def nvidia_runpath(path: str, needed: Iterable[str]) -> str:
+    """The RUNPATH that reaches, from the wheel file at `path`, the nvidia-* wheels' folders of the CUDA libraries in
+    `needed` (what `slimwheel repair` writes): a file without it finds them only where something loaded them first."""
+    from slimwheel.cuda.libs import RUNTIME_LIBS
+    from slimwheel.rpath import with_folders
+
+    names = set(needed)
+    folders = [lib.folder for lib in RUNTIME_LIBS if lib.soname in names]
+    return ":".join(with_folders((), path, folders) or ())

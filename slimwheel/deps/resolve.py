@@ -37,14 +37,14 @@ from slimwheel.deps.providers import (
     foreign_folders,
     named_provider,
     plugins,
-    reaching,
     requirement_on,
     torch_provider,
 )
+from slimwheel.deps.reach import entry_to_add, preloaded, reached_member, reaching
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.reqgraph import Provider, RequirementGraph
-from slimwheel.rpath import SearchEntry, resolve_entries
+from slimwheel.rpath import SearchEntry, install_dir, resolve_entries
 
 
 class How(enum.Enum):
@@ -77,6 +77,10 @@ class Fault(enum.Enum):
 
     UNPROVIDED = "unprovided"  # not in the wheel, not CUDA, not in a required project's folder, not allowed
     FOREIGN = "foreign"  # the same, and offline: its RPATH reaches other projects' folders that may hold it
+    PATH = "path"  # a NEEDED entry with a '/': opened as that path (from the current directory when relative)
+    # what provides it installs it in a folder (`folder`) that no entry of the file's search path reaches, and nothing
+    # the package loads first brings it: `entry` is the one to add
+    UNREACHED = "unreached"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +106,8 @@ class Resolution:
     optional: OptionalModule | None = None  # OPTIONAL: why the file is optional
     package: str = ""  # OPTIONAL: the nvidia-* wheel that would turn the part on, if the table knows it
     unread: tuple[str, ...] = ()  # a fault: the requirements whose own requirements the index could not tell
+    folder: str = ""  # Fault.UNREACHED: the site-packages folder the library is installed in
+    carrier: str = ""  # IN_WHEEL: the member the loader finds; Fault.UNREACHED: the member no search path reaches
 
     @property
     def provided(self) -> bool:
@@ -188,6 +194,8 @@ class _Context:
     reqs: Requirements
     policy: SystemPolicy
     inside: frozenset[str]
+    members: tuple[str, ...]  # every file of the wheel
+    sonames: dict[str, str]  # SONAME -> the first ELF file of the wheel that has it
     tops: frozenset[str]
     alts: dict[str, alt_model.AlternativeFile]
     torch: AdmittedTorch | None
@@ -223,6 +231,8 @@ def resolve(
         reqs=reqs,
         policy=system_policy(platforms),
         inside=frozenset(carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in all_files}),
+        members=tuple(dict.fromkeys([*all_files, *(info.path for info in elfs)])),
+        sonames={info.soname: info.path for info in reversed(elfs) if info.soname},
         tops=frozenset(f.split("/", 1)[0] for f in all_files),
         alts=alt_model.alternatives(info.path for info in elfs),
         torch=torch,
@@ -348,7 +358,22 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
     may still see provided by a requirement's requirement or excuse in an optional part)."""
     fault = cuda_library_fault(cands, ctx.reqs)
     if fault is None:
-        return Resolution(file=info.path, soname=soname, use=use, how=How.REQUIREMENT)
+        folders = {lib.folder for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname}
+        entry = reaching(info, folders)
+        if entry or use is Use.LOADS or _loaded_first(info, soname, cands, ctx):
+            # slimwheel's code loads what it opens at run time by absolute path: no search path is involved
+            return Resolution(file=info.path, soname=soname, use=use, how=How.REQUIREMENT, entry=entry)
+        lib = cands[-1]
+        return Resolution(
+            file=info.path,
+            soname=soname,
+            use=use,
+            how=How.NOTHING,
+            fault=Fault.UNREACHED,
+            requirement=requirement_on(lib, ctx.reqs),
+            folder=lib.folder,
+            entry=entry_to_add(info, lib.folder),
+        )
     if (got := extra_provider(cands, ctx.reqs)) is not None:
         folders = {lib.folder for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname}
         return Resolution(
@@ -366,6 +391,15 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
     return _torch_or(Resolution(file=info.path, soname=soname, use=use, how=How.NOTHING, cuda=fault), cands, ctx, info)
 
 
+def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> bool:
+    """What the package loads before the file brings the library: slimwheel's loader, or `import torch` of every
+    release the wheel admits (the loader then takes the copy already loaded, by SONAME)."""
+    if preloaded(info, ctx.members):
+        return True
+    t = torch_provider(soname, cands, ctx.torch, ctx.machines)
+    return t is not None and t.enough(alternative=info.path in ctx.alts)
+
+
 def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> Resolution:
     """A library nothing provides: a fault, unless the file is a part the package does without."""
     if info.path in ctx.plugin_of and info.path not in ctx.alts:
@@ -379,14 +413,41 @@ def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLi
 
 
 def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Resolution | None:
-    """The resolution of one DT_NEEDED entry; None for the loader itself (no provider to name)."""
+    """The resolution of one DT_NEEDED entry; None for the loader itself (no provider to name). A name the wheel
+    carries is in the wheel only where the file's search path reaches the member (`deps.reach`); else the other rules
+    may still provide it, and where none does, the fault names the member and the entry to add."""
+    if "/" in needed:
+        # the loader opens it as that path, the current directory's for a relative one: never the wheel's file
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.NOTHING, fault=Fault.PATH)
+    if member := reached_member(info, needed, ctx.members):
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=member)
+    if needed == info.soname:
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=info.path)
+    r = _needed_elsewhere(info, needed, ctx, major)
+    if r is None or r.how is not How.NOTHING or r.required_fault or needed not in ctx.inside:
+        return r
+    carrier = next((m for m in ctx.members if m.rsplit("/", 1)[-1] == needed), "") or ctx.sonames.get(needed, "")
+    folder = install_dir(carrier) or "."
+    fault = Resolution(
+        file=info.path,
+        soname=needed,
+        use=Use.NEEDED,
+        how=How.NOTHING,
+        fault=Fault.UNREACHED,
+        carrier=carrier,
+        folder=folder,
+        entry=entry_to_add(info, folder),
+    )
+    return _unprovided(info, fault, [], ctx)
+
+
+def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Resolution | None:
+    """The rules after the wheel's own files (module doc)."""
     from slimwheel import torchext
 
     def plain(how: How) -> Resolution:
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=how)
 
-    if needed in ctx.inside:
-        return plain(How.IN_WHEEL)
     if needed in ctx.policy.whitelist:
         return plain(How.SYSTEM)
     if needed in cudalibs.DRIVER_SONAMES:

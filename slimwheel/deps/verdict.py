@@ -91,6 +91,24 @@ def fault_text(r: Resolution) -> str:
     """What is wrong with a library nothing (or a wrongly pinned requirement) provides, as one line."""
     said = f"{r.file} needs {r.soname}"
     c = r.cuda
+    if r.fault is Fault.PATH:
+        where = "on the user's machine" if r.soname.startswith("/") else "from the current directory"
+        return (
+            f"{said}: a NEEDED entry with a '/' is opened as that path, {where}, never from the wheel or its "
+            "requirements, so whoever can write there runs code at import: link the library by its SONAME"
+        )
+    if r.fault is Fault.UNREACHED:
+        if r.carrier:
+            named = r.carrier.rsplit("/", 1)[-1]
+            what = f"the wheel carries it as {r.carrier}" + (
+                f" (its SONAME: the loader looks for a file named {r.soname})" if named != r.soname else ""
+            )
+        else:
+            what = f"Requires-Dist '{r.requirement}' installs it in {r.folder}"
+        return (
+            f"{said}: {what}, but no entry of its search path (DT_RUNPATH, else DT_RPATH, from where it installs) "
+            f"reaches {r.folder}, and nothing the package loads first brings it: add {r.entry} to its RUNPATH"
+        )
     if c is not None and c.kind is CudaFaultKind.UNPINNED_THROUGH:
         assert c.lib is not None and c.requirement is not None
         text = (

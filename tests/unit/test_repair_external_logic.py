@@ -180,7 +180,8 @@ def test_used_externals_and_unaccounted() -> None:
     blas = ext(folder="scipy_openblas32/lib")
     foo = ext("libfoo.so.*", "foo", folder="foo/lib")
     elfs = {
-        "pkg/_x.so": elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2"),
+        # $ORIGIN: the loader finds the wheel's own libbar beside it only through its search path (deps.reach)
+        "pkg/_x.so": elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2", rpath=("$ORIGIN",)),
         "pkg/libbar.so.2": elf("pkg/libbar.so.2", "libfoo.so.3", soname="libbar.so.2"),
     }
     assert used_externals(elfs.values(), [blas, foo]) == (blas, foo)
@@ -194,7 +195,7 @@ def test_used_externals_and_unaccounted() -> None:
     ]
     # accounted for once each file's RPATH points into the folder of a required project (what repair writes)
     repaired = [
-        elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2", rpath=("$ORIGIN/../scipy_openblas32/lib",)),
+        elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2", rpath=("$ORIGIN", "$ORIGIN/../scipy_openblas32/lib")),
         elf("pkg/libbar.so.2", "libfoo.so.3", soname="libbar.so.2", rpath=("$ORIGIN/../foo/lib",)),
     ]
     reqs = [blas.requirement, foo.requirement]

@@ -67,7 +67,15 @@ def test_jax_plugin_layout_passes_with_one_note_per_file(tmp_path: Path) -> None
 
 
 def test_an_unsafe_entry_is_reported_once_per_file_with_its_target(tmp_path: Path) -> None:
-    rp = ":".join(["$ORIGIN/../../../../lib", "/opt/cuda/lib64", "$ORIGIN/../../../../lib", "$ORIGIN"])
+    rp = ":".join(
+        [
+            "$ORIGIN/../../../../lib",
+            "/opt/cuda/lib64",
+            "$ORIGIN/../../../../lib",
+            "$ORIGIN",
+            "$ORIGIN/../nvidia/cu13/lib",
+        ]
+    )
     v = _verdict(tmp_path, {"pkg/_x.so": elf(needed=("libcudart.so.13", "libc.so.6"), runpath=rp)})
     msgs = [f.message for f in v.failures]
     assert len(msgs) == 1, msgs
@@ -78,8 +86,8 @@ def test_an_unsafe_entry_is_reported_once_per_file_with_its_target(tmp_path: Pat
 def test_files_with_the_same_unsafe_entry_share_one_line(tmp_path: Path) -> None:
     """nvidia-nvimgcodec-cu12 0.9: 17 files with RUNPATH /usr/local/cuda/lib64 were 17 lines. One per entry (and
     resolved target): files at another depth resolve a relative entry elsewhere, and get their own line."""
-    so = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="/usr/local/cuda/lib64")
-    deep = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="$ORIGIN/../../..")
+    so = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="/usr/local/cuda/lib64:$ORIGIN/../nvidia/cu13/lib")
+    deep = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="$ORIGIN/../../..:$ORIGIN/../../nvidia/cu13/lib")
     v = _verdict(tmp_path, {"pkg/a.so": so, "pkg/b.so": so, "pkg/c.so": so, "pkg/d.so": so, "pkg/e/f.so": deep})
     msgs = [f.message for f in v.failures]
     assert len(msgs) == 2, msgs
