@@ -1,0 +1,115 @@
+"""deps.reach: a provider counts only where the loader, by its own rules, reaches it (issue 41 S1, issue 37 item 3).
+Wheels and ELF files are synthesized; nothing is installed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from slimwheel.check import check_wheel, make_policy
+from slimwheel.check.policy import Verdict
+from slimwheel.deps import dependency_problems
+from slimwheel.deps.reach import LOADER_FILE, entry_to_add, reached_member, reaching
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.scan import inspect_wheel
+from slimwheel.runtime.generate import LOADER_NAME
+from testkit.binsynth import elf
+from testkit.wheelmaker import make_wheel
+
+TAGS = ["cp312-cp312-manylinux_2_28_x86_64"]
+CU12 = "nvidia-cuda-runtime-cu12>=12,<13"
+
+
+def _info(path: str, *needed: str, rpath: tuple[str, ...] = (), runpath: tuple[str, ...] = ()) -> ElfInfo:
+    return ElfInfo(path=path, soname=None, needed=(*needed, "libc.so.6"), rpath=rpath, runpath=runpath)
+
+
+def _verdict(tmp_path: Path, files: dict[str, bytes], requires: list[str]) -> Verdict:
+    w = make_wheel(tmp_path, name="pkg", files=files, requires=requires, tag="cp312-abi3-manylinux_2_28_x86_64")
+    r = inspect_wheel(w)
+    return check_wheel(r, make_policy(r))
+
+
+def test_the_loader_file_name_is_the_one_repair_ships() -> None:
+    assert f"{LOADER_NAME}.py" == LOADER_FILE
+
+
+def test_origin_is_expanded_from_where_the_file_installs() -> None:
+    for entry in ("$ORIGIN/../../nvidia/cuda_runtime/lib", "${ORIGIN}/../../nvidia/cuda_runtime/lib"):
+        info = _info("pkg/sub/_x.so", runpath=(entry,))
+        assert reaching(info, ["nvidia/cuda_runtime/lib"]) == entry
+        assert reaching(info, ["pkg/nvidia/cuda_runtime/lib"]) == ""
+    # a .data/platlib file installs where its path after the scheme says
+    info = _info("pkg-1.data/platlib/pkg/_x.so", runpath=("$ORIGIN/../nvidia/cu13/lib",))
+    assert reaching(info, ["nvidia/cu13/lib"]) == "$ORIGIN/../nvidia/cu13/lib"
+    assert entry_to_add(_info("pkg/sub/_x.so"), "nvidia/cuda_runtime/lib") == "$ORIGIN/../../nvidia/cuda_runtime/lib"
+
+
+def test_runpath_hides_rpath_and_entries_are_searched_in_order() -> None:
+    both = _info("pkg/_x.so", rpath=("$ORIGIN/../a",), runpath=("$ORIGIN/../b",))
+    assert reaching(both, ["a"]) == "" and reaching(both, ["b"]) == "$ORIGIN/../b"
+    only_rpath = _info("pkg/_x.so", rpath=("$ORIGIN/../a",))
+    assert reaching(only_rpath, ["a"]) == "$ORIGIN/../a"
+    members = ["a/libq.so.1", "b/libq.so.1"]
+    first_a = _info("pkg/_x.so", "libq.so.1", runpath=("$ORIGIN/../a", "$ORIGIN/../b"))
+    first_b = _info("pkg/_x.so", "libq.so.1", runpath=("$ORIGIN/../b", "$ORIGIN/../a"))
+    assert reached_member(first_a, "libq.so.1", members) == "a/libq.so.1"
+    assert reached_member(first_b, "libq.so.1", members) == "b/libq.so.1"
+    # by file name, never a member's SONAME; the folder the file sits in is not searched unless named
+    assert reached_member(_info("a/_x.so", "libq.so.1"), "libq.so.1", members) == ""
+    assert reached_member(_info("pkg/_x.so", runpath=("$ORIGIN/../a",)), "./libq.so.1", members) == ""
+
+
+def test_a_dummy_member_claiming_a_path_soname_does_not_pass(tmp_path: Path) -> None:
+    """41 S1: `/tmp/x/libevil.so` and `./libevil.so` in DT_NEEDED, a dummy member whose SONAME is that name."""
+    for evil in ("/tmp/x/libevil.so", "./libevil.so"):
+        ext = elf(needed=(evil, "libc.so.6"), runpath="$ORIGIN")
+        dummy = elf(soname=evil)
+        v = _verdict(tmp_path / evil.replace("/", "_"), {"pkg/_ext.abi3.so": ext, "pkg/libevil.so": dummy}, [])
+        (f,) = v.failures
+        assert f.message.startswith(f"pkg/_ext.abi3.so needs {evil}: a NEEDED entry with a '/'"), f.message
+        assert ("on the user's machine" if evil.startswith("/") else "from the current directory") in f.message
+
+
+def test_a_member_the_search_path_does_not_reach_is_not_in_the_wheel() -> None:
+    files = ["pkg/_x.so", "pkg.libs/libfoo.so.1"]
+    lost = [_info("pkg/_x.so", "libfoo.so.1", runpath=("$ORIGIN",)), _info("pkg.libs/libfoo.so.1")]
+    (p,) = dependency_problems(lost, cuda_major=None, requires=[], tags=TAGS, files=files).problems
+    assert p == (
+        "pkg/_x.so needs libfoo.so.1: the wheel carries it as pkg.libs/libfoo.so.1, but no entry of its search path "
+        "(DT_RUNPATH, else DT_RPATH, from where it installs) reaches pkg.libs, and nothing the package loads first "
+        "brings it: add $ORIGIN/../pkg.libs to its RUNPATH"
+    )
+    found = [_info("pkg/_x.so", "libfoo.so.1", runpath=("$ORIGIN/../pkg.libs",)), lost[1]]
+    assert dependency_problems(found, cuda_major=None, requires=[], tags=TAGS, files=files).problems == ()
+
+
+def test_a_direct_requirement_no_search_path_reaches_fails_with_the_entry_to_add(tmp_path: Path) -> None:
+    """37 item 3: RUNPATH into a folder of the wheel that does not exist, libcudart.so.12, and exactly the
+    requirement the verdict asked for: import fails in a fresh venv, so check fails and says what to add."""
+    nowhere = elf(needed=("libcudart.so.12", "libc.so.6"), runpath="$ORIGIN/lib")
+    v = _verdict(tmp_path / "a", {"pkg/_ext.abi3.so": nowhere}, [CU12])
+    (f,) = v.failures
+    assert f.kind == "dependencies" and f.exit_code == 12
+    assert "installs it in nvidia/cuda_runtime/lib" in f.message
+    assert f.message.endswith("add $ORIGIN/../nvidia/cuda_runtime/lib to its RUNPATH"), f.message
+    right = elf(needed=("libcudart.so.12", "libc.so.6"), runpath="$ORIGIN/lib:$ORIGIN/../nvidia/cuda_runtime/lib")
+    assert _verdict(tmp_path / "b", {"pkg/_ext.abi3.so": right}, [CU12]).ok
+    # DT_RPATH is searched where there is no DT_RUNPATH, and ignored where there is one
+    rpath = elf(needed=("libcudart.so.12", "libc.so.6"), rpath="$ORIGIN/../nvidia/cuda_runtime/lib")
+    assert _verdict(tmp_path / "c", {"pkg/_ext.abi3.so": rpath}, [CU12]).ok
+    hidden = elf(
+        needed=("libcudart.so.12", "libc.so.6"), rpath="$ORIGIN/../nvidia/cuda_runtime/lib", runpath="$ORIGIN/lib"
+    )
+    assert not _verdict(tmp_path / "d", {"pkg/_ext.abi3.so": hidden}, [CU12]).ok
+
+
+def test_what_the_package_loads_first_reaches_it() -> None:
+    bare = _info("pkg/_x.so", "libcudart.so.12")
+    files = ["pkg/_x.so", "pkg/__init__.py"]
+    assert dependency_problems([bare], cuda_major=12, requires=[CU12], tags=TAGS, files=files).problems
+    # slimwheel's loader, in the file's package, loads the nvidia-* wheels' libraries by absolute path first
+    loaded = [*files, f"pkg/{LOADER_FILE}"]
+    assert dependency_problems([bare], cuda_major=12, requires=[CU12], tags=TAGS, files=loaded).problems == ()
+    # another package's loader does not run before this one's file
+    other = [*files, f"other/{LOADER_FILE}"]
+    assert dependency_problems([bare], cuda_major=12, requires=[CU12], tags=TAGS, files=other).problems
