@@ -19,7 +19,7 @@ from slimwheel.check import budget, coverage, dependencies, dist, platform, reco
 from slimwheel.check.coverage import required_ccs
 from slimwheel.check.platform import floor_failures
 from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
-from slimwheel.config import DEFAULT_BUDGET
+from slimwheel.config import DEFAULT_BUDGET, Unknown
 from slimwheel.cuda.arch import RequireArch
 from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
@@ -93,6 +93,7 @@ def make_policy(
     debug_symbols: bool = False,
     manylinux: str = "",
     read_index: bool = False,
+    unknown: Unknown = "fail",
 ) -> CheckPolicy:
     require, left_out = required_ccs(require_arch, report)
     return CheckPolicy(
@@ -105,6 +106,7 @@ def make_policy(
         debug_symbols=debug_symbols,
         manylinux=floor.parse_target(manylinux) if manylinux.strip() else None,
         read_index=read_index,
+        unknown=unknown,
     )
 
 

@@ -28,6 +28,7 @@ CHECK_EXIT_CODES = exit_codes(
     ExitCode.BAD_RECORD,
     ExitCode.DEBUG_INFO,
     ExitCode.ABOVE_PLATFORM_FLOOR,
+    ExitCode.UNKNOWN,
     ExitCode.CHECK_FAILED,
 )
 
@@ -76,6 +77,14 @@ def read_index(offline: bool | None) -> bool:
 @click.option("--no-dependencies", is_flag=True, help="Skip the DT_NEEDED consistency check.")
 @offline_option
 @click.option(
+    "--unknown",
+    type=click.Choice(cfgmod.UNKNOWN_MODES),
+    default=None,
+    help="A verdict that depends on what could not be learned (offline, the index down or silent on a "
+    f"requirement's files) is never a pass: 'fail' (default, exit {ExitCode.UNKNOWN:d}) or 'note'. "
+    "Config key: unknown.",
+)
+@click.option(
     "--installed-budget",
     default=None,
     metavar="SIZE",
@@ -107,6 +116,7 @@ def command(
     manylinux: str | None,
     no_dependencies: bool,
     offline: bool | None,
+    unknown: str | None,
     installed_budget: str | None,
     debug_symbols: bool | None,
     release_total: bool,
@@ -124,6 +134,7 @@ def command(
             "installed_budget": installed_budget,
             "debug_symbols": debug_symbols,
             "manylinux": manylinux,
+            "unknown": unknown,
         },
     )
     analyses = [analyze(w) for w in wheels]
@@ -140,6 +151,7 @@ def command(
                 debug_symbols=cfg.debug_symbols,
                 manylinux=cfg.manylinux,
                 read_index=read_index(offline),
+                unknown=cfg.unknown,
             ),
         )
         for a in analyses

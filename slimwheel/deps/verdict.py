@@ -38,6 +38,9 @@ class DependencyVerdict:
     problems: tuple[str, ...]
     notes: tuple[str, ...]
     from_extras: tuple[ExtraProvision, ...] = ()
+    # What the verdict could not learn (a folder taken on trust, offline or where the index could not tell): never
+    # a pass; check makes each a failure of its own exit code, or a note where the user chose so (`--unknown`).
+    unknown: tuple[str, ...] = ()
     # Libraries that nothing provides and only optional parts of the package need (CuPy's NCCL and cuTENSOR): repair
     # leaves them unrequired, as the project does (a note says which package turns the part on).
     optional: tuple[str, ...] = ()
@@ -165,7 +168,7 @@ def _copy_note(f: FileResolution, resolved: Resolved) -> str:
 def _folder_note(r: Resolution) -> str:
     return (
         f"{r.file} needs {r.soname}: its RPATH entry {r.entry} reaches a folder of Requires-Dist {r.requirement}, "
-        "taken to hold it ("
+        "but whether that requirement installs the library there is not known ("
         + ("offline: the index would tell" if r.offline else "the index did not tell its files")
         + ")"
     )
@@ -267,6 +270,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
     files where several files share one reason."""
     problems: list[str] = []
     notes: list[str] = []
+    unknown: list[str] = []
     if resolved.policy.note:
         notes.append(resolved.policy.note)
     notes += [f"Requires-Dist {r!r} cannot be parsed" for r in resolved.unparsable]
@@ -296,7 +300,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
             tally.provided(r)
         for r in f.needed:
             if r.how is How.FOLDER:
-                notes.append(_folder_note(r))
+                unknown.append(_folder_note(r))
             elif r.how is How.NOTHING and r.required_fault:
                 # a requirement that pins the wrong major is a fault of the wheel's metadata, optional part or not
                 problems.append(fault_text(r))
@@ -344,6 +348,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
         problems=tuple(problems),
         notes=tuple(notes),
         from_extras=provisions,
+        unknown=tuple(unknown),
         optional=tuple(only_optional),
         resolved=resolved,
     )

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.check.policy import Verdict
 from slimwheel.deps import dependency_problems
 from slimwheel.deps.reach import LOADER_FILE, entry_to_add, reached_member, reaching
+from slimwheel.errors import ExitCode
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.runtime.generate import LOADER_NAME
@@ -113,3 +116,19 @@ def test_what_the_package_loads_first_reaches_it() -> None:
     # another package's loader does not run before this one's file
     other = [*files, f"other/{LOADER_FILE}"]
     assert dependency_problems([bare], cuda_major=12, requires=[CU12], tags=TAGS, files=other).problems
+
+
+def test_a_folder_taken_on_trust_offline_is_not_a_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """41 S12: with the index unreachable (here: --offline), RPATH into a required project's folder passed (exit 0)
+    and failed with the index (exit 12). Not knowing is exit 19, or a note where the user chose so."""
+    from slimwheel.cli import main
+
+    ext = elf(needed=("libscipy_openblas.so", "libc.so.6"), runpath="$ORIGIN/../scipy_openblas32/lib")
+    w = make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": ext}, requires=["scipy-openblas32"])
+    monkeypatch.chdir(tmp_path)  # no pyproject.toml of this repository's
+    monkeypatch.delenv("SLIMWHEEL_UNKNOWN", raising=False)
+    assert main(["-q", "check", "--offline", str(w)]) == ExitCode.UNKNOWN == 19
+    assert main(["-q", "check", "--offline", "--unknown", "note", str(w)]) == 0
+    monkeypatch.setenv("SLIMWHEEL_UNKNOWN", "note")
+    assert main(["-q", "check", "--offline", str(w)]) == 0
+    assert main(["-q", "check", "--offline", "--unknown", "fail", str(w)]) == 19  # the flag beats the variable

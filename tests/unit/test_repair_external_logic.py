@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from packaging.metadata import Metadata
@@ -286,13 +287,19 @@ def test_merge_refuses_bad_metadata_naming_the_file() -> None:
 
 
 def check_notes_and_failures(
-    tmp_path: Path, name: str, *, requires: tuple[str, ...], rpath: str | None = None, runpath: str | None = None
+    tmp_path: Path,
+    name: str,
+    *,
+    requires: tuple[str, ...],
+    rpath: str | None = None,
+    runpath: str | None = None,
+    unknown: Literal["fail", "note"] = "note",
 ) -> tuple[tuple[str, ...], list[str]]:
     files = {name: synth_elf(needed=(BLAS, "libc.so.6"), rpath=rpath, runpath=runpath)}
     whl = make_wheel(tmp_path, name="faiss", files=files, requires=requires)
     report = inspect_wheel(whl)
-    v = check_wheel(report, make_policy(report))
-    return v.notes, [f.message for f in v.failures]
+    v = check_wheel(report, make_policy(report, unknown=unknown))
+    return v.notes, [f"{f.exit_code:d} {f.message}" for f in v.failures]
 
 
 @pytest.mark.parametrize(
@@ -315,9 +322,13 @@ def check_notes_and_failures(
 def test_check_accepts_a_library_in_an_rpath_folder_of_a_required_project(
     tmp_path: Path, name: str, elf_kw: dict[str, str], requires: tuple[str, ...]
 ) -> None:
-    notes, failures = check_notes_and_failures(tmp_path, name, requires=requires, **elf_kw)
+    # offline (no index here) whether the folder holds it is not known: never a pass (41 S12), exit 19 of its own
+    notes, failures = check_notes_and_failures(tmp_path / "fail", name, requires=requires, unknown="fail", **elf_kw)
+    (failure,) = failures
+    assert failure.startswith("19 ") and "is not known (offline: the index would tell)" in failure, failure
+    # a note where the user chose so (--unknown=note)
+    notes, failures = check_notes_and_failures(tmp_path / "note", name, requires=requires, **elf_kw)
     assert failures == []
-    # offline (no index here): the folder is taken on trust, and the note says so
     assert any(
         f"needs {BLAS}: its RPATH entry" in n and "scipy" in n.lower() and "offline: the index would tell" in n
         for n in notes
