@@ -40,7 +40,7 @@ from slimwheel.deps.providers import (
     requirement_on,
     torch_provider,
 )
-from slimwheel.deps.reach import entry_to_add, preloaded, reached_member, reaching
+from slimwheel.deps.reach import Reached, entry_to_add, inherited_rpaths, preloaded, reached_member, reaching
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.reqgraph import Provider, RequirementGraph
@@ -133,6 +133,17 @@ class OpenedChain:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Shadow:
+    """A system toolkit entry of a file's search path that comes before an entry into an nvidia-* wheels' folder
+    holding CUDA libraries the file needs: where the system has them, the loader takes the system's copies."""
+
+    system: str  # the entry: /usr/local/cuda/lib64
+    before: str  # the later entry: $ORIGIN/../cu13/lib
+    folder: str  # where that one lands: nvidia/cu13/lib
+    sonames: tuple[str, ...]  # the CUDA libraries the file needs from that folder
+
+
+@dataclass(frozen=True, kw_only=True)
 class FileResolution:
     """Everything resolved of one ELF file, in the order the rules met it."""
 
@@ -143,6 +154,7 @@ class FileResolution:
     exports_cxx_runtime: bool  # carries libstdc++ linked statically and exports it
     unsafe: tuple[SearchEntry, ...]  # search path entries that leave site-packages or point at the build machine
     dead: tuple[SearchEntry, ...]  # entries into the Python library's folder, which never hold a wheel's libraries
+    shadowed: tuple[Shadow, ...] = ()  # system toolkit entries searched before the nvidia-* folders it reaches
     loads: tuple[Resolution, ...]
     chains: tuple[OpenedChain, ...]
     opened: tuple[Resolution, ...]  # names it opens that a requirement's requirement installs (TRANSITIVE)
@@ -196,6 +208,7 @@ class _Context:
     inside: frozenset[str]
     members: tuple[str, ...]  # every file of the wheel
     sonames: dict[str, str]  # SONAME -> the first ELF file of the wheel that has it
+    inherited: dict[str, Reached]  # file -> the DT_RPATH folders of the files that load it (deps.reach)
     tops: frozenset[str]
     alts: dict[str, alt_model.AlternativeFile]
     torch: AdmittedTorch | None
@@ -233,6 +246,7 @@ def resolve(
         inside=frozenset(carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in all_files}),
         members=tuple(dict.fromkeys([*all_files, *(info.path for info in elfs)])),
         sonames={info.soname: info.path for info in reversed(elfs) if info.soname},
+        inherited=inherited_rpaths(elfs),
         tops=frozenset(f.split("/", 1)[0] for f in all_files),
         alts=alt_model.alternatives(info.path for info in elfs),
         torch=torch,
@@ -281,11 +295,33 @@ def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileR
         exports_cxx_runtime=info.exports_cxx_runtime,
         unsafe=tuple(e for e in entries if not e.safe),
         dead=tuple(e for e in entries if e.kind == "python-lib"),
+        shadowed=_shadowed(info, entries),
         loads=tuple(loads),
         chains=chains,
         opened=opened,
         needed=tuple(r for needed in info.needed if (r := _needed(info, needed, ctx, major)) is not None),
     )
+
+
+def _shadowed(info: ElfInfo, entries: Sequence[SearchEntry]) -> tuple[Shadow, ...]:
+    """System toolkit entries before the entries that reach the nvidia-* folders of CUDA libraries the file needs."""
+    out = []
+    for i, system in enumerate(entries):
+        if system.kind != "system":
+            continue
+        for later in entries[i + 1 :]:
+            if later.kind != "inside":
+                continue
+            names = tuple(
+                dict.fromkeys(
+                    lib.soname
+                    for lib in cudalibs.RUNTIME_LIBS
+                    if lib.folder == later.target and lib.soname in info.needed
+                )
+            )
+            if names:
+                out.append(Shadow(system=system.entry, before=later.entry, folder=later.target, sonames=names))
+    return tuple(out)
 
 
 def _candidates(soname: str, major: int | None) -> list[cudalibs.RuntimeLib]:
@@ -302,7 +338,12 @@ def _by_graph(info: ElfInfo, soname: str, ctx: _Context, use: Use) -> Resolution
         return None
     folder = p.path.rsplit("/", 1)[0] if "/" in p.path else "."
     return Resolution(
-        file=info.path, soname=soname, use=use, how=How.TRANSITIVE, provider=p, entry=reaching(info, [folder])
+        file=info.path,
+        soname=soname,
+        use=use,
+        how=How.TRANSITIVE,
+        provider=p,
+        entry=reaching(info, [folder], ctx.inherited),
     )
 
 
@@ -359,7 +400,7 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
     fault = cuda_library_fault(cands, ctx.reqs)
     if fault is None:
         folders = {lib.folder for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname}
-        entry = reaching(info, folders)
+        entry = reaching(info, folders, ctx.inherited)
         if entry or use is Use.LOADS or _loaded_first(info, soname, cands, ctx):
             # slimwheel's code loads what it opens at run time by absolute path: no search path is involved
             return Resolution(file=info.path, soname=soname, use=use, how=How.REQUIREMENT, entry=entry)
@@ -384,7 +425,7 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
             extra=got[0],
             requirement=got[1],
             cuda=fault,
-            entry=reaching(info, folders),
+            entry=reaching(info, folders, ctx.inherited),
         )
     if (r := _for_torch(info, soname, cands, ctx, use)) is not None:
         return r
@@ -395,6 +436,8 @@ def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], 
     """What the package loads before the file brings the library: slimwheel's loader, or `import torch` of every
     release the wheel admits (the loader then takes the copy already loaded, by SONAME)."""
     if preloaded(info, ctx.members):
+        return True
+    if ctx.imports is not None and ctx.imports.preloading(info.path.split("/", 1)[0], (b"nvidia",)):
         return True
     t = torch_provider(soname, cands, ctx.torch, ctx.machines)
     return t is not None and t.enough(alternative=info.path in ctx.alts)
@@ -419,7 +462,7 @@ def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Res
     if "/" in needed:
         # the loader opens it as that path, the current directory's for a relative one: never the wheel's file
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.NOTHING, fault=Fault.PATH)
-    if member := reached_member(info, needed, ctx.members):
+    if member := reached_member(info, needed, ctx.members, ctx.inherited):
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=member)
     if needed == info.soname:
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=info.path)
@@ -542,7 +585,7 @@ def _opened_chains(
                 libs=every,
                 # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
                 # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
-                reached=reaching(info, (lib.folder for lib in every)),
+                reached=reaching(info, (lib.folder for lib in every), ctx.inherited),
                 unpinned=unpinned,
             )
         )

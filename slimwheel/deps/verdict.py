@@ -327,6 +327,14 @@ def word(resolved: Resolved) -> DependencyVerdict:
     problems += _unaccounted_problems(tally.unaccounted)
     problems += _torchless_problems(tally.torchless, tally.brought_by)
     problems += [f"{abbreviated(paths)}: unsafe RPATH/RUNPATH {said}" for said, paths in tally.unsafe.items()]
+    problems += [
+        f"{f.file}: its search path names {s.system} (a system toolkit location) before {s.before} ({s.folder}, where "
+        f"the nvidia-* wheels install {', '.join(s.sonames)}): where the user's machine has a CUDA toolkit there, the "
+        "loader takes its copies and not the wheels' (a second CUDA runtime beside torch's); drop the entry or put "
+        "it last"
+        for f in resolved.files
+        for s in f.shadowed
+    ]
     provisions = tuple(
         ExtraProvision(
             extra=extra,

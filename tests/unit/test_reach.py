@@ -132,3 +132,40 @@ def test_a_folder_taken_on_trust_offline_is_not_a_pass(tmp_path: Path, monkeypat
     monkeypatch.setenv("SLIMWHEEL_UNKNOWN", "note")
     assert main(["-q", "check", "--offline", str(w)]) == 0
     assert main(["-q", "check", "--offline", "--unknown", "fail", str(w)]) == 19  # the flag beats the variable
+
+
+def test_dt_rpath_is_lent_down_the_loading_chain_and_dt_runpath_is_not() -> None:
+    """faiss-gpu 1.15.1: the extension's DT_RPATH `$ORIGIN/../faiss_gpu.libs` finds the grafted libopenblas's own
+    libgfortran, which has no search path of its own; a DT_RUNPATH lends nothing."""
+    files = ["faiss/_ext.so", "faiss.libs/libblas.so", "faiss.libs/libgfortran.so.5"]
+    blas = ElfInfo(path=files[1], soname="libblas.so", needed=("libgfortran.so.5",), rpath=(), runpath=())
+    fortran = ElfInfo(path=files[2], soname="libgfortran.so.5", needed=(), rpath=(), runpath=())
+    for lends in (True, False):
+        entries = ("$ORIGIN/../faiss.libs",)
+        ext = ElfInfo(
+            path=files[0],
+            soname=None,
+            needed=("libblas.so",),
+            rpath=entries if lends else (),
+            runpath=() if lends else entries,
+        )
+        v = dependency_problems([ext, blas, fortran], cuda_major=None, requires=[], tags=TAGS, files=files)
+        assert (v.problems == ()) is lends, v.problems
+        if not lends:
+            (p,) = v.problems
+            assert p.startswith("faiss.libs/libblas.so needs libgfortran.so.5: the wheel carries it") and p.endswith(
+                "add $ORIGIN to its RUNPATH"
+            )
+
+
+def test_python_code_that_loads_the_nvidia_libraries_first_reaches_them() -> None:
+    """faiss-gpu 1.15.1's `_preload_gpu_libs`: ctypes.CDLL of the nvidia-* wheels' files before the extension."""
+    from slimwheel.inspect.pyimports import PythonImports
+
+    bare = _info("faiss/_x.so", "libcudart.so.12")
+    files = ["faiss/_x.so", "faiss/__init__.py"]
+    preload = b"import ctypes, os\nctypes.CDLL(os.path.join(sp, 'nvidia', 'cuda_runtime', 'lib', 'libcudart.so.12'))\n"
+    for source, ok in ((preload, True), (b"import ctypes\nctypes.CDLL('libm.so.6')\n", False)):
+        imports = PythonImports.from_sources({"faiss/__init__.py": source, "other/__init__.py": preload})
+        v = dependency_problems([bare], cuda_major=12, requires=[CU12], tags=TAGS, files=files, imports=imports)
+        assert (v.problems == ()) is ok, v.problems
