@@ -512,6 +512,11 @@ def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | No
         # (offline, or a requirement it could not tell), the folder is taken on trust.
         if (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
             return via
+        if torchext.is_torch_library(needed):
+            # torch's tables tell what its releases ship in torch/lib and load at import: known, not on trust
+            nothing = Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.NOTHING)
+            if (by_torch := _torch_or(nothing, [], ctx, info)).how is How.TORCH:
+                return by_torch
         if ctx.graph is None or ctx.graph.unread:
             return Resolution(
                 file=info.path,

@@ -133,6 +133,7 @@ def repair_wheel(
         needs = runtime_needs(src.elfs, major)
         excludes = exclusions(needs, major, externals)
         pre = _plan_from_rules(src, major, wheel)
+        _refuse_paths(pre, wheel)
         plan = plan_requirements(
             needs,
             from_extras=pre.from_extras(),
@@ -240,6 +241,19 @@ def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.R
         name=src.dist_name,
         imports=src.python,
     )
+
+
+def _refuse_paths(pre: deps.Resolved, wheel: Path) -> None:
+    """A NEEDED entry with a '/' names a file by path (issue 41 S1): auditwheel reads it from this machine
+    (/tmp/x/libevil.so) and grafts it into the wheel, a library nobody named. Refused before auditwheel runs."""
+    paths = [r for r in pre.libraries() if r.fault is deps.Fault.PATH]
+    if paths:
+        raise CheckFailed(
+            f"{wheel.name}: "
+            + "; ".join(f"{r.file} needs {r.soname} by path" for r in paths)
+            + ": auditwheel would copy that file from this machine into the wheel; link the library by its SONAME",
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+        )
 
 
 def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> None:

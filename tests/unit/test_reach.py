@@ -169,3 +169,19 @@ def test_python_code_that_loads_the_nvidia_libraries_first_reaches_them() -> Non
         imports = PythonImports.from_sources({"faiss/__init__.py": source, "other/__init__.py": preload})
         v = dependency_problems([bare], cuda_major=12, requires=[CU12], tags=TAGS, files=files, imports=imports)
         assert (v.problems == ()) is ok, v.problems
+
+
+def test_repair_refuses_a_needed_path_before_auditwheel_copies_it(tmp_path: Path) -> None:
+    """41 S1: auditwheel grafted /tmp/x/libevil.so from the build machine into the released wheel. Repair refuses
+    first (unit tests forbid subprocesses: auditwheel never ran)."""
+    from slimwheel.errors import CheckFailed
+    from slimwheel.repair import repair_wheel
+
+    evil = tmp_path / "x" / "libevil.so"
+    evil.parent.mkdir()
+    evil.write_bytes(elf(soname="libevil.so"))
+    ext = elf(needed=(str(evil), "libc.so.6"))
+    w = make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": ext}, tag="cp312-abi3-linux_x86_64")
+    with pytest.raises(CheckFailed, match=r"pkg/_ext\.abi3\.so needs .*libevil\.so by path: auditwheel would copy"):
+        repair_wheel(w, tmp_path / "out")
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
