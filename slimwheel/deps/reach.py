@@ -92,10 +92,15 @@ def reached_member(
     return next((where[target] for _entry, target in reached_folders(info, inherited) if target in where), "")
 
 
-def preloaded(info: ElfInfo, members: Iterable[str]) -> bool:
-    """The package of the file ships slimwheel's loader, which loads the nvidia-* wheels' libraries by absolute path
-    before the file is imported (slimwheel.runtime: `<pkg>/_slimwheel_loader.py`, or a module's hidden folder)."""
+def preloaded(info: ElfInfo, members: Iterable[str]) -> str:
+    """slimwheel's loader in the file's package (`<pkg>/_slimwheel_loader.py`, or a module's hidden folder), which
+    loads the nvidia-* wheels' libraries by absolute path before the file is imported; "" when it ships none."""
     top = info.path.split("/", 1)[0].removesuffix(".slimwheel")
-    return any(
-        posixpath.basename(m) == LOADER_FILE and m.split("/", 1)[0].removesuffix(".slimwheel") == top for m in members
+    return next(
+        (
+            m
+            for m in members
+            if posixpath.basename(m) == LOADER_FILE and m.split("/", 1)[0].removesuffix(".slimwheel") == top
+        ),
+        "",
     )

@@ -40,7 +40,15 @@ from slimwheel.deps.providers import (
     requirement_on,
     torch_provider,
 )
-from slimwheel.deps.reach import Reached, entry_to_add, inherited_rpaths, preloaded, reached_member, reaching
+from slimwheel.deps.reach import (
+    LOADER_FILE,
+    Reached,
+    entry_to_add,
+    inherited_rpaths,
+    preloaded,
+    reached_member,
+    reaching,
+)
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.reqgraph import Provider, RequirementGraph
@@ -108,6 +116,7 @@ class Resolution:
     unread: tuple[str, ...] = ()  # a fault: the requirements whose own requirements the index could not tell
     folder: str = ""  # Fault.UNREACHED: the site-packages folder the library is installed in
     carrier: str = ""  # IN_WHEEL: the member the loader finds; Fault.UNREACHED: the member no search path reaches
+    preloaded_by: str = ""  # REQUIREMENT reached by no search path: the package's Python source that loads it first
 
     @property
     def provided(self) -> bool:
@@ -401,9 +410,13 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
     if fault is None:
         folders = {lib.folder for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname}
         entry = reaching(info, folders, ctx.inherited)
-        if entry or use is Use.LOADS or _loaded_first(info, soname, cands, ctx):
+        first = "" if entry or use is Use.LOADS else _loaded_first(info, soname, cands, ctx)
+        if entry or use is Use.LOADS or first:
             # slimwheel's code loads what it opens at run time by absolute path: no search path is involved
-            return Resolution(file=info.path, soname=soname, use=use, how=How.REQUIREMENT, entry=entry)
+            source = first if first.endswith(".py") and not first.endswith(LOADER_FILE) else ""
+            return Resolution(
+                file=info.path, soname=soname, use=use, how=How.REQUIREMENT, entry=entry, preloaded_by=source
+            )
         lib = cands[-1]
         return Resolution(
             file=info.path,
@@ -432,15 +445,16 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
     return _torch_or(Resolution(file=info.path, soname=soname, use=use, how=How.NOTHING, cuda=fault), cands, ctx, info)
 
 
-def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> bool:
-    """What the package loads before the file brings the library: slimwheel's loader, or `import torch` of every
-    release the wheel admits (the loader then takes the copy already loaded, by SONAME)."""
-    if preloaded(info, ctx.members):
-        return True
-    if ctx.imports is not None and ctx.imports.preloading(info.path.split("/", 1)[0], (b"nvidia",)):
-        return True
+def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> str:
+    """What the package loads before the file that brings the library (the loader then takes the copy already
+    loaded, by SONAME): slimwheel's loader (its file), the package's own Python code that opens the nvidia-* wheels'
+    files (that source), or `import torch` of every release the wheel admits ("torch"); "" when nothing does."""
+    if loader := preloaded(info, ctx.members):
+        return loader
+    if ctx.imports is not None and (source := ctx.imports.preloading(info.path.split("/", 1)[0], (b"nvidia",))):
+        return source
     t = torch_provider(soname, cands, ctx.torch, ctx.machines)
-    return t is not None and t.enough(alternative=info.path in ctx.alts)
+    return "torch" if t is not None and t.enough(alternative=info.path in ctx.alts) else ""
 
 
 def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> Resolution:

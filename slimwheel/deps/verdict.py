@@ -226,6 +226,7 @@ class _Tally:
     failed: set[str] = field(default_factory=set)
     plugin_lacks: dict[str, list[str]] = field(default_factory=dict)
     backend_lacks: dict[str, list[str]] = field(default_factory=dict)
+    preloaded: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # source -> (file, library)
 
     def provided(self, r: Resolution) -> None:
         """A library something provides that a note says once per provider (and set of files)."""
@@ -246,6 +247,8 @@ class _Tally:
             self.transitive.setdefault((r.soname, r.provider, r.entry), []).append(r.file)
         elif r.how is How.NAMED:
             self.by_name.setdefault((r.soname, str(r.requirement)), []).append(r.file)
+        elif r.how is How.REQUIREMENT and r.preloaded_by:
+            self.preloaded.setdefault(r.preloaded_by, []).append((r.file, r.soname))
 
     def unprovided(self, r: Resolution, *, alternative: bool, problems: list[str]) -> None:
         if r.how is How.PLUGIN:
@@ -346,6 +349,12 @@ def word(resolved: Resolved) -> DependencyVerdict:
         for (extra, soname), (req, fs, entries) in tally.from_extras.items()
     )
     notes += extra_notes(provisions, name=resolved.name)
+    notes += [
+        f"{abbreviated(list(dict.fromkeys(f for f, _ in got)))} need(s) {', '.join(dict.fromkeys(s for _, s in got))} "
+        f"from the nvidia-* wheels, which no search path of theirs reaches: found because {source} loads those "
+        "libraries first (ctypes): they load only once it has run"
+        for source, got in tally.preloaded.items()
+    ]
     notes += _torch_notes(tally.from_torch)
     notes += _transitive_notes(tally.transitive, resolved.name)
     notes += _optional_notes(tally.optional)

@@ -170,6 +170,9 @@ def test_python_code_that_loads_the_nvidia_libraries_first_reaches_them() -> Non
         imports = PythonImports.from_sources({"faiss/__init__.py": source, "other/__init__.py": preload})
         v = dependency_problems([bare], cuda_major=12, requires=[CU12], tags=TAGS, files=files, imports=imports)
         assert (v.problems == ()) is ok, v.problems
+        # said, not silent: the files load only after that source has run
+        said = [n for n in v.notes if "found because faiss/__init__.py loads those libraries first" in n]
+        assert len(said) == ok, v.notes
 
 
 def test_repair_refuses_a_needed_path_before_auditwheel_copies_it(tmp_path: Path) -> None:
