@@ -341,6 +341,7 @@ def judge_built(
         debug_symbols=cfg.debug_symbols,
         manylinux=cfg.parsed.manylinux,
         read_index=may_read_index(env),
+        unknown=cfg.unknown,
     )
     return analysis, judge(analysis, policy)
 

@@ -61,6 +61,8 @@ CompilerCache = Literal["none", "sccache", "ccache"]
 COMPRESSION_MODES: tuple[Compression, ...] = get_args(Compression)
 LINK_MODES: tuple[LinkMode, ...] = get_args(LinkMode)
 COMPILER_CACHES: tuple[CompilerCache, ...] = get_args(CompilerCache)
+Unknown = Literal["fail", "note"]
+UNKNOWN_MODES: tuple[Unknown, ...] = get_args(Unknown)
 
 
 def _doc(text: str, *, choices: tuple[str, ...] = (), kind: str = "string") -> dict[str, Any]:
@@ -206,6 +208,15 @@ class Config:
             'The platform floor check holds wheels to: a manylinux policy ("2_28", "manylinux_2_31"); an ELF file '
             "that needs newer GLIBC/GLIBCXX/CXXABI/GCC symbol versions than auditwheel's policy allows fails, "
             "naming each symbol. Empty: not checked."
+        ),
+    )
+    unknown: Unknown = field(
+        default="fail",
+        metadata=_doc(
+            "What check does with a verdict that depends on what could not be learned (offline, the index down, or "
+            'an index that could not tell a requirement\'s files): "fail" (its own exit code, 19) or "note". Never a '
+            "silent pass.",
+            choices=UNKNOWN_MODES,
         ),
     )
     sysroot: str = field(

@@ -26,6 +26,7 @@ class ExitCode(enum.IntEnum):
     DOCTOR_PROBLEMS = 15
     DEBUG_INFO = 16
     ABOVE_PLATFORM_FLOOR = 18
+    UNKNOWN = 19
 
     @property
     def reason(self) -> str:
@@ -69,6 +70,10 @@ _REASONS: dict[ExitCode, str] = {
     ExitCode.ABOVE_PLATFORM_FLOOR: (
         "an ELF file needs newer glibc or libstdc++ symbol versions than the `--manylinux` policy allows"
     ),
+    ExitCode.UNKNOWN: (
+        "a verdict depends on what could not be learned (offline, the index down or silent on a requirement's "
+        "files): never a pass; `--unknown=note` makes it a note"
+    ),
 }
 
 _LABELS: dict[ExitCode, str] = {
@@ -86,6 +91,7 @@ _LABELS: dict[ExitCode, str] = {
     ExitCode.DOCTOR_PROBLEMS: "doctor found problems",
     ExitCode.DEBUG_INFO: "debug info left in",
     ExitCode.ABOVE_PLATFORM_FLOOR: "above the --manylinux floor",
+    ExitCode.UNKNOWN: "verdict not known",
 }
 
 

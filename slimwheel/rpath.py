@@ -9,6 +9,9 @@ file in the environment's prefix) and judged by where it lands:
   nothing and harms nothing; check notes it, repair keeps it (jax-cuda13-plugin 0.12 names `$ORIGIN/../../nvidia/cu13/lib`
   beside the `$ORIGIN/../nvidia/cu13/lib` that finds its libraries);
 - further out: unsafe, the loader searches folders no wheel controls (the environment's `lib`, `/usr/lib`, a home).
+An absolute entry into a root-owned standard location (`/usr/local/cuda*/lib64`, `/usr/lib/x86_64-linux-gnu`, `/opt/..`)
+is a system toolkit's: no one but root plants a library there, but where the user's machine has CUDA libraries there
+the loader takes them instead of the nvidia-* wheels' (deps says when it comes before the wheel's own folders).
 Anything else (`.`, an empty entry, a relative path, an absolute `/tmp/...`) makes the dynamic loader search a folder
 that depends on the current directory or on the build machine, where anyone may plant a library (`libz.so.1` in the
 current directory ran at import). Repair drops unsafe entries; check fails them, once per file, with their targets.
@@ -17,12 +20,25 @@ current directory ran at import). Repair drops unsafe entries; check fails them,
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-EntryKind = Literal["inside", "python-lib", "outside", "absolute", "relative", "empty"]
+EntryKind = Literal["inside", "python-lib", "outside", "system", "absolute", "relative", "empty"]
 SITE = "<site-packages>"
+
+# Root-owned standard locations: a CUDA toolkit's (/usr/local/cuda-13.0/lib64), the distribution's library folders,
+# /opt's vendor trees. Nobody but root plants a library there; what such an entry risks is which copy of a CUDA
+# library the loader takes (nvidia-dali-cuda130 2.4.0 puts /usr/local/cuda/lib64 before its own $ORIGIN/../cu13/lib).
+_SYSTEM_TREES = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64")
+_TOOLKIT = re.compile(r"/usr/local/cuda(-[0-9.]+)?(/.*)?|/opt/[^/]+(/.*)?")
+
+
+def system_location(entry: str) -> bool:
+    """An absolute entry into a root-owned standard location (a system toolkit), not a build machine's own path."""
+    p = posixpath.normpath(entry)
+    return _TOOLKIT.fullmatch(p) is not None or any(p == t or p.startswith(t + "/") for t in _SYSTEM_TREES)
 
 
 def norm_origin(entry: str) -> str:
@@ -106,6 +122,14 @@ def resolve_entry(entry: str, elf_path: str) -> SearchEntry:
             kind="outside",
             target=shown,
             why="it leaves site-packages and the Python installation's library folder",
+        )
+    if entry.startswith("/") and system_location(entry):
+        return SearchEntry(
+            entry=entry,
+            kind="system",
+            target=entry,
+            why="a system toolkit location (root-owned): where the user's machine has a CUDA toolkit or CUDA libraries "
+            "there, the loader takes those instead of the nvidia-* wheels' (a second CUDA runtime beside torch's)",
         )
     if entry.startswith("/"):
         return SearchEntry(

@@ -234,3 +234,14 @@ def ptx(sm: int, *, entry: str | None = "_Z6kernelv", isa: tuple[int, int] = (8,
     if entry is not None:
         text += f"\t// .globl\t{entry}\n.visible .entry {entry}()\n{{\n\tret;\n}}\n"
     return text.encode()
+
+
+def nvidia_runpath(path: str, needed: Iterable[str]) -> str:
+    """The RUNPATH that reaches, from the wheel file at `path`, the nvidia-* wheels' folders of the CUDA libraries in
+    `needed` (what `slimwheel repair` writes): a file without it finds them only where something loaded them first."""
+    from slimwheel.cuda.libs import RUNTIME_LIBS
+    from slimwheel.rpath import with_folders
+
+    names = set(needed)
+    folders = [lib.folder for lib in RUNTIME_LIBS if lib.soname in names]
+    return ":".join(with_folders((), path, folders) or ())

@@ -19,7 +19,7 @@ from slimwheel.check import budget, coverage, dependencies, dist, duplicates, pl
 from slimwheel.check.coverage import required_ccs
 from slimwheel.check.platform import floor_failures
 from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
-from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Unknown
 from slimwheel.cuda.arch import CCRequest, RequireArch
 from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
@@ -95,6 +95,7 @@ def make_policy(
     read_index: bool = False,
     strict_device_code: bool = False,
     intent: tuple[tuple[str, CCRequest], ...] = (),
+    unknown: Unknown = "fail",
 ) -> CheckPolicy:
     """The policy `report`'s wheel is judged against, from values parsed at the edge (`Config.parsed`, the CLI):
     sizes in bytes, the coverage request, the platform floor. Only the CCs `require_arch` names depend on the wheel."""
@@ -112,6 +113,7 @@ def make_policy(
         read_index=read_index,
         strict_device_code=strict_device_code,
         intent=intent,
+        unknown=unknown,
     )
 
 

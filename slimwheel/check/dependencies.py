@@ -26,9 +26,15 @@ def findings(analysis: WheelAnalysis, policy: CheckPolicy) -> Findings:
         imports=analysis.imports,
         graph=graph,
     )
+    unknown = tuple(
+        Failure(kind="dependencies", message=u, exit_code=ExitCode.UNKNOWN)
+        for u in dv.unknown
+        if policy.unknown == "fail"
+    )
     return Findings(
         failures=tuple(
             Failure(kind="dependencies", message=p, exit_code=ExitCode.INCONSISTENT_DEPENDENCIES) for p in dv.problems
-        ),
-        notes=dv.notes,
+        )
+        + unknown,
+        notes=dv.notes + (() if unknown else dv.unknown),
     )

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from slimwheel import distcheck, floor
-from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Unknown
 from slimwheel.cuda.arch import CC, CCRequest
 from slimwheel.errors import ExitCode
 
@@ -31,6 +31,9 @@ class CheckPolicy:
     # Read the package index for what the requirements' own requirements install, when a library is otherwise
     # unprovided (`reqgraph`). Off for library callers and tests; `slimwheel check` turns it on unless --offline.
     read_index: bool = False
+    # A verdict that depends on what could not be learned (a folder taken on trust): a failure with its own exit
+    # code, or a note where the user chose so (`--unknown`, config key `unknown`). Never a silent pass.
+    unknown: Unknown = "fail"
 
 
 @dataclass(frozen=True, kw_only=True)

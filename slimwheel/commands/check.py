@@ -36,6 +36,7 @@ CHECK_EXIT_CODES = exit_codes(
     ExitCode.BAD_RECORD,
     ExitCode.DEBUG_INFO,
     ExitCode.ABOVE_PLATFORM_FLOOR,
+    ExitCode.UNKNOWN,
     ExitCode.CHECK_FAILED,
 )
 
@@ -56,6 +57,14 @@ CHECK_EXIT_CODES = exit_codes(
 @offline_option()
 @installed_budget_option()
 @debug_symbols_option()
+@click.option(
+    "--unknown",
+    type=click.Choice(cfgmod.UNKNOWN_MODES),
+    default=None,
+    help="A verdict that depends on what could not be learned (offline, the index down or silent on a "
+    f"requirement's files) is never a pass: 'fail' (default, exit {ExitCode.UNKNOWN:d}) or 'note'. "
+    "Config key: unknown.",
+)
 @click.option(
     "--strict-device-code/--no-strict-device-code",
     default=None,
@@ -82,6 +91,7 @@ def command(
     manylinux: str | None,
     no_dependencies: bool,
     offline: bool | None,
+    unknown: str | None,
     installed_budget: str | None,
     debug_symbols: bool | None,
     strict_device_code: bool | None,
@@ -101,6 +111,7 @@ def command(
             "debug_symbols": debug_symbols,
             "strict_device_code": strict_device_code,
             "manylinux": manylinux,
+            "unknown": unknown,
         },
     )
     # The verdict's modules and the renderer (a third of a small wheel's check when imported first) are imported
@@ -127,6 +138,7 @@ def command(
                 read_index=read_index(offline),
                 strict_device_code=cfg.strict_device_code,
                 intent=intent_table(cfg.gpu_intent),
+                unknown=cfg.unknown,
             ),
         )
         for a in analyses

@@ -25,7 +25,7 @@ from slimwheel.deps.bounds import (
 from slimwheel.deps.installs import Installs, Requirements
 from slimwheel.deps.policy import SYSTEM_LOADERS, SystemPolicy, known_platform, policy_data, system_policy
 from slimwheel.deps.providers import cxx_runtime_problem, install_requirement, plugins
-from slimwheel.deps.resolve import FileResolution, How, Resolution, Resolved, Use, resolve
+from slimwheel.deps.resolve import Fault, FileResolution, How, Resolution, Resolved, Use, resolve
 from slimwheel.deps.verdict import (
     DependencyVerdict,
     ExtraProvision,
@@ -38,6 +38,7 @@ __all__ = [
     "SYSTEM_LOADERS",
     "DependencyVerdict",
     "ExtraProvision",
+    "Fault",
     "FileResolution",
     "Floor",
     "How",

@@ -27,13 +27,6 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------------------------- every library accounted
 
 
-def reaching(info: ElfInfo, folders: Iterable[str]) -> str:
-    """The first entry of the file's search path that resolves, from where it installs, to one of `folders`
-    (site-packages-relative: nvidia/cu13/lib); "" when none does."""
-    wanted = set(folders)
-    return next((e for e in info.search_path if e and origin_target(e, info.path) in wanted), "")
-
-
 def external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirement] | None:
     """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
     of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32; cutensor/lib <->

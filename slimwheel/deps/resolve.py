@@ -37,14 +37,22 @@ from slimwheel.deps.providers import (
     foreign_folders,
     named_provider,
     plugins,
-    reaching,
     requirement_on,
     torch_provider,
+)
+from slimwheel.deps.reach import (
+    LOADER_FILE,
+    Reached,
+    entry_to_add,
+    inherited_rpaths,
+    preloaded,
+    reached_member,
+    reaching,
 )
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.reqgraph import Provider, RequirementGraph
-from slimwheel.rpath import SearchEntry, resolve_entries
+from slimwheel.rpath import SearchEntry, install_dir, resolve_entries
 
 
 class How(enum.Enum):
@@ -77,6 +85,10 @@ class Fault(enum.Enum):
 
     UNPROVIDED = "unprovided"  # not in the wheel, not CUDA, not in a required project's folder, not allowed
     FOREIGN = "foreign"  # the same, and offline: its RPATH reaches other projects' folders that may hold it
+    PATH = "path"  # a NEEDED entry with a '/': opened as that path (from the current directory when relative)
+    # what provides it installs it in a folder (`folder`) that no entry of the file's search path reaches, and nothing
+    # the package loads first brings it: `entry` is the one to add
+    UNREACHED = "unreached"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +114,9 @@ class Resolution:
     optional: OptionalModule | None = None  # OPTIONAL: why the file is optional
     package: str = ""  # OPTIONAL: the nvidia-* wheel that would turn the part on, if the table knows it
     unread: tuple[str, ...] = ()  # a fault: the requirements whose own requirements the index could not tell
+    folder: str = ""  # Fault.UNREACHED: the site-packages folder the library is installed in
+    carrier: str = ""  # IN_WHEEL: the member the loader finds; Fault.UNREACHED: the member no search path reaches
+    preloaded_by: str = ""  # REQUIREMENT reached by no search path: the package's Python source that loads it first
 
     @property
     def provided(self) -> bool:
@@ -127,6 +142,17 @@ class OpenedChain:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Shadow:
+    """A system toolkit entry of a file's search path that comes before an entry into an nvidia-* wheels' folder
+    holding CUDA libraries the file needs: where the system has them, the loader takes the system's copies."""
+
+    system: str  # the entry: /usr/local/cuda/lib64
+    before: str  # the later entry: $ORIGIN/../cu13/lib
+    folder: str  # where that one lands: nvidia/cu13/lib
+    sonames: tuple[str, ...]  # the CUDA libraries the file needs from that folder
+
+
+@dataclass(frozen=True, kw_only=True)
 class FileResolution:
     """Everything resolved of one ELF file, in the order the rules met it."""
 
@@ -138,6 +164,7 @@ class FileResolution:
     exports_cxx_runtime: bool  # carries libstdc++ linked statically and exports it
     unsafe: tuple[SearchEntry, ...]  # search path entries that leave site-packages or point at the build machine
     dead: tuple[SearchEntry, ...]  # entries into the Python library's folder, which never hold a wheel's libraries
+    shadowed: tuple[Shadow, ...] = ()  # system toolkit entries searched before the nvidia-* folders it reaches
     loads: tuple[Resolution, ...]
     chains: tuple[OpenedChain, ...]
     opened: tuple[Resolution, ...]  # names it opens that a requirement's requirement installs (TRANSITIVE)
@@ -189,6 +216,9 @@ class _Context:
     reqs: Requirements
     policy: SystemPolicy
     inside: frozenset[str]
+    members: tuple[str, ...]  # every file of the wheel
+    sonames: dict[str, str]  # SONAME -> the first ELF file of the wheel that has it
+    inherited: dict[str, Reached]  # file -> the DT_RPATH folders of the files that load it (deps.reach)
     tops: frozenset[str]
     alts: dict[str, alt_model.AlternativeFile]
     torch: AdmittedTorch | None
@@ -224,6 +254,9 @@ def resolve(
         reqs=reqs,
         policy=system_policy(platforms),
         inside=frozenset(carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in all_files}),
+        members=tuple(dict.fromkeys([*all_files, *(info.path for info in elfs)])),
+        sonames={info.soname: info.path for info in reversed(elfs) if info.soname},
+        inherited=inherited_rpaths(elfs),
         tops=frozenset(f.split("/", 1)[0] for f in all_files),
         alts=alt_model.alternatives(info.path for info in elfs),
         torch=torch,
@@ -273,11 +306,33 @@ def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileR
         exports_cxx_runtime=info.exports_cxx_runtime,
         unsafe=tuple(e for e in entries if not e.safe),
         dead=tuple(e for e in entries if e.kind == "python-lib"),
+        shadowed=_shadowed(info, entries),
         loads=tuple(loads),
         chains=chains,
         opened=opened,
         needed=tuple(r for needed in info.needed if (r := _needed(info, needed, ctx, major)) is not None),
     )
+
+
+def _shadowed(info: ElfInfo, entries: Sequence[SearchEntry]) -> tuple[Shadow, ...]:
+    """System toolkit entries before the entries that reach the nvidia-* folders of CUDA libraries the file needs."""
+    out = []
+    for i, system in enumerate(entries):
+        if system.kind != "system":
+            continue
+        for later in entries[i + 1 :]:
+            if later.kind != "inside":
+                continue
+            names = tuple(
+                dict.fromkeys(
+                    lib.soname
+                    for lib in cudalibs.RUNTIME_LIBS
+                    if lib.folder == later.target and lib.soname in info.needed
+                )
+            )
+            if names:
+                out.append(Shadow(system=system.entry, before=later.entry, folder=later.target, sonames=names))
+    return tuple(out)
 
 
 def _candidates(soname: str, major: int | None) -> list[cudalibs.RuntimeLib]:
@@ -294,7 +349,12 @@ def _by_graph(info: ElfInfo, soname: str, ctx: _Context, use: Use) -> Resolution
         return None
     folder = p.path.rsplit("/", 1)[0] if "/" in p.path else "."
     return Resolution(
-        file=info.path, soname=soname, use=use, how=How.TRANSITIVE, provider=p, entry=reaching(info, [folder])
+        file=info.path,
+        soname=soname,
+        use=use,
+        how=How.TRANSITIVE,
+        provider=p,
+        entry=reaching(info, [folder], ctx.inherited),
     )
 
 
@@ -350,7 +410,26 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
     may still see provided by a requirement's requirement or excuse in an optional part)."""
     fault = cuda_library_fault(cands, ctx.reqs)
     if fault is None:
-        return Resolution(file=info.path, soname=soname, use=use, how=How.REQUIREMENT)
+        folders = {lib.folder for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname}
+        entry = reaching(info, folders, ctx.inherited)
+        first = "" if entry or use is Use.LOADS else _loaded_first(info, soname, cands, ctx)
+        if entry or use is Use.LOADS or first:
+            # slimwheel's code loads what it opens at run time by absolute path: no search path is involved
+            source = first if first.endswith(".py") and not first.endswith(LOADER_FILE) else ""
+            return Resolution(
+                file=info.path, soname=soname, use=use, how=How.REQUIREMENT, entry=entry, preloaded_by=source
+            )
+        lib = cands[-1]
+        return Resolution(
+            file=info.path,
+            soname=soname,
+            use=use,
+            how=How.NOTHING,
+            fault=Fault.UNREACHED,
+            requirement=requirement_on(lib, ctx.reqs),
+            folder=lib.folder,
+            entry=entry_to_add(info, lib.folder),
+        )
     if (got := extra_provider(cands, ctx.reqs)) is not None:
         folders = {lib.folder for lib in cudalibs.RUNTIME_LIBS if lib.soname == soname}
         return Resolution(
@@ -361,11 +440,23 @@ def _cuda(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Co
             extra=got[0],
             requirement=got[1],
             cuda=fault,
-            entry=reaching(info, folders),
+            entry=reaching(info, folders, ctx.inherited),
         )
     if (r := _for_torch(info, soname, cands, ctx, use)) is not None:
         return r
     return _torch_or(Resolution(file=info.path, soname=soname, use=use, how=How.NOTHING, cuda=fault), cands, ctx, info)
+
+
+def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> str:
+    """What the package loads before the file that brings the library (the loader then takes the copy already
+    loaded, by SONAME): slimwheel's loader (its file), the package's own Python code that opens the nvidia-* wheels'
+    files (that source), or `import torch` of every release the wheel admits ("torch"); "" when nothing does."""
+    if loader := preloaded(info, ctx.members):
+        return loader
+    if ctx.imports is not None and (source := ctx.imports.preloading(info.path.split("/", 1)[0], (b"nvidia",))):
+        return source
+    t = torch_provider(soname, cands, ctx.torch, ctx.machines)
+    return "torch" if t is not None and t.enough(alternative=info.path in ctx.alts) else ""
 
 
 def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> Resolution:
@@ -381,14 +472,41 @@ def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLi
 
 
 def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Resolution | None:
-    """The resolution of one DT_NEEDED entry; None for the loader itself (no provider to name)."""
+    """The resolution of one DT_NEEDED entry; None for the loader itself (no provider to name). A name the wheel
+    carries is in the wheel only where the file's search path reaches the member (`deps.reach`); else the other rules
+    may still provide it, and where none does, the fault names the member and the entry to add."""
+    if "/" in needed:
+        # the loader opens it as that path, the current directory's for a relative one: never the wheel's file
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.NOTHING, fault=Fault.PATH)
+    if member := reached_member(info, needed, ctx.members, ctx.inherited):
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=member)
+    if needed == info.soname:
+        return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=info.path)
+    r = _needed_elsewhere(info, needed, ctx, major)
+    if r is None or r.how is not How.NOTHING or r.required_fault or needed not in ctx.inside:
+        return r
+    carrier = next((m for m in ctx.members if m.rsplit("/", 1)[-1] == needed), "") or ctx.sonames.get(needed, "")
+    folder = install_dir(carrier) or "."
+    fault = Resolution(
+        file=info.path,
+        soname=needed,
+        use=Use.NEEDED,
+        how=How.NOTHING,
+        fault=Fault.UNREACHED,
+        carrier=carrier,
+        folder=folder,
+        entry=entry_to_add(info, folder),
+    )
+    return _unprovided(info, fault, [], ctx)
+
+
+def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Resolution | None:
+    """The rules after the wheel's own files (module doc)."""
     from slimwheel import torchext
 
     def plain(how: How) -> Resolution:
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=how)
 
-    if needed in ctx.inside:
-        return plain(How.IN_WHEEL)
     if needed in ctx.policy.whitelist:
         return plain(How.SYSTEM)
     if needed in cudalibs.DRIVER_SONAMES:
@@ -410,6 +528,11 @@ def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Res
         # (offline, or a requirement it could not tell), the folder is taken on trust.
         if (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
             return via
+        if torchext.is_torch_library(needed):
+            # torch's tables tell what its releases ship in torch/lib and load at import: known, not on trust
+            nothing = Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.NOTHING)
+            if (by_torch := _torch_or(nothing, [], ctx, info)).how is How.TORCH:
+                return by_torch
         if ctx.graph is None or ctx.graph.unread:
             return Resolution(
                 file=info.path,
@@ -483,7 +606,7 @@ def _opened_chains(
                 libs=every,
                 # dlopen by name searches the opener's RUNPATH, LD_LIBRARY_PATH and the system's folders, and takes a
                 # library of that name already loaded: installing the nvidia-* wheel helps only through one of those
-                reached=reaching(info, (lib.folder for lib in every)),
+                reached=reaching(info, (lib.folder for lib in every), ctx.inherited),
                 unpinned=unpinned,
             )
         )

@@ -39,6 +39,9 @@ class DependencyVerdict:
     problems: tuple[str, ...]
     notes: tuple[str, ...]
     from_extras: tuple[ExtraProvision, ...] = ()
+    # What the verdict could not learn (a folder taken on trust, offline or where the index could not tell): never
+    # a pass; check makes each a failure of its own exit code, or a note where the user chose so (`--unknown`).
+    unknown: tuple[str, ...] = ()
     # Libraries that nothing provides and only optional parts of the package need (CuPy's NCCL and cuTENSOR): repair
     # leaves them unrequired, as the project does (a note says which package turns the part on).
     optional: tuple[str, ...] = ()
@@ -92,6 +95,24 @@ def fault_text(r: Resolution) -> str:
     """What is wrong with a library nothing (or a wrongly pinned requirement) provides, as one line."""
     said = f"{r.file} needs {r.soname}"
     c = r.cuda
+    if r.fault is Fault.PATH:
+        where = "on the user's machine" if r.soname.startswith("/") else "from the current directory"
+        return (
+            f"{said}: a NEEDED entry with a '/' is opened as that path, {where}, never from the wheel or its "
+            "requirements, so whoever can write there runs code at import: link the library by its SONAME"
+        )
+    if r.fault is Fault.UNREACHED:
+        if r.carrier:
+            named = r.carrier.rsplit("/", 1)[-1]
+            what = f"the wheel carries it as {r.carrier}" + (
+                f" (its SONAME: the loader looks for a file named {r.soname})" if named != r.soname else ""
+            )
+        else:
+            what = f"Requires-Dist '{r.requirement}' installs it in {r.folder}"
+        return (
+            f"{said}: {what}, but no entry of its search path (DT_RUNPATH, else DT_RPATH, from where it installs) "
+            f"reaches {r.folder}, and nothing the package loads first brings it: add {r.entry} to its RUNPATH"
+        )
     if c is not None and c.kind is CudaFaultKind.UNPINNED_THROUGH:
         assert c.lib is not None and c.requirement is not None
         text = (
@@ -157,7 +178,7 @@ def _copy_note(f: FileResolution, resolved: Resolved) -> str:
 def _folder_note(r: Resolution) -> str:
     return (
         f"{r.file} needs {r.soname}: its RPATH entry {r.entry} reaches a folder of Requires-Dist {r.requirement}, "
-        "taken to hold it ("
+        "but whether that requirement installs the library there is not known ("
         + ("offline: the index would tell" if r.offline else "the index did not tell its files")
         + ")"
     )
@@ -215,6 +236,7 @@ class _Tally:
     failed: set[str] = field(default_factory=set)
     plugin_lacks: dict[str, list[str]] = field(default_factory=dict)
     backend_lacks: dict[str, list[str]] = field(default_factory=dict)
+    preloaded: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # source -> (file, library)
 
     def provided(self, r: Resolution) -> None:
         """A library something provides that a note says once per provider (and set of files)."""
@@ -235,6 +257,8 @@ class _Tally:
             self.transitive.setdefault((r.soname, r.provider, r.entry), []).append(r.file)
         elif r.how is How.NAMED:
             self.by_name.setdefault((r.soname, str(r.requirement)), []).append(r.file)
+        elif r.how is How.REQUIREMENT and r.preloaded_by:
+            self.preloaded.setdefault(r.preloaded_by, []).append((r.file, r.soname))
 
     def unprovided(self, r: Resolution, *, alternative: bool, problems: list[str]) -> None:
         if r.how is How.PLUGIN:
@@ -259,6 +283,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
     files where several files share one reason."""
     problems: list[str] = []
     notes: list[str] = []
+    unknown: list[str] = []
     if resolved.policy.note:
         notes.append(resolved.policy.note)
     notes += [f"Requires-Dist {r!r} cannot be parsed" for r in resolved.unparsable]
@@ -288,7 +313,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
             tally.provided(r)
         for r in f.needed:
             if r.how is How.FOLDER:
-                notes.append(_folder_note(r))
+                unknown.append(_folder_note(r))
             elif r.how is How.NOTHING and r.required_fault:
                 # a requirement that pins the wrong major is a fault of the wheel's metadata, optional part or not
                 problems.append(fault_text(r))
@@ -315,6 +340,14 @@ def word(resolved: Resolved) -> DependencyVerdict:
     problems += _unaccounted_problems(tally.unaccounted)
     problems += _torchless_problems(tally.torchless, tally.brought_by)
     problems += [f"{abbreviated(paths)}: unsafe RPATH/RUNPATH {said}" for said, paths in tally.unsafe.items()]
+    problems += [
+        f"{f.file}: its search path names {s.system} (a system toolkit location) before {s.before} ({s.folder}, where "
+        f"the nvidia-* wheels install {', '.join(s.sonames)}): where the user's machine has a CUDA toolkit there, the "
+        "loader takes its copies and not the wheels' (a second CUDA runtime beside torch's); drop the entry or put "
+        "it last"
+        for f in resolved.files
+        for s in f.shadowed
+    ]
     provisions = tuple(
         ExtraProvision(
             extra=extra,
@@ -326,6 +359,12 @@ def word(resolved: Resolved) -> DependencyVerdict:
         for (extra, soname), (req, fs, entries) in tally.from_extras.items()
     )
     notes += extra_notes(provisions, name=resolved.name)
+    notes += [
+        f"{abbreviated(list(dict.fromkeys(f for f, _ in got)))} need(s) {', '.join(dict.fromkeys(s for _, s in got))} "
+        f"from the nvidia-* wheels, which no search path of theirs reaches: found because {source} loads those "
+        "libraries first (ctypes): they load only once it has run"
+        for source, got in tally.preloaded.items()
+    ]
     notes += _torch_notes(tally.from_torch)
     notes += _transitive_notes(tally.transitive, resolved.name)
     notes += _optional_notes(tally.optional)
@@ -336,6 +375,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
         problems=tuple(problems),
         notes=tuple(notes),
         from_extras=provisions,
+        unknown=tuple(unknown),
         optional=tuple(only_optional),
         resolved=resolved,
     )

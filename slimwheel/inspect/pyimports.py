@@ -35,6 +35,7 @@ from slimwheel.inspect.zipread import ZipReader
 # size (2 MiB of `x = 1` lines: 0.9 GB), and parsing about a second per MiB here; CuPy 14.2's 339 sources are 4.1 MB,
 # the largest 108 kB.
 MAX_SOURCE = 512 * 1024
+_DLOPEN = re.compile(rb"\b(?:CDLL|LoadLibrary)\b")
 MAX_SOURCES = 8 * 1024 * 1024
 # Import sites kept for a wheel (about 200 bytes each). CuPy 13's sources import its own modules a few thousand times;
 # past this many the reader gives up: no evidence either way.
@@ -195,6 +196,7 @@ class PythonImports:
         self._events: dict[str, tuple[_Event, ...]] = {}  # a module's importers, gathered once (`_importers`)
         self._steps = 0
         self._optional: dict[str, OptionalModule | None] = {}  # path -> `optional`, asked per library of the file
+        self._preloading: dict[tuple[str, tuple[bytes, ...]], str] = {}  # (package, names) -> `preloading`
 
     @classmethod
     def from_sources(cls, sources: Mapping[str, bytes]) -> PythonImports:
@@ -213,6 +215,28 @@ class PythonImports:
                         yield m.name, (z.read(m) if m.uncompressed <= MAX_SOURCE else None)
 
         return cls(load)
+
+    def preloading(self, package: str, names: tuple[bytes, ...]) -> str:
+        """The first Python source of the top-level folder `package` that opens shared libraries itself (ctypes'
+        CDLL or LoadLibrary) and names one of `names` (b"nvidia" for the nvidia-* wheels' folders): the package loads
+        them before its extensions, which then take the loaded copies by SONAME (faiss-gpu 1.15.1's
+        `_preload_gpu_libs`). "" when none does. Whether that code runs before the extension is not proven: a
+        source that does this at all is taken as the package's loader. A byte search, linear, under the same caps."""
+        key = (package, names)
+        if key not in self._preloading:
+            found, read = "", 0
+            with contextlib.closing(self._load()) as sources:
+                for file, text in sources:
+                    if text is None or file.split("/", 1)[0] != package:
+                        continue
+                    read += len(text)
+                    if read > MAX_SOURCES:
+                        break
+                    if _DLOPEN.search(text) and any(n in text for n in names):
+                        found = file
+                        break
+            self._preloading[key] = found
+        return self._preloading[key]
 
     def _pending(self) -> list[tuple[int, str, str, bytes]]:
         """The sources that hold the word `import`, as (rank, file, module, text), read once, unparsed; [] past a

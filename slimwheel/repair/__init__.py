@@ -133,6 +133,7 @@ def repair_wheel(
         needs = runtime_needs(src.elfs, major)
         excludes = exclusions(needs, major, externals)
         pre = _plan_from_rules(src, major, wheel)
+        _refuse_paths(pre, wheel)
         plan = plan_requirements(
             needs,
             from_extras=pre.from_extras(),
@@ -242,6 +243,19 @@ def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.R
     )
 
 
+def _refuse_paths(pre: deps.Resolved, wheel: Path) -> None:
+    """A NEEDED entry with a '/' names a file by path (issue 41 S1): auditwheel reads it from this machine
+    (/tmp/x/libevil.so) and grafts it into the wheel, a library nobody named. Refused before auditwheel runs."""
+    paths = [r for r in pre.libraries() if r.fault is deps.Fault.PATH]
+    if paths:
+        raise CheckFailed(
+            f"{wheel.name}: "
+            + "; ".join(f"{r.file} needs {r.soname} by path" for r in paths)
+            + ": auditwheel would copy that file from this machine into the wheel; link the library by its SONAME",
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+        )
+
+
 def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> None:
     """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, as `slimwheel
     check --offline` judges it): a wheel whose dependencies (torch's included) check would fail, or that check would
@@ -251,7 +265,10 @@ def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> None:
 
     report = _readable_by_check(written, wheel)
     analysis = WheelAnalysis(report=report, file=written, torch=src.torch, imports=src.python)
-    problems = [f.message for f in judge(analysis, CheckPolicy()).failures if f.kind == "dependencies"]
+    # Repair reads no index: what only the index can tell (a required project's folder taken to hold a library the
+    # user named with --external) is for check to say, not a reason to write nothing.
+    policy = CheckPolicy(unknown="note")
+    problems = [f.message for f in judge(analysis, policy).failures if f.kind == "dependencies"]
     if problems:
         raise CheckFailed(
             f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "

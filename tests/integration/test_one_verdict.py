@@ -40,7 +40,8 @@ GUARDED = textwrap.dedent(
 
 def _synthesized(out: Path) -> list[Path]:
     tag = "cp311-cp311-manylinux_2_28_x86_64"
-    core = elf(needed=["libcudart.so.13", "libc.so.6"], soname=None)
+    # the RUNPATH repair writes: a requirement provides libcudart only where the search path reaches it (deps.reach)
+    core = elf(needed=["libcudart.so.13", "libc.so.6"], soname=None, runpath="$ORIGIN/../nvidia/cu13/lib")
     wheels = [
         # the optional part: NCCL is required by nothing, and the package runs without the module
         make_wheel(

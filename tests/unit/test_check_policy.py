@@ -26,7 +26,7 @@ from slimwheel.inspect.fatbin import FLAG_ARCH_SPECIFIC, FLAG_FAMILY_SPECIFIC
 from slimwheel.inspect.report import coverage_detail
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.units import parse_size
-from testkit.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry
+from testkit.binsynth import FLAG_64BIT_LINUX, elf, fatbin, fatbin_entry, nvidia_runpath
 from testkit.wheelmaker import make_wheel
 
 FB = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
@@ -41,7 +41,11 @@ def wheel(
     tag: str = "cp312-abi3-manylinux_2_28_x86_64",
     fb: bytes = FB,
 ) -> Path:
-    files = {"pkg/_ext.abi3.so": elf(sections={".nv_fatbin": fb}, needed=needed), **(extra or {})}
+    # the RUNPATH repair writes: a requirement or a member provides a library only where the search path reaches it
+    own = ":".join(f"$ORIGIN/../{m.rsplit('/', 1)[0]}" for m in extra or {} if m.rsplit("/", 1)[-1] in needed)
+    runpath = ":".join(filter(None, (nvidia_runpath("pkg/_ext.abi3.so", needed), own)))
+    ext = elf(sections={".nv_fatbin": fb}, needed=needed, runpath=runpath)
+    files = {"pkg/_ext.abi3.so": ext, **(extra or {})}
     return make_wheel(tmp_path, name="pkg", files=files, requires=requires, tag=tag)
 
 

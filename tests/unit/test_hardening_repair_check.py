@@ -32,7 +32,7 @@ CU13 = "nvidia-cuda-runtime>=13.0,<14"
 def so(
     *,
     needed: Iterable[str] = ("libcudart.so.13", "libc.so.6"),
-    runpath: str | None = None,
+    runpath: str | None = "$ORIGIN/../nvidia/cu13/lib",  # where the CUDA requirement installs the libraries
     sections: Mapping[str, bytes] = {},
 ) -> bytes:
     return elf(needed=needed, runpath=runpath, sections=sections)

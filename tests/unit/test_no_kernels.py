@@ -115,7 +115,9 @@ def _ok(path: Path, spec: str) -> bool:
     """The coverage verdict for `spec`; a wheel left with no device code fails it (--strict-device-code): slim with
     --allow-unserved can drop all of a wheel's code, which is no wheel that compiles its kernels at run time."""
     r = inspect_wheel(path)
-    return check_wheel(r, make_policy(r, require_arch=parse_require_arch(spec), dependencies=False, strict_device_code=True)).ok
+    return check_wheel(
+        r, make_policy(r, require_arch=parse_require_arch(spec), dependencies=False, strict_device_code=True)
+    ).ok
 
 
 # nvidia-npp 13.2.0.93: two libraries hold one container each, one empty 1,888-byte sm_75 cubin; the others SASS 7.5

@@ -269,7 +269,7 @@ def test_a_2500_term_requirement_marker_is_judged(tmp_path: Path) -> None:
     marker = " or ".join(['python_version > "3"'] * 2500)
     w = make_wheel(
         tmp_path,
-        files={"pkg/_x.abi3.so": elf(needed=("libcudart.so.13", "libc.so.6"))},
+        files={"pkg/_x.abi3.so": elf(needed=("libcudart.so.13", "libc.so.6"), runpath="$ORIGIN/../nvidia/cu13/lib")},
         requires=[f"nvidia-cuda-runtime>=13,<14; {marker}"],
     )
     assert main(["-q", "check", "--offline", str(w)]) == 0

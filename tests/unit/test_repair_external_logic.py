@@ -180,7 +180,8 @@ def test_used_externals_and_unaccounted() -> None:
     blas = ext(folder="scipy_openblas32/lib")
     foo = ext("libfoo.so.*", "foo", folder="foo/lib")
     elfs = {
-        "pkg/_x.so": elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2"),
+        # $ORIGIN: the loader finds the wheel's own libbar beside it only through its search path (deps.reach)
+        "pkg/_x.so": elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2", rpath=("$ORIGIN",)),
         "pkg/libbar.so.2": elf("pkg/libbar.so.2", "libfoo.so.3", soname="libbar.so.2"),
     }
     assert used_externals(elfs.values(), [blas, foo]) == (blas, foo)
@@ -194,7 +195,7 @@ def test_used_externals_and_unaccounted() -> None:
     ]
     # accounted for once each file's RPATH points into the folder of a required project (what repair writes)
     repaired = [
-        elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2", rpath=("$ORIGIN/../scipy_openblas32/lib",)),
+        elf("pkg/_x.so", BLAS, "libc.so.6", "libbar.so.2", rpath=("$ORIGIN", "$ORIGIN/../scipy_openblas32/lib")),
         elf("pkg/libbar.so.2", "libfoo.so.3", soname="libbar.so.2", rpath=("$ORIGIN/../foo/lib",)),
     ]
     reqs = [blas.requirement, foo.requirement]
@@ -285,13 +286,19 @@ def test_merge_refuses_bad_metadata_naming_the_file() -> None:
 
 
 def check_notes_and_failures(
-    tmp_path: Path, name: str, *, requires: tuple[str, ...], rpath: str | None = None, runpath: str | None = None
+    tmp_path: Path,
+    name: str,
+    *,
+    requires: tuple[str, ...],
+    rpath: str | None = None,
+    runpath: str | None = None,
+    unknown: str = "note",  # a str: callers pass their other keywords as **dict[str, str]
 ) -> tuple[tuple[str, ...], list[str]]:
     files = {name: synth_elf(needed=(BLAS, "libc.so.6"), rpath=rpath, runpath=runpath)}
     whl = make_wheel(tmp_path, name="faiss", files=files, requires=requires)
     report = inspect_wheel(whl)
-    v = check_wheel(report, make_policy(report))
-    return v.notes, [f.message for f in v.failures]
+    v = check_wheel(report, make_policy(report, unknown="fail" if unknown == "fail" else "note"))
+    return v.notes, [f"{f.exit_code:d} {f.message}" for f in v.failures]
 
 
 @pytest.mark.parametrize(
@@ -314,9 +321,13 @@ def check_notes_and_failures(
 def test_check_accepts_a_library_in_an_rpath_folder_of_a_required_project(
     tmp_path: Path, name: str, elf_kw: dict[str, str], requires: tuple[str, ...]
 ) -> None:
-    notes, failures = check_notes_and_failures(tmp_path, name, requires=requires, **elf_kw)
+    # offline (no index here) whether the folder holds it is not known: never a pass (41 S12), exit 19 of its own
+    notes, failures = check_notes_and_failures(tmp_path / "fail", name, requires=requires, unknown="fail", **elf_kw)
+    (failure,) = failures
+    assert failure.startswith("19 ") and "is not known (offline: the index would tell)" in failure, failure
+    # a note where the user chose so (--unknown=note)
+    notes, failures = check_notes_and_failures(tmp_path / "note", name, requires=requires, **elf_kw)
     assert failures == []
-    # offline (no index here): the folder is taken on trust, and the note says so
     assert any(
         f"needs {BLAS}: its RPATH entry" in n and "scipy" in n.lower() and "offline: the index would tell" in n
         for n in notes

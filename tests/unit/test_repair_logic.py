@@ -277,7 +277,11 @@ def test_policy_whitelist_and_unaccounted() -> None:
     wl = system_policy(("manylinux_2_28_x86_64",)).whitelist
     assert "libc.so.6" in wl and "libstdc++.so.6" in wl and "libcudart.so.13" not in wl
     elfs = [
-        elf("pkg/_ext.so", "libc.so.6", "libcudart.so.13", "libcuda.so.1", "libfoo-ab12.so.1", "libmissing.so.3"),
+        elf(
+            "pkg/_ext.so",
+            *("libc.so.6", "libcudart.so.13", "libcuda.so.1", "libfoo-ab12.so.1", "libmissing.so.3"),
+            runpath=("$ORIGIN/../pkg.libs", "$ORIGIN/../nvidia/cu13/lib"),  # what repair writes (deps.reach)
+        ),
         elf("pkg.libs/libfoo-ab12.so.1", "libm.so.6", soname="libfoo-ab12.so.1"),
     ]
     tags = ["cp311-cp311-manylinux_2_28_x86_64"]

@@ -33,7 +33,19 @@ CU13 = "nvidia-cuda-runtime>=13.0,<14"
         ("$ORIGIN/..", "pkg/_x.so", "inside", "."),
         ("$ORIGIN/../lib", "pkg-1.data/data/bin/tool", "outside", "<site-packages>/../../../lib"),
         ("$ORIGIN/../x", "pkg-1.data/platlib/a/b.so", "inside", "x"),
-        ("/usr/local/cuda/lib64", "pkg/_x.so", "absolute", "/usr/local/cuda/lib64"),
+        # 37 item 3: a system toolkit location (root-owned) is not a build machine's path
+        ("/usr/local/cuda/lib64", "pkg/_x.so", "system", "/usr/local/cuda/lib64"),
+        (
+            "/usr/local/cuda-12.4/targets/x86_64-linux/lib",
+            "pkg/_x.so",
+            "system",
+            "/usr/local/cuda-12.4/targets/x86_64-linux/lib",
+        ),
+        ("/usr/lib/x86_64-linux-gnu", "pkg/_x.so", "system", "/usr/lib/x86_64-linux-gnu"),
+        ("/opt/nvidia/hpc_sdk/lib", "pkg/_x.so", "system", "/opt/nvidia/hpc_sdk/lib"),
+        ("/home/runner/work/x/build/lib", "pkg/_x.so", "absolute", "/home/runner/work/x/build/lib"),
+        ("/usr/local/cuda/../../../tmp/x", "pkg/_x.so", "absolute", "/usr/local/cuda/../../../tmp/x"),
+        ("/tmp/x", "pkg/_x.so", "absolute", "/tmp/x"),
         ("lib", "pkg/_x.so", "relative", "./lib"),
         ("", "pkg/_x.so", "empty", "the current directory"),
     ],
@@ -67,7 +79,15 @@ def test_jax_plugin_layout_passes_with_one_note_per_file(tmp_path: Path) -> None
 
 
 def test_an_unsafe_entry_is_reported_once_per_file_with_its_target(tmp_path: Path) -> None:
-    rp = ":".join(["$ORIGIN/../../../../lib", "/opt/cuda/lib64", "$ORIGIN/../../../../lib", "$ORIGIN"])
+    rp = ":".join(
+        [
+            "$ORIGIN/../nvidia/cu13/lib",  # first: a system entry before it shadows it, another failure (deps)
+            "$ORIGIN/../../../../lib",
+            "/opt/cuda/lib64",
+            "$ORIGIN/../../../../lib",
+            "$ORIGIN",
+        ]
+    )
     v = _verdict(tmp_path, {"pkg/_x.so": elf(needed=("libcudart.so.13", "libc.so.6"), runpath=rp)})
     msgs = [f.message for f in v.failures]
     assert len(msgs) == 1, msgs
@@ -78,10 +98,30 @@ def test_an_unsafe_entry_is_reported_once_per_file_with_its_target(tmp_path: Pat
 def test_files_with_the_same_unsafe_entry_share_one_line(tmp_path: Path) -> None:
     """nvidia-nvimgcodec-cu12 0.9: 17 files with RUNPATH /usr/local/cuda/lib64 were 17 lines. One per entry (and
     resolved target): files at another depth resolve a relative entry elsewhere, and get their own line."""
-    so = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="/usr/local/cuda/lib64")
-    deep = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="$ORIGIN/../../..")
+    so = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="$ORIGIN/../nvidia/cu13/lib:/usr/local/cuda/lib64")
+    deep = elf(needed=("libcudart.so.13", "libc.so.6"), runpath="$ORIGIN/../../nvidia/cu13/lib:$ORIGIN/../../..")
     v = _verdict(tmp_path, {"pkg/a.so": so, "pkg/b.so": so, "pkg/c.so": so, "pkg/d.so": so, "pkg/e/f.so": deep})
     msgs = [f.message for f in v.failures]
     assert len(msgs) == 2, msgs
     assert msgs[0].startswith("pkg/a.so, pkg/b.so, pkg/c.so and 1 more: unsafe RPATH/RUNPATH entry: '/usr/local/cuda")
     assert msgs[1].startswith("pkg/e/f.so: unsafe RPATH/RUNPATH entry: '$ORIGIN/../../..' -> <site-packages>/..")
+
+
+def test_a_system_toolkit_entry_before_the_wheels_own_cuda_folder_fails(tmp_path: Path) -> None:
+    """37 item 3, nvidia-dali-cuda130 2.4.0: /usr/local/cuda/lib64 before $ORIGIN/../cu13/lib (nvidia/dali/ ->
+    nvidia/cu13/lib): where the system has a CUDA toolkit, its libcudart wins over the nvidia-* wheel's."""
+    needed = ("libcudart.so.13", "libc.so.6")
+    dali = elf(needed=needed, runpath="/usr/local/cuda/lib64:$ORIGIN/../cu13/lib")
+    v = _verdict(tmp_path / "a", {"nvidia/dali/libdali.so": dali})
+    msgs = [f.message for f in v.failures]
+    assert any("'/usr/local/cuda/lib64' (a system toolkit location (root-owned)" in m for m in msgs), msgs
+    assert not any("build machine" in m for m in msgs), msgs
+    (shadow,) = [m for m in msgs if "before" in m]
+    assert shadow.startswith(
+        "nvidia/dali/libdali.so: its search path names /usr/local/cuda/lib64 (a system toolkit location) before "
+        "$ORIGIN/../cu13/lib (nvidia/cu13/lib, where the nvidia-* wheels install libcudart.so.13)"
+    ), shadow
+    # after the wheel's own folder it shadows nothing (the entry itself is still reported)
+    last = elf(needed=needed, runpath="$ORIGIN/../cu13/lib:/usr/local/cuda/lib64")
+    msgs = [f.message for f in _verdict(tmp_path / "b", {"nvidia/dali/libdali.so": last}).failures]
+    assert len(msgs) == 1 and "before" not in msgs[0], msgs

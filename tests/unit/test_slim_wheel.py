@@ -38,11 +38,16 @@ def _module(seed: int, sass: tuple[int, ...], ptx: int | None) -> bytes:
     return pad8(fatbin(entries))
 
 
+# where the CUDA requirement installs libcudart, from pkg/: what repair writes (deps.reach)
+CU13_RUNPATH = "$ORIGIN/../nvidia/cu13/lib"
+
+
 def _lib(seed: int = 0) -> bytes:
     fat = _module(seed, (75, 80, 90, 100, 120), 120) + _module(seed + 7, (75, 80, 90, 100, 120), 120)
     return elf(
         sections={".text": b"\xc3" * 256, ".nv_fatbin": fat},
         needed=("libcudart.so.13", "libc.so.6"),
+        runpath=CU13_RUNPATH,
         soname="_ext.abi3.so",
     )
 
@@ -109,7 +114,7 @@ def test_slim_to_one_gpu(tmp_path: Path) -> None:
 def test_cli_json_and_exit_code_when_a_requested_gpu_loses_its_code(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    lib = elf(sections={".nv_fatbin": _module(1, (80, 90), None)}, needed=("libcudart.so.13",))
+    lib = elf(sections={".nv_fatbin": _module(1, (80, 90), None)}, needed=("libcudart.so.13",), runpath=CU13_RUNPATH)
     src = _wheel(tmp_path, lib=lib)
     assert main(["slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "o"), "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
@@ -123,7 +128,7 @@ def test_cli_json_and_exit_code_when_a_requested_gpu_loses_its_code(
 
 
 def test_quiet_slim_prints_the_wheel_and_the_verdict(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
-    lib = elf(sections={".nv_fatbin": _module(1, (80, 90), None)}, needed=("libcudart.so.13",))
+    lib = elf(sections={".nv_fatbin": _module(1, (80, 90), None)}, needed=("libcudart.so.13",), runpath=CU13_RUNPATH)
     src = _wheel(tmp_path, lib=lib)
     assert main(["slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "loud")]) == 0
     assert "dropped device code" in capsys.readouterr().out
@@ -216,7 +221,7 @@ def test_variants_one_wheel_per_family(tmp_path: Path) -> None:
 
 
 def test_variants_of_a_wheel_without_sass(tmp_path: Path) -> None:
-    lib = elf(sections={".nv_fatbin": _module(3, (), 90)}, needed=("libcudart.so.13",))
+    lib = elf(sections={".nv_fatbin": _module(3, (), 90)}, needed=("libcudart.so.13",), runpath=CU13_RUNPATH)
     with pytest.raises(BadInputError, match="no SASS"):
         make_variants(_wheel(tmp_path, lib=lib), tmp_path / "v")
 

@@ -1,0 +1,106 @@
+"""Reachability: whether the dynamic loader, loading a wheel's file, finds a library in a site-packages folder. The one
+rule every provider goes through (the wheel itself, a CUDA requirement, an extra, a requirement's requirement).
+
+glibc's loader searches a name without a '/' in the needing file's DT_RUNPATH, or, when it has none, its DT_RPATH
+(`ElfInfo.search_path`) and then the DT_RPATH of the objects that loaded it, up the chain (`inherited`: an extension
+whose DT_RPATH names `$ORIGIN/../pkg.libs` finds the grafted libraries' own dependencies, faiss-gpu 1.15.1), in
+order, `$ORIGIN` being the folder of the object whose entry it is; then LD_LIBRARY_PATH, which a
+wheel cannot assume, and the system's folders (ld.so.cache, /lib, /usr/lib), which hold no wheel's files. It finds a
+file by its name in a folder, never by a SONAME inside it. A library already loaded under that SONAME is taken
+instead: what the package loads first (slimwheel's loader, `import torch`) reaches a library no search path does.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
+
+from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.rpath import install_dir, norm_origin, resolve_entries
+
+# What `slimwheel repair` places in a package so the CUDA libraries are loaded, by absolute path, before its
+# extensions (slimwheel.runtime.generate.LOADER_NAME; runtime is a higher layer, so its file name is repeated here and
+# tests/unit/test_reach.py holds the two equal).
+LOADER_FILE = "_slimwheel_loader.py"
+
+
+Reached = tuple[tuple[str, str], ...]  # (entry, the site-packages folder it lands in), in search order
+
+
+def _inside(info: ElfInfo, entries: Iterable[str]) -> Reached:
+    return tuple((e.entry, e.target) for e in resolve_entries(entries, info.path) if e.kind == "inside")
+
+
+def inherited_rpaths(elfs: Sequence[ElfInfo]) -> dict[str, Reached]:
+    """For each file without DT_RUNPATH: the DT_RPATH folders of the files of the wheel that may load it (those that
+    need it by file name or SONAME, and theirs, up the chain), searched after its own. Which of several loaders loads
+    it first the wheel does not tell: any of them counts."""
+    needing: dict[str, list[ElfInfo]] = {}
+    for e in elfs:
+        for n in e.needed:
+            needing.setdefault(n, []).append(e)
+    out: dict[str, Reached] = {}
+    for e in elfs:
+        if e.runpath:
+            continue  # its own DT_RUNPATH only: no object's DT_RPATH is searched for its libraries
+        seen, todo, got = {e.path}, [e], list[tuple[str, str]]()
+        while todo:
+            cur = todo.pop()
+            for name in {posixpath.basename(cur.path), cur.soname or ""} - {""}:
+                for loader in needing.get(name, ()):
+                    if loader.path in seen:
+                        continue
+                    seen.add(loader.path)
+                    todo.append(loader)
+                    if not loader.runpath:  # an object with DT_RUNPATH lends no DT_RPATH
+                        got += _inside(loader, loader.rpath)
+        if got:
+            out[e.path] = tuple(dict.fromkeys(got))
+    return out
+
+
+def reached_folders(info: ElfInfo, inherited: Mapping[str, Reached] | None = None) -> Reached:
+    """(entry, site-packages-relative folder) for each search path entry of the file (and those it inherits) that
+    lands in site-packages, in the order the loader searches them."""
+    own = _inside(info, info.search_path)
+    return own + (inherited or {}).get(info.path, ()) if not info.runpath else own
+
+
+def reaching(info: ElfInfo, folders: Iterable[str], inherited: Mapping[str, Reached] | None = None) -> str:
+    """The first entry of the file's search path that resolves, from where the file installs, to one of `folders`
+    (site-packages-relative: nvidia/cu13/lib); "" when none does."""
+    wanted = set(folders)
+    return next((entry for entry, target in reached_folders(info, inherited) if target in wanted), "")
+
+
+def entry_to_add(info: ElfInfo, folder: str) -> str:
+    """The `$ORIGIN/...` entry that makes the file's search path reach `folder` (site-packages-relative)."""
+    return norm_origin("$ORIGIN/" + posixpath.relpath(folder, install_dir(info.path) or "."))
+
+
+def reached_member(
+    info: ElfInfo, needed: str, members: Iterable[str], inherited: Mapping[str, Reached] | None = None
+) -> str:
+    """The wheel member the loader finds for the DT_NEEDED name `needed` of the file: the first folder of its search
+    path that holds a member of that file name; "" when none does. A name with a '/' is never searched for."""
+    if "/" in needed:
+        return ""
+    where: dict[str, str] = {}
+    for m in members:
+        if posixpath.basename(m) == needed:
+            where.setdefault(install_dir(m) or ".", m)
+    return next((where[target] for _entry, target in reached_folders(info, inherited) if target in where), "")
+
+
+def preloaded(info: ElfInfo, members: Iterable[str]) -> str:
+    """slimwheel's loader in the file's package (`<pkg>/_slimwheel_loader.py`, or a module's hidden folder), which
+    loads the nvidia-* wheels' libraries by absolute path before the file is imported; "" when it ships none."""
+    top = info.path.split("/", 1)[0].removesuffix(".slimwheel")
+    return next(
+        (
+            m
+            for m in members
+            if posixpath.basename(m) == LOADER_FILE and m.split("/", 1)[0].removesuffix(".slimwheel") == top
+        ),
+        "",
+    )
