@@ -99,6 +99,7 @@ open(sys.argv[2], \"w\").write(m.markdown(json.load(open(sys.argv[1]))))" \
       echo $! > "$run/pid"
       echo "started (process session $(cat "$run/pid")): the bench's log is $run/log"
     fi
+    exit 0
     ;;
   stop)
     [[ -f "$run/pid" ]] || { echo "not started"; exit 2; }
@@ -115,14 +116,10 @@ progress() {
   echo "[$(( $(date +%s) - $(cat "$run/started") )) s] $(grep -cE '^\$ ' "$run/log" 2>/dev/null) builds begun"
   # the builds done so far, with their times and hits (the bench's own lines)
   grep -E '^  (cold|warm|one-file|clone|other-path): ' "$run/log" 2>/dev/null
-  # the build in progress: slimwheel's temporary build folder (TMPDIR=$run/tmp); ninja's log holds one line per step
-  # done, `ninja -n` counts what is left
-  for b in "$run"/tmp/slimwheel-build-*/build*/; do
-    [[ -f "$b/build.ninja" ]] || continue
-    done_n=$(( $(grep -vc '^#' "$b/.ninja_log" 2>/dev/null || echo 0) ))
-    left=$(ninja -C "$b" -n 2>/dev/null | grep -oE '^\[[0-9]+/[0-9]+\]' | tail -1)
-    echo "  ninja in $(basename "$(dirname "$b")"): $done_n steps done, ${left:-[0/0]} left (dry run)"
-  done
+  # the build in progress: ninja's last [n/N] line in slimwheel's build log (SLIMWHEEL_CACHE/logs, one per build)
+  local logs="${SLIMWHEEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/slimwheel}/logs" latest
+  latest=$(find "$logs" -maxdepth 1 -name 'build-faiss-*.log' -newer "$run/started" 2>/dev/null | sort | tail -1)
+  if [[ -n "$latest" ]]; then echo "  $(basename "$latest"): $(grep -oE '^\[[0-9]+/[0-9]+\][^/]*' "$latest" | tail -1 | cut -c1-100)"; fi
 }
 end=$(( $(date +%s) + wait_s ))
 last=0
