@@ -18,6 +18,9 @@
 #                  build, cmake, ninja and nvidia-curand)
 #   NVCC_THREADS   nvcc --threads per compile job, as CUDAFLAGS (default 3, what faiss_h200.sh's 1,036-s build used)
 #   FCACHE_RUN     the run's folder (default ~/faiss-cache); FCACHE_CARRY: the carried folder (default .carry/fcache)
+#   FCACHE_LAST    the bench's last build: warm, one-file or clone (default). The whole sequence is about 30 min of 16
+#                  cores (cold ~1,040 s as in faiss_h200.sh, then warm, one-file and clone at ~150-300 s each, not
+#                  measured), more than a 30-minute device session: FCACHE_LAST=warm gives issue 39's ratio in ~22 min
 #   FCACHE_BUILD_ARGS  more `slimwheel build` arguments (a quick check here: "--archs 9.0")
 # The compilers are CMake's choice from CC/CXX/CUDAHOSTCXX (the GPU machine sets them to its GCC 13 in /opt/gcc);
 # where they are unset and /opt/gcc/bin/g++ exists, that one.
@@ -86,8 +89,8 @@ PY
       setsid nohup env PYTHONUNBUFFERED=1 PIP_NO_INDEX=1 PIP_FIND_LINKS="$run/wheels" TMPDIR="$run/tmp" \
         CUDAFLAGS="--threads=${NVCC_THREADS:-3}" FAISS_SOURCE_DIR="$run/work/src/faiss/faiss-src" \
         bash -c 'cd "$0/repo" && "$1" lab/bench/compiler_cache.py faiss --skip-plain \
-            --touch faiss-src/faiss/gpu/impl/L2Norm.cu --no-isolation --work "$0/work" \
-            --out "$0/out/compiler-cache-faiss.json" -- --toolkit "$2" "${@:3}" > "$0/log" 2>&1; rc=$?
+            --touch faiss-src/faiss/gpu/impl/L2Norm.cu --no-isolation --work "$0/work" --last "$3" \
+            --out "$0/out/compiler-cache-faiss.json" -- --toolkit "$2" "${@:4}" > "$0/log" 2>&1; rc=$?
           if [[ $rc -eq 0 ]]; then
             "$1" -c "import importlib.util as u, json, sys
 s = u.spec_from_file_location(\"bench\", \"lab/bench/compiler_cache.py\"); m = u.module_from_spec(s); s.loader.exec_module(m)
@@ -95,7 +98,7 @@ open(sys.argv[2], \"w\").write(m.markdown(json.load(open(sys.argv[1]))))" \
               "$0/out/compiler-cache-faiss.json" "$0/out/compiler-cache-faiss.md" >> "$0/log" 2>&1 || rc=1
           fi
           echo $rc > "$0/rc"; date +%s > "$0/finished"' \
-        "$run" "$python" "$toolkit" ${FCACHE_BUILD_ARGS-} >/dev/null 2>&1 < /dev/null &
+        "$run" "$python" "$toolkit" "${FCACHE_LAST:-clone}" ${FCACHE_BUILD_ARGS-} >/dev/null 2>&1 < /dev/null &
       echo $! > "$run/pid"
       echo "started (process session $(cat "$run/pid")): the bench's log is $run/log"
     fi

@@ -38,9 +38,10 @@ for p in manylinux_2_28_x86_64 manylinux_2_27_x86_64 manylinux_2_17_x86_64 manyl
 cp "$tarball" "$carry/faiss-src.tar.gz"
 tracked=$(cd "$here" && git ls-files -z | xargs -0 du -cb | tail -1 | cut -f1)
 size=$(du -sb "$carry" | cut -f1)
-ls -l "$carry/wheels" "$carry/faiss-src.tar.gz" | awk 'NF > 5 {print "  " $5 "\t" $NF}'
+find "$carry" -type f -printf '  %s\t%P\n' | sort -k2
 echo "carry .carry/fcache: $size bytes; tracked files: $tracked bytes; together $((size + tracked)) of 67108864"
 echo 'carry: [".carry/fcache"]'
-echo "device command (one per call; repeat the second until it says finished):"
-echo "  bash lab/gpu/faiss_cache.sh start && WAIT_S=540 bash lab/gpu/faiss_cache.sh wait"
+# cold and warm only: the whole sequence (FCACHE_LAST=clone) is more than one 30-minute device session (faiss_cache.sh)
+echo "device commands (the first call, then the second until it says finished):"
+echo "  FCACHE_LAST=warm bash lab/gpu/faiss_cache.sh start && WAIT_S=540 bash lab/gpu/faiss_cache.sh wait"
 echo "  WAIT_S=570 bash lab/gpu/faiss_cache.sh wait"
