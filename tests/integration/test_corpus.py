@@ -36,7 +36,7 @@ def report(name: str) -> WheelReport:
 
 def verdict(name: str, require: str = "7.5-12.0") -> Verdict:
     r = report(name)
-    return check_wheel(r, make_policy(r, budget=2**30, require_arch=parse_require_arch(require)))
+    return check_wheel(r, make_policy(r, debug_symbols=False, budget=2**30, require_arch=parse_require_arch(require)))
 
 
 def failures(v: Verdict, kind: str) -> list[str]:
@@ -79,7 +79,7 @@ def test_cupy_nccl_and_cutensor_are_optional_parts_and_cuda_comes_with_its_extra
     r = report("cupy-cuda13x")
     v = check_wheel(
         r,
-        make_policy(r, budget=2**30, require_arch=parse_require_arch("7.5-12.0")),
+        make_policy(r, debug_symbols=False, budget=2**30, require_arch=parse_require_arch("7.5-12.0")),
         imports=PythonImports.from_wheel(wheel("cupy-cuda13x")),
     )
     assert not failures(v, "dependencies"), failures(v, "dependencies")
@@ -142,7 +142,11 @@ def test_cupy_repairs_into_a_wheel_that_check_passes(tmp_path: Path) -> None:
 
     # judged as `slimwheel check` judges it: with the package's Python sources
     imports = PythonImports.from_wheel(res.wheel)
-    v = check_wheel(r, make_policy(r, budget=2**30, require_arch=parse_require_arch("7.5-12.0")), imports=imports)
+    v = check_wheel(
+        r,
+        make_policy(r, debug_symbols=False, budget=2**30, require_arch=parse_require_arch("7.5-12.0")),
+        imports=imports,
+    )
     assert v.ok, v.failures
     assert sum("optional part" in n for n in v.notes) == 2  # nccl and cutensor's modules
 
@@ -170,7 +174,9 @@ def test_faiss_gpu_serves_blackwell_through_ptx() -> None:
     # with its Python sources, as `slimwheel check` reads it: faiss/__init__.py loads the nvidia-* wheels' libraries
     # (ctypes.CDLL) before the extension, whose search path reaches none of them
     r = report("faiss-gpu")
-    v = check_wheel_file(r, make_policy(r, budget=1 << 30, require_arch=parse_require_arch("7.5-12.0")))
+    v = check_wheel_file(
+        r, make_policy(r, debug_symbols=False, budget=1 << 30, require_arch=parse_require_arch("7.5-12.0"))
+    )
     assert v.ok, v.failures
     assert any("10.0, 10.3, 12.0 only through PTX JIT" in n for n in v.notes)
 
@@ -262,7 +268,7 @@ def test_cumm_repair_requires_the_runtime_wheels_instead_of_its_copies(tmp_path:
     saved = wheel("cumm-cu120").stat().st_size - res.wheel.stat().st_size
     assert saved > 20 * 2**20 and res.unvendored_bytes[0] > saved  # the loader adds a few kB
     r = inspect_wheel(res.wheel)
-    v = check_wheel(r, make_policy(r, budget=2**30, require_arch="none"))
+    v = check_wheel(r, make_policy(r, debug_symbols=False, budget=2**30, require_arch="none"))
     assert v.ok, v.failures
 
 
@@ -311,7 +317,11 @@ def test_torchvision_copies_are_noted_and_replaced_by_the_nvidia_wheels(tmp_path
 
     # judged as `slimwheel check` judges it: with the package's Python sources
     imports = PythonImports.from_wheel(res.wheel)
-    v = check_wheel(r, make_policy(r, budget=2**30, require_arch=parse_require_arch("7.5-12.0")), imports=imports)
+    v = check_wheel(
+        r,
+        make_policy(r, debug_symbols=False, budget=2**30, require_arch=parse_require_arch("7.5-12.0")),
+        imports=imports,
+    )
     assert v.ok, v.failures
 
 
@@ -341,8 +351,9 @@ def test_npp_serves_turing_to_blackwell_beside_two_containers_with_no_kernels() 
     1,888-byte sm_75 cubin each that defines no function. check failed 8.0-12.0 for those two (exit 11)."""
     v = verdict("nvidia-npp")
     assert not failures(v, "coverage"), failures(v, "coverage")
-    empty = _notes_with(v, "no kernels")
-    assert empty and all("libnppc.so.13" in n or "libnppisu.so.13" in n for n in empty), v.notes
+    # the report names the two among its containers with no kernels (most libraries have such helper modules)
+    empty = {e.name.rsplit("/", 1)[-1] for e in report("nvidia-npp").elfs if e.kernelless_fatbins}
+    assert {"libnppc.so.13", "libnppisu.so.13"} <= empty, empty
     assert not _notes_with(v, "only through PTX JIT")
 
 
@@ -351,7 +362,8 @@ def test_deepspeed_kernels_serves_blackwell_through_ptx_beside_an_empty_containe
     failed 10.0-12.0 for it alone."""
     v = verdict("deepspeed-kernels", "8.0-12.0")
     assert not failures(v, "coverage"), failures(v, "coverage")
-    assert _notes_with(v, "no kernels", "libdeepspeedft.so"), v.notes
+    empty = {e.name for e in report("deepspeed-kernels").elfs if e.kernelless_fatbins}
+    assert any(n.endswith("libdeepspeedft.so") for n in empty), empty
     assert _notes_with(v, "10.0", "only through PTX JIT"), v.notes
 
 
@@ -391,9 +403,12 @@ def test_autoawq_kernels_serves_the_torch_minor_it_was_built_for() -> None:
     from slimwheel.check import check_wheel_file
 
     r = report("autoawq-kernels")
-    v = check_wheel_file(r, make_policy(r, budget=1 << 30, require_arch=parse_require_arch("8.0-9.0")))
+    v = check_wheel_file(
+        r, make_policy(r, debug_symbols=False, budget=1 << 30, require_arch=parse_require_arch("8.0-9.0"))
+    )
     assert not failures(v, "coverage"), failures(v, "coverage")
-    assert "torch: serves 2.5" in v.notes, [n for n in v.notes if n.startswith("torch:")]
+    served = [n for n in v.notes if n.startswith("torch: serves")]
+    assert served and served[0].startswith("torch: serves the one minor it was built against"), served
     torch_notes = _notes_with(v, "torch")
     assert not any("2.12.x" in n or "3.13" in n for n in torch_notes), torch_notes
     assert all(len(n) <= 400 for n in torch_notes), [len(n) for n in torch_notes]
