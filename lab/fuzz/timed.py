@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from slimwheel.fsutil import write_text_atomic
+
 REPO = Path(__file__).resolve().parents[2]
 UNIT = "tests/unit"
 # Which tests fuzz which reader: pytest node selections (file and -k expression).
@@ -98,9 +100,7 @@ def main() -> None:
         "readers": results,
     }
     a.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = a.out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    tmp.replace(a.out)
+    write_text_atomic(a.out, json.dumps(record, indent=2) + "\n")
     for r in results:
         verdict = "no internal error" if not r["failure"] else "FAILED (see failure in the JSON)"
         print(f"{r['reader']}: {r['examples']} examples in {r['seconds']:.0f} s ({r['rounds']} rounds): {verdict}")
