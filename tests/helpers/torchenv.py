@@ -23,20 +23,24 @@ BUILD_TOOLS = ("setuptools>=64,<82", "wheel", "scikit-build-core>=0.10", "cmake>
 
 
 def torch_env() -> Path:
-    """The environment's python (made on first use)."""
+    """The environment's python (made on first use; slimwheel's dependencies installed again when pyproject.toml
+    changed them, so a kept environment never lacks one)."""
     root = cache_dir() / "torch-env" / f"torch-{TORCH}-py{sys.version_info.major}.{sys.version_info.minor}"
     python = root / "bin" / "python"
     stamp = root / "ready"
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+    want = "\n".join([TORCH, *BUILD_TOOLS, *sorted(deps)]) + "\n"
     with file_lock(root.with_suffix(".lock")):
-        if stamp.is_file():
+        have = stamp.read_text(encoding="utf-8") if stamp.is_file() else None
+        if have == want:
             return python
-        shutil.rmtree(root, ignore_errors=True)
-        subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-        deps = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]["dependencies"]
+        if have is None:
+            shutil.rmtree(root, ignore_errors=True)
+            subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
         subprocess.run(
             [str(python), "-m", "pip", "install", "--quiet", f"torch=={TORCH}", *BUILD_TOOLS, *deps], check=True
         )
-        stamp.write_text(TORCH + "\n")
+        stamp.write_text(want, encoding="utf-8")
     return python
 
 

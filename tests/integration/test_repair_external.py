@@ -16,6 +16,7 @@ from helpers.wheels_repair import clean_env, ext_suffix, gcc, make_wheel
 from packaging.metadata import Metadata
 
 from slimwheel.cli import main
+from slimwheel.errors import ExitCode
 from slimwheel.inspect.elf import read_elf
 
 pytestmark = pytest.mark.integration
@@ -119,7 +120,11 @@ def test_the_library_is_left_to_the_provider_wheel_and_found_at_run_time(
     needed, path = search_path(repaired)
     assert SONAME in needed and path == "$ORIGIN/../slimext_provider/lib"
 
-    assert main(["check", str(repaired)]) == 0
+    # The provider is on no index, so whether its wheel installs the library in that folder is not known (exit 19);
+    # told to note what it cannot learn, check passes.
+    assert main(["check", str(repaired)]) == ExitCode.UNKNOWN
+    assert "whether that requirement installs the library there is not known" in capsys.readouterr().out
+    assert main(["check", "--unknown=note", str(repaired)]) == 0
     capsys.readouterr()
 
     # A fresh environment: the provider from its wheel (pip resolves the requirement offline), nothing on
@@ -214,7 +219,9 @@ def test_the_folder_is_looked_up_in_the_installed_provider_and_requirements_merg
     assert not any("libslimext" in n for n in m)
     assert requires_dist(m) == ["slimext-provider<2,>=1.0"]
     assert search_path(repaired)[1] == "$ORIGIN/../slimext_provider/lib"
-    assert main(["check", str(repaired)]) == 0
+    # the provider is on no index: what its wheel installs is not known to check (exit 19 unless told to note it)
+    assert main(["check", str(repaired)]) == ExitCode.UNKNOWN
+    assert main(["check", "--unknown=note", str(repaired)]) == 0
 
 
 def test_without_external_the_library_is_unaccounted_and_the_message_says_how(
