@@ -384,7 +384,8 @@ def test_a_32_mib_listing_costs_little_memory_and_is_not_kept(kind: str, size: i
         yield raw if r.path.startswith("/simple/") else ranged(GOOD, r.headers.get("range", ""))
 
     with hostile(script) as server:
-        lookup = look(server, tmp_path, IndexLimits(request_s=60.0, run_s=60.0))
+        # generous deadlines: tracemalloc slows the JSON read sevenfold, and the 2 cores may be busy (60 s proved too tight)
+        lookup = look(server, tmp_path, IndexLimits(request_s=240.0, run_s=240.0))
         tracemalloc.start()
         try:
             before = tracemalloc.get_traced_memory()[0]
@@ -398,7 +399,7 @@ def test_a_32_mib_listing_costs_little_memory_and_is_not_kept(kind: str, size: i
     # the issue measured about 290 MB for the JSON page, kept for the run
     assert peak - before < most, f"{(peak - before) >> 20} MiB"
     assert after - before < 1 << 20, f"{(after - before) >> 10} KiB kept"
-    assert took < 60
+    assert took < 240
 
 
 def test_an_html_page_of_tiny_links_is_read_in_bounded_time(tmp_path: Path) -> None:
