@@ -161,6 +161,11 @@ class WheelReport:
         return tuple(e for elf in self.elfs for fb in elf.fatbins for e in fb.entries)
 
     @property
+    def code_entries(self) -> tuple[FatbinEntry, ...]:
+        """The entries of modules that define kernels: what runs on a GPU, and so what sets a driver floor."""
+        return tuple(e for elf in self.elfs for fb in elf.fatbins if fb.kernels for e in fb.entries)
+
+    @property
     def kernelless(self) -> tuple[tuple[str, int], ...]:
         """(file, containers) of the modules that define no function (`Fatbin.kernels`), per file that has any."""
         return tuple((e.name, n) for e in self.elfs if (n := len(e.kernelless_fatbins)))
@@ -376,7 +381,7 @@ def assemble(
     duplicates: tuple[DuplicateGroup, ...] = (),
 ) -> WheelReport:
     # Modules with no kernels (`Fatbin.kernels`) run nothing: their targets, PTX ISA and compression set no floor.
-    entries = [e for elf in elfs for fb in elf.fatbins if fb.kernels for e in fb.entries]
+    entries = [e for elf in elfs for fb in elf.fatbins if fb.kernels for e in fb.entries]  # as code_entries
     targets = tuple(sorted({e.target for e in entries if e.target is not None}, key=listing_order))
     coverage, gaps = module_coverage(elfs)
     groups = alternative_groups(elfs)

@@ -168,7 +168,8 @@ def plan_elf(data: Buffer, report: ElfReport, request: SlimRequest, whole: froze
     for fb in report.fatbins:
         keep = container_keep(fb, request, whole=fb.offset in whole)
         kept.extend((e.kind, e.arch) for e, k in zip(fb.entries, keep, strict=True) if k)
-        targets.update(e.target for e, k in zip(fb.entries, keep, strict=True) if k and e.target is not None)
+        if fb.kernels:  # a module with no kernels serves no GPU: the report counts no targets of it either
+            targets.update(e.target for e, k in zip(fb.entries, keep, strict=True) if k and e.target is not None)
         if all(keep):
             continue
         spans = entry_spans(data, fb, where=report.name)
@@ -214,7 +215,7 @@ def _cubin_plan(report: ElfReport, request: SlimRequest, whole: frozenset[int]) 
         size=report.size,
         containers=1,
         kept=((entry.kind, entry.arch),) if keep else (),
-        kept_targets=frozenset({entry.target} if keep and entry.target is not None else ()),
+        kept_targets=frozenset({entry.target} if keep and module.kernels and entry.target is not None else ()),
         edits=(),
         omitted=() if keep else (Dropped(container=0, kind=entry.kind, arch=entry.arch, bytes=report.size),),
     )

@@ -279,7 +279,7 @@ def make_variants(
                 # beforehand; the written wheel's report must then show exactly those targets and that bound.
                 plans = plans_for(src, fam.request)
                 kept = tuple(sorted(frozenset().union(*(p.kept_targets for p in plans.values())), key=listing_order))
-                cuda = cuda_lower_bound(before.cuda_major, (e for e in before.fatbin_entries if e.target in kept))
+                cuda = cuda_lower_bound(before.cuda_major, (e for e in before.code_entries if e.target in kept))
                 props = variant_properties(kept, cuda)
                 body = _dumps(variant_json({fam.label: props}))
                 tmp = stage.create(target.name)
@@ -289,7 +289,7 @@ def make_variants(
                     raise AssertionError(f"{target.name}: targets {report.targets} differ from the plan {kept}")
                 # the universal wheel's CUDA major: a variant without PTX may no longer show it (curand's came from
                 # its PTX ISA)
-                if cuda_lower_bound(before.cuda_major, report.fatbin_entries) != cuda:
+                if cuda_lower_bound(before.cuda_major, report.code_entries) != cuda:
                     raise AssertionError(f"{target.name}: its CUDA lower bound differs from the plan's {cuda}")
                 policy = checkmod.make_policy(
                     report,
