@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import enum
 import fnmatch
-from collections.abc import Iterable, Sequence
+import posixpath
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
@@ -216,7 +217,7 @@ class _Context:
     reqs: Requirements
     policy: SystemPolicy
     inside: frozenset[str]
-    members: tuple[str, ...]  # every file of the wheel
+    members: Mapping[str, tuple[str, ...]]  # every file of the wheel, by file name (the loader finds files by name)
     sonames: dict[str, str]  # SONAME -> the first ELF file of the wheel that has it
     inherited: dict[str, Reached]  # file -> the DT_RPATH folders of the files that load it (deps.reach)
     tops: frozenset[str]
@@ -254,7 +255,7 @@ def resolve(
         reqs=reqs,
         policy=system_policy(platforms),
         inside=frozenset(carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in all_files}),
-        members=tuple(dict.fromkeys([*all_files, *(info.path for info in elfs)])),
+        members=_by_name([*all_files, *(info.path for info in elfs)]),
         sonames={info.soname: info.path for info in reversed(elfs) if info.soname},
         inherited=inherited_rpaths(elfs),
         tops=frozenset(f.split("/", 1)[0] for f in all_files),
@@ -283,6 +284,15 @@ def resolve(
         cuda_major=cuda_major,
         name=name,
     )
+
+
+def _by_name(paths: Iterable[str]) -> dict[str, tuple[str, ...]]:
+    """The wheel's files by file name, each name's in wheel order (first seen first, no repeats): asked once per
+    DT_NEEDED entry, where a scan of every member per entry cost CuPy 370,000 basename calls (1.4 s of a 3.3 s check)."""
+    out: dict[str, list[str]] = {}
+    for path in dict.fromkeys(paths):
+        out.setdefault(posixpath.basename(path), []).append(path)
+    return {name: tuple(found) for name, found in out.items()}
 
 
 def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileResolution:
@@ -451,7 +461,7 @@ def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], 
     """What the package loads before the file that brings the library (the loader then takes the copy already
     loaded, by SONAME): slimwheel's loader (its file), the package's own Python code that opens the nvidia-* wheels'
     files (that source), or `import torch` of every release the wheel admits ("torch"); "" when nothing does."""
-    if loader := preloaded(info, ctx.members):
+    if loader := preloaded(info, ctx.members.get(LOADER_FILE, ())):
         return loader
     if ctx.imports is not None and (source := ctx.imports.preloading(info.path.split("/", 1)[0], (b"nvidia",))):
         return source
@@ -478,14 +488,14 @@ def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Res
     if "/" in needed:
         # the loader opens it as that path, the current directory's for a relative one: never the wheel's file
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.NOTHING, fault=Fault.PATH)
-    if member := reached_member(info, needed, ctx.members, ctx.inherited):
+    if member := reached_member(info, needed, ctx.members.get(needed, ()), ctx.inherited):
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=member)
     if needed == info.soname:
         return Resolution(file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=info.path)
     r = _needed_elsewhere(info, needed, ctx, major)
     if r is None or r.how is not How.NOTHING or r.required_fault or needed not in ctx.inside:
         return r
-    carrier = next((m for m in ctx.members if m.rsplit("/", 1)[-1] == needed), "") or ctx.sonames.get(needed, "")
+    carrier = next(iter(ctx.members.get(needed, ())), "") or ctx.sonames.get(needed, "")
     folder = install_dir(carrier) or "."
     fault = Resolution(
         file=info.path,
