@@ -330,20 +330,11 @@ def judge_built(
     platform floor, reading the index as `slimwheel check` does. `slimwheel check` with the same settings gives the
     same verdict."""
     from slimwheel.analysis import analyze
-    from slimwheel.check import judge, make_policy, may_read_index
+    from slimwheel.check import PolicySettings, judge, may_read_index, policy_for
 
     analysis = analyze(wheel)
-    policy = make_policy(
-        analysis.report,
-        budget=cfg.parsed.budget_bytes,
-        require_arch=cfg.require_arch_for(wanted),
-        installed_budget=cfg.parsed.installed_budget_bytes,
-        debug_symbols=cfg.debug_symbols,
-        manylinux=cfg.parsed.manylinux,
-        read_index=may_read_index(env),
-        unknown=cfg.unknown,
-    )
-    return analysis, judge(analysis, policy)
+    settings = PolicySettings.of(cfg, read_index=may_read_index(env))
+    return analysis, judge(analysis, policy_for(analysis.report, settings, require_arch=cfg.require_arch_for(wanted)))
 
 
 def build_project(

@@ -10,17 +10,19 @@ is a module and one line in `CHECKS`. The CLI turns verdicts into output and an 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from slimwheel import floor
 from slimwheel.analysis import WheelAnalysis, analyze, requirement_graph
 from slimwheel.check import budget, coverage, dependencies, dist, duplicates, platform, record, torch
-from slimwheel.check.coverage import required_ccs
+from slimwheel.check.coverage import intent_within, required_ccs
 from slimwheel.check.platform import floor_failures
 from slimwheel.check.policy import CheckPolicy, Failure, FailureKind, Findings, Verdict
-from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Unknown
-from slimwheel.cuda.arch import CCRequest, RequireArch
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Config, Unknown
+from slimwheel.configtables import intent_table
+from slimwheel.cuda.arch import CC, CCRequest, RequireArch
 from slimwheel.envvars import env_bool
 from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.inspect.pyimports import PythonImports
@@ -33,10 +35,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKS",
+    "NO_SETTINGS",
     "CheckPolicy",
     "Failure",
     "FailureKind",
     "Findings",
+    "PolicySettings",
     "Verdict",
     "analyze",
     "check_wheel",
@@ -46,6 +50,7 @@ __all__ = [
     "judge",
     "make_policy",
     "may_read_index",
+    "policy_for",
     "raise_for",
     "required_ccs",
     "requirement_graph",
@@ -114,6 +119,69 @@ def make_policy(
         strict_device_code=strict_device_code,
         intent=intent,
         unknown=unknown,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class PolicySettings:
+    """What every verdict is asked apart from the wheel and its GPU request: the settings of `Config` (CLI >
+    SLIMWHEEL_* > [tool.slimwheel] > defaults) a verdict reads, taken in one place (`of`) by every command that
+    judges (check, build, slim, variants), so that none of them drops one: `build` once judged without the
+    project's gpu-intent and strict-device-code that `check` in the same folder applied."""
+
+    budget: int = DEFAULT_BUDGET_BYTES
+    installed_budget: int | None = None
+    debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS
+    manylinux: floor.Policy | None = None
+    strict_device_code: bool = False
+    intent: tuple[tuple[str, CCRequest], ...] = ()
+    unknown: Unknown = "fail"
+    read_index: bool = False
+    dependencies: bool = True
+
+    @classmethod
+    def of(cls, cfg: Config, *, read_index: bool, dependencies: bool = True) -> PolicySettings:
+        return cls(
+            budget=cfg.parsed.budget_bytes,
+            installed_budget=cfg.parsed.installed_budget_bytes,
+            debug_symbols=cfg.debug_symbols,
+            manylinux=cfg.parsed.manylinux,
+            strict_device_code=cfg.strict_device_code,
+            intent=intent_table(cfg.gpu_intent),
+            unknown=cfg.unknown,
+            read_index=read_index,
+            dependencies=dependencies,
+        )
+
+
+NO_SETTINGS = PolicySettings()  # the defaults: what a library caller gets (no index, nothing configured)
+
+
+def policy_for(
+    report: WheelReport,
+    settings: PolicySettings,
+    *,
+    require_arch: RequireArch,
+    made_for: tuple[CC, ...] | None = None,
+    strict_device_code: bool = False,
+) -> CheckPolicy:
+    """`make_policy` from the settings and the GPUs this command asks for (`require_arch`: check's --require-arch,
+    build's plan). `made_for`: the GPUs a slimmed wheel was made for (slim's and variants' request): its
+    gpu-intent is narrowed to them (`coverage.intent_within`). `strict_device_code`: the command's own reason to
+    fail a wheel with no device code (slim: code it dropped is not code built at run time), beside the setting."""
+    intent = settings.intent if made_for is None else intent_within(settings.intent, made_for)
+    return make_policy(
+        report,
+        budget=settings.budget,
+        require_arch=require_arch,
+        dependencies=settings.dependencies,
+        installed_budget=settings.installed_budget,
+        debug_symbols=settings.debug_symbols,
+        manylinux=settings.manylinux,
+        read_index=settings.read_index,
+        strict_device_code=settings.strict_device_code or strict_device_code,
+        intent=intent,
+        unknown=settings.unknown,
     )
 
 

@@ -197,6 +197,21 @@ def findings(analysis: WheelAnalysis, policy: CheckPolicy) -> Findings:
     return Findings(failures=tuple(failures), notes=tuple(notes))
 
 
+def intent_within(intent: tuple[tuple[str, CCRequest], ...], ccs: tuple[CC, ...]) -> tuple[tuple[str, CCRequest], ...]:
+    """gpu-intent for a wheel made for `ccs` only (`slim`'s and `variants`' request): each file's intended GPUs that
+    the wheel is made for. A file meant for 8.0+ in a wheel slimmed to 7.5-9.0 must serve 8.0 and 9.0, not 12.0: the
+    intent says which GPUs a file is for, the request which GPUs this wheel is for. An intent that shares no GPU with
+    the request keeps its glob with no items: its files are judged for nothing (`_intent_findings` says so), never
+    against the request they are not meant for."""
+    asked = set(ccs)
+    out = []
+    for glob, req in intent:
+        kept = sorted(asked.intersection(req.resolve()))
+        narrowed = CCRequest.of(kept) if kept else CCRequest(text="", items=())
+        out.append((glob, dataclasses.replace(narrowed, text=f"{req.text}, of the GPUs this wheel is made for")))
+    return tuple(out)
+
+
 def _intended(report: WheelReport, intent: tuple[tuple[str, CCRequest], ...]) -> dict[str, tuple[str, CCRequest]]:
     """file -> (glob, request) of the gpu-intent entry that decides it (the first glob its path matches)."""
     out: dict[str, tuple[str, CCRequest]] = {}
@@ -227,6 +242,9 @@ def _intent_findings(
         part = dataclasses.replace(report, elfs=tuple(elfs))
         if not has_device_code(part):
             notes.append(f"{said}: no device code to judge")
+            continue
+        if not requests[(glob, text)].items:  # narrowed to a request it shares no GPU with (`within`)
+            notes.append(f"{said}: meant for none of the GPUs asked for, not judged")
             continue
         ccs = tuple(
             cc

@@ -135,6 +135,19 @@ def debug_symbols_option() -> Callable[[F], F]:
     )
 
 
+def unknown_option() -> Callable[[F], F]:
+    from slimwheel.config import UNKNOWN_MODES
+
+    return click.option(
+        "--unknown",
+        type=click.Choice(UNKNOWN_MODES),
+        default=None,
+        help="A verdict that depends on what could not be learned (offline, the index down or silent on a "
+        f"requirement's files) is never a pass: 'fail' (default, exit {ExitCode.UNKNOWN:d}) or 'note'. "
+        "Config key: unknown.",
+    )
+
+
 def format_option(choices: Sequence[str], default: str, *, help: str | None = None) -> Callable[[F], F]:
     """--format (parameter `fmt`): the output forms a command has."""
     return click.option(

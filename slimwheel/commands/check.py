@@ -23,9 +23,9 @@ from slimwheel.commands._options import (
     offline_option,
     read_index,
     require_arch_option,
+    unknown_option,
 )
 from slimwheel.commands.size_report import FORMATS, emit, preload
-from slimwheel.configtables import intent_table
 from slimwheel.errors import CheckFailed, ExitCode, exit_codes
 
 CHECK_EXIT_CODES = exit_codes(
@@ -57,14 +57,7 @@ CHECK_EXIT_CODES = exit_codes(
 @offline_option()
 @installed_budget_option()
 @debug_symbols_option()
-@click.option(
-    "--unknown",
-    type=click.Choice(cfgmod.UNKNOWN_MODES),
-    default=None,
-    help="A verdict that depends on what could not be learned (offline, the index down or silent on a "
-    f"requirement's files) is never a pass: 'fail' (default, exit {ExitCode.UNKNOWN:d}) or 'note'. "
-    "Config key: unknown.",
-)
+@unknown_option()
 @click.option(
     "--strict-device-code/--no-strict-device-code",
     default=None,
@@ -124,25 +117,9 @@ def command(
     from slimwheel import distcheck, render
 
     reports = [a.report for a in analyses]
-    verdicts = [
-        checkmod.judge(
-            a,
-            checkmod.make_policy(
-                a.report,
-                budget=cfg.parsed.budget_bytes,
-                require_arch=cfg.require_arch_for(None),
-                dependencies=not no_dependencies,
-                installed_budget=cfg.parsed.installed_budget_bytes,
-                debug_symbols=cfg.debug_symbols,
-                manylinux=cfg.parsed.manylinux,
-                read_index=read_index(offline),
-                strict_device_code=cfg.strict_device_code,
-                intent=intent_table(cfg.gpu_intent),
-                unknown=cfg.unknown,
-            ),
-        )
-        for a in analyses
-    ]
+    settings = checkmod.PolicySettings.of(cfg, read_index=read_index(offline), dependencies=not no_dependencies)
+    require = cfg.require_arch_for(None)
+    verdicts = [checkmod.judge(a, checkmod.policy_for(a.report, settings, require_arch=require)) for a in analyses]
     if fmt == "json":
         text = render.render_json(reports, verdicts)
     elif fmt == "markdown":

@@ -18,10 +18,12 @@ from slimwheel.cli import quiet
 from slimwheel.commands._options import (
     budget_option,
     format_option,
+    manylinux_option,
     offline_option,
     ptx_keep_option,
     read_index,
     slim_archs_option,
+    unknown_option,
 )
 from slimwheel.commands.size_report import emit
 from slimwheel.cuda.arch import RequireArch
@@ -136,6 +138,8 @@ def _draw(r: SlimResult, console: Console) -> None:
     help="Write the wheel even when none of its CUDA modules runs on any --archs GPU (all its device code "
     f"is dropped); without it that is refused, exit {ExitCode.MISSING_COVERAGE:d}, and nothing is written.",
 )
+@manylinux_option()
+@unknown_option()
 @offline_option()
 def command(
     wheel: Path,
@@ -147,20 +151,21 @@ def command(
     report: Path | None,
     rewrite_record: bool,
     allow_unserved: bool,
+    manylinux: str | None,
+    unknown: str | None,
     offline: bool | None,
 ) -> None:
     heap.return_freed_buffers()
-    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "manylinux": manylinux, "unknown": unknown})
     result = slim(
         wheel,
         out_dir,
         archs=archs,
         ptx=ptx,
-        budget=cfg.parsed.budget_bytes,
         rewrite_record=rewrite_record,
         allow_unserved=allow_unserved,
-        read_index=read_index(offline),
-        debug_symbols=cfg.debug_symbols,  # as `slimwheel check` judges the output
+        # the output is judged as `slimwheel check` judges it in this folder, for the GPUs it was made for
+        settings=checkmod.PolicySettings.of(cfg, read_index=read_index(offline)),
     )
     data = json.dumps(result_to_json(result), indent=2) + "\n"
     if report is not None:

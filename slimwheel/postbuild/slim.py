@@ -30,7 +30,6 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
 from slimwheel.cuda.arch import (
     CC,
     KNOWN_CCS,
@@ -383,20 +382,19 @@ def slim(
     *,
     archs: RequireArch,
     ptx: PtxKeep = PtxKeep(),
-    budget: int = DEFAULT_BUDGET_BYTES,
     allow_unserved: bool = False,
     rewrite_record: bool = False,
-    read_index: bool = False,
-    debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
+    settings: checkmod.PolicySettings = checkmod.NO_SETTINGS,
 ) -> SlimResult:
     """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request, `parse_require_arch`: "9.0", "8.0-9.0",
-    "8.0+", or "toolkit"/"auto" as `check --require-arch` reads them); `budget` in bytes.
+    "8.0+", or "toolkit"/"auto" as `check --require-arch` reads them).
 
     Refused before anything is written: compute capabilities no GPU has, and (unless `allow_unserved`) a request
     that none of the wheel's code serves, and an input whose RECORD does not match its files (as repair refuses it,
     `wheelfile.judge_record`, unless `rewrite_record`). The output is read back and judged under a temporary name, renamed only
     then; the work folder (`$TMPDIR/slimwheel-slim-*`) goes whatever happens, and a killed run's is removed by the next.
-    `read_index`: judge the output's dependencies as `slimwheel check` does, reading the index when needed.
+    `settings`: what the output is judged against beside the request (`check.PolicySettings.of` the user's
+    configuration, as `slimwheel check` judges; its gpu-intent narrowed to the request).
     """
     wheel = Path(wheel)
     mode, ptx_ccs = ptx.mode, ptx.ccs
@@ -427,12 +425,11 @@ def slim(
         with fsutil.atomic_path(target) as tmp:
             rewritten = write_rewritten(src, tmp, target, plans, version=version)
             after = judge_output(tmp, target)
-    policy = checkmod.make_policy(
+    policy = checkmod.policy_for(
         after,
-        budget=budget,
+        settings,
         require_arch=CCRequest.of(ccs),
-        read_index=read_index,
-        debug_symbols=debug_symbols,
+        made_for=ccs,
         # code slim dropped is not code built at run time: an output left with none fails as it did before
         strict_device_code=has_device_code(before),
     )

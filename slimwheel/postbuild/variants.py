@@ -47,7 +47,6 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
 from slimwheel.cuda.arch import CC, CCRequest, Kind, Target, listing_order
 from slimwheel.cuda.versions import (
     PTX_ISA_RELEASE,
@@ -248,10 +247,8 @@ def make_variants(
     wheel: Path,
     out_dir: Path,
     *,
-    budget: int = DEFAULT_BUDGET_BYTES,
     rewrite_record: bool = False,
-    read_index: bool = False,
-    debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
+    settings: checkmod.PolicySettings = checkmod.NO_SETTINGS,
 ) -> VariantsResult:
     """Every family's variant wheel, the universal copy, the index JSON and the PEP 503 pages, from one read of
     `wheel` (unpacked once; each variant streamed from the unpacked files through its own plans). Everything is
@@ -268,7 +265,7 @@ def make_variants(
         # The wheels' Python sources are the input's (slimming edits libraries only): read once, if the rules ask.
         python = PythonImports.from_wheel(wheel)
         # So are its requirements and tags: what they install is walked once, on first need, for all its wheels.
-        graph = checkmod.requirement_graph(before) if read_index else None
+        graph = checkmod.requirement_graph(before) if settings.read_index else None
         targets = [output_name(src, out_dir, version=None, variant=fam.label) for fam in fams]
         universal = out_dir / wheel.name
         index_name = f"{release.stem}-variants.json"
@@ -291,12 +288,8 @@ def make_variants(
                 # its PTX ISA)
                 if cuda_lower_bound(before.cuda_major, report.code_entries) != cuda:
                     raise AssertionError(f"{target.name}: its CUDA lower bound differs from the plan's {cuda}")
-                policy = checkmod.make_policy(
-                    report,
-                    budget=budget,
-                    require_arch=CCRequest.of(fam.request.ccs),
-                    read_index=read_index,
-                    debug_symbols=debug_symbols,
+                policy = checkmod.policy_for(
+                    report, settings, require_arch=CCRequest.of(fam.request.ccs), made_for=fam.request.ccs
                 )
                 analysis = checkmod.analyze(report.path, report=report, file=tmp, imports=python, graph=graph)
                 verdict = checkmod.judge(analysis, policy)

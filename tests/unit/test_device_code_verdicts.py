@@ -144,12 +144,15 @@ def test_an_open_ended_request_fails_a_wheel_with_no_way_to_newer_gpus(
 def _intent_wheel(tmp_path: Path) -> Path:
     everyone = pad8(fatbin([*(_sass(sm) for sm in (75, 80, 90, 100, 120)), _ptx(120)]))
     ampere_up = pad8(fatbin([*(_sass(sm) for sm in (80, 90, 100, 120)), _ptx(120)]))
+    rp = nvidia_runpath("mypkg/_core.abi3.so", ("libcudart.so.12",))  # both files in one folder
     return make_wheel(
         tmp_path / "w",
         name="mypkg",
         files={
-            "mypkg/_core.abi3.so": elf(sections={".nv_fatbin": everyone}, needed=("libcudart.so.12",)),
-            "mypkg/_sm80_only_attn.abi3.so": elf(sections={".nv_fatbin": ampere_up}, needed=("libcudart.so.12",)),
+            "mypkg/_core.abi3.so": elf(sections={".nv_fatbin": everyone}, needed=("libcudart.so.12",), runpath=rp),
+            "mypkg/_sm80_only_attn.abi3.so": elf(
+                sections={".nv_fatbin": ampere_up}, needed=("libcudart.so.12",), runpath=rp
+            ),
         },
         requires=("nvidia-cuda-runtime-cu12",),
         tag=TAG,
@@ -202,3 +205,77 @@ def test_bad_gpu_intent_names_the_file_and_the_key(
     (tmp_path / "pyproject.toml").unlink()
     assert main(["-q", "check", "--offline", str(w)]) == 3
     assert "environment SLIMWHEEL_*: gpu-intent: 'no-equals-sign' is not GLOB=REQUEST" in capsys.readouterr().err
+
+
+def test_gpu_intent_is_applied_alike_by_check_build_slim_and_variants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One set of settings for every verdict (`check.PolicySettings.of`): `build`'s check phase once judged without
+    the project's gpu-intent, and `slim`/`variants` without it too. A slimmed wheel's files are judged for the GPUs
+    they are meant for among those the wheel is made for (`coverage.intent_within`)."""
+    from slimwheel import build
+    from slimwheel import config as cfgmod
+
+    w = _intent_wheel(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.slimwheel]\nrequire-arch = "7.5-12.0"\ngpu-intent = {"mypkg/_sm80_only*.so" = "8.0+"}\n'
+    )
+    env = {"SLIMWHEEL_OFFLINE": "1"}
+    cfg = cfgmod.load(tmp_path, env, {})
+    _analysis, built = build.judge_built(w, cfg, None, env=env)
+    capsys.readouterr()
+    code = main(["-q", "check", "--offline", "--format", "json", str(w)])
+    checked = json.loads(capsys.readouterr().out)["verdicts"][0]
+    assert code == 0 and built.ok, [f.message for f in built.failures]
+    assert [f["message"] for f in checked["failures"]] == [f.message for f in built.failures]
+    assert [n for n in built.notes if "gpu-intent" in n] == [n for n in checked["notes"] if "gpu-intent" in n] != []
+
+    # slim to 7.5-9.0: the Ampere-only file must serve 8.0-9.0 (not 10.0+, which the slimmed wheel is not for)
+    capsys.readouterr()
+    code = main(
+        ["-q", "slim", "--offline", "--archs", "7.5-9.0", "-o", str(tmp_path / "s"), "--format", "json", str(w)]
+    )
+    slimmed = json.loads(capsys.readouterr().out)["check"]
+    assert code == 0, slimmed["failures"]
+    assert any(
+        "gpu-intent 'mypkg/_sm80_only*.so' = '8.0+, of the GPUs this wheel is made for'" in n
+        and "intended compute capabilities are served" in n
+        for n in slimmed["notes"]
+    ), slimmed["notes"]
+
+    # variants: each variant's Ampere-only file is judged for its own family's GPUs within the intent (8.x: 8.0,
+    # 8.6, 8.9), not for every GPU from 8.0 up, which no one variant holds
+    capsys.readouterr()
+    code = main(["-q", "variants", "--offline", "-o", str(tmp_path / "v"), "--format", "json", str(w)])
+    made = json.loads(capsys.readouterr().out)
+    assert code == 0, [v["check"]["failures"] for v in made["variants"]]
+    sm8x = next(v for v in made["variants"] if v["label"] == "sm8x")
+    assert any("all 3 intended compute capabilities are served" in n for n in sm8x["check"]["notes"]), sm8x["check"]
+
+    # without the intent, the same slim fails 7.5 for that file: the setting is what changed the verdict
+    (tmp_path / "pyproject.toml").write_text('[tool.slimwheel]\nrequire-arch = "7.5-12.0"\n')
+    code = main(
+        ["-q", "slim", "--offline", "--archs", "7.5-9.0", "-o", str(tmp_path / "s2"), "--format", "json", str(w)]
+    )
+    assert code == 11
+
+
+def test_an_intent_that_shares_no_gpu_with_the_wheel_judges_its_files_for_none(tmp_path: Path) -> None:
+    from slimwheel import check as checkmod
+    from slimwheel.check.coverage import intent_within
+    from slimwheel.cuda.arch import CC, parse_cc_request
+
+    narrowed = intent_within((("mypkg/_sm80_only*.so", parse_cc_request("8.0+")),), (CC(7, 5),))
+    assert narrowed[0][1].items == ()
+    settings = checkmod.PolicySettings(intent=(("mypkg/_sm80_only*.so", parse_cc_request("8.0+")),))
+    analysis = checkmod.analyze(_intent_wheel(tmp_path))
+    policy = checkmod.policy_for(analysis.report, settings, require_arch=parse_cc_request("7.5"), made_for=(CC(7, 5),))
+    verdict = checkmod.judge(analysis, policy)
+    assert verdict.ok, verdict.failures
+    assert any(n.endswith("meant for none of the GPUs asked for, not judged") for n in verdict.notes), verdict.notes
+    # the same intent unnarrowed (check of the whole wheel): the file is judged for 8.0 and up, and serves them
+    wide = checkmod.judge(
+        analysis, checkmod.policy_for(analysis.report, settings, require_arch=parse_cc_request("7.5"))
+    )
+    assert wide.ok and any("all 7 intended compute capabilities are served" in n for n in wide.notes), wide.notes

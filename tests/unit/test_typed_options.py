@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slimwheel.check import CheckPolicy, make_policy
+from slimwheel.check import CheckPolicy, PolicySettings, make_policy
 from slimwheel.cli import main
 from slimwheel.commands._options import CUDA_REQUEST, CUDA_VERSION, PTX_KEEP, REQUIRE_ARCH
 from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Config, resolve
@@ -98,11 +98,14 @@ def test_debug_symbols_and_budget_have_one_default() -> None:
     assert DEFAULT_DEBUG_SYMBOLS is True
     assert Config().debug_symbols is DEFAULT_DEBUG_SYMBOLS
     assert CheckPolicy().debug_symbols is DEFAULT_DEBUG_SYMBOLS
-    for fn in (make_policy, slim, make_variants):
-        assert _default(fn, "debug_symbols") is DEFAULT_DEBUG_SYMBOLS, fn
+    assert _default(make_policy, "debug_symbols") is DEFAULT_DEBUG_SYMBOLS
     assert Config().budget_bytes == CheckPolicy().budget_bytes == DEFAULT_BUDGET_BYTES == 60 * 2**20
-    for fn in (make_policy, slim, make_variants):
-        assert _default(fn, "budget") == DEFAULT_BUDGET_BYTES, fn
+    assert _default(make_policy, "budget") == DEFAULT_BUDGET_BYTES
+    # slim() and make_variants() take their settings whole: the defaults' own, as the commands' defaults are
+    for fn in (slim, make_variants):
+        settings = _default(fn, "settings")
+        assert settings == PolicySettings() == PolicySettings.of(Config(), read_index=False), fn
+        assert settings.debug_symbols is DEFAULT_DEBUG_SYMBOLS and settings.budget == DEFAULT_BUDGET_BYTES, fn
 
 
 def test_the_shared_options_module_is_not_a_command(capsys: pytest.CaptureFixture[str]) -> None:
