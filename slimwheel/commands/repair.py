@@ -30,13 +30,16 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
 @click.command("repair")
 @click.argument("wheel", type=click.Path(dir_okay=False, path_type=Path))
 @click.option(
+    "-o",
+    "--out-dir",
     "-w",
     "--wheel-dir",
     "out_dir",
     type=click.Path(file_okay=False, path_type=Path),
     default=Path("wheelhouse"),
     show_default=True,
-    help="Folder for the repaired wheel.",
+    help="Folder for the repaired wheel (-o/--out-dir as build, slim and variants name it; -w/--wheel-dir as "
+    "auditwheel does).",
 )
 @click.option(
     "--cuda",

@@ -113,3 +113,17 @@ def test_the_shared_options_module_is_not_a_command(capsys: pytest.CaptureFixtur
     listed = capsys.readouterr().out
     assert "check" in listed and "options" not in listed
     assert main(["_options"]) != 0
+
+
+@pytest.mark.parametrize("flag", ["-o", "--out-dir", "-w", "--wheel-dir"])
+def test_repair_names_its_output_folder_as_the_other_commands_do(
+    tmp_path: Path, flag: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """build, slim and variants take -o/--out-dir; repair took only auditwheel's -w/--wheel-dir (a usage error,
+    exit 2, for the name every other command uses). The option is read: a pure Python wheel gets repair's own
+    refusal (exit 3), not click's."""
+    from testkit.wheelmaker import make_wheel
+
+    w = make_wheel(tmp_path, files={"demo/__init__.py": b"x = 1\n"})
+    code = main(["repair", "--offline", flag, str(tmp_path / "out"), str(w)])
+    assert code == 3 and "nothing to repair" in capsys.readouterr().err
