@@ -2,7 +2,9 @@
 
 The orchestrator; each step is a call into the module that owns the concern:
   unpack and verify the input (`wheelfile`) -> its ELF files (`inspect.dynamic`) -> CUDA major, exclusions and
-  requirements (`deps`) -> `auditwheel repair --exclude ...` (`tools`) -> search paths: unsafe entries dropped, the
+  requirements (`deps`) -> search path entries into folders nobody named dropped from auditwheel's copy
+  (`searchpath.drop_before_auditwheel`: it would bundle from them) -> `auditwheel repair --exclude ...` (`tools`) ->
+  search paths: unsafe entries dropped, the
   nvidia/... and external folders put back (`rpath`, `external`) -> the run-time loader (`runtime.place`) ->
   Requires-Dist (`wheelfile`) -> the output judged by the same dependency rule `check` uses (`deps`; else exit 12,
   nothing written) -> packed atomically (`wheelfile`). The input wheel is never modified.
@@ -32,7 +34,7 @@ from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.repair.major import major_for
 from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs, torch_externals
-from slimwheel.repair.searchpath import fix_search_paths, wanted_rpath
+from slimwheel.repair.searchpath import DroppedReach, drop_before_auditwheel, fix_search_paths, wanted_rpath
 from slimwheel.repair.source import RepairInput, elf_facts, read_input, unpack_as
 from slimwheel.repair.unvendor import (
     IndexFor,
@@ -43,7 +45,7 @@ from slimwheel.repair.unvendor import (
 )
 from slimwheel.runtime.place import driver_floor, install_loader
 from slimwheel.strip import Stripped, strip_members
-from slimwheel.tools import run_auditwheel
+from slimwheel.tools import LibrariesNotFound, run_auditwheel
 
 __all__ = ["IndexFor", "RepairResult", "SharedCopy", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
 
@@ -92,6 +94,7 @@ def repair_wheel(
     unvendor: bool = True,
     torch: torchext.TorchBuild | None = None,
     library_dirs: Sequence[Path] = (),
+    named_dirs: Sequence[Path] = (),
     index: IndexFor | None = None,
     split_shared: bool = False,
     strip: bool = False,
@@ -107,7 +110,11 @@ def repair_wheel(
     against, for a wheel that needs torch's libraries (default: the running Python's torch); its libraries are left to
     torch's wheel and torch is required (`slimwheel.torchext`). `library_dirs`: searched first for what auditwheel
     bundles (a sysroot's library folders: a wheel linked against Debian 11's libgomp must bundle that one, not the
-    host's, which needs a newer glibc). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
+    host's, which needs a newer glibc); the user named them, so an RPATH entry into one is auditwheel's to follow.
+    `named_dirs`: other folders outside the wheel whose libraries may be bundled (`build`'s own build and install
+    folders): an absolute RPATH entry at or under one is left for auditwheel; any other entry into a folder outside
+    the wheel is dropped before auditwheel reads the file, and a library found only through one is refused (exit
+    12, naming the file, the NEEDED name and the path). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
     of them ships too (`unvendor.shared_copies`) is refused (exit 12) unless `split_shared`; None: not compared (the
     result says so). `strip`: strip the ELF files the debug-symbols check fails (`slimwheel.strip`)."""
     wheel = Path(wheel).absolute()
@@ -134,6 +141,7 @@ def repair_wheel(
         excludes = exclusions(needs, major, externals)
         pre = _plan_from_rules(src, major, wheel)
         _refuse_paths(pre, wheel)
+        pre_dropped, reach = drop_before_auditwheel(tmp / "in", src.elfs, (*library_dirs, *named_dirs))
         plan = plan_requirements(
             needs,
             from_extras=pre.from_extras(),
@@ -151,13 +159,16 @@ def repair_wheel(
         aw_out.mkdir()
         # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
         copy = tmp / wheel.name
-        if copies or stripped:
+        if copies or stripped or pre_dropped:
             wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
         else:
             shutil.copyfile(wheel, copy)
-        repaired = run_auditwheel(
-            copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
-        )
+        try:
+            repaired = run_auditwheel(
+                copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
+            )
+        except LibrariesNotFound as e:
+            raise _reached_only_by_dropped(e, reach, wheel) from None
         phases["auditwheel"] = time.monotonic() - t1
         log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
 
@@ -210,7 +221,7 @@ def repair_wheel(
         cuda_major=major,
         loader=tuple(loader_files),
         rpath_fixed=tuple(fixed),
-        rpath_dropped=tuple(dropped),
+        rpath_dropped=tuple(dict.fromkeys([*pre_dropped, *dropped])),
         record_rewritten=bool(src.record_problems),
         external=external,
         floors=plan.floors,
@@ -254,6 +265,22 @@ def _refuse_paths(pre: deps.Resolved, wheel: Path) -> None:
             + ": auditwheel would copy that file from this machine into the wheel; link the library by its SONAME",
             ExitCode.INCONSISTENT_DEPENDENCIES,
         )
+
+
+def _reached_only_by_dropped(e: LibrariesNotFound, reach: Sequence[DroppedReach], wheel: Path) -> CheckFailed:
+    """auditwheel found no copy of a library anywhere but through an entry repair dropped (issue 41 S1): name the
+    file, the NEEDED name and the path, which the user must name if it belongs in the wheel."""
+    only = [r for r in reach if r.needed in e.missing]
+    if not only:
+        return e
+    return CheckFailed(
+        f"{wheel.name}: "
+        + "; ".join(r.line() for r in only)
+        + ", through a search path entry into a folder outside the wheel that nobody named; repair does not copy "
+        "such a file into the wheel, and none was written. If it belongs in the wheel, name its folder "
+        "(--library-dir FOLDER, or LD_LIBRARY_PATH)",
+        ExitCode.INCONSISTENT_DEPENDENCIES,
+    )
 
 
 def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> None:
