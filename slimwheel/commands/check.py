@@ -23,6 +23,7 @@ from slimwheel.commands._options import (
     offline_option,
     read_index,
     require_arch_option,
+    unknown_option,
 )
 from slimwheel.commands.size_report import FORMATS, emit, preload
 from slimwheel.configtables import intent_table
@@ -57,14 +58,7 @@ CHECK_EXIT_CODES = exit_codes(
 @offline_option()
 @installed_budget_option()
 @debug_symbols_option()
-@click.option(
-    "--unknown",
-    type=click.Choice(cfgmod.UNKNOWN_MODES),
-    default=None,
-    help="A verdict that depends on what could not be learned (offline, the index down or silent on a "
-    f"requirement's files) is never a pass: 'fail' (default, exit {ExitCode.UNKNOWN:d}) or 'note'. "
-    "Config key: unknown.",
-)
+@unknown_option()
 @click.option(
     "--strict-device-code/--no-strict-device-code",
     default=None,

@@ -198,6 +198,7 @@ def command(
                         for c in result.split
                     ],
                     "copies_unknown": list(result.copies_unknown),
+                    "unknown": list(result.unknown),
                     "unvendored_bytes": {"wheel": result.unvendored_bytes[0], "installed": result.unvendored_bytes[1]},
                     "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in result.floors],
                     "external": [e.to_json() for e in result.external],
@@ -233,6 +234,8 @@ def command(
         _say(f"  split:      {c} (--split-shared-copies): the process maps both copies")
     for why in result.copies_unknown:
         _say(f"  unknown:    whether a requirement ships the same copies: {why}")
+    for why in result.unknown:
+        _say(f"  unknown:    {why} (`slimwheel check` fails this with exit {ExitCode.UNKNOWN:d} unless --unknown note)")
     if result.unvendored:
         packed, installed = result.unvendored_bytes
         _say(f"  saved:      {mib(packed)} ({packed} bytes) of the wheel, {mib(installed)} installed")

@@ -22,6 +22,7 @@ from slimwheel.commands._options import (
     ptx_keep_option,
     read_index,
     slim_archs_option,
+    unknown_option,
 )
 from slimwheel.commands.size_report import emit
 from slimwheel.cuda.arch import RequireArch
@@ -137,6 +138,7 @@ def _draw(r: SlimResult, console: Console) -> None:
     f"is dropped); without it that is refused, exit {ExitCode.MISSING_COVERAGE:d}, and nothing is written.",
 )
 @offline_option()
+@unknown_option()
 def command(
     wheel: Path,
     archs: RequireArch,
@@ -148,9 +150,10 @@ def command(
     rewrite_record: bool,
     allow_unserved: bool,
     offline: bool | None,
+    unknown: str | None,
 ) -> None:
     heap.return_freed_buffers()
-    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "unknown": unknown})
     result = slim(
         wheel,
         out_dir,
@@ -161,6 +164,7 @@ def command(
         allow_unserved=allow_unserved,
         read_index=read_index(offline),
         debug_symbols=cfg.debug_symbols,  # as `slimwheel check` judges the output
+        unknown=cfg.unknown,
     )
     data = json.dumps(result_to_json(result), indent=2) + "\n"
     if report is not None:

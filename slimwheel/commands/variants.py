@@ -14,7 +14,7 @@ from rich.table import Table
 from slimwheel import check as checkmod
 from slimwheel import config as cfgmod
 from slimwheel import heap, render, shown
-from slimwheel.commands._options import budget_option, format_option, offline_option, read_index
+from slimwheel.commands._options import budget_option, format_option, offline_option, read_index, unknown_option
 from slimwheel.commands.size_report import emit
 from slimwheel.postbuild.variants import VariantsResult, make_variants, result_to_json
 from slimwheel.units import human
@@ -66,15 +66,22 @@ def _draw(r: VariantsResult, console: Console) -> None:
     "with exit 14 by default, as by repair); the output gets a correct RECORD.",
 )
 @offline_option()
+@unknown_option()
 def command(
-    wheel: Path, out_dir: Path, budget: str | None, fmt: str, rewrite_record: bool, offline: bool | None
+    wheel: Path,
+    out_dir: Path,
+    budget: str | None,
+    fmt: str,
+    rewrite_record: bool,
+    offline: bool | None,
+    unknown: str | None,
 ) -> None:
     """Split WHEEL into one variant wheel per GPU family of its SASS (7.5, 8.x, 9.0, 10.x, 12.x ...), each with only
     that family's code (the newest family keeps the newest PTX), labelled `-sm<major>x` with a variant.json of
     `nvidia :: sm_arch` and `nvidia :: cuda_version_lower_bound` properties; WHEEL itself is copied beside them as the
     universal fallback. uv --preview-features wheel-variants installs the variant that fits the GPU from DIR."""
     heap.return_freed_buffers()
-    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget})
+    cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"budget": budget, "unknown": unknown})
     result = make_variants(
         wheel,
         out_dir,
@@ -82,6 +89,7 @@ def command(
         rewrite_record=rewrite_record,
         read_index=read_index(offline),
         debug_symbols=cfg.debug_symbols,  # as `slimwheel check` judges each output
+        unknown=cfg.unknown,
     )
     if fmt == "json":
         emit(json.dumps(result_to_json(result), indent=2) + "\n", None)

@@ -30,7 +30,7 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Unknown
 from slimwheel.cuda.arch import (
     CC,
     KNOWN_CCS,
@@ -388,6 +388,7 @@ def slim(
     rewrite_record: bool = False,
     read_index: bool = False,
     debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
+    unknown: Unknown = "fail",
 ) -> SlimResult:
     """Slim `wheel` into out_dir to the GPUs of `archs` (a coverage request, `parse_require_arch`: "9.0", "8.0-9.0",
     "8.0+", or "toolkit"/"auto" as `check --require-arch` reads them); `budget` in bytes.
@@ -397,6 +398,7 @@ def slim(
     `wheelfile.judge_record`, unless `rewrite_record`). The output is read back and judged under a temporary name, renamed only
     then; the work folder (`$TMPDIR/slimwheel-slim-*`) goes whatever happens, and a killed run's is removed by the next.
     `read_index`: judge the output's dependencies as `slimwheel check` does, reading the index when needed.
+    `unknown`: what a verdict that depends on what could not be learned is (`check --unknown`, config key `unknown`).
     """
     wheel = Path(wheel)
     mode, ptx_ccs = ptx.mode, ptx.ccs
@@ -433,6 +435,7 @@ def slim(
         require_arch=CCRequest.of(ccs),
         read_index=read_index,
         debug_symbols=debug_symbols,
+        unknown=unknown,
         # code slim dropped is not code built at run time: an output left with none fails as it did before
         strict_device_code=has_device_code(before),
     )

@@ -47,7 +47,7 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS
+from slimwheel.config import DEFAULT_BUDGET_BYTES, DEFAULT_DEBUG_SYMBOLS, Unknown
 from slimwheel.cuda.arch import CC, CCRequest, Kind, Target, listing_order
 from slimwheel.cuda.versions import (
     PTX_ISA_RELEASE,
@@ -252,11 +252,13 @@ def make_variants(
     rewrite_record: bool = False,
     read_index: bool = False,
     debug_symbols: bool = DEFAULT_DEBUG_SYMBOLS,
+    unknown: Unknown = "fail",
 ) -> VariantsResult:
     """Every family's variant wheel, the universal copy, the index JSON and the PEP 503 pages, from one read of
     `wheel` (unpacked once; each variant streamed from the unpacked files through its own plans). Everything is
     written fresh into a private folder of `out_dir`, the wheels read back and judged, and renamed into place
-    together only when all of it was made (`_Staging`)."""
+    together only when all of it was made (`_Staging`). `unknown`: what a verdict that depends on what could not be
+    learned is (`check --unknown`, config key `unknown`)."""
     wheel = Path(wheel)
     out_dir = Path(out_dir)
     made: list[VariantWheel] = []
@@ -297,6 +299,7 @@ def make_variants(
                     require_arch=CCRequest.of(fam.request.ccs),
                     read_index=read_index,
                     debug_symbols=debug_symbols,
+                    unknown=unknown,
                 )
                 analysis = checkmod.analyze(report.path, report=report, file=tmp, imports=python, graph=graph)
                 verdict = checkmod.judge(analysis, policy)

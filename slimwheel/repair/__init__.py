@@ -70,6 +70,10 @@ class RepairResult:
     unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
     split: tuple[SharedCopy, ...] = ()  # unvendored copies a requirement ships too (--split-shared-copies)
     copies_unknown: tuple[str, ...] = ()  # requirements whose copies could not be compared, each with why
+    # What the output's verdict could not learn (`deps.DependencyVerdict.unknown`: a required project's folder taken
+    # to hold a library, which only the index tells): said, not a reason to write nothing (repair gives no verdict;
+    # `check` fails such a wheel with exit 19 unless --unknown note)
+    unknown: tuple[str, ...] = ()
     # CUDA libraries only optional parts of the package need (deps.DependencyVerdict.optional), left unrequired
     optional: tuple[str, ...] = ()
     stripped: tuple[Stripped, ...] = ()  # ELF files stripped of debug info (`strip=True`), before auditwheel
@@ -155,20 +159,8 @@ def repair_wheel(
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()
-        aw_out = tmp / "auditwheel"
-        aw_out.mkdir()
-        # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
-        copy = tmp / wheel.name
-        if copies or stripped or pre_dropped:
-            wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
-        else:
-            shutil.copyfile(wheel, copy)
-        try:
-            repaired = run_auditwheel(
-                copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
-            )
-        except LibrariesNotFound as e:
-            raise _reached_only_by_dropped(e, reach, wheel) from None
+        changed = bool(copies or stripped or pre_dropped)
+        repaired = _auditwheel(tmp, wheel, src, changed, excludes, plat, library_dirs, reach)
         phases["auditwheel"] = time.monotonic() - t1
         log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
 
@@ -203,9 +195,14 @@ def repair_wheel(
         target = Path(out_dir).absolute() / repaired.name
         if target.resolve() == wheel.resolve():
             raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
-        wheelfile.pack(work, dist_info, target, verify=lambda written: _final_judgement(written, wheel, src))
+        not_known: list[str] = []
+        wheelfile.pack(
+            work, dist_info, target, verify=lambda written: not_known.extend(_final_judgement(written, wheel, src))
+        )
         phases["rewrite"] = time.monotonic() - t2
     requires = (*plan.reqs.values(), *external_reqs)
+    for why in not_known:
+        log.warning("%s: not known: %s", wheel.name, why)
     log.info(
         "repaired %s -> %s (excluded %d SONAMEs, requires %s)",
         wheel.name,
@@ -229,6 +226,7 @@ def repair_wheel(
         unvendored=copies,
         split=shared,
         copies_unknown=unknown,
+        unknown=tuple(not_known),
         optional=plan.optional,
         stripped=stripped,
         phases=phases,
@@ -267,6 +265,33 @@ def _refuse_paths(pre: deps.Resolved, wheel: Path) -> None:
         )
 
 
+def _auditwheel(
+    tmp: Path,
+    wheel: Path,
+    src: RepairInput,
+    changed: bool,
+    excludes: Sequence[str],
+    plat: str | None,
+    library_dirs: Sequence[Path],
+    reach: Sequence[DroppedReach],
+) -> Path:
+    """auditwheel repair of a private copy of the input (packed from `tmp/in` when repair `changed` its files there):
+    its messages then never name a file the user may mistake for theirs. Returns the wheel it wrote."""
+    aw_out = tmp / "auditwheel"
+    aw_out.mkdir()
+    copy = tmp / wheel.name
+    if changed:
+        wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
+    else:
+        shutil.copyfile(wheel, copy)
+    try:
+        return run_auditwheel(
+            copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
+        )
+    except LibrariesNotFound as e:
+        raise _reached_only_by_dropped(e, reach, wheel) from None
+
+
 def _reached_only_by_dropped(e: LibrariesNotFound, reach: Sequence[DroppedReach], wheel: Path) -> CheckFailed:
     """auditwheel found no copy of a library anywhere but through an entry repair dropped (issue 41 S1): name the
     file, the NEEDED name and the path, which the user must name if it belongs in the wheel."""
@@ -283,25 +308,27 @@ def _reached_only_by_dropped(e: LibrariesNotFound, reach: Sequence[DroppedReach]
     )
 
 
-def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> None:
+def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> list[str]:
     """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, as `slimwheel
     check --offline` judges it): a wheel whose dependencies (torch's included) check would fail, or that check would
-    refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's."""
+    refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's.
+    Returns what the verdict could not learn (issue 41 item 4), for repair to say."""
     from slimwheel.analysis import WheelAnalysis
     from slimwheel.check import CheckPolicy, judge
 
     report = _readable_by_check(written, wheel)
     analysis = WheelAnalysis(report=report, file=written, torch=src.torch, imports=src.python)
     # Repair reads no index: what only the index can tell (a required project's folder taken to hold a library the
-    # user named with --external) is for check to say, not a reason to write nothing.
-    policy = CheckPolicy(unknown="note")
-    problems = [f.message for f in judge(analysis, policy).failures if f.kind == "dependencies"]
+    # user named with --external) is said, and left for check to judge, not a reason to write nothing.
+    failures = [f for f in judge(analysis, CheckPolicy(unknown="fail")).failures if f.kind == "dependencies"]
+    problems = [f.message for f in failures if f.exit_code is not ExitCode.UNKNOWN]
     if problems:
         raise CheckFailed(
             f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "
             + "; ".join(problems),
             ExitCode.INCONSISTENT_DEPENDENCIES,
         )
+    return [f.message for f in failures if f.exit_code is ExitCode.UNKNOWN]
 
 
 def _externals_needed(
