@@ -395,3 +395,14 @@ def test_a_library_in_a_folder_the_user_named_is_bundled(tmp_path: Path, cu13_li
     search = dynamic(members[f"fakecuda/_ext{ext_suffix()}"])
     assert str(evil_dir) not in search["runpath"] + search["rpath"]
     assert main(["check", "--require-arch", "none", str(out)]) == 0
+
+
+def test_a_library_on_the_users_ld_library_path_is_bundled(
+    tmp_path: Path, cu13_libdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LD_LIBRARY_PATH is the user's own setting, which auditwheel reads itself: the folder is named that way too
+    wheel, evil_dir = _evil_wheel(tmp_path, cu13_libdir)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(evil_dir))
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 0 and out is not None
+    assert [n for n in read_members(out) if n.startswith("fakecuda.libs/libevil")]
