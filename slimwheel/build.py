@@ -402,6 +402,9 @@ def build_project(
                 externals=externals,
                 torch=setup.torch,
                 library_dirs=setup.library_dirs,
+                # the build's own folders, which this run made: an RPATH entry into them (CMake's build tree) is the
+                # project's, and auditwheel bundles what it finds there
+                named_dirs=(Path(tmp_s), bdir),
                 strip=cfg.strip,
             )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"

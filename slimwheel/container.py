@@ -181,9 +181,9 @@ def audit_commands(cfg: Config) -> list[str]:
     """cibuildwheel's audit-command: slimwheel's check with the project's budget, coverage and platform floor (the
     project's `manylinux`, else the image's: a library the before-all installs newer than the image, such as a
     gcc-toolset's libstdc++ linked dynamically, must not raise it), then abi3audit (which cibuildwheel skips for
-    wheels that are not abi3)."""
+    wheels that are not abi3). The project's `unknown` goes along: the audit judges as `build` and `check` do."""
     floor = cfg.manylinux.strip() or IMAGE
-    argv = ["slimwheel", "check", "--budget", cfg.budget, "--manylinux", floor]
+    argv = ["slimwheel", "check", "--budget", cfg.budget, "--manylinux", floor, "--unknown", cfg.unknown]
     if cfg.require_arch.strip():
         argv += ["--require-arch", cfg.require_arch]
     return [" ".join(shlex.quote(a) for a in argv) + " {wheel}", ABI3AUDIT]

@@ -137,9 +137,10 @@ def patchelf() -> str:
 
 
 def set_rpath(path: Path, entries: Sequence[str], *, use_rpath_tag: bool, name: str) -> None:
-    """Set an ELF file's search path (DT_RUNPATH, or DT_RPATH where the file had only that)."""
-    cmd = [patchelf(), "--set-rpath", ":".join(entries)]
-    if use_rpath_tag:
+    """Set an ELF file's search path (DT_RUNPATH, or DT_RPATH where the file had only that). No entries: both tags
+    are removed, never set to an empty string (which `rpath` judges as an entry for the current directory)."""
+    cmd = [patchelf(), "--set-rpath", ":".join(entries)] if entries else [patchelf(), "--remove-rpath"]
+    if use_rpath_tag and entries:
         cmd.append("--force-rpath")
     cmd.append(str(path))
     run_tool(cmd, what=f"patchelf on {name}", timeout=300)
@@ -152,6 +153,14 @@ def replace_needed(path: Path, changes: Mapping[str, str | None], *, name: str) 
         cmd += ["--remove-needed", old] if new is None else ["--replace-needed", old, new]
     cmd.append(str(path))
     run_tool(cmd, what=f"patchelf on {name}", timeout=300)
+
+
+class LibrariesNotFound(CheckFailed):
+    """auditwheel found no file for some NEEDED names (`missing`) to bundle: exit 12, the dependencies' code."""
+
+    def __init__(self, message: str, *, missing: tuple[str, ...]) -> None:
+        super().__init__(message, ExitCode.INCONSISTENT_DEPENDENCIES)
+        self.missing = missing
 
 
 def run_auditwheel(
@@ -191,11 +200,11 @@ def run_auditwheel(
     if run.returncode != 0:
         missing = re.findall(r'required library "([^"]+)" could not be located', output)
         if missing:
-            raise CheckFailed(
+            raise LibrariesNotFound(
                 f"{shown_as.name}: needs {', '.join(missing)}, which is neither bundled, provided by an nvidia-* "
                 "wheel, nor allowed by the manylinux policy (auditwheel could not find it to bundle it); if another "
                 "PyPI wheel provides it, say so with --external SONAME=REQUIREMENT",
-                ExitCode.INCONSISTENT_DEPENDENCIES,
+                missing=tuple(missing),
             )
         if "does not look like a platform wheel" in output or "no ELF" in output:
             raise BadInputError(f"{shown_as}: a pure Python wheel has nothing to repair")

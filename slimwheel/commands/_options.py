@@ -89,6 +89,21 @@ def read_index(offline: bool | None) -> bool:
     return may_read_index(os.environ, offline=offline)
 
 
+def unknown_option() -> Callable[[F], F]:
+    """--unknown, the config key `unknown` (parsed by config.load): what a verdict that depends on what could not be
+    learned is. One option for every command that judges (check, slim, variants), handed on as `Config.unknown`."""
+    from slimwheel.config import UNKNOWN_MODES
+
+    return click.option(
+        "--unknown",
+        type=click.Choice(UNKNOWN_MODES),
+        default=None,
+        help="A verdict that depends on what could not be learned (offline, the index down or silent on a "
+        f"requirement's files) is never a pass: 'fail' (default, exit {ExitCode.UNKNOWN:d}) or 'note'. "
+        "Config key: unknown.",
+    )
+
+
 def budget_option(help: str) -> Callable[[F], F]:
     """--budget, the config key `budget` (parsed by config.load); `help` says what the command holds to it."""
     return click.option("--budget", default=None, help=help)
@@ -132,19 +147,6 @@ def debug_symbols_option() -> Callable[[F], F]:
         default=None,
         help="Fail ELF files left unstripped (.debug_* sections, a symbol table over 1 MiB), exit "
         f"{ExitCode.DEBUG_INFO:d}; on by default. Config key: debug-symbols.",
-    )
-
-
-def unknown_option() -> Callable[[F], F]:
-    from slimwheel.config import UNKNOWN_MODES
-
-    return click.option(
-        "--unknown",
-        type=click.Choice(UNKNOWN_MODES),
-        default=None,
-        help="A verdict that depends on what could not be learned (offline, the index down or silent on a "
-        f"requirement's files) is never a pass: 'fail' (default, exit {ExitCode.UNKNOWN:d}) or 'note'. "
-        "Config key: unknown.",
     )
 
 

@@ -105,6 +105,16 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     "folders first, the copies the wheel was linked against (the host's may need a newer glibc).",
 )
 @click.option(
+    "--library-dir",
+    "named_dirs",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    metavar="FOLDER",
+    help="A folder outside the wheel whose libraries may be bundled: searched for what auditwheel bundles, and an "
+    "RPATH entry into it is followed. Entries into other folders outside the wheel (/tmp/x) are dropped first, and a "
+    f"library found only through one is refused (exit {ExitCode.INCONSISTENT_DEPENDENCIES:d}). Repeatable.",
+)
+@click.option(
     "--strip/--no-strip",
     default=None,
     help="Strip the ELF files that check fails for debug info (.debug_* sections, a symbol table over 1 MiB) with "
@@ -129,6 +139,7 @@ def command(
     offline: bool | None,
     torch_version: str | None,
     sysroot: str | None,
+    named_dirs: tuple[Path, ...],
     strip: bool | None,
     fmt: str,
     as_json: bool,
@@ -139,11 +150,11 @@ def command(
     heap.return_freed_buffers()
     # CLI > SLIMWHEEL_* > [tool.slimwheel] of the current folder's pyproject.toml > default, as check reads its policy
     cfg = cfgmod.load(Path.cwd(), dict(os.environ), {"strip": strip})
-    library_dirs: list[Path] = []
+    library_dirs = [d.absolute() for d in named_dirs]
     if sysroot:
         from slimwheel.toolkit.sysroot import ensure_sysroot
 
-        library_dirs = ensure_sysroot(sysroot).library_path()
+        library_dirs += ensure_sysroot(sysroot).library_path()
     result = repair_wheel(
         wheel,
         out_dir,
@@ -190,6 +201,7 @@ def command(
                         for c in result.split
                     ],
                     "copies_unknown": list(result.copies_unknown),
+                    "unknown": list(result.unknown),
                     "unvendored_bytes": {"wheel": result.unvendored_bytes[0], "installed": result.unvendored_bytes[1]},
                     "floors": [{"package": f.package, "floor": f.version, "why": f.why} for f in result.floors],
                     "external": [e.to_json() for e in result.external],
@@ -225,6 +237,8 @@ def command(
         _say(f"  split:      {c} (--split-shared-copies): the process maps both copies")
     for why in result.copies_unknown:
         _say(f"  unknown:    whether a requirement ships the same copies: {why}")
+    for why in result.unknown:
+        _say(f"  unknown:    {why} (`slimwheel check` fails this with exit {ExitCode.UNKNOWN:d} unless --unknown note)")
     if result.unvendored:
         packed, installed = result.unvendored_bytes
         _say(f"  saved:      {mib(packed)} ({packed} bytes) of the wheel, {mib(installed)} installed")

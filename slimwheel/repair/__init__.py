@@ -2,7 +2,9 @@
 
 The orchestrator; each step is a call into the module that owns the concern:
   unpack and verify the input (`wheelfile`) -> its ELF files (`inspect.dynamic`) -> CUDA major, exclusions and
-  requirements (`deps`) -> `auditwheel repair --exclude ...` (`tools`) -> search paths: unsafe entries dropped, the
+  requirements (`deps`) -> search path entries into folders nobody named dropped from auditwheel's copy
+  (`searchpath.drop_before_auditwheel`: it would bundle from them) -> `auditwheel repair --exclude ...` (`tools`) ->
+  search paths: unsafe entries dropped, the
   nvidia/... and external folders put back (`rpath`, `external`) -> the run-time loader (`runtime.place`) ->
   Requires-Dist (`wheelfile`) -> the output judged by the same dependency rule `check` uses (`deps`; else exit 12,
   nothing written) -> packed atomically (`wheelfile`). The input wheel is never modified.
@@ -32,7 +34,7 @@ from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.repair.major import major_for
 from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs, torch_externals
-from slimwheel.repair.searchpath import fix_search_paths, wanted_rpath
+from slimwheel.repair.searchpath import DroppedReach, drop_before_auditwheel, fix_search_paths, wanted_rpath
 from slimwheel.repair.source import RepairInput, elf_facts, read_input, unpack_as
 from slimwheel.repair.unvendor import (
     IndexFor,
@@ -43,7 +45,7 @@ from slimwheel.repair.unvendor import (
 )
 from slimwheel.runtime.place import driver_floor, install_loader
 from slimwheel.strip import Stripped, strip_members
-from slimwheel.tools import run_auditwheel
+from slimwheel.tools import LibrariesNotFound, run_auditwheel
 
 __all__ = ["IndexFor", "RepairResult", "SharedCopy", "Unvendored", "major_for", "repair_wheel", "wanted_rpath"]
 
@@ -68,6 +70,10 @@ class RepairResult:
     unvendored: tuple[Unvendored, ...] = ()  # CUDA libraries the input bundled, left to the nvidia-* wheels now
     split: tuple[SharedCopy, ...] = ()  # unvendored copies a requirement ships too (--split-shared-copies)
     copies_unknown: tuple[str, ...] = ()  # requirements whose copies could not be compared, each with why
+    # What the output's verdict could not learn (`deps.DependencyVerdict.unknown`: a required project's folder taken
+    # to hold a library, which only the index tells): said, not a reason to write nothing (repair gives no verdict;
+    # `check` fails such a wheel with exit 19 unless --unknown note)
+    unknown: tuple[str, ...] = ()
     # CUDA libraries only optional parts of the package need (deps.DependencyVerdict.optional), left unrequired
     optional: tuple[str, ...] = ()
     stripped: tuple[Stripped, ...] = ()  # ELF files stripped of debug info (`strip=True`), before auditwheel
@@ -92,6 +98,7 @@ def repair_wheel(
     unvendor: bool = True,
     torch: torchext.TorchBuild | None = None,
     library_dirs: Sequence[Path] = (),
+    named_dirs: Sequence[Path] = (),
     index: IndexFor | None = None,
     split_shared: bool = False,
     strip: bool = False,
@@ -107,7 +114,11 @@ def repair_wheel(
     against, for a wheel that needs torch's libraries (default: the running Python's torch); its libraries are left to
     torch's wheel and torch is required (`slimwheel.torchext`). `library_dirs`: searched first for what auditwheel
     bundles (a sysroot's library folders: a wheel linked against Debian 11's libgomp must bundle that one, not the
-    host's, which needs a newer glibc). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
+    host's, which needs a newer glibc); the user named them, so an RPATH entry into one is auditwheel's to follow.
+    `named_dirs`: other folders outside the wheel whose libraries may be bundled (`build`'s own build and install
+    folders): an absolute RPATH entry at or under one is left for auditwheel; any other entry into a folder outside
+    the wheel is dropped before auditwheel reads the file, and a library found only through one is refused (exit
+    12, naming the file, the NEEDED name and the path). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
     of them ships too (`unvendor.shared_copies`) is refused (exit 12) unless `split_shared`; None: not compared (the
     result says so). `strip`: strip the ELF files the debug-symbols check fails (`slimwheel.strip`)."""
     wheel = Path(wheel).absolute()
@@ -134,6 +145,7 @@ def repair_wheel(
         excludes = exclusions(needs, major, externals)
         pre = _plan_from_rules(src, major, wheel)
         _refuse_paths(pre, wheel)
+        pre_dropped, reach = drop_before_auditwheel(tmp / "in", src.elfs, (*library_dirs, *named_dirs))
         plan = plan_requirements(
             needs,
             from_extras=pre.from_extras(),
@@ -147,17 +159,8 @@ def repair_wheel(
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()
-        aw_out = tmp / "auditwheel"
-        aw_out.mkdir()
-        # auditwheel reads a private copy: its messages then never name a file the user may mistake for theirs.
-        copy = tmp / wheel.name
-        if copies or stripped:
-            wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
-        else:
-            shutil.copyfile(wheel, copy)
-        repaired = run_auditwheel(
-            copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
-        )
+        changed = bool(copies or stripped or pre_dropped)
+        repaired = _auditwheel(tmp, wheel, src, changed, excludes, plat, library_dirs, reach)
         phases["auditwheel"] = time.monotonic() - t1
         log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
 
@@ -192,9 +195,14 @@ def repair_wheel(
         target = Path(out_dir).absolute() / repaired.name
         if target.resolve() == wheel.resolve():
             raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
-        wheelfile.pack(work, dist_info, target, verify=lambda written: _final_judgement(written, wheel, src))
+        not_known: list[str] = []
+        wheelfile.pack(
+            work, dist_info, target, verify=lambda written: not_known.extend(_final_judgement(written, wheel, src))
+        )
         phases["rewrite"] = time.monotonic() - t2
     requires = (*plan.reqs.values(), *external_reqs)
+    for why in not_known:
+        log.warning("%s: not known: %s", wheel.name, why)
     log.info(
         "repaired %s -> %s (excluded %d SONAMEs, requires %s)",
         wheel.name,
@@ -210,7 +218,7 @@ def repair_wheel(
         cuda_major=major,
         loader=tuple(loader_files),
         rpath_fixed=tuple(fixed),
-        rpath_dropped=tuple(dropped),
+        rpath_dropped=tuple(dict.fromkeys([*pre_dropped, *dropped])),
         record_rewritten=bool(src.record_problems),
         external=external,
         floors=plan.floors,
@@ -218,6 +226,7 @@ def repair_wheel(
         unvendored=copies,
         split=shared,
         copies_unknown=unknown,
+        unknown=tuple(not_known),
         optional=plan.optional,
         stripped=stripped,
         phases=phases,
@@ -256,25 +265,70 @@ def _refuse_paths(pre: deps.Resolved, wheel: Path) -> None:
         )
 
 
-def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> None:
+def _auditwheel(
+    tmp: Path,
+    wheel: Path,
+    src: RepairInput,
+    changed: bool,
+    excludes: Sequence[str],
+    plat: str | None,
+    library_dirs: Sequence[Path],
+    reach: Sequence[DroppedReach],
+) -> Path:
+    """auditwheel repair of a private copy of the input (packed from `tmp/in` when repair `changed` its files there):
+    its messages then never name a file the user may mistake for theirs. Returns the wheel it wrote."""
+    aw_out = tmp / "auditwheel"
+    aw_out.mkdir()
+    copy = tmp / wheel.name
+    if changed:
+        wheelfile.pack(tmp / "in", wheelfile.dist_info_of(src.names, wheel), copy)
+    else:
+        shutil.copyfile(wheel, copy)
+    try:
+        return run_auditwheel(
+            copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
+        )
+    except LibrariesNotFound as e:
+        raise _reached_only_by_dropped(e, reach, wheel) from None
+
+
+def _reached_only_by_dropped(e: LibrariesNotFound, reach: Sequence[DroppedReach], wheel: Path) -> CheckFailed:
+    """auditwheel found no copy of a library anywhere but through an entry repair dropped (issue 41 S1): name the
+    file, the NEEDED name and the path, which the user must name if it belongs in the wheel."""
+    only = [r for r in reach if r.needed in e.missing]
+    if not only:
+        return e
+    return CheckFailed(
+        f"{wheel.name}: "
+        + "; ".join(r.line() for r in only)
+        + ", through a search path entry into a folder outside the wheel that nobody named; repair does not copy "
+        "such a file into the wheel, and none was written. If it belongs in the wheel, name its folder "
+        "(--library-dir FOLDER, or LD_LIBRARY_PATH)",
+        ExitCode.INCONSISTENT_DEPENDENCIES,
+    )
+
+
+def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> list[str]:
     """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, as `slimwheel
     check --offline` judges it): a wheel whose dependencies (torch's included) check would fail, or that check would
-    refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's."""
+    refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's.
+    Returns what the verdict could not learn (issue 41 item 4), for repair to say."""
     from slimwheel.analysis import WheelAnalysis
     from slimwheel.check import CheckPolicy, judge
 
     report = _readable_by_check(written, wheel)
     analysis = WheelAnalysis(report=report, file=written, torch=src.torch, imports=src.python)
     # Repair reads no index: what only the index can tell (a required project's folder taken to hold a library the
-    # user named with --external) is for check to say, not a reason to write nothing.
-    policy = CheckPolicy(unknown="note")
-    problems = [f.message for f in judge(analysis, policy).failures if f.kind == "dependencies"]
+    # user named with --external) is said, and left for check to judge, not a reason to write nothing.
+    failures = [f for f in judge(analysis, CheckPolicy(unknown="fail")).failures if f.kind == "dependencies"]
+    problems = [f.message for f in failures if f.exit_code is not ExitCode.UNKNOWN]
     if problems:
         raise CheckFailed(
             f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "
             + "; ".join(problems),
             ExitCode.INCONSISTENT_DEPENDENCIES,
         )
+    return [f.message for f in failures if f.exit_code is ExitCode.UNKNOWN]
 
 
 def _externals_needed(

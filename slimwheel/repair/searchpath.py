@@ -1,17 +1,20 @@
-"""RPATH planning after auditwheel: each file's search path with unsafe entries dropped and the nvidia/... and
-external folders it needs put back."""
+"""RPATH planning around auditwheel. Before it: the entries through which auditwheel would bundle a file from a folder
+nobody named (`/tmp/x`) are dropped from the copy it reads (`drop_before_auditwheel`). After it: each file's search
+path with unsafe entries dropped and the nvidia/... and external folders it needs put back."""
 
 from __future__ import annotations
 
 import logging
+import os
 import posixpath
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.external import ExternalLib
 from slimwheel.inspect.dynamic import ElfInfo, read_dynamic
-from slimwheel.rpath import install_dir, norm_origin, resolve_entry, unsafe_entries, with_folders
+from slimwheel.rpath import SearchEntry, install_dir, norm_origin, resolve_entry, unsafe_entries, with_folders
 from slimwheel.tools import set_rpath
 
 log = logging.getLogger("slimwheel.repair")
@@ -96,3 +99,57 @@ def fix_search_paths(
         assert now is not None  # it was ELF before patchelf set its search path
         after[path] = now
     return fixed, dropped, after
+
+
+@dataclass(frozen=True, kw_only=True)
+class DroppedReach:
+    """A NEEDED library that a dropped search path entry found on this machine: if auditwheel then finds it nowhere
+    else, the wheel needs a file from a folder nobody named (issue 41 S1)."""
+
+    file: str  # the wheel member that needs it
+    needed: str  # its DT_NEEDED name
+    path: str  # the file on this machine the dropped entry led to
+
+    def line(self) -> str:
+        return f"{self.file} needs {self.needed}, found only at {self.path}"
+
+
+def _named(entry: SearchEntry, named: Sequence[Path]) -> bool:
+    """An absolute entry at or under a folder the user named (or `build` made): auditwheel may bundle from it."""
+    if entry.kind != "absolute":
+        return False
+    real = os.path.realpath(entry.entry)
+    return any(real == r or real.startswith(r.rstrip("/") + "/") for r in (os.path.realpath(d) for d in named))
+
+
+def drop_before_auditwheel(
+    root: Path, elfs: Mapping[str, ElfInfo], named: Sequence[Path]
+) -> tuple[list[str], list[DroppedReach]]:
+    """Drop, from the unpacked copy under `root` that auditwheel will read, every unsafe entry (`rpath.resolve_entry`)
+    through which it would look for libraries in a folder nobody named: an absolute path outside the `named` folders
+    (`/tmp/x`: auditwheel would copy `/tmp/x/libevil.so` into the released wheel), a relative or empty entry, an
+    `$ORIGIN` entry that leaves site-packages. Entries into root-owned system locations stay: auditwheel searches
+    those (ld.so.conf's folders) in any case, and bundling what they hold is its purpose. Folders on
+    LD_LIBRARY_PATH are the user's own setting, which auditwheel reads itself.
+
+    Returns (`file: entry` for each entry dropped, each NEEDED library an absolute dropped entry finds on this
+    machine), so that a library found only that way is named when auditwheel cannot find it otherwise."""
+    dropped: list[str] = []
+    reach: list[DroppedReach] = []
+    for path, info in elfs.items():
+        gone = [u for u in unsafe_entries(info.search_path, path) if u.kind != "system" and not _named(u, named)]
+        if not gone:
+            continue
+        for u in gone:
+            log.warning("%s: dropped RPATH/RUNPATH entry %r before auditwheel: %s", path, u.entry, u.why)
+            dropped.append(f"{path}: {u.entry!r}")
+            if u.kind == "absolute":
+                reach += [
+                    DroppedReach(file=path, needed=n, path=os.path.join(u.entry, n))
+                    for n in info.needed
+                    if "/" not in n and os.path.isfile(os.path.join(u.entry, n))
+                ]
+        bad = {u.entry for u in gone}
+        keep = [e for e in info.search_path if e not in bad]
+        set_rpath(root / path, keep, use_rpath_tag=bool(info.rpath) and not info.runpath, name=path)
+    return dropped, list(dict.fromkeys(reach))

@@ -99,7 +99,7 @@ def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(
     from_file = resolved(as_toml, from_toml[0])
     assert from_file == resolved(as_env, from_toml[0], container.render_env(table))
     assert from_file["audit"] == [
-        "slimwheel check --budget 60MiB --manylinux manylinux_2_28 {wheel}",
+        "slimwheel check --budget 60MiB --manylinux manylinux_2_28 --unknown fail {wheel}",
         "abi3audit --strict --report {abi3_wheel}",
     ]
     assert from_file["audit_requires"] == [str(tmp_path), "abi3audit"]

@@ -59,7 +59,9 @@ def _setup(tmp_path: Path, version: str) -> tuple[list[str], dict[str, str], Pat
     tmpdir, cache, out = tmp_path / "tmpdir", tmp_path / "cache", tmp_path / "out"
     tmpdir.mkdir()
     env = clean_env(TMPDIR=str(tmpdir), SLIMWHEEL_CACHE=str(cache))
-    cmd = [sys.executable, "-m", "slimwheel", "repair", "-w", str(out), str(wheel)]
+    # the helper's folder is outside the wheel: named, so that auditwheel may bundle from it (issue 41 S1)
+    named = ["--library-dir", str(tmp_path / "helper")]
+    cmd = [sys.executable, "-m", "slimwheel", "repair", "-w", str(out), *named, str(wheel)]
     return cmd, env, cache / "work", tmpdir, out
 
 

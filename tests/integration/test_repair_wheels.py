@@ -152,7 +152,8 @@ def test_bundling_another_library_keeps_the_nvidia_rpath(tmp_path: Path, cu13_li
         version="0.2",
         files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
     )
-    rc, out = repair(wheel, tmp_path / "out")
+    # the helper's folder is outside the wheel: named by the user, it may be bundled from (issue 41 S1)
+    rc, out = repair(wheel, tmp_path / "out", "--library-dir", str(helper_dir))
     assert rc == 0 and out is not None
     members = read_members(out)
     bundled = [n for n in members if n.startswith("fakecuda.libs/libhelper")]
@@ -349,3 +350,59 @@ def test_a_library_the_wheel_carries_is_not_required(tmp_path: Path) -> None:
     rc, out = repair(wheel, tmp_path / "out", "--cuda", "13.0")
     assert rc == 0 and out is not None
     assert not (metadata(read_members(out)).requires_dist or [])
+
+
+def _evil_wheel(tmp_path: Path, cu13_libdir: Path) -> tuple[Path, Path]:
+    """An extension that needs libevil.so.1, found only through its RUNPATH entry into a /tmp folder."""
+    evil_dir = tmp_path / "x"
+    build_fake_lib(evil_dir / "libevil.so.1", "libevil.so.1", tag="evil", version=1)
+    (evil_dir / "libevil.so").symlink_to("libevil.so.1")
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[cu13_libdir, evil_dir],
+        libs=["cudart", "evil"],
+        runpath=[str(evil_dir), "$ORIGIN/../nvidia/cu13/lib"],
+    )
+    wheel = make_wheel(
+        tmp_path / "dist",
+        name="fakecuda",
+        version="0.9",
+        files={"fakecuda/__init__.py": INIT, f"fakecuda/_ext{ext_suffix()}": ext},
+    )
+    return wheel, evil_dir
+
+
+def test_a_library_reached_only_through_an_unnamed_folder_is_never_bundled(
+    tmp_path: Path, cu13_libdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 41 S1: auditwheel followed the RUNPATH entry /tmp/.../x and copied libevil.so.1 into the released wheel.
+    wheel, evil_dir = _evil_wheel(tmp_path, cu13_libdir)
+    capsys.readouterr()
+    rc, out = repair(wheel, tmp_path / "out")
+    err = capsys.readouterr().err
+    assert rc == 12 and out is None
+    assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+    assert f"fakecuda/_ext{ext_suffix()} needs libevil.so.1, found only at {evil_dir / 'libevil.so.1'}" in err
+
+
+def test_a_library_in_a_folder_the_user_named_is_bundled(tmp_path: Path, cu13_libdir: Path) -> None:
+    wheel, evil_dir = _evil_wheel(tmp_path, cu13_libdir)
+    rc, out = repair(wheel, tmp_path / "out", "--library-dir", str(evil_dir))
+    assert rc == 0 and out is not None
+    members = read_members(out)
+    assert [n for n in members if n.startswith("fakecuda.libs/libevil")]
+    search = dynamic(members[f"fakecuda/_ext{ext_suffix()}"])
+    assert str(evil_dir) not in search["runpath"] + search["rpath"]
+    assert main(["check", "--require-arch", "none", str(out)]) == 0
+
+
+def test_a_library_on_the_users_ld_library_path_is_bundled(
+    tmp_path: Path, cu13_libdir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # LD_LIBRARY_PATH is the user's own setting, which auditwheel reads itself: the folder is named that way too
+    wheel, evil_dir = _evil_wheel(tmp_path, cu13_libdir)
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(evil_dir))
+    rc, out = repair(wheel, tmp_path / "out")
+    assert rc == 0 and out is not None
+    assert [n for n in read_members(out) if n.startswith("fakecuda.libs/libevil")]

@@ -156,6 +156,8 @@ def test_audit_runs_slimwheels_check_with_the_projects_policy_and_abi3audit() ->
         "80MB",
         "--manylinux",
         "manylinux_2_28",
+        "--unknown",
+        "fail",
         "--require-arch",
         "8.0-9.0",
     ]

@@ -189,3 +189,21 @@ def test_repair_refuses_a_needed_path_before_auditwheel_copies_it(tmp_path: Path
     with pytest.raises(CheckFailed, match=r"pkg/_ext\.abi3\.so needs .*libevil\.so by path: auditwheel would copy"):
         repair_wheel(w, tmp_path / "out")
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_repair_refuses_a_relative_needed_path_before_auditwheel_copies_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """41 S1: `./libevil.so` names a file in whatever the current directory is; one is planted in repair's."""
+    from slimwheel.errors import CheckFailed
+    from slimwheel.repair import repair_wheel
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "libevil.so").write_bytes(elf(soname="libevil.so"))
+    ext = elf(needed=("./libevil.so", "libc.so.6"))
+    w = make_wheel(tmp_path / "in", name="pkg", files={"pkg/_ext.abi3.so": ext}, tag="cp312-abi3-linux_x86_64")
+    calls: list[Path] = []
+    monkeypatch.setattr("slimwheel.repair.run_auditwheel", lambda wheel, *a, **k: calls.append(wheel))
+    with pytest.raises(CheckFailed, match=r"pkg/_ext\.abi3\.so needs \./libevil\.so by path: auditwheel would copy"):
+        repair_wheel(w, tmp_path / "out")
+    assert calls == [] and not (tmp_path / "out").exists()
