@@ -528,7 +528,9 @@ def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | No
         r = _cuda(info, needed, cands, ctx, Use.NEEDED)
         if r.how is not How.NOTHING or r.required_fault:
             return r
-        if (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
+        # UNREACHED: the wheel's own requirement installs it and no search path reaches it. The index would only
+        # name that same nvidia-* wheel, which loads nothing when imported: a fault with the entry to add, online too.
+        if r.fault is not Fault.UNREACHED and (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
             return via
         return _unprovided(info, _replace(r, unread=_unread(ctx)), cands, ctx)
     if provided := external_provider(info, ctx.reqs):

@@ -106,6 +106,51 @@ def test_a_direct_requirement_no_search_path_reaches_fails_with_the_entry_to_add
     assert not _verdict(tmp_path / "d", {"pkg/_ext.abi3.so": hidden}, [CU12]).ok
 
 
+def test_the_index_does_not_excuse_a_direct_requirement_no_search_path_reaches() -> None:
+    """37 item 3 with the index read, as `slimwheel check` reads it by default: the index names the very
+    nvidia-cuda-runtime-cu12 the wheel requires, which loads nothing at import, so the fault stands (it was a note
+    saying the copy is found "when it is loaded before these files"). A library a requirement's requirement installs
+    (RAPIDS' library wheels, which load theirs at import) is still such a note."""
+    from packaging.requirements import Requirement
+
+    from slimwheel.deps import Installs
+    from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, Why
+
+    facts = {
+        "nvidia-cuda-runtime-cu12": WheelFacts(
+            project="nvidia-cuda-runtime-cu12",
+            version="12.9.79",
+            filename="nvidia_cuda_runtime_cu12-12.9.79-py3-none-manylinux_2_17_x86_64.whl",
+            files=("nvidia/cuda_runtime/lib/libcudart.so.12",),
+            requires=(),
+        ),
+        "libfoo": WheelFacts(
+            project="libfoo",
+            version="1.0",
+            filename="libfoo-1.0-py3-none-manylinux_2_17_x86_64.whl",
+            files=("libfoo/lib/libfoo.so",),
+            requires=(),
+        ),
+    }
+
+    def index(req: Requirement) -> WheelFacts:
+        if req.name not in facts:
+            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
+        return facts[req.name]
+
+    envs = Installs.from_tags(TAGS).environments()
+    nowhere = _info("pkg/_x.so", "libcudart.so.12", runpath=("$ORIGIN/lib",))
+    graph = RequirementGraph([CU12], envs, index)
+    v = dependency_problems([nowhere], cuda_major=12, requires=[CU12], tags=TAGS, files=["pkg/_x.so"], graph=graph)
+    (p,) = v.problems
+    assert p.endswith("add $ORIGIN/../nvidia/cuda_runtime/lib to its RUNPATH"), p
+    assert not any("loaded before these files" in n for n in v.notes), v.notes
+    foo = _info("pkg/_y.so", "libfoo.so")
+    graph = RequirementGraph(["libfoo>=1"], envs, index)
+    v = dependency_problems([foo], cuda_major=None, requires=["libfoo>=1"], tags=TAGS, files=["pkg/_y.so"], graph=graph)
+    assert v.problems == () and any("loaded before these files" in n for n in v.notes), (v.problems, v.notes)
+
+
 def test_what_the_package_loads_first_reaches_it() -> None:
     bare = _info("pkg/_x.so", "libcudart.so.12")
     files = ["pkg/_x.so", "pkg/__init__.py"]
