@@ -325,7 +325,10 @@ def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileR
 
 
 def _shadowed(info: ElfInfo, entries: Sequence[SearchEntry]) -> tuple[Shadow, ...]:
-    """System toolkit entries before the entries that reach the nvidia-* folders of CUDA libraries the file needs."""
+    """System toolkit entries before the entries that reach the nvidia-* folders of CUDA libraries the file needs or
+    opens by name: dlopen searches the calling file's DT_RUNPATH in the same order (nvidia-dali-cuda130 2.4.0 needs
+    no CUDA library and opens libnppc.so.13, libcufile.so.0 and more through /usr/local/cuda/lib64 first)."""
+    wanted = {*info.needed, *info.opens, *info.loads}
     out = []
     for i, system in enumerate(entries):
         if system.kind != "system":
@@ -335,9 +338,7 @@ def _shadowed(info: ElfInfo, entries: Sequence[SearchEntry]) -> tuple[Shadow, ..
                 continue
             names = tuple(
                 dict.fromkeys(
-                    lib.soname
-                    for lib in cudalibs.RUNTIME_LIBS
-                    if lib.folder == later.target and lib.soname in info.needed
+                    lib.soname for lib in cudalibs.RUNTIME_LIBS if lib.folder == later.target and lib.soname in wanted
                 )
             )
             if names:
