@@ -464,8 +464,17 @@ def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], 
     files (that source), or `import torch` of every release the wheel admits ("torch"); "" when nothing does."""
     if loader := preloaded(info, ctx.members.get(LOADER_FILE, ())):
         return loader
-    if ctx.imports is not None and (source := ctx.imports.preloading(info.path.split("/", 1)[0], (b"nvidia",))):
-        return source
+    top = info.path.split("/", 1)[0]
+    # auditwheel's `<dist>.libs/` holds what the wheel's packages load, after their own Python code has run
+    packages = (
+        sorted(t for t in ctx.tops if not t.endswith((".libs", ".dist-info", ".data")))
+        if top.endswith(".libs")
+        else [top]
+    )
+    if ctx.imports is not None:
+        for package in packages:
+            if source := ctx.imports.preloading(package, (b"nvidia",)):
+                return source
     t = torch_provider(soname, cands, ctx.torch, ctx.machines)
     return "torch" if t is not None and t.enough(alternative=info.path in ctx.alts) else ""
 

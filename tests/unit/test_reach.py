@@ -220,6 +220,32 @@ def test_python_code_that_loads_the_nvidia_libraries_first_reaches_them() -> Non
         assert len(said) == ok, v.notes
 
 
+def test_a_loader_that_opens_installed_distributions_files_reaches_them() -> None:
+    """faiss-gpu-cu12 1.14.1.post1: faiss/loader.py opens the files of distributions named in a JSON file
+    (`distribution(name).files`, ctypes.CDLL) before `from ._loader import *`; its own text never says "nvidia". That
+    loads what faiss/_swigfaiss.so and the auditwheel folder's libfaiss need; with the index read, the direct
+    requirement left unreached was a note by accident (test above), and is now seen as loaded first."""
+    from slimwheel.inspect.pyimports import PythonImports
+
+    loader = (
+        b"import ctypes\nfrom importlib.metadata import distribution\n"
+        b"for file in distribution(target['package']).files:\n"
+        b"    if file.name == target['library']:\n        ctypes.CDLL(str(file.locate()), mode=ctypes.RTLD_GLOBAL)\n"
+    )
+    elfs = [
+        _info("faiss/_swigfaiss.so", "libcudart.so.12"),
+        _info("faiss_gpu_cu12.libs/libfaiss.so", "libcudart.so.12"),
+    ]
+    files = ["faiss/_swigfaiss.so", "faiss_gpu_cu12.libs/libfaiss.so", "faiss/__init__.py", "faiss/loader.py"]
+    for source, ok in ((loader, True), (loader.replace(b"ctypes.CDLL", b"print"), False)):
+        imports = PythonImports.from_sources(
+            {"faiss/__init__.py": b"from .loader import *\n", "faiss/loader.py": source}
+        )
+        v = dependency_problems(elfs, cuda_major=12, requires=[CU12], tags=TAGS, files=files, imports=imports)
+        assert (v.problems == ()) is ok, v.problems
+        assert len([n for n in v.notes if "found because faiss/loader.py loads those libraries first" in n]) == ok
+
+
 def test_repair_refuses_a_needed_path_before_auditwheel_copies_it(tmp_path: Path) -> None:
     """41 S1: auditwheel grafted /tmp/x/libevil.so from the build machine into the released wheel. Repair refuses
     first (unit tests forbid subprocesses: auditwheel never ran)."""
