@@ -43,6 +43,13 @@ PLATFORMS = (
     "manylinux1_x86_64",
 )
 
+# spconv-cu126 is also read alone, beside its requirement cumm-cu126 (test_repair_unvendor.py)
+SPCONV = CorpusWheel(
+    requirement="spconv-cu126==2.3.8",
+    filename="spconv_cu126-2.3.8-cp311-cp311-manylinux_2_28_x86_64.whl",
+    why="the same auditwheel copy of cudart as its requirement cumm-cu126 (libcudart-53d54daa.so.12.6.68); 195 of "
+    "its 606 containers hold no kernels",
+)
 CORPUS: tuple[CorpusWheel, ...] = (
     CorpusWheel(
         requirement="cupy-cuda13x==14.2.0",
@@ -150,6 +157,13 @@ CORPUS: tuple[CorpusWheel, ...] = (
         why="the auditwheel copy of libcudart that spconv-cu126 2.3.8 (cumm-cu126<0.8) vendors too: a process maps one",
         require="none",  # kernels compiled at run time with NVRTC, as cumm-cu120's
     ),
+    SPCONV,
+    CorpusWheel(
+        requirement="nvidia-dali-cuda130==2.4.0",
+        filename="nvidia_dali_cuda130-2.4.0-py3-none-manylinux_2_28_x86_64.whl",
+        why="RUNPATH /usr/local/cuda/lib64 before $ORIGIN/../cu13/lib: a system toolkit's libraries shadow the "
+        "nvidia-* wheels' it opens",
+    ),
 )
 # Wheels whose libraries come through a requirement's requirement (read from the index by `check`): RAPIDS'.
 RMM = CorpusWheel(
@@ -161,11 +175,6 @@ PYLIBRAFT = CorpusWheel(
     requirement="pylibraft-cu12==26.10.0",
     filename="pylibraft_cu12-26.10.0-cp311-abi3-manylinux_2_24_x86_64.manylinux_2_28_x86_64.whl",
     why="cuSOLVER, cuBLAS, cuSPARSE, cuRAND through libraft-cu12 -> cuda-toolkit[...]==12.*",
-)
-SPCONV = CorpusWheel(
-    requirement="spconv-cu126==2.3.8",
-    filename="spconv_cu126-2.3.8-cp311-cp311-manylinux_2_28_x86_64.whl",
-    why="the same auditwheel copy of cudart as its requirement cumm-cu126 (libcudart-53d54daa.so.12.6.68)",
 )
 CUOBJDUMP = CorpusWheel(
     requirement="nvidia-cuda-cuobjdump==13.5.37",

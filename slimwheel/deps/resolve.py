@@ -325,7 +325,10 @@ def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileR
 
 
 def _shadowed(info: ElfInfo, entries: Sequence[SearchEntry]) -> tuple[Shadow, ...]:
-    """System toolkit entries before the entries that reach the nvidia-* folders of CUDA libraries the file needs."""
+    """System toolkit entries before the entries that reach the nvidia-* folders of CUDA libraries the file needs or
+    opens by name: dlopen searches the calling file's DT_RUNPATH in the same order (nvidia-dali-cuda130 2.4.0 needs
+    no CUDA library and opens libnppc.so.13, libcufile.so.0 and more through /usr/local/cuda/lib64 first)."""
+    wanted = {*info.needed, *info.opens, *info.loads}
     out = []
     for i, system in enumerate(entries):
         if system.kind != "system":
@@ -335,9 +338,7 @@ def _shadowed(info: ElfInfo, entries: Sequence[SearchEntry]) -> tuple[Shadow, ..
                 continue
             names = tuple(
                 dict.fromkeys(
-                    lib.soname
-                    for lib in cudalibs.RUNTIME_LIBS
-                    if lib.folder == later.target and lib.soname in info.needed
+                    lib.soname for lib in cudalibs.RUNTIME_LIBS if lib.folder == later.target and lib.soname in wanted
                 )
             )
             if names:
@@ -463,8 +464,17 @@ def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], 
     files (that source), or `import torch` of every release the wheel admits ("torch"); "" when nothing does."""
     if loader := preloaded(info, ctx.members.get(LOADER_FILE, ())):
         return loader
-    if ctx.imports is not None and (source := ctx.imports.preloading(info.path.split("/", 1)[0], (b"nvidia",))):
-        return source
+    top = info.path.split("/", 1)[0]
+    # auditwheel's `<dist>.libs/` holds what the wheel's packages load, after their own Python code has run
+    packages = (
+        sorted(t for t in ctx.tops if not t.endswith((".libs", ".dist-info", ".data")))
+        if top.endswith(".libs")
+        else [top]
+    )
+    if ctx.imports is not None:
+        for package in packages:
+            if source := ctx.imports.preloading(package, (b"nvidia",)):
+                return source
     t = torch_provider(soname, cands, ctx.torch, ctx.machines)
     return "torch" if t is not None and t.enough(alternative=info.path in ctx.alts) else ""
 
@@ -528,7 +538,9 @@ def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | No
         r = _cuda(info, needed, cands, ctx, Use.NEEDED)
         if r.how is not How.NOTHING or r.required_fault:
             return r
-        if (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
+        # UNREACHED: the wheel's own requirement installs it and no search path reaches it. The index would only
+        # name that same nvidia-* wheel, which loads nothing when imported: a fault with the entry to add, online too.
+        if r.fault is not Fault.UNREACHED and (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
             return via
         return _unprovided(info, _replace(r, unread=_unread(ctx)), cands, ctx)
     if provided := external_provider(info, ctx.reqs):

@@ -36,6 +36,9 @@ from slimwheel.inspect.zipread import ZipReader
 # the largest 108 kB.
 MAX_SOURCE = 512 * 1024
 _DLOPEN = re.compile(rb"\b(?:CDLL|LoadLibrary)\b")
+# A loader that finds the files it opens among an installed distribution's (importlib.metadata), by names it reads
+# from a data file: faiss-gpu-cu12 1.14.1's faiss/loader.py opens nvidia-cuda-runtime-cu12's libcudart.so.12 so.
+_BY_DISTRIBUTION = re.compile(rb"\bdistribution\([^)]*\)\.files\b")
 MAX_SOURCES = 8 * 1024 * 1024
 # Import sites kept for a wheel (about 200 bytes each). CuPy 13's sources import its own modules a few thousand times;
 # past this many the reader gives up: no evidence either way.
@@ -220,8 +223,10 @@ class PythonImports:
         """The first Python source of the top-level folder `package` that opens shared libraries itself (ctypes'
         CDLL or LoadLibrary) and names one of `names` (b"nvidia" for the nvidia-* wheels' folders): the package loads
         them before its extensions, which then take the loaded copies by SONAME (faiss-gpu 1.15.1's
-        `_preload_gpu_libs`). "" when none does. Whether that code runs before the extension is not proven: a
-        source that does this at all is taken as the package's loader. A byte search, linear, under the same caps."""
+        `_preload_gpu_libs`), or that finds the files it opens among an installed distribution's (faiss-gpu-cu12
+        1.14.1's `faiss/loader.py`, whose names come from a JSON file). "" when none does. Whether that code runs
+        before the extension is not proven: a source that does this at all is taken as the package's loader. A byte
+        search, linear, under the same caps."""
         key = (package, names)
         if key not in self._preloading:
             found, read = "", 0
@@ -232,7 +237,7 @@ class PythonImports:
                     read += len(text)
                     if read > MAX_SOURCES:
                         break
-                    if _DLOPEN.search(text) and any(n in text for n in names):
+                    if _DLOPEN.search(text) and (any(n in text for n in names) or _BY_DISTRIBUTION.search(text)):
                         found = file
                         break
             self._preloading[key] = found

@@ -429,3 +429,38 @@ def test_cumm_cu126_ships_the_very_copy_of_libcudart_that_spconv_ships() -> None
     assert elf.soname == copy
     v = verdict("cumm-cu126", "none")
     assert _notes_with(v, f"cumm_cu126.libs/{copy} is a copy of libcudart.so.12.6.68"), v.notes
+
+
+def test_spconv_modules_with_no_kernels_are_not_served_through_the_jit() -> None:
+    """spconv-cu126 2.3.8: check called it "6.0-9.0 only through PTX JIT (195 of 606 modules)". Those 195 are among
+    its 243 containers with no kernels (a sm_52 stub with its PTX, say); each of the 363 with a kernel has SASS for
+    9.0 and PTX, so only Blackwell runs it through the JIT."""
+    v = verdict("spconv-cu126")
+    assert not failures(v, "coverage"), failures(v, "coverage")
+    fatbins = [fb for e in report("spconv-cu126").elfs for fb in e.fatbins]
+    empty = [fb for fb in fatbins if not fb.kernels]
+    no_90 = [fb for fb in empty if not any(x.kind == "sass" and x.arch == "90" for x in fb.entries)]
+    assert (len(fatbins), len(empty), len(no_90)) == (606, 243, 195)
+    assert all(any(x.kind == "sass" and x.arch == "90" for x in fb.entries) for fb in fatbins if fb.kernels)
+    (served,) = _notes_with(v, "required compute capabilities are served")
+    assert "(10.0, 10.3, 12.0 only through PTX JIT)" in served, served
+    assert not _notes_with(v, "9.0 only through") and not _notes_with(v, "of 606"), v.notes
+
+
+def test_dali_system_toolkit_entry_shadows_the_nvidia_wheels_it_opens() -> None:
+    """nvidia-dali-cuda130 2.4.0: every module's RUNPATH puts /usr/local/cuda/lib64 before $ORIGIN/../cu13/lib. It is
+    the standard root-owned toolkit location, not a path on the build machine; the risk is the order: where a CUDA
+    toolkit is installed there, the libraries libdali_operators.so opens by name (NPP, cuFile) come from it and not
+    from the nvidia-* wheels."""
+    v = verdict("nvidia-dali-cuda130")
+    deps = failures(v, "dependencies")
+    assert not any("build machine" in m for m in deps), deps
+    (entry,) = [m for m in deps if "unsafe RPATH/RUNPATH entry: '/usr/local/cuda/lib64'" in m]
+    assert "a system toolkit location (root-owned)" in entry and "instead of the nvidia-* wheels'" in entry, entry
+    (shadow,) = [m for m in deps if " before " in m]
+    assert shadow.startswith(
+        "nvidia/dali/libdali_operators.so: its search path names /usr/local/cuda/lib64 (a system toolkit location) "
+        "before $ORIGIN/../cu13/lib (nvidia/cu13/lib, where the nvidia-* wheels install libcufile.so.0, libnppc.so.13"
+    ), shadow
+    assert "the loader takes its copies and not the wheels'" in shadow and "put it last" in shadow, shadow
+    assert len(deps) == 2 and not failures(v, "coverage"), v.failures

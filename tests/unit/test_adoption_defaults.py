@@ -63,7 +63,11 @@ def test_an_unknown_command_far_from_every_name_gets_none(capsys: pytest.Capture
 
 @pytest.fixture
 def cuda_wheel(tmp_path: Path) -> Path:
-    so = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=80)])}, needed=("libcudart.so.12", "libc.so.6"))
+    so = elf(
+        sections={".nv_fatbin": fatbin([fatbin_entry(sm=80)])},
+        needed=("libcudart.so.12", "libc.so.6"),
+        runpath="$ORIGIN/../nvidia/cuda_runtime/lib",
+    )
     return Path(
         make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": so}, requires=("nvidia-cuda-runtime-cu12",))
     )

@@ -387,7 +387,11 @@ def test_text_from_the_wheel_is_printed_verbatim_not_as_rich_markup(tmp_path: Pa
 
 def test_distcheck_findings_through_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # issue 14 item 8: installed-size budget, unstripped objects, and the release total, through `slimwheel check`
-    big = elf(sections={".nv_fatbin": FB, ".debug_info": b"\1" * 4096}, needed=("libcudart.so.12", "libc.so.6"))
+    big = elf(
+        sections={".nv_fatbin": FB, ".debug_info": b"\1" * 4096},
+        needed=("libcudart.so.12", "libc.so.6"),
+        runpath="$ORIGIN/../nvidia/cuda_runtime/lib",
+    )
     w = make_wheel(
         tmp_path,
         name="pkg",

@@ -26,7 +26,11 @@ ANSI = "\x1b["
 @pytest.fixture
 def wheel(tmp_path: Path) -> Path:
     fb = fatbin([fatbin_entry(sm=80), fatbin_entry(kind="ptx", sm=80, ptx_isa=(8, 0))])
-    so = elf(sections={".nv_fatbin": fb}, needed=("libcudart.so.12", "libc.so.6"))
+    so = elf(
+        sections={".nv_fatbin": fb},
+        needed=("libcudart.so.12", "libc.so.6"),
+        runpath="$ORIGIN/../nvidia/cuda_runtime/lib",
+    )
     return Path(
         make_wheel(tmp_path, name="pkg", files={"pkg/_ext.abi3.so": so}, requires=("nvidia-cuda-runtime-cu12",))
     )

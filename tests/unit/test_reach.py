@@ -106,6 +106,51 @@ def test_a_direct_requirement_no_search_path_reaches_fails_with_the_entry_to_add
     assert not _verdict(tmp_path / "d", {"pkg/_ext.abi3.so": hidden}, [CU12]).ok
 
 
+def test_the_index_does_not_excuse_a_direct_requirement_no_search_path_reaches() -> None:
+    """37 item 3 with the index read, as `slimwheel check` reads it by default: the index names the very
+    nvidia-cuda-runtime-cu12 the wheel requires, which loads nothing at import, so the fault stands (it was a note
+    saying the copy is found "when it is loaded before these files"). A library a requirement's requirement installs
+    (RAPIDS' library wheels, which load theirs at import) is still such a note."""
+    from packaging.requirements import Requirement
+
+    from slimwheel.deps import Installs
+    from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, Why
+
+    facts = {
+        "nvidia-cuda-runtime-cu12": WheelFacts(
+            project="nvidia-cuda-runtime-cu12",
+            version="12.9.79",
+            filename="nvidia_cuda_runtime_cu12-12.9.79-py3-none-manylinux_2_17_x86_64.whl",
+            files=("nvidia/cuda_runtime/lib/libcudart.so.12",),
+            requires=(),
+        ),
+        "libfoo": WheelFacts(
+            project="libfoo",
+            version="1.0",
+            filename="libfoo-1.0-py3-none-manylinux_2_17_x86_64.whl",
+            files=("libfoo/lib/libfoo.so",),
+            requires=(),
+        ),
+    }
+
+    def index(req: Requirement) -> WheelFacts:
+        if req.name not in facts:
+            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
+        return facts[req.name]
+
+    envs = Installs.from_tags(TAGS).environments()
+    nowhere = _info("pkg/_x.so", "libcudart.so.12", runpath=("$ORIGIN/lib",))
+    graph = RequirementGraph([CU12], envs, index)
+    v = dependency_problems([nowhere], cuda_major=12, requires=[CU12], tags=TAGS, files=["pkg/_x.so"], graph=graph)
+    (p,) = v.problems
+    assert p.endswith("add $ORIGIN/../nvidia/cuda_runtime/lib to its RUNPATH"), p
+    assert not any("loaded before these files" in n for n in v.notes), v.notes
+    foo = _info("pkg/_y.so", "libfoo.so")
+    graph = RequirementGraph(["libfoo>=1"], envs, index)
+    v = dependency_problems([foo], cuda_major=None, requires=["libfoo>=1"], tags=TAGS, files=["pkg/_y.so"], graph=graph)
+    assert v.problems == () and any("loaded before these files" in n for n in v.notes), (v.problems, v.notes)
+
+
 def test_what_the_package_loads_first_reaches_it() -> None:
     bare = _info("pkg/_x.so", "libcudart.so.12")
     files = ["pkg/_x.so", "pkg/__init__.py"]
@@ -173,6 +218,32 @@ def test_python_code_that_loads_the_nvidia_libraries_first_reaches_them() -> Non
         # said, not silent: the files load only after that source has run
         said = [n for n in v.notes if "found because faiss/__init__.py loads those libraries first" in n]
         assert len(said) == ok, v.notes
+
+
+def test_a_loader_that_opens_installed_distributions_files_reaches_them() -> None:
+    """faiss-gpu-cu12 1.14.1.post1: faiss/loader.py opens the files of distributions named in a JSON file
+    (`distribution(name).files`, ctypes.CDLL) before `from ._loader import *`; its own text never says "nvidia". That
+    loads what faiss/_swigfaiss.so and the auditwheel folder's libfaiss need; with the index read, the direct
+    requirement left unreached was a note by accident (test above), and is now seen as loaded first."""
+    from slimwheel.inspect.pyimports import PythonImports
+
+    loader = (
+        b"import ctypes\nfrom importlib.metadata import distribution\n"
+        b"for file in distribution(target['package']).files:\n"
+        b"    if file.name == target['library']:\n        ctypes.CDLL(str(file.locate()), mode=ctypes.RTLD_GLOBAL)\n"
+    )
+    elfs = [
+        _info("faiss/_swigfaiss.so", "libcudart.so.12"),
+        _info("faiss_gpu_cu12.libs/libfaiss.so", "libcudart.so.12"),
+    ]
+    files = ["faiss/_swigfaiss.so", "faiss_gpu_cu12.libs/libfaiss.so", "faiss/__init__.py", "faiss/loader.py"]
+    for source, ok in ((loader, True), (loader.replace(b"ctypes.CDLL", b"print"), False)):
+        imports = PythonImports.from_sources(
+            {"faiss/__init__.py": b"from .loader import *\n", "faiss/loader.py": source}
+        )
+        v = dependency_problems(elfs, cuda_major=12, requires=[CU12], tags=TAGS, files=files, imports=imports)
+        assert (v.problems == ()) is ok, v.problems
+        assert len([n for n in v.notes if "found because faiss/loader.py loads those libraries first" in n]) == ok
 
 
 def test_repair_refuses_a_needed_path_before_auditwheel_copies_it(tmp_path: Path) -> None:

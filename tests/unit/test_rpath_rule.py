@@ -125,3 +125,26 @@ def test_a_system_toolkit_entry_before_the_wheels_own_cuda_folder_fails(tmp_path
     last = elf(needed=needed, runpath="$ORIGIN/../cu13/lib:/usr/local/cuda/lib64")
     msgs = [f.message for f in _verdict(tmp_path / "b", {"nvidia/dali/libdali.so": last}).failures]
     assert len(msgs) == 1 and "before" not in msgs[0], msgs
+
+
+def test_a_system_toolkit_entry_shadows_what_the_file_opens_by_name(tmp_path: Path) -> None:
+    """The real nvidia-dali-cuda130 2.4.0 needs no CUDA library: libdali_operators.so opens libnppc.so.13 and
+    libcufile.so.0 with dlopen, which searches the caller's DT_RUNPATH in order, /usr/local/cuda/lib64 first. The
+    shadow was not said because only DT_NEEDED names were looked at."""
+    runpath = "/usr/local/cuda/lib64:$ORIGIN/../cu13/lib"
+    opener = elf(
+        needed=("libc.so.6",),
+        runpath=runpath,
+        sections={".rodata": b"\0libnppc.so.13\0libcufile.so.0\0"},
+        undefined=["dlopen"],
+    )
+    msgs = [f.message for f in _verdict(tmp_path / "a", {"nvidia/dali/libdali_operators.so": opener}).failures]
+    (shadow,) = [m for m in msgs if "before" in m]
+    assert shadow.startswith(
+        "nvidia/dali/libdali_operators.so: its search path names /usr/local/cuda/lib64 (a system toolkit location) "
+        "before $ORIGIN/../cu13/lib (nvidia/cu13/lib, where the nvidia-* wheels install libcufile.so.0, libnppc.so.13)"
+    ), shadow
+    # a file that opens nothing of those folders is shadowed in nothing (the entry itself is still reported)
+    plain = elf(needed=("libc.so.6",), runpath=runpath)
+    msgs = [f.message for f in _verdict(tmp_path / "b", {"nvidia/dali/libdali_core.so": plain}).failures]
+    assert len(msgs) == 1 and "before" not in msgs[0], msgs

@@ -50,7 +50,12 @@ def _wheel(tmp_path: Path, lib: bytes, name: str = "pkg/_ext.abi3.so") -> Path:
 
 
 def _so(sections: dict[str, bytes]) -> bytes:
-    return elf(sections=sections, needed=("libcudart.so.13", "libc.so.6"), soname="_ext.abi3.so")
+    return elf(
+        sections=sections,
+        needed=("libcudart.so.13", "libc.so.6"),
+        soname="_ext.abi3.so",
+        runpath="$ORIGIN/../nvidia/cu13/lib",
+    )
 
 
 def _outputs(folder: Path) -> list[str]:
