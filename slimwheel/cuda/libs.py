@@ -298,7 +298,21 @@ def toolkit_packages(major: int, extras: tuple[str, ...] | frozenset[str]) -> tu
 
 
 # Never bundled, never required: the driver comes with the NVIDIA driver install.
-DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1")
+# The driver's user-space libraries: installed with its kernel module, of its exact version; never bundled (repair
+# excludes them), provided wherever a driver is.
+DRIVER_SONAMES = ("libcuda.so.1", "libnvidia-ml.so.1", "libnvidia-ptxjitcompiler.so.1", "libcudadebugger.so.1")
+
+
+def driver_copy(filename: str, soname: str | None = None) -> str:
+    """The NVIDIA driver library (its SONAME) a file of a wheel is a copy of, by its SONAME or its file name without
+    auditwheel's hash (nixl 0.3.0 ships `nixl.libs/libcuda-43c1b388.so.570.124.06`); "" for any other file. The
+    driver's libraries must be the installed driver's own: they talk to its kernel module, version for version."""
+    for name in (soname, _unhashed(filename.rsplit("/", 1)[-1])):
+        if name:
+            for lib in DRIVER_SONAMES:
+                if name == lib or name.startswith(lib.removesuffix(".1")):
+                    return lib
+    return ""
 
 
 def libs_for(major: int) -> tuple[RuntimeLib, ...]:

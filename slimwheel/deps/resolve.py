@@ -161,6 +161,7 @@ class FileResolution:
     alternative: alt_model.AlternativeFile | None  # a per-CUDA alternative (one loaded per process)
     copy: cudalibs.Vendored | None  # a copy of a CUDA library the nvidia-* wheels provide
     copy_lib: cudalibs.RuntimeLib | None
+    driver: str = ""  # the NVIDIA driver library the file is a copy of (`cudalibs.driver_copy`): never the wheel's
     shared: Provider | None  # a requirement that ships the same copy (`RequirementGraph.shared_copy`)
     exports_cxx_runtime: bool  # carries libstdc++ linked statically and exports it
     unsafe: tuple[SearchEntry, ...]  # search path entries that leave site-packages or point at the build machine
@@ -312,6 +313,7 @@ def _resolve_file(info: ElfInfo, ctx: _Context, cuda_major: int | None) -> FileR
         alternative=alt,
         copy=copy,
         copy_lib=copy_lib,
+        driver=cudalibs.driver_copy(info.path, info.soname),
         shared=ctx.graph.shared_copy(info.path) if copy is not None and ctx.graph is not None else None,
         exports_cxx_runtime=info.exports_cxx_runtime,
         unsafe=tuple(e for e in entries if not e.safe),

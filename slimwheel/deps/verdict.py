@@ -299,6 +299,13 @@ def word(resolved: Resolved) -> DependencyVerdict:
         before = len(problems)
         if f.exports_cxx_runtime:
             problems.append(cxx_runtime_text(f.file))
+        if f.driver:
+            problems.append(
+                f"{f.file} is a copy of the NVIDIA driver's {f.driver}: the driver's libraries must be the installed "
+                "driver's own (they match its kernel module, version for version), and a bundled copy is loaded "
+                "instead of it wherever this wheel's files find it first; build the wheel again with it excluded "
+                f"(auditwheel repair --exclude {f.driver}; `slimwheel repair` excludes it)"
+            )
         if f.unsafe:
             said = f"{'entry' if len(f.unsafe) == 1 else 'entries'}: {describe(f.unsafe)}"
             tally.unsafe.setdefault(said, []).append(f.file)

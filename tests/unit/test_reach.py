@@ -278,3 +278,29 @@ def test_repair_refuses_a_relative_needed_path_before_auditwheel_copies_it(
     with pytest.raises(CheckFailed, match=r"pkg/_ext\.abi3\.so needs \./libevil\.so by path: auditwheel would copy"):
         repair_wheel(w, tmp_path / "out")
     assert calls == [] and not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize(
+    ("member", "soname", "driver"),
+    [
+        ("pkg.libs/libcuda-43c1b388.so.570.124.06", "libcuda.so.1", "libcuda.so.1"),  # nixl 0.3.0 shipped this
+        ("pkg/lib/libnvidia-ml.so.1", None, "libnvidia-ml.so.1"),
+        ("pkg/lib/libcuda.so", None, "libcuda.so.1"),  # the toolkit's stub: as wrong in a wheel as the driver
+    ],
+)
+def test_a_copy_of_the_driver_library_in_the_wheel_fails(
+    tmp_path: Path, member: str, soname: str | None, driver: str
+) -> None:
+    """The NVIDIA driver's user-space libraries are the installed driver's own: a copy in the wheel, reached by the
+    extension's search path, passed as "in the wheel"."""
+    name = member.rsplit("/", 1)[-1]
+    folder = "$ORIGIN/../pkg.libs" if member.startswith("pkg.libs/") else "$ORIGIN/lib"
+    ext = elf(needed=(name, "libc.so.6"), runpath=folder)
+    v = _verdict(tmp_path, {"pkg/_ext.abi3.so": ext, member: elf(soname=soname or name)}, [])
+    (f,) = v.failures
+    assert f.exit_code is ExitCode.INCONSISTENT_DEPENDENCIES
+    assert f.message.startswith(f"{member} is a copy of the NVIDIA driver's {driver}: "), f.message
+    assert f"--exclude {driver}" in f.message
+    # the same extension linked against the driver by its SONAME, with nothing bundled, passes
+    ok = _verdict(tmp_path / "ok", {"pkg/_ext.abi3.so": elf(needed=("libcuda.so.1", "libc.so.6"))}, [])
+    assert ok.ok, ok.failures
