@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from slimwheel.cli import main
 from slimwheel.cuda.arch import Variant
 from slimwheel.inspect.scan import inspect_binary, inspect_wheel
 from slimwheel.toolkit import Toolkit
+from slimwheel.tools import set_rpath
 from testkit.wheelmaker import make_wheel
 
 pytestmark = pytest.mark.integration
@@ -116,10 +118,16 @@ def test_variants_isa_and_object_layouts(binaries: dict[str, Path]) -> None:
 
 
 def _wheel(tmp_path: Path, binaries: dict[str, Path], variant: str, requires: tuple[str, ...]) -> Path:
+    # nvcc links libcudart.so.13 with no search path: the copy given one that reaches the nvidia-* wheel's folder, as
+    # a wheel that requires nvidia-cuda-runtime must (an unreached direct requirement fails, index or not)
+    so = tmp_path / f"{variant}-ext" / "_kernels.abi3.so"
+    so.parent.mkdir(parents=True)
+    shutil.copyfile(binaries[f"{variant}.so"], so)
+    set_rpath(so, ["$ORIGIN/../nvidia/cu13/lib"], use_rpath_tag=False, name=so.name)
     return make_wheel(
         tmp_path / variant,
         name=f"fix-{variant}",
-        files={"fix/_kernels.abi3.so": binaries[f"{variant}.so"].read_bytes(), "fix/__init__.py": b"# fixture\n"},
+        files={"fix/_kernels.abi3.so": so.read_bytes(), "fix/__init__.py": b"# fixture\n"},
         requires=requires,
     )
 
