@@ -63,11 +63,18 @@ def ext_suffix() -> str:
 
 
 def build_extension(
-    out: Path, module: str, *, lib_dirs: list[Path], libs: list[str], runpath: Sequence[str] = ()
+    out: Path,
+    module: str,
+    *,
+    lib_dirs: list[Path],
+    libs: list[str],
+    runpath: Sequence[str] = (),
+    source: str | None = None,
 ) -> Path:
-    """A real extension module `module` that DT_NEEDs the given libraries (e.g. ["cudart", "cublas"])."""
+    """A real extension module `module` that DT_NEEDs the given libraries (e.g. ["cudart", "cublas"], or
+    [":libcudart.so.12"] for a file name); `source`: its C code, instead of a module that calls nothing of them."""
     src = out.parent / f"{module}.c"
-    src.write_text(EXT_SOURCE.replace("MODNAME", module), encoding="utf-8")
+    src.write_text(source if source is not None else EXT_SOURCE.replace("MODNAME", module), encoding="utf-8")
     args = ["-shared", "-fPIC", "-O1", "-o", str(out), str(src), f"-I{sysconfig.get_paths()['include']}"]
     # --no-as-needed: keep every listed library in DT_NEEDED even when no symbol of it is used (stand-ins)
     args += [f"-L{d}" for d in lib_dirs] + ["-Wl,--no-as-needed"] + [f"-l{lib}" for lib in libs]
@@ -170,3 +177,25 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "LD_", "SLIMWHEEL_USE"))}
     env.update(extra)
     return env
+
+
+def venv(path: Path) -> Path:
+    """A fresh virtual environment of this Python: its interpreter."""
+    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, env=clean_env())
+    return path / "bin" / "python"
+
+
+def pip(py: Path, *args: str) -> None:
+    """`pip install ARGS` into the environment of `py`; the test fails with pip's error when it does."""
+    proc = subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=clean_env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def site_of(py: Path) -> Path:
+    return next((py.parent.parent / "lib").glob("python3*/site-packages"))

@@ -15,12 +15,11 @@ import json
 import re
 import subprocess
 import sys
-import sysconfig
 from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.wheels_repair import clean_env, ext_suffix, gcc, make_wheel
+from helpers.wheels_repair import build_extension, clean_env, ext_suffix, make_wheel, pip, site_of, venv
 
 pytestmark = pytest.mark.integration
 
@@ -55,21 +54,9 @@ print(json.dumps(res))
 
 
 def fresh_venv(path: Path, *install: str) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, env=clean_env())
-    py = path / "bin" / "python"
-    proc = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *install],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=clean_env(),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    py = venv(path)
+    pip(py, *install)
     return py
-
-
-def site_of(py: Path) -> Path:
-    return next((py.parent.parent / "lib").glob("python3*/site-packages"))
 
 
 @pytest.fixture(scope="module")
@@ -83,21 +70,13 @@ def cudart_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def build_wheel(tmp: Path, cudart_dir: Path, runpath: str) -> Path:
     tmp.mkdir(parents=True)
-    src, ext = tmp / "_ext.c", tmp / f"_ext{ext_suffix()}"
-    src.write_text(SOURCE, encoding="utf-8")
-    gcc(
-        [
-            "-shared",
-            "-fPIC",
-            "-O1",
-            "-o",
-            str(ext),
-            str(src),
-            f"-I{sysconfig.get_paths()['include']}",
-            f"-L{cudart_dir}",
-            "-l:libcudart.so.12",
-            f"-Wl,--enable-new-dtags,-rpath,{runpath}",
-        ]
+    ext = build_extension(
+        tmp / f"_ext{ext_suffix()}",
+        "_ext",
+        lib_dirs=[cudart_dir],
+        libs=[":libcudart.so.12"],
+        runpath=[runpath],
+        source=SOURCE,
     )
     readelf = subprocess.run(["readelf", "-d", str(ext)], capture_output=True, text=True, check=True).stdout
     assert "[libcudart.so.12]" in readelf and f"Library runpath: [{runpath}]" in readelf, readelf

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,9 @@ from helpers.wheels_repair import (
     clean_env,
     ext_suffix,
     make_wheel,
+    pip,
+    site_of,
+    venv,
 )
 
 from slimwheel.cli import main
@@ -75,22 +77,6 @@ def repaired(tmp_path_factory: pytest.TempPathFactory, toolkit13: Toolkit) -> di
     return {"fakecuda": next(out.glob("fakecuda-*.whl")), "topmod": next(out.glob("topmod-*.whl"))}
 
 
-def pip(py: Path, *args: str) -> None:
-    proc = subprocess.run(
-        [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        env=clean_env(),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-
-
-def venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, env=clean_env())
-    return path / "bin" / "python"
-
-
 @pytest.fixture(scope="module")
 def cu13_env(tmp_path_factory: pytest.TempPathFactory, repaired: dict[str, Path]) -> Path:
     """A fresh environment: the repaired wheels, their nvidia-* requirements resolved by pip from PyPI (the CUDA 13.0
@@ -106,10 +92,6 @@ def bare_env(tmp_path_factory: pytest.TempPathFactory, repaired: dict[str, Path]
     py = venv(tmp_path_factory.mktemp("venv-bare") / "v")
     pip(py, "--no-deps", str(repaired["fakecuda"]))
     return py
-
-
-def site_of(py: Path) -> Path:
-    return next((py.parent.parent / "lib").glob("python3*/site-packages"))
 
 
 def probe(py: Path, *, cwd: Path, code: str = PROBE, **env: str) -> dict[str, Any]:
