@@ -70,6 +70,7 @@ from slimwheel.inspect.fatbin import (
     COMPAT_SECTION,
     MAGIC_BYTES,
     Fatbin,
+    FatbinEntry,
     RecordBudget,
     compat_arch_specific,
     cubin_entry,
@@ -166,6 +167,12 @@ class ElfReport:
         unless the file has nothing else."""
         code = [fb for fb in self.fatbins if fb.kernels and any(e.target is not None for e in fb.entries)]
         return tuple([fb for fb in code if not fb.device_link] or code)
+
+    @property
+    def code_entries(self) -> tuple[FatbinEntry, ...]:
+        """The entries of its modules that define kernels (`Fatbin.kernels`): what runs on a GPU, and so what sets
+        coverage's targets and the driver floors; a module with no kernels sets none."""
+        return tuple(e for fb in self.fatbins if fb.kernels for e in fb.entries)
 
     @property
     def kernelless_fatbins(self) -> tuple[Fatbin, ...]:

@@ -163,7 +163,7 @@ class WheelReport:
     @property
     def code_entries(self) -> tuple[FatbinEntry, ...]:
         """The entries of modules that define kernels: what runs on a GPU, and so what sets a driver floor."""
-        return tuple(e for elf in self.elfs for fb in elf.fatbins if fb.kernels for e in fb.entries)
+        return tuple(e for elf in self.elfs for e in elf.code_entries)
 
     @property
     def kernelless(self) -> tuple[tuple[str, int], ...]:
@@ -381,14 +381,14 @@ def assemble(
     duplicates: tuple[DuplicateGroup, ...] = (),
 ) -> WheelReport:
     # Modules with no kernels (`Fatbin.kernels`) run nothing: their targets, PTX ISA and compression set no floor.
-    entries = [e for elf in elfs for fb in elf.fatbins if fb.kernels for e in fb.entries]  # as code_entries
+    entries = [e for elf in elfs for e in elf.code_entries]
     targets = tuple(sorted({e.target for e in entries if e.target is not None}, key=listing_order))
     coverage, gaps = module_coverage(elfs)
     groups = alternative_groups(elfs)
     in_groups = {f for files in groups.values() for f in files}
     # the wheel's own floors come from the files every process loads; each alternative states its own
     # (`_alternatives`): a cu13 folder's zstd entries and PTX ISA say nothing of the cu12 folder beside it
-    loaded = [e for elf in elfs if elf.name not in in_groups for fb in elf.fatbins if fb.kernels for e in fb.entries]
+    loaded = [e for elf in elfs if elf.name not in in_groups for e in elf.code_entries]
     isas = [e.ptx_isa for e in loaded if e.ptx_isa]
     ptx_release = _ptx_release(isas)
     evidence = cuda_major(
@@ -501,7 +501,7 @@ def _alternatives(elfs: tuple[ElfReport, ...], groups: dict[str, tuple[str, ...]
             e = by_name[f]
             cuda = alt_model.version_of(f)
             m = cuda_major([(f, e.needed)]).major or int(cuda.split(".")[0])
-            own = [en for fb in e.fatbins if fb.kernels for en in fb.entries]
+            own = e.code_entries
             sass = any(t.kind is Kind.SASS for en in own if (t := en.target) is not None)
             floor = MAJOR_DRIVER.get(m) if sass else None
             if floor is not None and m == 12 and any(en.compression == "zstd" for en in own):
