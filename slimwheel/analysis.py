@@ -9,14 +9,17 @@ verdict from each of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from slimwheel.inspect.elf import ElfReport
+    from slimwheel.inspect.files import Buffer
     from slimwheel.inspect.pyimports import PythonImports
     from slimwheel.inspect.report import WheelReport
+    from slimwheel.inspect.wheel import Member
     from slimwheel.reqgraph import RequirementGraph
     from slimwheel.torchext import TorchUse
     from slimwheel.wheelfile import RecordProblem
@@ -53,31 +56,96 @@ def analyze(
     `imports`, `graph`: those of an input whose outputs keep its Python sources and requirements (variants: read once
     for all its wheels). `meanwhile`: the caller's work while the members inflate (`scan.inspect_wheel`; check
     imports the verdict's modules there), when the wheel is read here."""
-    from slimwheel import torchext
-    from slimwheel.inspect.pyimports import PythonImports
-    from slimwheel.inspect.scan import MemberDigest, inspect_file, inspect_wheel
-    from slimwheel.wheelfile import archive_record_problems, record_problems_of
+    from slimwheel.inspect.scan import Taps, inspect_file, inspect_wheel
 
+    symbols: dict[str, frozenset[str]] | None = None
     if report is None and Path(path).suffix.lower() == ".whl":
-        # one pass: every member hashed for RECORD as it inflates for the report
-        digests: dict[str, MemberDigest] = {}
-        report = inspect_wheel(path, digests=digests, meanwhile=meanwhile)
-        record = record_problems_of(report.path, digests)
+        # one pass: every member hashed for RECORD, the Python sources kept and the torch symbols read, as the
+        # members inflate for the report; this module's own imports made meanwhile, before the caller's
+        symbols = {}
+        sources = _Sources()
+        tap = _torch_tap(symbols)
+        taps = Taps(elf=tap) if imports is not None else Taps(keep=sources.keep, elf=tap)
+        report = inspect_wheel(path, taps=taps, meanwhile=lambda: _imports(meanwhile))
+        from slimwheel.wheelfile import record_problems_of
+
+        record = record_problems_of(report.path, taps.digests)
+        if imports is None:
+            imports = sources.imports(taps.kept)
     else:
         if report is None:
             report = inspect_file(path, meanwhile=meanwhile)
         if not report.path.name.endswith(".whl"):
             return WheelAnalysis(report=report, file=file or report.path)
+        from slimwheel.wheelfile import archive_record_problems
+
         record = archive_record_problems(file or report.path)
+    from slimwheel import torchext
+    from slimwheel.inspect.pyimports import PythonImports
+
     where = file or report.path
     return WheelAnalysis(
         report=report,
         file=where,
         record=tuple(record),
-        torch=torchext.audit_wheel(where, {e.name: e.needed for e in report.elfs}),
+        torch=torchext.audit_wheel(where, {e.name: e.needed for e in report.elfs}, symbols),
         imports=imports if imports is not None else PythonImports.from_wheel(where),
         graph=graph,
     )
+
+
+def _imports(then: Callable[[], object] | None) -> None:
+    """What the analysis needs after the scan, imported while the members inflate (`scan.inspect_wheel`'s
+    `meanwhile`: a small wheel's check spent 50 ms importing them first), then the caller's own work."""
+    import slimwheel.inspect.pyimports
+    import slimwheel.torchext
+    import slimwheel.wheelfile  # noqa: F401
+
+    if then is not None:
+        then()
+
+
+def _torch_tap(into: dict[str, frozenset[str]]) -> Callable[[str, Buffer, ElfReport], None]:
+    """A `scan.Taps.elf` that keeps the torch symbols of each ELF member that needs a torch library
+    (`torchext.member_symbols`). It runs in the scan's workers; torchext is imported by the calling thread meanwhile
+    (`_imports`), and a worker that gets here first waits for that import or makes it."""
+
+    def tap(name: str, data: Buffer, elf: ElfReport) -> None:
+        from slimwheel.torchext import member_symbols
+
+        found = member_symbols(name, data, elf)
+        if found is not None:
+            into[name] = found
+
+    return tap
+
+
+class _Sources:
+    """The wheel's Python sources, kept by the scan (`scan.Taps.keep`): every .py member of at most `MAX_SOURCE`
+    bytes, when together they are at most `MAX_SOURCES` (more than the reader parses anyway); past that none is kept
+    and the reader reads them from the wheel, one at a time, if a rule asks."""
+
+    def __init__(self) -> None:
+        self.names: tuple[str, ...] | None = None  # every .py member, in the wheel's order; None: none kept
+
+    def keep(self, members: tuple[Member, ...]) -> frozenset[str]:
+        from slimwheel.inspect.pyimports import MAX_SOURCE, MAX_SOURCES
+
+        py = [m for m in members if m.name.endswith(".py")]
+        small = [m.name for m in py if m.uncompressed <= MAX_SOURCE]
+        if sum(m.uncompressed for m in py if m.uncompressed <= MAX_SOURCE) > MAX_SOURCES:
+            return frozenset()
+        self.names = tuple(m.name for m in py)
+        return frozenset(small)
+
+    def imports(self, kept: Mapping[str, bytes]) -> PythonImports | None:
+        """The reader of the kept sources (a source over `MAX_SOURCE` is None, as `PythonImports.from_wheel` gives
+        it); None when none were kept."""
+        from slimwheel.inspect.pyimports import PythonImports
+
+        if self.names is None:
+            return None
+        return PythonImports.from_sources({name: kept.get(name) for name in self.names})
 
 
 def requirement_graph(report: WheelReport) -> RequirementGraph:

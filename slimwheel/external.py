@@ -9,7 +9,6 @@ its entries in that form and `parse_externals` reads them back.
 from __future__ import annotations
 
 import fnmatch
-import importlib.metadata
 import logging
 import posixpath
 import re
@@ -153,6 +152,8 @@ def folder_from_files(ext: ExternalLib, files: Iterable[str] | None) -> str:
 
 def installed_files(requirement: str) -> list[str] | None:
     """The RECORD paths (relative to site-packages) of the requirement's distribution in the running Python."""
+    import importlib.metadata  # 7 ms (email's parsers): only a build with --external reads installed files
+
     try:
         dist = importlib.metadata.distribution(Requirement(requirement).name)
     except importlib.metadata.PackageNotFoundError:

@@ -40,6 +40,8 @@ from slimwheel.external import ExternalLib, external_lib
 
 if TYPE_CHECKING:
     from slimwheel.cuda.arch import Target
+    from slimwheel.inspect.elf import ElfReport
+    from slimwheel.inspect.files import Buffer
 
 TORCH_FOLDER = "torch/lib"  # where torch's wheel installs its libraries, relative to site-packages
 # C++ names in torch's namespaces (mangled: _ZN3c10..., _ZNK2at6Tensor..., vtables and typeinfo _ZTVN3c10...).
@@ -454,24 +456,45 @@ def use_to_json(use: TorchUse, verdict: TorchVerdict | None = None) -> dict[str,
     return out
 
 
-def audit_wheel(path: Path, needed: Mapping[str, Sequence[str]]) -> TorchUse | None:
-    """`torch_use` of a wheel on disk: the members that need torch's libraries, read through the bounded zip reader.
-    `needed`: each ELF member's DT_NEEDED. Libraries the wheel carries itself are no use of torch: torch's own wheel
-    carries libc10.so and the rest in torch/lib."""
+def _own(needed: Mapping[str, Sequence[str]]) -> dict[str, list[str]]:
+    """Each ELF member's DT_NEEDED without the libraries the wheel carries itself: those are no use of torch (torch's
+    own wheel carries libc10.so and the rest in torch/lib)."""
     carried = {name.rsplit("/", 1)[-1] for name in needed}
-    needed = {name: [n for n in names if n not in carried] for name, names in needed.items()}
+    return {name: [n for n in names if n not in carried] for name, names in needed.items()}
+
+
+def member_symbols(name: str, data: Buffer, elf: ElfReport) -> frozenset[str] | None:
+    """The torch symbols ELF member `name` imports, from its bytes, when it needs a torch library; else None. What
+    check takes from each member as it inflates for the report (`analysis.analyze`), so that none is read twice.
+    Members whose torch library the wheel carries are read too; `audit_wheel` leaves them out."""
+    if not any(is_torch_library(n) for n in elf.needed):
+        return None
+    from slimwheel.inspect.elf import undefined_symbols  # loaded by the scan, which calls this
+
+    return undefined_symbols(data, name, is_torch_symbol)
+
+
+def audit_wheel(
+    path: Path, needed: Mapping[str, Sequence[str]], symbols: Mapping[str, frozenset[str]] | None = None
+) -> TorchUse | None:
+    """`torch_use` of a wheel on disk. `needed`: each ELF member's DT_NEEDED; `symbols`: the torch symbols of the
+    members that need a torch library, taken while the wheel was read for its report (`member_symbols`); without them,
+    those members are read here, through the bounded zip reader."""
+    needed = _own(needed)
     if not any(is_torch_library(n) for names in needed.values() for n in names):
         return None
-    from slimwheel.inspect.elf import undefined_symbols
-    from slimwheel.inspect.wheel import WheelArchive
+    if symbols is None:
+        from slimwheel.inspect.elf import undefined_symbols
+        from slimwheel.inspect.wheel import WheelArchive
 
-    imports: dict[str, frozenset[str]] = {}
-    with WheelArchive(Path(path)) as archive:
-        for m in archive.members:
-            if m.name in needed and any(is_torch_library(n) for n in needed[m.name]):
-                with archive.open(m) as data:
-                    imports[m.name] = undefined_symbols(data, m.name, is_torch_symbol)
-    return torch_use(needed, imports)
+        read: dict[str, frozenset[str]] = {}
+        with WheelArchive(Path(path)) as archive:
+            for m in archive.members:
+                if m.name in needed and any(is_torch_library(n) for n in needed[m.name]):
+                    with archive.open(m) as data:
+                        read[m.name] = undefined_symbols(data, m.name, is_torch_symbol)
+        symbols = read
+    return torch_use(needed, symbols)
 
 
 # ------------------------------------------------------------------------------------------------------ building

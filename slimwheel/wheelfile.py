@@ -279,7 +279,7 @@ def record_problems(record_text: str, members: Mapping[str, MemberDigest], *, re
 def archive_record_problems(wheel: Path) -> list[RecordProblem]:
     """`record_problems` of a wheel file, its members hashed as they stream out of the zip (`inspect.zipread`:
     bounded memory, sizes held to what each member declares). `check` hashes them while it reads the wheel for its
-    report instead (`inspect.scan.inspect_wheel(digests=...)`, then `record_problems_of`)."""
+    report instead (`inspect.scan.inspect_wheel(taps=...)`, then `record_problems_of`)."""
     with ZipReader(wheel) as z:
         digests: dict[str, MemberDigest] = {}
         for m in z.members:

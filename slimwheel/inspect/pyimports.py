@@ -202,7 +202,9 @@ class PythonImports:
         self._preloading: dict[tuple[str, tuple[bytes, ...]], str] = {}  # (package, names) -> `preloading`
 
     @classmethod
-    def from_sources(cls, sources: Mapping[str, bytes]) -> PythonImports:
+    def from_sources(cls, sources: Mapping[str, bytes | None]) -> PythonImports:
+        """Sources held already, in the wheel's order (None for one over `MAX_SOURCE`, as `from_wheel` gives it)."""
+
         def load() -> Generator[tuple[str, bytes | None]]:
             yield from sources.items()
 

@@ -42,6 +42,47 @@ class MemberDigest:
     data: bytes | None = None
 
 
+@dataclass(frozen=True, kw_only=True)
+class Taps:
+    """What a caller takes from the members while they inflate for the report, so that no member inflates twice
+    (check's analysis, `analysis.analyze`): every member's size and SHA-256 for the RECORD verdict (`digests`, with
+    the RECORD's own bytes), the bytes of the members `keep` picks from the whole directory (`kept`: the Python
+    sources), and whatever `elf` takes from each ELF member's bytes beside its report (the symbols it imports from
+    torch). `elf` runs in the worker that inflated the member; it must be safe to call from several at once."""
+
+    digests: dict[str, MemberDigest] = dataclasses.field(default_factory=dict)
+    keep: Callable[[tuple[Member, ...]], frozenset[str]] = lambda _members: frozenset()
+    kept: dict[str, bytes] = dataclasses.field(default_factory=dict)
+    elf: Callable[[str, Buffer, ElfReport], None] | None = None
+
+
+# Members hashed for RECORD that are not read for the report are inflated in batches of about this many compressed
+# bytes, one batch per worker task: cuda-cccl's 2,500 headers as one task each cost 0.1 s of thread hand-offs.
+_BATCH = 1 << 20
+
+
+def _batches(members: Iterable[Member]) -> list[list[Member]]:
+    """`members`, largest first, cut into runs of about `_BATCH` compressed bytes (a bigger member is a run alone)."""
+    out: list[list[Member]] = []
+    run: list[Member] = []
+    size = 0
+    for m in sorted(members, key=lambda m: -m.uncompressed):
+        if run and size + m.compressed > _BATCH:
+            out.append(run)
+            run, size = [], 0
+        run.append(m)
+        size += m.compressed
+    if run:
+        out.append(run)
+    return out
+
+
+def _metadata_file(name: str) -> bool:
+    """A WHEEL or METADATA file of a top-level .dist-info folder: what `WheelArchive.metadata` reads."""
+    folder, _, leaf = name.partition("/")
+    return folder.endswith(".dist-info") and leaf in ("WHEEL", "METADATA")
+
+
 def _hasher() -> Any:
     import hashlib  # only check's RECORD verdict hashes: size-report never imports it
 
@@ -113,7 +154,7 @@ def inspect_wheel(
     *,
     workers: int | None = None,
     meanwhile: Callable[[], object] | None = None,
-    digests: dict[str, MemberDigest] | None = None,
+    taps: Taps | None = None,
 ) -> WheelReport:
     """Read a wheel once: the zip directory for every file, and each ELF (or .fatbin) member inflated once.
 
@@ -126,63 +167,24 @@ def inspect_wheel(
     imports beside it holds the GIL for whole switch intervals (5 ms) each time the caller makes a system call, which
     made the 235 directory reads of cumm-cu120's wheel take 47 ms where they take 2 ms alone.
 
-    `digests`: filled with every member's size and SHA-256 (and the bytes of its RECORD), hashed as it inflates for
-    the report, the other members streamed through the hash by the same workers: `check`'s RECORD verdict without
-    inflating anything a second time (`analysis.analyze`).
+    `taps`: what the caller takes from the members in the same pass (`Taps`): every member's size and SHA-256 (and
+    the bytes of its RECORD), hashed as it inflates for the report, the other members inflated by the same workers
+    in batches; the bytes of the members it keeps; what its `elf` takes from each ELF member: `check`'s RECORD
+    verdict, Python sources and torch symbols without inflating anything a second time (`analysis.analyze`).
     """
     path = Path(path)
     t0 = time.perf_counter()
     with WheelArchive(path, limits) as archive:
         candidates = sorted((m for m in archive.members if _candidate(archive, m)), key=lambda m: -m.uncompressed)
-        # Members whose size and CRC-32 match another's: hashed even for size-report, to state byte-identical files
-        # (`duplicates`); most wheels have none, so size-report hashes nothing.
-        dup = twins(archive.members)
-        sha256: dict[str, bytes] = {}
-
-        def one(m: Member) -> ElfReport:
-            try:
-                with archive.open(m) as data:
-                    parsed = _parsed(data, m.name)
-                    if digests is not None or m.name in dup:
-                        sha256[m.name] = _sha256(data)
-                        if digests is not None:
-                            digests[m.name] = MemberDigest(size=m.uncompressed, sha256=sha256[m.name])
-                    return parsed
-            except BadInputError as e:
-                if e.message.startswith(f"{path}: "):
-                    raise
-                raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
-
-        def hashed(m: Member) -> None:
-            h = _hasher()
-            kept: list[bytes] = []
-            keep = m.name.endswith(".dist-info/RECORD")
-
-            def sink(block: bytes) -> None:
-                h.update(block)
-                if keep:
-                    kept.append(bytes(block))
-
-            try:
-                archive.stream(m, sink)
-            except BadInputError as e:
-                if e.message.startswith(f"{path}: "):
-                    raise
-                raise BadInputError(f"{path}: {e.message}", hint=e.hint) from None
-            sha256[m.name] = h.digest()
-            if digests is not None:
-                digests[m.name] = MemberDigest(
-                    size=m.uncompressed, sha256=sha256[m.name], data=b"".join(kept) if keep else None
-                )
-
         # Inflating releases the GIL: big members overlap each other and the work below. Largest first keeps the
         # workers busy.
         workers = max(1, min(workers or 4, os.cpu_count() or 1, len(candidates)))
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            futures = [pool.submit(one, m) for m in candidates]
+        with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=workers) as hasher:
+            reading = _Reading(path, archive, taps, hasher)
+            futures = [pool.submit(reading.elf, m) for m in candidates]
             chosen = {m.name for m in candidates}
-            rest = [m for m in archive.members if m.name not in chosen and (digests is not None or m.name in dup)]
-            hashes = [pool.submit(hashed, m) for m in sorted(rest, key=lambda m: -m.uncompressed)]
+            rest = [m for m in archive.members if m.name not in chosen and reading.hashed_apart(m)]
+            hashes = [pool.submit(reading.batch, batch) for batch in _batches(rest)]
             try:
                 # While the members inflate: the parsers (which the workers need first), the caller's own work, the
                 # metadata, and the report's modules (imported by `_file_entries`).
@@ -190,7 +192,7 @@ def inspect_wheel(
 
                 if meanwhile is not None:
                     meanwhile()
-                meta = archive.metadata()
+                meta = reading.metadata()
                 wheel_size = archive.size
                 files = _file_entries(archive.members, wheel_size)
                 log.info(
@@ -215,8 +217,105 @@ def inspect_wheel(
                     h.cancel()
         elfs = tuple(by_name[m.name] for m in archive.members if m.name in by_name)
         log.info("%s: ELF and fatbin headers of %d files: %.2f s", path.name, len(elfs), time.perf_counter() - t0)
-        duplicates = duplicate_groups(archive.members, sha256, _sonames(elfs))
+        duplicates = duplicate_groups(archive.members, reading.sha256, _sonames(elfs))
     return _assembled(path, meta, wheel_size, files, elfs, duplicates)
+
+
+class _Reading:
+    """The members of one wheel as `inspect_wheel` reads them, each inflated once: the ELF members for the report,
+    and what `taps` asks beside it. Its methods run in the scan's workers (`elf`, `batch`) and in the calling
+    thread (`metadata`); each member is one worker's, so the dictionaries are written once per name."""
+
+    def __init__(self, path: Path, archive: WheelArchive, taps: Taps | None, hasher: ThreadPoolExecutor) -> None:
+        self.path = path
+        self.archive = archive
+        self.taps = taps
+        self.hasher = hasher
+        # Members whose size and CRC-32 match another's: hashed even for size-report, to state byte-identical files
+        # (`duplicates`); most wheels have none, so size-report hashes nothing.
+        self.dup = twins(archive.members)
+        self.sha256: dict[str, bytes] = {}
+        self.keep = taps.keep(archive.members) if taps is not None else frozenset()
+        # WHEEL and METADATA: hashed as the metadata is read from them (`metadata`)
+        self.meta_members = {m.name for m in archive.members if _metadata_file(m.name)} if taps is not None else set()
+
+    def _failed(self, e: BadInputError) -> BadInputError:
+        prefix = f"{self.path}: "
+        return e if e.message.startswith(prefix) else BadInputError(prefix + e.message, hint=e.hint)
+
+    def hashed_apart(self, m: Member) -> bool:
+        """`m` is hashed by `batch` (it is read for no report): every member for the taps, twins for size-report."""
+        return m.name not in self.meta_members and (self.taps is not None or m.name in self.dup)
+
+    def elf(self, m: Member) -> ElfReport:
+        wanted = self.taps is not None or m.name in self.dup
+        try:
+            with self.archive.open(m) as data:
+                # A big member is hashed by another thread while this one parses it (hashlib releases the GIL): on a
+                # wheel of one big library (cuFFT, spconv, jax's PJRT) the second core is idle otherwise.
+                hashing = self.hasher.submit(_sha256, data) if wanted and m.uncompressed >= _BATCH else None
+                try:
+                    parsed = _parsed(data, m.name)
+                    if self.taps is not None and self.taps.elf is not None:
+                        self.taps.elf(m.name, data, parsed)
+                    if m.name in self.keep:
+                        self._done(m, None, bytes(data))
+                finally:  # the bytes stay valid until the hash is done, whatever the parse did
+                    digest = hashing.result() if hashing is not None else _sha256(data) if wanted else None
+                if digest is not None:
+                    self._done(m, digest, None)
+                return parsed
+        except BadInputError as e:
+            raise self._failed(e) from None
+
+    def batch(self, members: list[Member]) -> None:
+        try:
+            for m in members:
+                if m.uncompressed <= _BATCH:  # one call inflates it (`read`), with every check `stream` makes
+                    self._read(m)
+                else:
+                    self._streamed(m)
+        except BadInputError as e:
+            raise self._failed(e) from None
+
+    def metadata(self) -> WheelMeta:
+        """The wheel's metadata, its files hashed as they are read (and those of another .dist-info folder)."""
+        if self.taps is None:
+            return self.archive.metadata()
+        meta = self.archive.metadata(read=self._read)
+        for m in self.archive.members:
+            if m.name in self.meta_members and m.name not in self.sha256:
+                self._read(m)
+        return meta
+
+    def _read(self, m: Member) -> bytes:
+        data = self.archive.read(m)
+        self._done(m, _sha256(data), data)
+        return data
+
+    def _streamed(self, m: Member) -> None:
+        h = _hasher()
+        held: list[bytes] = []
+        hold = m.name.endswith(".dist-info/RECORD") or m.name in self.keep
+
+        def sink(block: bytes) -> None:
+            h.update(block)
+            if hold:
+                held.append(bytes(block))
+
+        self.archive.stream(m, sink)
+        self._done(m, h.digest(), b"".join(held) if hold else None)
+
+    def _done(self, m: Member, digest: bytes | None, data: bytes | None) -> None:
+        """What the pass keeps of member `m`: its hash (for RECORD and twins), its bytes if the taps keep them."""
+        if data is not None and m.name in self.keep and self.taps is not None:
+            self.taps.kept[m.name] = data
+        if digest is None:
+            return
+        self.sha256[m.name] = digest
+        if self.taps is not None:
+            record = data if m.name.endswith(".dist-info/RECORD") else None
+            self.taps.digests[m.name] = MemberDigest(size=m.uncompressed, sha256=digest, data=record)
 
 
 def inspect_unpacked(path: Path, root: Path, names: list[str], *, archive: WheelArchive | None = None) -> WheelReport:
