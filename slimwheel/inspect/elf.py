@@ -355,8 +355,11 @@ def _opened_libraries(
             continue
         lo, hi = sec.offset, sec.offset + sec.size
         for m in _SO_AT.finditer(data, lo, hi):
-            start = data.rfind(b"\x00", max(lo, m.start() - 128), m.start())
+            floor = max(lo, m.start() - 128)
+            start = data.rfind(b"\x00", floor, m.start())
             end = data.find(b"\x00", m.start(), hi)
+            if start < 0 and floor == lo:
+                start = lo - 1  # no NUL before it in the section: the string is the section's first
             if start < 0 or end < 0:
                 continue
             word = bytes(data[start + 1 : end])

@@ -21,6 +21,16 @@ def test_names_of_cuda_libraries_in_rodata_with_dlopen_are_opened() -> None:
     assert got.opens == ("libcublas.so.12", "libnccl.so.2")  # libfoo is no CUDA library of the table
 
 
+def test_a_name_that_starts_the_section_is_read() -> None:
+    """The first string of .rodata has no NUL before it: it was skipped (a name at offset 0 was never opened)."""
+    first = b"libcublas.so.12\0libnccl.so.2\0"
+    got = read_elf(elf(sections={".rodata": first}, undefined=("dlopen",), needed=("libc.so.6",)), "x.so")
+    assert got.opens == ("libcublas.so.12", "libnccl.so.2")
+    # a name runs to the section's start only when it is that close: a longer run of bytes is no name
+    long = b"x" * 200 + b"libcublas.so.12\0"
+    assert read_elf(elf(sections={".rodata": long}, undefined=("dlopen",)), "x.so").opens == ()
+
+
 def test_without_dlopen_or_as_part_of_another_string_nothing_is_opened() -> None:
     assert read_elf(elf(sections={".rodata": RODATA}, needed=("libc.so.6",)), "x.so").opens == ()
     parts = b"\0xlibcublas.so.12\0libcublas.so.12.9\0message libnccl.so.2 missing\0"
