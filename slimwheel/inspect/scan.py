@@ -100,6 +100,12 @@ def _candidate(archive: WheelArchive, m: Member) -> bool:
     return m.uncompressed >= 16 and archive.head(m, 4)[:4] in (ELF_MAGIC, FATBIN_MAGIC)
 
 
+def report_members(archive: WheelArchive) -> list[Member]:
+    """The members the report inflates (ELF and .fatbin files, by their first bytes), largest first; size-report reads
+    no other member past the zip directory, check's analysis inflates every one (RECORD)."""
+    return sorted((m for m in archive.members if _candidate(archive, m)), key=lambda m: -m.uncompressed)
+
+
 def _parsed(data: Buffer, name: str) -> ElfReport:
     from slimwheel.inspect.elf import read_elf  # the first worker to finish inflating loads the parsers
 
@@ -175,7 +181,7 @@ def inspect_wheel(
     path = Path(path)
     t0 = time.perf_counter()
     with WheelArchive(path, limits) as archive:
-        candidates = sorted((m for m in archive.members if _candidate(archive, m)), key=lambda m: -m.uncompressed)
+        candidates = report_members(archive)
         # Inflating releases the GIL: big members overlap each other and the work below. Largest first keeps the
         # workers busy.
         workers = max(1, min(workers or 4, os.cpu_count() or 1, len(candidates)))
