@@ -174,9 +174,11 @@ def run_auditwheel(
     library_dirs: Sequence[Path] = (),
 ) -> Path:
     """`auditwheel repair` of `wheel` (a copy) into out_dir; messages name `shown_as`, the user's input.
-    `library_dirs` are searched first for the libraries it bundles (AUDITWHEEL_LD_LIBRARY_PATH, which auditwheel's
+    `library_dirs` are searched for the libraries it bundles (AUDITWHEEL_LD_LIBRARY_PATH, which auditwheel's
     lddtree reads before LD_LIBRARY_PATH): a sysroot's, so that the copies bundled are the ones the wheel was
-    linked against.
+    linked against. They come after the file's own RPATH and RUNPATH entries (and those of the file that needed it)
+    and before ld.so.conf's folders, as in auditwheel 6.8's lddtree; repair drops the unsafe entries from its copy
+    before this runs (`repair.searchpath`), so what comes first is the wheel's own folders.
 
     auditwheel unpacks the wheel into temporary folders of its own (430-660 MB for a CUDA wheel) that it removes only
     when it ends normally: a repair killed meanwhile left them in $TMPDIR forever. Its TMPDIR is therefore a folder
