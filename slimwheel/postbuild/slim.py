@@ -412,6 +412,14 @@ def slim(
         request = SlimRequest(ccs=ccs, ptx=mode, ptx_ccs=ptx_ccs)
         if not before.fatbin_entries:
             raise BadInputError(f"{wheel}: no fatbin (CUDA device code) in any ELF file: nothing to slim")
+        if not before.code_entries:
+            # Modules that define no kernel are kept whole (and cuda-cccl 1.2.1's are all such): the output would be
+            # the input under another version. Said as what it is, not as a request nothing serves.
+            containers = sum(n for _, n in before.kernelless)
+            raise BadInputError(
+                f"{wheel}: none of its {containers} CUDA module(s) defines a kernel (modules with none are kept "
+                "whole): nothing to slim"
+            )
         if not allow_unserved and unserved(before, ccs):
             have = " ".join(str(t) for t in before.targets) or "none"
             raise CheckFailed(

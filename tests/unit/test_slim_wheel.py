@@ -20,7 +20,7 @@ from slimwheel.errors import BadInputError
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.postbuild.slim import local_version, parse_ptx, slim
 from slimwheel.postbuild.variants import PROVIDER, families, make_variants
-from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+from testkit.binsynth import cubin, elf, fatbin, fatbin_entry, pad8
 from testkit.wheelmaker import make_wheel
 
 TAG = "cp312-abi3-manylinux_2_28_x86_64"
@@ -184,6 +184,15 @@ def test_bad_inputs_are_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFi
     pure = make_wheel(tmp_path / "pure", name="pure", files={"pure/__init__.py": b""}, tag="py3-none-any")
     assert main(["slim", str(pure), "--archs", "9.0", "-o", str(tmp_path / "o")]) == 3
     assert "nothing to slim" in capsys.readouterr().err
+    # fatbins whose modules define no kernel (cuda-cccl 1.2.1's): kept whole, so nothing to slim either; it was
+    # "no CUDA module of it runs on 9.0 (its code: none)", exit 11, as if the request were the fault
+    empty = cubin(90, text=None)
+    kernelless = elf(sections={".nv_fatbin": fatbin([fatbin_entry(sm=90, payload=empty)])})
+    src = _wheel(tmp_path / "kernelless", lib=kernelless)
+    assert main(["slim", str(src), "--archs", "9.0", "-o", str(tmp_path / "o")]) == 3
+    err = capsys.readouterr().err
+    assert "none of its 1 CUDA module(s) defines a kernel" in err and "nothing to slim" in err
+    assert not list((tmp_path / "o").glob("*.whl"))
 
 
 def test_variants_one_wheel_per_family(tmp_path: Path) -> None:
