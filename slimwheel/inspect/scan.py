@@ -185,7 +185,8 @@ def inspect_wheel(
         # Inflating releases the GIL: big members overlap each other and the work below. Largest first keeps the
         # workers busy.
         workers = max(1, min(workers or 4, os.cpu_count() or 1, len(candidates)))
-        with ThreadPoolExecutor(max_workers=workers) as pool, ThreadPoolExecutor(max_workers=workers) as hasher:
+        # the hashers outlive the readers that hand them work: a refusal ends the readers first
+        with ThreadPoolExecutor(max_workers=workers) as hasher, ThreadPoolExecutor(max_workers=workers) as pool:
             reading = _Reading(path, archive, taps, hasher)
             futures = [pool.submit(reading.elf, m) for m in candidates]
             chosen = {m.name for m in candidates}

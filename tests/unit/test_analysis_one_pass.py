@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from slimwheel import analysis, torchext
+from slimwheel.errors import BadInputError
 from slimwheel.inspect import scan, zipread
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.pyimports import MAX_SOURCE, MAX_SOURCES, PythonImports
@@ -121,3 +122,22 @@ def test_member_symbols_only_for_members_that_need_torch() -> None:
     assert torchext.member_symbols("a.so", data, read_elf(data, "a.so")) is None
     linked = elf(needed=["libtorch.so"], undefined=[*TORCH_SYMBOLS, "malloc"])
     assert torchext.member_symbols("b.so", linked, read_elf(linked, "b.so")) == frozenset(TORCH_SYMBOLS)
+
+
+@pytest.mark.parametrize("member", ["pkg/data/f7.txt", "pkg/_ops.cpython-311-x86_64-linux-gnu.so"])
+def test_a_corrupt_member_is_one_clear_error_from_either_reader(tmp_path: Path, member: str) -> None:
+    """A member whose deflate data is damaged, read by a batch of small members or by the ELF reader while another
+    thread hashes it: a BadInputError naming the wheel and the member, whichever thread met it, and nothing hangs."""
+    wheel = _wheel(tmp_path)
+    with zipfile.ZipFile(wheel) as z:
+        info = z.getinfo(member)
+    data = bytearray(wheel.read_bytes())
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    for i in range(start, start + min(info.compress_size, 64)):
+        data[i] ^= 0xFF
+    broken = tmp_path / "broken" / wheel.name
+    broken.parent.mkdir()
+    broken.write_bytes(bytes(data))
+    with pytest.raises(BadInputError) as e:
+        analysis.analyze(broken)
+    assert str(broken) in e.value.message and member in e.value.message
