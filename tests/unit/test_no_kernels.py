@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
 from slimwheel.cuda.arch import CC, KNOWN_CCS, counted, parse_require_arch
+from slimwheel.errors import BadInputError
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.fatbin import FLAG_LZ4, FLAG_ZSTD
 from slimwheel.inspect.report import report_to_json
@@ -251,6 +252,12 @@ def test_slim_never_turns_a_failing_gpu_into_a_passing_one(
         tag=TAG,
     )
     before = {cc: _ok(w, str(cc)) for cc in _GPUS}
+    if not inspect_wheel(w).code_entries:
+        # no module defines a kernel: nothing to slim, refused before anything is written
+        with pytest.raises(BadInputError, match="nothing to slim"):
+            slim(w, tmp / "out", archs=parse_require_arch(archs), allow_unserved=True)
+        assert not (tmp / "out").exists() or not list((tmp / "out").iterdir())
+        return
     res = slim(w, tmp / "out", archs=parse_require_arch(archs), allow_unserved=True)
     after = {cc: _ok(res.rewritten.wheel, str(cc)) for cc in _GPUS}
     flipped = [str(cc) for cc in _GPUS if not before[cc] and after[cc]]
