@@ -68,10 +68,13 @@ def test_it_requires_the_cu12_runtime_wheels_with_bounds(wheel: Path) -> None:
     nvidia = {name for name in reqs if name.startswith("nvidia-")}
     assert nvidia == {"nvidia-cuda-runtime-cu12", "nvidia-cublas-cu12"}
     runtime, cublas = reqs["nvidia-cuda-runtime-cu12"].specifier, reqs["nvidia-cublas-cu12"].specifier
-    # the releases the toolkit was assembled from and the newest CUDA 12 wheels are in; CUDA 13 and older 12.x not
-    for spec, ok in ((runtime, ("12.4.127", "12.9.79")), (cublas, ("12.4.5.8", "12.9.3.13"))):
+    # Every symbol it takes is in CUDA 12.0.0's libraries (resources/cuda-baseline.json): the floor is that first
+    # release (docs/repair.md, rule 1), so it installs beside any CUDA 12 pins (torch 2.9 and 2.10 pin
+    # nvidia-cuda-runtime-cu12==12.8.90, resources/torch-abi.json); the releases the toolkit was assembled from and
+    # the newest CUDA 12 wheels are in, CUDA 13 and CUDA 11's wheels out
+    for spec, ok in ((runtime, ("12.0.107", "12.4.127", "12.8.90", "12.9.79")), (cublas, ("12.0.1.189", "12.4.5.8"))):
         assert all(spec.contains(v) for v in ok), spec
-        assert not spec.contains("13.0.0") and not spec.contains("12.3.101"), spec
+        assert not spec.contains("13.0.0") and not spec.contains("11.8.89"), spec
 
 
 def test_it_carries_no_cuda_library_and_finds_the_component_folders(wheel: Path) -> None:

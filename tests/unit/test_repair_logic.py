@@ -130,6 +130,34 @@ def test_floor_is_the_first_release_when_it_exports_every_symbol_used() -> None:
     }
 
 
+@pytest.mark.parametrize(
+    ("component", "major", "used", "built", "expected"),
+    [
+        # cuFFT 13 of CUDA 13.5 is 12.x: a wheel that uses only CUDA 13.0.0's symbols installs beside 13.0's pins
+        ("cufft", 13, "cufftPlan1d", "12.2.0.37", "nvidia-cufft>=12.0,<13"),
+        ("cusolver", 13, "cusolverDnCreate", "12.1.0.51", "nvidia-cusolver>=12.0,<13"),
+        ("cusparse", 13, "cusparseCreate", "12.7.3.1", "nvidia-cusparse>=12.6,<13"),
+        ("nppc", 13, "nppGetLibVersion", "13.1.1.62", "nvidia-npp>=13.0,<14"),
+        ("nvrtc", 13, "nvrtcCompileProgram", "13.2.51", "nvidia-cuda-nvrtc>=13.0,<14"),
+        # CUDA 12: the cu12 wheels of CUDA 12.0.0
+        ("cudart", 12, "cudaMalloc", "12.8.90", "nvidia-cuda-runtime-cu12>=12.0,<13"),
+        ("cublas", 12, "cublasSgemm_v2", "12.8.4.1", "nvidia-cublas-cu12>=12.0,<13"),
+        ("cufft", 12, "cufftExecC2C", "11.3.3.83", "nvidia-cufft-cu12>=11.0,<12"),
+    ],
+)
+def test_the_first_release_floor_covers_the_toolkits_libraries(
+    component: str, major: int, used: str, built: str, expected: str
+) -> None:
+    """resources/cuda-baseline.json holds every library of the table that CUDA X.0.0's cuda-toolkit pins (it held
+    four CUDA 13 libraries, none of CUDA 12): a wheel built with a later release that uses only X.0.0's symbols
+    gets X.0.0's version as its floor, not the one it was built against."""
+    lib = cudalibs.lookup(component, major)
+    imports = {lib.soname: frozenset({used})}
+    assert requirement_for(lib, cuda=None, versions={lib.package: built}, imports=imports) == expected
+    newer = {lib.soname: frozenset({used, f"{used}_fromALaterRelease"})}
+    assert requirement_for(lib, cuda=None, versions={lib.package: built}, imports=newer) != expected
+
+
 def test_one_requirement_per_package() -> None:
     libs = [cudalibs.lookup(c, 13) for c in ("cudart", "cublasLt", "cublas")]
     assert requirements(libs, cuda=CudaVersion(13, 0)) == {
