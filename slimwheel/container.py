@@ -46,6 +46,7 @@ import tomli_w
 import slimwheel
 from slimwheel import compilercache
 from slimwheel.config import ENV_PREFIX, FIELDS, IGNORED_ENV, Config, read_pyproject
+from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CUDA13_RELEASES, CudaVersion
 from slimwheel.errors import BadInputError, ToolError
 from slimwheel.plan import cmake_defines, make_plan_for_release
@@ -177,16 +178,41 @@ def repair_command(cfg: Config, cuda: CudaVersion) -> str:
     return " ".join(a if a in ("{dest_dir}", "{wheel}") else shlex.quote(a) for a in [*argv, "{wheel}"])
 
 
-def audit_commands(cfg: Config) -> list[str]:
-    """cibuildwheel's audit-command: slimwheel's check with the project's budget, coverage and platform floor (the
-    project's `manylinux`, else the image's: a library the before-all installs newer than the image, such as a
-    gcc-toolset's libstdc++ linked dynamically, must not raise it), then abi3audit (which cibuildwheel skips for
-    wheels that are not abi3). The project's `unknown` goes along: the audit judges as `build` and `check` do."""
+def audit_commands(cfg: Config, wanted: tuple[CC, ...]) -> list[str]:
+    """cibuildwheel's audit-command: slimwheel's check with every setting the verdict reads (`check.PolicySettings`)
+    given on its command line, then abi3audit (which cibuildwheel skips for wheels that are not abi3).
+
+    cibuildwheel runs the audit on the host in its own working folder, whose pyproject.toml need not be the project's
+    (`slimwheel container ../project`): so nothing is left for check to read there. The GPUs required are the plan's
+    (`wanted`) unless require-arch is set, as `build` requires them; the platform floor is the project's `manylinux`,
+    else the image's (a library the before-all installs newer than the image, such as a gcc-toolset's libstdc++
+    linked dynamically, must not raise it); gpu-intent, which has no flag, goes as SLIMWHEEL_GPU_INTENT (set even
+    when empty, so that the folder's own table is not read)."""
     floor = cfg.manylinux.strip() or IMAGE
-    argv = ["slimwheel", "check", "--budget", cfg.budget, "--manylinux", floor, "--unknown", cfg.unknown]
-    if cfg.require_arch.strip():
-        argv += ["--require-arch", cfg.require_arch]
-    return [" ".join(shlex.quote(a) for a in argv) + " {wheel}", ABI3AUDIT]
+    intent = ";".join(cfg.gpu_intent)
+    if any(";" in entry.partition("=")[0] for entry in cfg.gpu_intent):
+        raise BadInputError(
+            f"gpu-intent {cfg.gpu_intent!r}: a glob with ';' cannot be passed to the container audit",
+            hint="SLIMWHEEL_GPU_INTENT separates its entries with ';'",
+        )
+    argv = [
+        "slimwheel",
+        "check",
+        "--budget",
+        cfg.budget,
+        "--installed-budget",
+        cfg.installed_budget,
+        "--manylinux",
+        floor,
+        "--unknown",
+        cfg.unknown,
+        "--require-arch",
+        str(cfg.require_arch_for(wanted)),
+        "--debug-symbols" if cfg.debug_symbols else "--no-debug-symbols",
+        "--strict-device-code" if cfg.strict_device_code else "--no-strict-device-code",
+    ]
+    command = f"SLIMWHEEL_GPU_INTENT={shlex.quote(intent)} " + " ".join(shlex.quote(a) for a in argv)
+    return [command + " {wheel}", ABI3AUDIT]
 
 
 def cibw_config(
@@ -279,7 +305,7 @@ def cibw_config(
         "build-verbosity": 1,
         "repair-wheel-command": repair_command(cfg, cuda),
         "audit-requires": [origin.host_spec(), "abi3audit"],
-        "audit-command": audit_commands(cfg),
+        "audit-command": audit_commands(cfg, plan.arch.wanted),
         "test-command": f'python -c "import {project.import_name}"',
     }
     if gpu_test:

@@ -163,7 +163,7 @@ def container_standin(sysroot: Any, toolkit_root: Path, work: Path) -> dict[str,
         raise SystemExit(f"container stand-in: raw build failed\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     (raw,) = raw_dir.glob("*.whl")
     repair = container.repair_command(cfg, CudaVersion(13, 0))
-    audits = container.audit_commands(cfg)
+    audits = container.audit_commands(cfg, setup.plan.arch.wanted)
     dest.mkdir(parents=True, exist_ok=True)
     slim = f"{sys.executable} -m slimwheel"
     r = _run(

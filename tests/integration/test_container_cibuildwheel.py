@@ -16,6 +16,7 @@ import pytest
 from slimwheel import config as cfgmod
 from slimwheel import container
 from slimwheel.cuda.versions import CudaVersion
+from slimwheel.plan import make_plan_for_release
 
 pytestmark = pytest.mark.integration
 
@@ -98,8 +99,10 @@ def test_cibuildwheel_accepts_the_config_as_toml_and_as_env(
     # the options cibuildwheel resolves carry ours, identically from both forms
     from_file = resolved(as_toml, from_toml[0])
     assert from_file == resolved(as_env, from_toml[0], container.render_env(table))
+    planned = ",".join(str(cc) for cc in make_plan_for_release(cfg, cuda).arch.wanted)  # the GPUs build requires
     assert from_file["audit"] == [
-        "slimwheel check --budget 60MiB --manylinux manylinux_2_28 --unknown fail {wheel}",
+        "SLIMWHEEL_GPU_INTENT='' slimwheel check --budget 60MiB --installed-budget '' --manylinux manylinux_2_28 "
+        f"--unknown fail --require-arch {planned} --debug-symbols --no-strict-device-code {{wheel}}",
         "abi3audit --strict --report {abi3_wheel}",
     ]
     assert from_file["audit_requires"] == [str(tmp_path), "abi3audit"]

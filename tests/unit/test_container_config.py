@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -19,6 +21,7 @@ from slimwheel.cli import main
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError
 from slimwheel.external import parse_externals
+from slimwheel.plan import make_plan_for_release
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -150,22 +153,86 @@ def test_audit_runs_slimwheels_check_with_the_projects_policy_and_abi3audit() ->
     t = table(CU13, budget="80MB", **require)
     check, abi3 = t["audit-command"]
     assert shlex.split(check.removesuffix(" {wheel}")) == [
+        "SLIMWHEEL_GPU_INTENT=",
         "slimwheel",
         "check",
         "--budget",
         "80MB",
+        "--installed-budget",
+        "",
         "--manylinux",
         "manylinux_2_28",
         "--unknown",
         "fail",
         "--require-arch",
         "8.0-9.0",
+        "--debug-symbols",
+        "--no-strict-device-code",
     ]
     assert check.endswith(" {wheel}") and "{abi3_wheel}" in abi3 and abi3.startswith("abi3audit ")
     assert t["audit-requires"] == ["/src/slimwheel", "abi3audit"]
-    assert "--require-arch" not in table(CU13)["audit-command"][0]  # unset: check's own default ("auto")
+    # unset: the GPUs the plan builds for, as `build` requires them (not check's own "auto")
+    planned = make_plan_for_release(cfgmod.resolve({"archs": "8.0+"}), CU13).arch.wanted
+    unset = shlex.split(table(CU13, archs="8.0+")["audit-command"][0])
+    assert unset[unset.index("--require-arch") + 1] == ",".join(str(cc) for cc in planned)
     assert "--manylinux manylinux_2_28 " in table(CU13)["audit-command"][0]  # the image's floor
     assert "--manylinux 2_31 " in table(CU13, manylinux="2_31")["audit-command"][0]  # the project's
+
+
+def test_the_audit_judges_by_the_projects_settings_not_its_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """cibuildwheel runs the audit in its own working folder (`slimwheel container ../project`): a pyproject.toml
+    there must not change the verdict. Every setting the verdict reads differs between the two tables below, and
+    the audit gives the project's verdict (installed size over its budget, nothing else), not the folder's."""
+    from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
+    from testkit.wheelmaker import make_wheel
+
+    fat = pad8(fatbin([fatbin_entry(sm=sm, payload=bytes(range(1, 256)) * 8) for sm in (80, 90)]))
+    lib = elf(sections={".text": b"\xc3" * 4096, ".nv_fatbin": fat}, needed=("libc.so.6",), soname="_ext.abi3.so")
+    wheel = make_wheel(
+        tmp_path / "in",
+        name="pkg",
+        version="1.0",
+        tag="cp312-abi3-manylinux_2_28_x86_64",
+        files={"pkg/_ext.abi3.so": lib, "pkg/__init__.py": b"from ._ext import *\n"},
+    )
+    project: dict[str, Any] = {"installed-budget": "1KiB", "gpu-intent": {"pkg/*.so": "8.0,9.0"}, "unknown": "note"}
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "pyproject.toml").write_text(
+        '[tool.slimwheel]\nbudget = "1KiB"\ninstalled-budget = ""\ngpu-intent = {"pkg/*.so" = "12.0"}\n'
+        'require-arch = "12.0"\nstrict-device-code = true\nunknown = "fail"\n',
+        encoding="utf-8",
+    )
+    # the command as sh runs it: the leading NAME=value words are its environment, the rest slimwheel's argv
+    words = shlex.split(table(CU13, **project)["audit-command"][0].replace("{wheel}", shlex.quote(str(wheel))))
+    assignments = [w for w in words if "=" in w and not w.startswith("-")][:1]
+    program, *argv = words[len(assignments) :]
+    assert program == "slimwheel" and assignments == [words[0]]
+    monkeypatch.chdir(folder)
+    for key in [k for k in os.environ if k.startswith("SLIMWHEEL_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("SLIMWHEEL_OFFLINE", "1")
+    for name, _, value in (w.partition("=") for w in assignments):
+        monkeypatch.setenv(name, value)
+    out = tmp_path / "v.json"
+
+    def failures(*args: str) -> tuple[int, list[str]]:
+        code = main(["-q", *args, "--format", "json", "-o", str(out)])
+        (verdict,) = json.loads(out.read_text(encoding="utf-8"))["verdicts"]
+        return code, [f["kind"] for f in verdict["failures"]]
+
+    assert failures(*argv) == (10, ["installed-size"])
+    # the folder's own table, read by a plain check there, gives another verdict: the test can tell them apart
+    monkeypatch.delenv("SLIMWHEEL_GPU_INTENT")
+    assert failures("check", str(wheel)) != (10, ["installed-size"])
+
+
+def test_a_gpu_intent_glob_the_audit_cannot_carry_is_refused() -> None:
+    with pytest.raises(BadInputError, match="cannot be passed to the container audit"):
+        intent: dict[str, Any] = {"gpu-intent": {"pkg/a;b.so": "8.0"}}
+        table(CU13, **intent)
 
 
 def test_slimwheel_variables_pass_into_the_container() -> None:

@@ -105,7 +105,7 @@ def test_every_judging_command_reads_the_same_option_config_key_and_variable(
 
 def test_the_container_audit_carries_the_projects_setting() -> None:
     for mode in cfgmod.UNKNOWN_MODES:
-        (audit, _) = audit_commands(cfgmod.resolve({"unknown": mode}))
+        (audit, _) = audit_commands(cfgmod.resolve({"unknown": mode}), ())
         assert f" --unknown {mode} " in audit
 
 
