@@ -355,7 +355,7 @@ def agreement(path: Path, *, per_wheel: int = 24) -> Agreement:
                     ours=dict(mine),
                     theirs={f"{k} {a}": n for (k, a), n in theirs.items()},
                     cuobjdump_status=status,
-                    cuobjdump_error=err[-300:],
+                    cuobjdump_error=err.replace(str(blob), blob.name)[-300:],  # no temporary folder in records
                 )
             )
     return Agreement(
