@@ -85,6 +85,16 @@ CUDA13_RELEASES: tuple[CudaVersion, ...] = tuple(CudaVersion(13, n) for n in ran
 # Minimum Linux driver that runs code built by this release with no compatibility package. Within a major, minor
 # version compatibility lets SASS run on the major's first driver, but PTX JIT needs the release's own driver.
 RELEASE_DRIVER: dict[tuple[int, int], str] = {
+    # CUDA 11.0-11.7 are not releases slimwheel builds with, but wheels on PyPI carry their PTX (dgl-cu111: ISA 7.1):
+    # the release notes' GA rows (11.0.2 GA >= 450.51.05 ... 11.7 GA >= 515.43.04), so JIT floors are not 11.0's.
+    (11, 0): "450.51.05",
+    (11, 1): "455.23",
+    (11, 2): "460.27.03",
+    (11, 3): "465.19.01",
+    (11, 4): "470.42.01",
+    (11, 5): "495.29.05",
+    (11, 6): "510.39.01",
+    (11, 7): "515.43.04",
     (11, 8): "520.61.05",
     (12, 0): "525.60.13",
     (12, 1): "530.30.02",

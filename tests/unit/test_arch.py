@@ -200,6 +200,9 @@ def test_driver_for_a_release_newer_than_the_table_is_unknown_not_the_last_known
     assert driver_for_release(CudaVersion(12, 7)) == "560.28.03"  # no 12.7 release: 12.6's driver
     assert driver_for_release(CudaVersion(13, 1)) == "590.44.01"  # the release notes' 13.1 GA row
     assert driver_for_release(CudaVersion(13, 4)) is None  # no row read yet: unknown, not 13.3's 610
+    # PTX of CUDA 11.1-11.7 (on PyPI in old wheels) needs its release's driver, not CUDA 11's first (450.80.02).
+    assert driver_for_release(CudaVersion(11, 1)) == "455.23"
+    assert driver_for_release(CudaVersion(11, 7)) == "515.43.04"
 
 
 def test_cuda13_tables_agree_with_the_measured_nvcc_lists() -> None:
