@@ -481,6 +481,24 @@ def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], 
     return "torch" if t is not None and t.enough(alternative=info.path in ctx.alts) else ""
 
 
+def _loaded_own(info: ElfInfo, needed: str, ctx: _Context) -> str:
+    """The package's Python source that opens the wheel's own library of SONAME `needed` by path before the file is
+    loaded, which then takes that copy by SONAME, the one name the dynamic loader matches a loaded library by (dgl,
+    hidet, bitblas's TVM); "" when nothing does, or the wheel has no file of that SONAME. A file outside the packages
+    (auditwheel's `.libs`, the top of site-packages) is loaded by any of them."""
+    carrier = ctx.sonames.get(needed, "")
+    if not carrier or ctx.imports is None:
+        return ""
+    top = info.path.split("/", 1)[0]
+    packages = (
+        sorted(t for t in ctx.tops if not t.endswith((".libs", ".dist-info", ".data")))
+        if top.endswith(".libs") or "/" not in info.path
+        else [top]
+    )
+    name = posixpath.basename(carrier).encode()
+    return next((source for p in packages if (source := ctx.imports.loading_own(p, name))), "")
+
+
 def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> Resolution:
     """A library nothing provides: a fault, unless the file is a part the package does without."""
     if info.path in ctx.plugin_of and info.path not in ctx.alts:
@@ -508,6 +526,10 @@ def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Res
     if r is None or r.how is not How.NOTHING or r.required_fault or needed not in ctx.inside:
         return r
     carrier = next(iter(ctx.members.get(needed, ())), "") or ctx.sonames.get(needed, "")
+    if source := _loaded_own(info, needed, ctx):
+        return Resolution(
+            file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=carrier, preloaded_by=source
+        )
     folder = install_dir(carrier) or "."
     fault = Resolution(
         file=info.path,

@@ -237,6 +237,7 @@ class _Tally:
     plugin_lacks: dict[str, list[str]] = field(default_factory=dict)
     backend_lacks: dict[str, list[str]] = field(default_factory=dict)
     preloaded: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # source -> (file, library)
+    own_preloaded: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # the same, the wheel's own
 
     def provided(self, r: Resolution) -> None:
         """A library something provides that a note says once per provider (and set of files)."""
@@ -259,6 +260,8 @@ class _Tally:
             self.by_name.setdefault((r.soname, str(r.requirement)), []).append(r.file)
         elif r.how is How.REQUIREMENT and r.preloaded_by:
             self.preloaded.setdefault(r.preloaded_by, []).append((r.file, r.soname))
+        elif r.how is How.IN_WHEEL and r.preloaded_by:
+            self.own_preloaded.setdefault(r.preloaded_by, []).append((r.file, r.soname))
 
     def unprovided(self, r: Resolution, *, alternative: bool, problems: list[str]) -> None:
         if r.how is How.PLUGIN:
@@ -371,6 +374,13 @@ def word(resolved: Resolved) -> DependencyVerdict:
         f"from the nvidia-* wheels, which no search path of theirs reaches: found because {source} loads those "
         "libraries first (ctypes): they load only once it has run"
         for source, got in tally.preloaded.items()
+    ]
+    notes += [
+        f"{abbreviated(list(dict.fromkeys(f for f, _ in got)))} need(s) {', '.join(dict.fromkeys(s for _, s in got))}, "
+        f"which the wheel carries where no search path of theirs reaches: found because the package loads its own "
+        f"library by path first (ctypes; {source} names it), and the loader then takes that copy by SONAME: they "
+        "load only once it has run"
+        for source, got in tally.own_preloaded.items()
     ]
     notes += _torch_notes(tally.from_torch)
     notes += _transitive_notes(tally.transitive, resolved.name)

@@ -200,6 +200,7 @@ class PythonImports:
         self._steps = 0
         self._optional: dict[str, OptionalModule | None] = {}  # path -> `optional`, asked per library of the file
         self._preloading: dict[tuple[str, tuple[bytes, ...]], str] = {}  # (package, names) -> `preloading`
+        self._own: dict[tuple[str, bytes], str] = {}  # (package, file name) -> `loading_own`
 
     @classmethod
     def from_sources(cls, sources: Mapping[str, bytes | None]) -> PythonImports:
@@ -244,6 +245,32 @@ class PythonImports:
                         break
             self._preloading[key] = found
         return self._preloading[key]
+
+    def loading_own(self, package: str, name: bytes) -> str:
+        """The first Python source of the top-level folder `package` that names the file `name` (b"libdgl.so"), where
+        the package opens shared libraries itself (some source of it calls ctypes' CDLL or LoadLibrary): the package
+        loads its own library by path before the files that need it, which then take the loaded copy by SONAME (dgl
+        0.6's `_ffi/base.py` opens the libdgl.so that `_ffi/libinfo.py` names before its Cython module, which needs
+        it; hidet 0.6 opens libhidet_runtime.so before libhidet.so). "" when none does. As with `preloading`, that
+        the code runs first is not proven. A byte search, linear, under the same caps."""
+        key = (package, name)
+        if key not in self._own:
+            naming, opens, read = "", False, 0
+            with contextlib.closing(self._load()) as sources:
+                for file, text in sources:
+                    if text is None or file.split("/", 1)[0] != package:
+                        continue
+                    read += len(text)
+                    if read > MAX_SOURCES:
+                        naming = ""
+                        break
+                    opens = opens or _DLOPEN.search(text) is not None
+                    if not naming and name in text:
+                        naming = file
+                    if naming and opens:
+                        break
+            self._own[key] = naming if opens else ""
+        return self._own[key]
 
     def _pending(self) -> list[tuple[int, str, str, bytes]]:
         """The sources that hold the word `import`, as (rank, file, module, text), read once, unparsed; [] past a

@@ -246,6 +246,38 @@ def test_a_loader_that_opens_installed_distributions_files_reaches_them() -> Non
         assert len([n for n in v.notes if "found because faiss/loader.py loads those libraries first" in n]) == ok
 
 
+def test_the_package_loading_its_own_library_by_path_first_reaches_it() -> None:
+    """dgl 0.6.1, hidet 0.6.1, bitblas 0.1.0: the package's Python code opens its own library by path (ctypes.CDLL in
+    one source, the file name in another) before the module that needs it, which has no search path to it and takes
+    the loaded copy by SONAME. Not when nothing opens libraries, when only another package names it, or when the
+    carrier has no SONAME (the dynamic loader matches a loaded library by SONAME, not by file name)."""
+    from slimwheel.inspect.pyimports import PythonImports
+
+    files = ["dgl/_ffi/_cy3/core.so", "dgl/libdgl.so", "dgl/_ffi/base.py", "dgl/_ffi/libinfo.py"]
+    core = _info("dgl/_ffi/_cy3/core.so", "libdgl.so")
+    lib = ElfInfo(path="dgl/libdgl.so", soname="libdgl.so", needed=("libc.so.6",), rpath=(), runpath=())
+    opens = b"import ctypes\nfrom . import libinfo\nlib = ctypes.CDLL(libinfo.find_lib_path()[0])\n"
+    names = b"def find_lib_path():\n    return [os.path.join(here, '..', 'libdgl.so')]\n"
+    cases = [
+        ({"dgl/_ffi/base.py": opens, "dgl/_ffi/libinfo.py": names}, lib, True),
+        ({"dgl/_ffi/base.py": opens.replace(b"ctypes.CDLL", b"print"), "dgl/_ffi/libinfo.py": names}, lib, False),
+        ({"dgl/_ffi/base.py": opens, "other/libinfo.py": names}, lib, False),
+        (
+            {"dgl/_ffi/base.py": opens, "dgl/_ffi/libinfo.py": names},
+            ElfInfo(path=lib.path, soname=None, needed=(), rpath=(), runpath=()),
+            False,
+        ),
+    ]
+    for sources, carrier, ok in cases:
+        imports = PythonImports.from_sources(sources)
+        v = dependency_problems([core, carrier], cuda_major=None, requires=[], tags=TAGS, files=files, imports=imports)
+        assert (v.problems == ()) is ok, (sources, v.problems)
+        said = [n for n in v.notes if "loads its own library by path first (ctypes; dgl/_ffi/libinfo.py names it)" in n]
+        assert len(said) == ok, v.notes
+        if not ok:
+            assert "the wheel carries it as dgl/libdgl.so" in v.problems[0]
+
+
 def test_repair_refuses_a_needed_path_before_auditwheel_copies_it(tmp_path: Path) -> None:
     """41 S1: auditwheel grafted /tmp/x/libevil.so from the build machine into the released wheel. Repair refuses
     first (unit tests forbid subprocesses: auditwheel never ran)."""
