@@ -346,13 +346,16 @@ def digest_tree(root: Path) -> dict[str, MemberDigest]:
 # ------------------------------------------------------------------------------------------------ METADATA requirements
 
 
-def add_requires_dist(metadata: str, reqs: Mapping[str, str], *, path: str) -> tuple[str, tuple[str, ...]]:
+def add_requires_dist(
+    metadata: str, reqs: Mapping[str, str], *, path: str
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """METADATA with Requires-Dist lines for reqs; a package the wheel already requires (unconditionally) keeps the
-    maintainer's own requirement. Returns (text, the requirement strings added)."""
+    maintainer's own requirement. Returns (text, the requirement strings added, the wheel's own requirements kept in
+    their place), so that what is reported is what was written."""
     head, sep, body = metadata.partition("\n\n")
     if not sep:
         head, body = metadata.rstrip("\n"), ""
-    existing: set[str] = set()
+    existing: dict[str, str] = {}
     for line in head.splitlines():
         if line.lower().startswith("requires-dist:"):
             value = line.split(":", 1)[1].strip()
@@ -361,15 +364,16 @@ def add_requires_dist(metadata: str, reqs: Mapping[str, str], *, path: str) -> t
             except InvalidRequirement as e:
                 raise BadInputError(f"{path}: invalid Requires-Dist {value!r}: {e}") from None
             if r.marker is None or "extra" not in str(r.marker):
-                existing.add(str(canonicalize_name(r.name)))
-    added = []
+                existing.setdefault(str(canonicalize_name(r.name)), value)
+    added, kept = [], []
     for pkg, req in reqs.items():
-        if str(canonicalize_name(pkg)) in existing:
+        if (own := existing.get(str(canonicalize_name(pkg)))) is not None:
             log.info("%s already requires %s; keeping its own requirement", path, pkg)
+            kept.append(own)
             continue
         added.append(req)
     lines = head.rstrip("\n") + "".join(f"\nRequires-Dist: {r}" for r in added)
-    return lines + "\n\n" + body, tuple(added)
+    return lines + "\n\n" + body, tuple(added), tuple(dict.fromkeys(kept))
 
 
 def merge_requires_dist(metadata: str, reqs: Sequence[str], *, path: str) -> tuple[str, tuple[str, ...]]:

@@ -179,6 +179,7 @@ def command(
                     "cuda_major": result.cuda_major,
                     "excluded": list(result.excluded),
                     "requires": list(result.requires),
+                    "kept": list(result.kept),
                     "bundled": list(result.bundled),
                     "loader": list(result.loader),
                     "rpath_fixed": list(result.rpath_fixed),
@@ -219,6 +220,8 @@ def command(
         return
     _say(f"  CUDA major: {result.cuda_major if result.cuda_major is not None else 'none needed'}")
     _say(f"  requires:   {', '.join(result.requires) or 'nothing added'}")
+    if result.kept:
+        _say(f"  kept:       {', '.join(result.kept)}: the wheel's own requirement(s), kept as written")
     if result.extra is not None and result.requires:
         _say(f"  extra:      CUDA libraries required under the extra(s) {result.extra} (pip install 'NAME[EXTRA]')")
     elif result.extra is not None:

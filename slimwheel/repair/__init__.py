@@ -23,7 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from slimwheel import deps, fsutil, torchext, wheelfile
 from slimwheel.cuda.versions import CudaVersion
@@ -56,7 +57,7 @@ log = logging.getLogger("slimwheel.repair")
 class RepairResult:
     wheel: Path
     excluded: tuple[str, ...]
-    requires: tuple[str, ...]
+    requires: tuple[str, ...]  # the Requires-Dist lines repair wrote
     bundled: tuple[str, ...]
     cuda_major: int | None = None
     loader: tuple[str, ...] = ()  # files added to run the loader (loader modules, shims)
@@ -78,6 +79,9 @@ class RepairResult:
     optional: tuple[str, ...] = ()
     stripped: tuple[Stripped, ...] = ()  # ELF files stripped of debug info (`strip=True`), before auditwheel
     phases: dict[str, float] = field(default_factory=dict)
+    # the wheel's own requirements on CUDA libraries' wheels, kept as the maintainer wrote them in place of the plan's
+    # (faiss-gpu-cu11 1.12's `nvidia-cuda-runtime-cu11>=11.8.89` for `>=11.0,<12`)
+    kept: tuple[str, ...] = ()
 
     @property
     def unvendored_bytes(self) -> tuple[int, int]:
@@ -189,7 +193,7 @@ def repair_wheel(
                 driver=driver_floor(major, aw_report.driver_floor, "; ".join(aw_report.driver_why) or None),
                 wheel_name=wheel.name,
             )
-        external_reqs = _write_requirements(
+        requires, kept = _write_requirements(
             work / dist_info / "METADATA", f"{wheel.name}:{dist_info}/METADATA", plan, external
         )
         target = Path(out_dir).absolute() / repaired.name
@@ -200,9 +204,9 @@ def repair_wheel(
             work, dist_info, target, verify=lambda written: not_known.extend(_final_judgement(written, wheel, src))
         )
         phases["rewrite"] = time.monotonic() - t2
-    requires = (*plan.reqs.values(), *external_reqs)
     for why in not_known:
         log.warning("%s: not known: %s", wheel.name, why)
+    kept_names = {canonicalize_name(Requirement(k).name) for k in kept}  # their floors are not what was written
     log.info(
         "repaired %s -> %s (excluded %d SONAMEs, requires %s)",
         wheel.name,
@@ -214,6 +218,7 @@ def repair_wheel(
         wheel=target,
         excluded=excludes,
         requires=requires,
+        kept=kept,
         bundled=bundled,
         cuda_major=major,
         loader=tuple(loader_files),
@@ -221,7 +226,7 @@ def repair_wheel(
         rpath_dropped=tuple(dict.fromkeys([*pre_dropped, *dropped])),
         record_rewritten=bool(src.record_problems),
         external=external,
-        floors=plan.floors,
+        floors=tuple(f for f in plan.floors if canonicalize_name(f.package) not in kept_names),
         extra=plan.extra,
         unvendored=copies,
         split=shared,
@@ -352,12 +357,13 @@ def _externals_needed(
 
 def _write_requirements(
     meta_path: Path, where: str, plan: RequirementPlan, external: Sequence[ExternalLib]
-) -> tuple[str, ...]:
-    """The plan's requirements and the external libraries' added to METADATA; returns the external ones written."""
-    meta_text, _ = wheelfile.add_requires_dist(meta_path.read_text(encoding="utf-8"), plan.reqs, path=where)
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The plan's requirements and the external libraries' added to METADATA; returns (every requirement written,
+    the wheel's own requirements kept in place of the plan's)."""
+    meta_text, added, kept = wheelfile.add_requires_dist(meta_path.read_text(encoding="utf-8"), plan.reqs, path=where)
     meta_text, external_reqs = wheelfile.merge_requires_dist(meta_text, [e.requirement for e in external], path=where)
     meta_path.write_text(meta_text, encoding="utf-8")
-    return external_reqs
+    return (*added, *external_reqs), kept
 
 
 @contextlib.contextmanager

@@ -170,3 +170,33 @@ def test_spconv_is_not_split_from_the_copy_cumm_ships_unless_asked(tmp_path: Pat
     assert [c["file"] for c in result["split_copies"]] == [f"spconv_cu126.libs/{copy}"]
     assert result["split_copies"][0]["project"] == "cumm-cu126" and result["copies_unknown"] == []
     assert [u["needed_as"] for u in result["unvendored"]] == ["libcudart.so.12"]
+
+
+def test_what_repair_reports_is_the_requirement_it_wrote(tmp_path: Path) -> None:
+    """faiss-gpu-cu11 1.12.0 (Requires-Dist `nvidia-cuda-runtime-cu11>=11.8.89`): repair keeps a CUDA requirement
+    the wheel already has, as written, and said it required its own plan (`>=11.0,<12`) in the summary and the JSON.
+    Now the summary, the JSON and the METADATA agree: nothing added, the wheel's own requirement kept, no floor."""
+    stubs = stub_dir(tmp_path, {"libcudart.so.12": 12000}, version_nodes=True)
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[stubs], libs=["cudart"])
+    own = "nvidia-cuda-runtime-cu12>=12.4.127"
+    files: dict[str, bytes | Path] = {"owncuda/__init__.py": b"", f"owncuda/_ext{ext_suffix()}": ext}
+    for requires, added, kept in (((own,), [], [own]), ((), ["nvidia-cuda-runtime-cu12>=12.0,<13"], [])):
+        wheel = make_wheel(
+            tmp_path / f"dist{len(requires)}", name="owncuda", version="0.1", files=files, requires=requires
+        )
+        out = tmp_path / f"out{len(requires)}"
+        proc = subprocess.run(
+            [sys.executable, "-m", "slimwheel", "repair", "--format", "json", "-w", str(out), str(wheel)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stderr
+        result = json.loads(proc.stdout)
+        assert result["requires"] == added and result["kept"] == kept
+        assert [f["package"] for f in result["floors"]] == (["nvidia-cuda-runtime-cu12"] if added else [])
+        (written,) = out.glob("*.whl")
+        with zipfile.ZipFile(written) as z:
+            meta = z.read("owncuda-0.1.dist-info/METADATA").decode()
+        lines = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
+        assert lines == [*kept, *added]

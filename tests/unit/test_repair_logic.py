@@ -181,8 +181,8 @@ Body text.
 
 
 def test_requires_dist_added_and_metadata_valid() -> None:
-    text, added = add_requires_dist(META, {"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, path="METADATA")
-    assert added == ("nvidia-cublas>=13.0,<14",)
+    text, added, kept = add_requires_dist(META, {"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, path="METADATA")
+    assert added == ("nvidia-cublas>=13.0,<14",) and kept == ()
     meta = Metadata.from_email(text, validate=True)
     assert [str(r) for r in meta.requires_dist or []][-1] == "nvidia-cublas<14,>=13.0"
     assert "numpy>=1.24" in [str(r) for r in meta.requires_dist or []]
@@ -191,8 +191,8 @@ def test_requires_dist_added_and_metadata_valid() -> None:
 
 def test_maintainers_own_requirement_is_kept() -> None:
     meta = META.replace("Requires-Dist: numpy>=1.24", "Requires-Dist: nvidia-cublas==13.0.2.14")
-    text, added = add_requires_dist(meta, {"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, path="METADATA")
-    assert added == ()
+    text, added, kept = add_requires_dist(meta, {"nvidia-cublas": "nvidia-cublas>=13.0,<14"}, path="METADATA")
+    assert added == () and kept == ("nvidia-cublas==13.0.2.14",)  # what is reported is what stays written
     assert "nvidia-cublas>=13.0,<14" not in text and "Requires-Dist: nvidia-cublas==13.0.2.14" in text
 
 
