@@ -6,6 +6,7 @@ x86_64 wheel is read through HTTP range requests, by slimwheel's own index reade
 (tests/unit/test_cuda_libs_facts.py): every row's folder and SONAME must be a file that row's wheel installs.
 
     python -m devtools.cuda_wheel_files            # rewrites the JSON (needs PyPI)
+    python -m devtools.cuda_wheel_files KEY...     # reads those packages only (a new row), keeps the rest
 """
 
 from __future__ import annotations
@@ -93,10 +94,20 @@ def read_package(package: str) -> dict[str, Any]:
     }
 
 
-def main() -> int:
-    packages = sorted({lib.package for lib in cudalibs.RUNTIME_LIBS} | set(EXTRA))
-    out: dict[str, Any] = {}
-    for p in packages:
+def facts_key(lib: cudalibs.RuntimeLib) -> str:
+    """The wheel a row is read from: its package's newest, or the newest before the release that dropped the library
+    (`nvidia-nvtx-cu12<12.9` for libnvToolsExt.so.1)."""
+    return f"{lib.package}<{lib.until}" if lib.until else lib.package
+
+
+def main(only: list[str] | None = None) -> int:
+    """Rewrites the JSON; with keys given (`python -m devtools.cuda_wheel_files 'nvidia-nvtx-cu12<12.9'`), reads those
+    only and keeps the rest as they were read."""
+    packages = sorted(
+        {facts_key(lib) for lib in cudalibs.RUNTIME_LIBS} | {lib.package for lib in cudalibs.RUNTIME_LIBS} | set(EXTRA)
+    )
+    out: dict[str, Any] = json.loads(OUT.read_text(encoding="utf-8"))["packages"] if only else {}
+    for p in only or packages:
         print(p, file=sys.stderr)
         out[p] = read_package(p)
     with fsutil.atomic_path(OUT) as tmp:
@@ -106,4 +117,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:] or None))

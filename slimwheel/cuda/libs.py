@@ -27,6 +27,9 @@ class RuntimeLib:
     package_major: int | None = None  # the package's version major where it is not the SONAME's (nvidia-cufile 1.x
     # ships libcufile.so.0; nvidia-nvtx 13.x ships libnvtx3interop.so.1): the requirement's bound and pin
     since: str | None = None  # the first release that installs it in `folder`, where older ones used another
+    # the first release that no longer installs it (nvidia-nvtx-cu12 12.9 ships libnvtx3interop.so.1 and no
+    # libnvToolsExt.so.1): the requirement's upper bound, and a requirement admitting it does not provide it
+    until: str | None = None
 
     @property
     def link_name(self) -> str:
@@ -50,9 +53,10 @@ def _row(
     after: tuple[str, ...] = (),
     package_major: int | None = None,
     since: str | None = None,
+    until: str | None = None,
 ) -> RuntimeLib:
     module = folder.removesuffix("/lib").replace("/", ".")
-    return RuntimeLib(component, major, soname, package, folder, module, after, package_major, since)
+    return RuntimeLib(component, major, soname, package, folder, module, after, package_major, since, until)
 
 
 def _cu12(
@@ -198,6 +202,11 @@ RUNTIME_LIBS: tuple[RuntimeLib, ...] = (
     _cu11("cufftw", "libcufftw.so.10", "nvidia-cufft-cu11", "cufft", ("cufft",)),
     _cu11("cusolverMg", "libcusolverMg.so.11", "nvidia-cusolver-cu11", "cusolver", ("cusolver",)),
     _cu11("nccl", "libnccl.so.2", "nvidia-nccl-cu11", "nccl"),
+    # NVTX 2's library, which torch up to 2.5 and extensions built against it need: nvidia-nvtx-cu11 and
+    # nvidia-nvtx-cu12 before 12.9 install it (read from 11.8.86, 12.1.105, 12.6.77 and 12.8.90; 12.9.79 has
+    # libnvtx3interop.so.1 only: tests/data/cuda-wheel-files.json, `nvidia-nvtx-cu12<12.9`).
+    _row("nvToolsExt", 11, "libnvToolsExt.so.1", "nvidia-nvtx-cu11", "nvidia/nvtx/lib", package_major=11),
+    _row("nvToolsExt", 12, "libnvToolsExt.so.1", "nvidia-nvtx-cu12", "nvidia/nvtx/lib", package_major=12, until="12.9"),
     _cu12("cudart", "libcudart.so.12", "nvidia-cuda-runtime-cu12", "cuda_runtime"),
     _cu12("nvJitLink", "libnvJitLink.so.12", "nvidia-nvjitlink-cu12", "nvjitlink", ("cudart",)),
     _cu12("cublasLt", "libcublasLt.so.12", "nvidia-cublas-cu12", "cublas", ("cudart",)),

@@ -161,9 +161,28 @@ def requirement_for(
     """`nvidia-cublas>=13.0,<14` for one library (the floor by `floor_for`; upper bound: the next major of the
     package versions that ship its SONAME, `RuntimeLib.version_major`)."""
     floor = floor_for(lib, cuda=cuda, versions=versions, imports=imports)
-    text = f"{lib.package}>={floor.version},<{lib.version_major + 1}"
+    text = f"{lib.package}>={floor.version},<{upper_bound(lib)}"
     Requirement(text)  # validates
     return text
+
+
+def upper_bound(lib: cudalibs.RuntimeLib) -> str:
+    """The first package version that does not ship lib: the release that dropped it, else the next major."""
+    return lib.until or str(lib.version_major + 1)
+
+
+def admits_past(req: Requirement, lib: cudalibs.RuntimeLib) -> bool:
+    """Does the requirement admit a release that no longer installs lib (`RuntimeLib.until`)? pip takes the newest."""
+    if lib.until is None:
+        return False
+    until = Version(lib.until)
+    probes = [
+        until,
+        Version(f"{until.major}.{until.minor}.99"),
+        Version(f"{until.major}.99"),
+        Version(f"{until.major + 1}.0"),
+    ]
+    return any(req.specifier.contains(v, prereleases=True) for v in probes)
 
 
 def requirements(
@@ -177,14 +196,17 @@ def requirements(
     out: dict[str, str] = {}
     for lib in libs:
         req = requirement_for(lib, cuda=cuda, versions=versions, imports=imports)
-        have = out.get(lib.package)
-        if have is None or Version(_lower(req)) > Version(_lower(have)):
-            out[lib.package] = req
+        if (have := out.get(lib.package)) is not None:
+            # two libraries of one wheel: the higher floor and the lower upper bound (nvidia-nvtx-cu12's two)
+            lower = max(_bound(have, ">="), _bound(req, ">="), key=Version)
+            upper = min(_bound(have, "<"), _bound(req, "<"), key=Version)
+            req = f"{lib.package}>={lower},<{upper}"
+        out[lib.package] = req
     return out
 
 
-def _lower(req: str) -> str:
-    return next(c.version for c in Requirement(req).specifier if c.operator == ">=")
+def _bound(req: str, operator: str) -> str:
+    return next(c.version for c in Requirement(req).specifier if c.operator == operator)
 
 
 def admits_only_major(req: Requirement, major: int) -> bool:

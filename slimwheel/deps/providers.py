@@ -14,7 +14,7 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from slimwheel.cuda import libs as cudalibs
-from slimwheel.deps.bounds import admits_only_major, requirement_for
+from slimwheel.deps.bounds import admits_only_major, admits_past, requirement_for
 from slimwheel.deps.installs import Installs, Requirements
 from slimwheel.external import folder_of_project, library_of_project
 from slimwheel.inspect.dynamic import ElfInfo
@@ -73,13 +73,16 @@ def pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:
     major (cuda-toolkit==13.*, or a library wheel of that major that requires lib's wheel: nvidia-cudnn-cu13)."""
     name = str(canonicalize_name(req.name))
     if name == cudalibs.TOOLKIT_PACKAGE:  # the metapackage of a major pins its components to it
-        return admits_only_major(req, lib.cuda_major)
+        # its versions are the CUDA release's, as NVTX's are: cuda-toolkit 12.9 installs nvidia-nvtx-cu12 12.9
+        return admits_only_major(req, lib.cuda_major) and not admits_past(req, lib)
     if name != lib.package:
         return any(
             pinned(provider, req)
             for provider in cudalibs.libs_for(lib.cuda_major)
             if provider.package == name and lib.package in cudalibs.WHEEL_REQUIRES.get(name, ())
         )
+    if admits_past(req, lib):
+        return False
     return lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major)
 
 
@@ -256,6 +259,7 @@ class CudaFaultKind(enum.Enum):
     UNPINNED = "unpinned"  # required directly, not pinned to the library's major
     CONDITIONAL = "conditional"  # required only under a marker that does not hold everywhere the wheel installs
     MISSING = "missing"  # no requirement on any of its wheels
+    DROPPED = "dropped"  # required directly, admitting the releases that no longer install it (`RuntimeLib.until`)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -277,9 +281,13 @@ def cuda_library_fault(cands: Sequence[cudalibs.RuntimeLib], reqs: Requirements)
         if str(canonicalize_name(req.name)) != lib.package:  # through cuda-toolkit or a wheel that requires it
             if pinned(lib, req):
                 return None
+            if admits_past(req, lib) and admits_only_major(req, lib.cuda_major):  # cuda-toolkit==12.*: 12.9 on
+                return CudaFault(kind=CudaFaultKind.DROPPED, candidates=tuple(cands), lib=lib, requirement=req)
             return CudaFault(kind=CudaFaultKind.UNPINNED_THROUGH, candidates=tuple(cands), lib=lib, requirement=req)
         # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
         # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
+        if admits_past(req, lib):
+            return CudaFault(kind=CudaFaultKind.DROPPED, candidates=tuple(cands), lib=lib, requirement=req)
         if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major):
             return None
         return CudaFault(kind=CudaFaultKind.UNPINNED, candidates=tuple(cands), lib=lib, requirement=req)

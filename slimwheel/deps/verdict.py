@@ -125,6 +125,13 @@ def fault_text(r: Resolution) -> str:
             f"{said} (CUDA {c.lib.cuda_major}), but Requires-Dist '{c.requirement}' does not pin "
             f"{c.lib.package} to {c.lib.version_major}.*: pip may install another CUDA major"
         )
+    elif c is not None and c.kind is CudaFaultKind.DROPPED:
+        assert c.lib is not None and c.requirement is not None
+        text = (
+            f"{said} (CUDA {c.lib.cuda_major}), but Requires-Dist '{c.requirement}' admits {c.requirement.name} "
+            f"{c.lib.until} and later, which no longer install it ({c.lib.package} {c.lib.until} dropped it), and pip "
+            f"takes the newest: keep it below {c.lib.until}"
+        )
     elif c is not None and c.kind is CudaFaultKind.CONDITIONAL:
         text = (
             f"{said}: Requires-Dist '{c.conditional}' holds only under its marker, not everywhere the wheel installs "

@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
+from packaging.version import Version
 
+from devtools.cuda_wheel_files import facts_key
 from slimwheel.cuda import libs as cudalibs
 
 FACTS = json.loads((Path(__file__).resolve().parents[2] / "tests/data/cuda-wheel-files.json").read_text())["packages"]
@@ -19,13 +21,17 @@ FACTS = json.loads((Path(__file__).resolve().parents[2] / "tests/data/cuda-wheel
 
 @pytest.mark.parametrize("lib", cudalibs.RUNTIME_LIBS, ids=lambda lib: f"{lib.cuda_major}-{lib.component}")
 def test_every_row_is_a_file_its_wheel_installs(lib: cudalibs.RuntimeLib) -> None:
-    assert lib.package in FACTS, f"{lib.package}: run python -m devtools.cuda_wheel_files"
-    assert f"{lib.folder}/{lib.soname}" in FACTS[lib.package]["shared_libraries"]
+    key = facts_key(lib)  # a row with `until` is read from the newest wheel before that release
+    assert key in FACTS, f"{key}: run python -m devtools.cuda_wheel_files {key!r}"
+    assert f"{lib.folder}/{lib.soname}" in FACTS[key]["shared_libraries"]
+    if lib.until is not None:  # and the release that dropped it really has not got it
+        assert Version(FACTS[lib.package]["version"]) >= Version(lib.until)
+        assert f"{lib.folder}/{lib.soname}" not in FACTS[lib.package]["shared_libraries"]
 
 
 def test_the_family_is_covered() -> None:
     # every library a family wheel installs with a versioned SONAME (not a plugin, stub or Python module) has a row
-    rows = {(lib.package, f"{lib.folder}/{lib.soname}") for lib in cudalibs.RUNTIME_LIBS}
+    rows = {(facts_key(lib), f"{lib.folder}/{lib.soname}") for lib in cudalibs.RUNTIME_LIBS}
     missing = []
     for package, facts in FACTS.items():
         for f in facts["shared_libraries"]:

@@ -249,3 +249,35 @@ def test_the_library_wheel_itself_is_named_before_its_python_wheel() -> None:
     elf = _elf("pylibraft/common/cuda.abi3.so", "librmm.so")
     (note,) = dependency_problems([elf], cuda_major=12, requires=["rmm-cu12", "librmm-cu12"], tags=TAGS).notes
     assert "Requires-Dist 'librmm-cu12' is named after it" in note
+
+
+def test_nvtx2_is_required_below_the_release_that_dropped_it() -> None:
+    """dgl-cu111 0.6.1's torch adapters need libnvToolsExt.so.1, which was "not a CUDA runtime library from PyPI":
+    nvidia-nvtx-cu11 and nvidia-nvtx-cu12 before 12.9 install it (12.9.79 ships libnvtx3interop.so.1 only). Repair
+    bounds the requirement below 12.9; check passes a requirement that stays below it, and fails one that admits 12.9,
+    which pip would take."""
+    from slimwheel.cuda import libs as cudalibs
+    from slimwheel.deps.bounds import requirements
+
+    (nvtx2,) = [lib for lib in cudalibs.libs_for(12) if lib.soname == "libnvToolsExt.so.1"]
+    nvtx3 = cudalibs.lookup("nvtx", 12)
+    assert requirements([nvtx2], cuda=None).popitem()[1].endswith(",<12.9")
+    # both libraries of the one wheel: the lower upper bound, one requirement
+    (both,) = requirements([nvtx3, nvtx2], cuda=None).values()
+    assert both.startswith("nvidia-nvtx-cu12>=") and both.endswith(",<12.9")
+    ext = _reaching(_elf("dgl/tensoradapter/ta.so", "libnvToolsExt.so.1"))
+    for req, ok in (
+        ("nvidia-nvtx-cu12==12.1.105", True),
+        ("nvidia-nvtx-cu12>=12.1,<12.9", True),
+        ("nvidia-nvtx-cu12>=12.1", False),
+        ("cuda-toolkit[nvtx]==12.*", False),
+        ("cuda-toolkit[nvtx]==12.6.*", True),
+    ):
+        v = dependency_problems([ext], cuda_major=12, requires=[req], tags=TAGS)
+        assert (v.problems == ()) is ok, (req, v.problems)
+        if not ok:
+            (p,) = v.problems
+            name = req.split("[")[0].split(">")[0]
+            assert f"admits {name} 12.9 and later, which no longer install it" in p and "below 12.9" in p, p
+    (missing,) = dependency_problems([ext], cuda_major=11, requires=[], tags=TAGS).problems
+    assert "no Requires-Dist on nvidia-nvtx-cu11 (CUDA 11)" in missing
