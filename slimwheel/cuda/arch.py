@@ -88,6 +88,14 @@ GENERATIONS: tuple[GpuGeneration, ...] = (
     GpuGeneration(CC(12, 1), "GB10 (DGX Spark)", integrated=True),
 )
 KNOWN_CCS: tuple[CC, ...] = tuple(g.cc for g in GENERATIONS)
+# Kepler: real GPUs that CUDA 11.8 still targets (sm_35, sm_37) and old wheels carry code for (dgl-cu111 0.6.1), but
+# no driver after R470 runs: a request may name them, while coverage lines, plans and checks count Maxwell on only.
+RETIRED: tuple[GpuGeneration, ...] = (
+    GpuGeneration(CC(3, 0), "Kepler (GTX 6xx, K10)"),
+    GpuGeneration(CC(3, 2), "Jetson TK1", integrated=True),
+    GpuGeneration(CC(3, 5), "Kepler (K20, K40, GTX 780)"),
+    GpuGeneration(CC(3, 7), "Kepler (K80)"),
+)
 _BY_CC = {g.cc: g for g in GENERATIONS}
 
 
@@ -98,14 +106,17 @@ def generation(cc: CC) -> GpuGeneration | None:
 def require_known(ccs: Iterable[CC], *, what: str) -> None:
     """Refuse compute capabilities no GPU has (9.5; 8.8 and 10.1, which nvcc accepts, too), listing the real ones and
     which of them are integrated aarch64 parts: slimming a wheel for a GPU that does not exist only loses code."""
-    unknown = sorted({cc for cc in ccs if generation(cc) is None})
+    retired = {g.cc for g in RETIRED}
+    unknown = sorted({cc for cc in ccs if generation(cc) is None and cc not in retired})
     if not unknown:
         return
     real = ", ".join(str(g.cc) for g in GENERATIONS if not g.integrated)
-    integrated = ", ".join(f"{g.cc} ({g.name})" for g in GENERATIONS if g.integrated)
+    integrated = ", ".join(f"{g.cc} ({g.name})" for g in (*RETIRED, *GENERATIONS) if g.integrated)
+    kepler = ", ".join(str(g.cc) for g in RETIRED if not g.integrated)
     raise BadInputError(
         f"{what}: no GPU has compute capability {', '.join(map(str, unknown))}",
-        hint=f"GPUs: {real}; integrated aarch64 GPUs (wheels for aarch64 only): {integrated}",
+        hint=f"GPUs: {real}; Kepler, up to CUDA 11.8: {kepler}; integrated aarch64 GPUs (wheels for aarch64 only): "
+        f"{integrated}",
     )
 
 

@@ -47,7 +47,7 @@ from packaging.version import InvalidVersion, Version
 
 from slimwheel import check as checkmod
 from slimwheel import fsutil
-from slimwheel.cuda.arch import CC, CCRequest, Kind, Target, listing_order
+from slimwheel.cuda.arch import CC, KNOWN_CCS, CCRequest, Kind, Target, listing_order
 from slimwheel.cuda.versions import (
     PTX_ISA_RELEASE,
     RELEASE_DRIVER,
@@ -161,6 +161,10 @@ def families(report: WheelReport) -> tuple[Family, ...]:
         raise BadInputError(f"{report.path}: no SASS (cubin) in the wheel: there is no GPU family to split by")
     out = []
     for major in majors:
+        if not any(cc.major == major for cc in KNOWN_CCS):
+            # Kepler (dgl-cu111 0.6.1 has sm_35 and sm_37): no driver a variant provider runs with has it; those GPUs
+            # get the universal wheel, which keeps their code
+            continue
         # required_ccs is where a CC range becomes GPUs to serve (integrated aarch64 GPUs out for x86_64 wheels).
         ccs, _left_out = checkmod.required_ccs(
             CCRequest(f"{major}.0-{major}.9", (("range", CC(major, 0), CC(major, 9)),)), report

@@ -285,3 +285,32 @@ def test_slim_and_variants_judge_their_outputs_as_check_does(tmp_path: Path) -> 
     assert res.after.tags == (TAG,)
     made = make_variants(w, tmp_path / "variants")
     assert made.variants and all(v.verdict.ok for v in made.variants), [v.verdict.failures for v in made.variants]
+
+
+def test_kepler_code_can_be_kept_and_gets_no_variant(tmp_path: Path) -> None:
+    """dgl-cu111 0.6.1 has sm_35 and sm_37: `slim --archs 3.7` said "no GPU has compute capability 3.7", and
+    `variants` stopped at "coverage request '3.0-3.9' names no compute capability". Kepler GPUs are real (CUDA 11.8
+    targets them): slim keeps their code when asked, and variants leaves them to the universal wheel."""
+    from slimwheel.cuda.arch import require_known
+
+    lib = elf(
+        sections={".text": b"\xc3" * 256, ".nv_fatbin": _module(3, (35, 37, 80), 80)},
+        needed=("libcudart.so.11.0", "libc.so.6"),
+        runpath="$ORIGIN/../nvidia/cuda_runtime/lib",
+        soname="_ext.abi3.so",
+    )
+    src = make_wheel(
+        tmp_path / "in",
+        name="pkg",
+        version="1.2.0",
+        tag=TAG,
+        files={"pkg/_ext.abi3.so": lib, "pkg/__init__.py": b"from ._ext import *\n"},
+        requires=("nvidia-cuda-runtime-cu11>=11.0,<12",),
+    )
+    assert [f.label for f in families(inspect_wheel(src))] == ["sm8x"]
+    assert main(["slim", str(src), "--archs", "3.7", "--offline", "-o", str(tmp_path / "o")]) == 0
+    (out,) = (tmp_path / "o").glob("*.whl")
+    assert [str(t) for t in inspect_wheel(out).targets] == ["sm_37"]
+    with pytest.raises(BadInputError, match=r"no GPU has compute capability 3\.1") as e:
+        require_known([CC(3, 1)], what="--archs '3.1'")
+    assert "Kepler, up to CUDA 11.8: 3.0, 3.5, 3.7" in (e.value.hint or "")
