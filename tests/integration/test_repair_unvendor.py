@@ -11,7 +11,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from helpers.wheels_repair import build_extension, ext_suffix, make_wheel, stub_dir
+from helpers.wheels_repair import build_extension, build_fake_lib, ext_suffix, make_wheel, stub_dir
 
 from slimwheel.check import check_wheel, make_policy
 from slimwheel.cli import main
@@ -200,3 +200,30 @@ def test_what_repair_reports_is_the_requirement_it_wrote(tmp_path: Path) -> None
             meta = z.read("owncuda-0.1.dist-info/METADATA").decode()
         lines = [line.split(":", 1)[1].strip() for line in meta.splitlines() if line.startswith("Requires-Dist:")]
         assert lines == [*kept, *added]
+
+
+def test_a_library_the_wheel_carries_out_of_reach_is_said_so(tmp_path: Path) -> None:
+    """hidet 0.6.1: libhidet.so needs libhidet_runtime.so, which the wheel carries beside it, reached only by a
+    build-machine RPATH entry that repair drops. auditwheel then finds it nowhere, and repair said it was "neither
+    bundled, provided by an nvidia-* wheel, nor allowed" and to pass --external: it names the member and the entry."""
+    inner = build_fake_lib(tmp_path / "libs" / "libinner.so", "libinner.so", tag="inner", version=1)
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[inner.parent], libs=["inner"])
+    files: dict[str, bytes | Path] = {
+        "carried/__init__.py": b"",
+        f"carried/_ext{ext_suffix()}": ext,
+        "carried/lib/libinner.so": inner,
+    }
+    wheel = make_wheel(tmp_path / "dist", name="carried", version="0.1", files=files)
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "slimwheel", "repair", "-w", str(out), str(wheel)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 12, proc.stderr
+    assert (
+        f"carried/_ext{ext_suffix()} needs libinner.so, which the wheel carries as carried/lib/libinner.so, but no "
+        "entry of its search path reaches carried/lib: add $ORIGIN/lib to its RUNPATH"
+    ) in proc.stderr, proc.stderr
+    assert "--external" not in proc.stderr and not list(out.glob("*.whl"))
