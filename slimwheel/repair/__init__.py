@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import posixpath
 import shutil
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -36,7 +35,13 @@ from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.repair.major import major_for
 from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs, torch_externals
-from slimwheel.repair.searchpath import DroppedReach, drop_before_auditwheel, fix_search_paths, wanted_rpath
+from slimwheel.repair.searchpath import (
+    DroppedReach,
+    drop_before_auditwheel,
+    fix_search_paths,
+    not_found,
+    wanted_rpath,
+)
 from slimwheel.repair.source import RepairInput, elf_facts, read_input, unpack_as
 from slimwheel.repair.unvendor import (
     IndexFor,
@@ -295,63 +300,7 @@ def _auditwheel(
             copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
         )
     except LibrariesNotFound as e:
-        raise _reached_only_by_dropped(e, reach, wheel, src) from None
-
-
-def _reached_only_by_dropped(
-    e: LibrariesNotFound, reach: Sequence[DroppedReach], wheel: Path, src: RepairInput
-) -> CheckFailed:
-    """auditwheel found no copy of a library anywhere but through an entry repair dropped (issue 41 S1): name the
-    file, the NEEDED name and the path, which the user must name if it belongs in the wheel. A library the wheel
-    itself carries, where no search path of the needing file reaches (hidet 0.6.1's libhidet_runtime.so, reached only
-    by a build-machine entry repair dropped): said so, with the entry to add, not as a library nobody provides."""
-    only = [r for r in reach if r.needed in e.missing]
-    if not only:
-        return _carried_unreached(e, wheel, src) or e
-    return CheckFailed(
-        f"{wheel.name}: "
-        + "; ".join(r.line() for r in only)
-        + ", through a search path entry into a folder outside the wheel that nobody named; repair does not copy "
-        "such a file into the wheel, and none was written. If it belongs in the wheel, name its folder "
-        "(--library-dir FOLDER, or LD_LIBRARY_PATH)",
-        ExitCode.INCONSISTENT_DEPENDENCIES,
-    )
-
-
-def _carried_unreached(e: LibrariesNotFound, wheel: Path, src: RepairInput) -> CheckFailed | None:
-    """The failure for missing libraries that are all files of the wheel (by SONAME or file name), naming each
-    needing file, the member nearest it, and the `$ORIGIN` entry that reaches it; None when some missing library is
-    not carried."""
-    from slimwheel.deps.reach import entry_to_add
-    from slimwheel.rpath import install_dir
-
-    carriers: dict[str, list[str]] = {}
-    for n in src.names:
-        info = src.elfs.get(n)
-        for name in {posixpath.basename(n), info.soname if info is not None else None}:
-            if name in e.missing:
-                carriers.setdefault(name, []).append(n)
-    if set(carriers) != set(e.missing):
-        return None
-    lines = []
-    for name, members in carriers.items():
-        for path, info in src.elfs.items():
-            if name not in info.needed or path in members:
-                continue
-            here = install_dir(path) or "."
-            carrier = next((m for m in members if (install_dir(m) or ".") == here), members[0])
-            folder = install_dir(carrier) or "."
-            lines.append(
-                f"{path} needs {name}, which the wheel carries as {carrier}, but no entry of its search path reaches "
-                f"{folder}: add {entry_to_add(info, folder)} to its RUNPATH"
-            )
-    return CheckFailed(
-        f"{wheel.name}: "
-        + "; ".join(lines)
-        + " (auditwheel looks for each library where the loader would, so it can neither check nor keep what only the "
-        "package's own code loads first); none was written",
-        ExitCode.INCONSISTENT_DEPENDENCIES,
-    )
+        raise not_found(e, reach, wheel, names=src.names, elfs=src.elfs) from None
 
 
 def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> list[str]:

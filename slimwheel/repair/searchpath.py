@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slimwheel.cuda import libs as cudalibs
+from slimwheel.deps.reach import entry_to_add
+from slimwheel.errors import CheckFailed, ExitCode
 from slimwheel.external import ExternalLib
 from slimwheel.inspect.dynamic import ElfInfo, read_dynamic
 from slimwheel.rpath import SearchEntry, install_dir, norm_origin, resolve_entry, unsafe_entries, with_folders
-from slimwheel.tools import set_rpath
+from slimwheel.tools import LibrariesNotFound, set_rpath
 
 log = logging.getLogger("slimwheel.repair")
 
@@ -153,3 +155,63 @@ def drop_before_auditwheel(
         keep = [e for e in info.search_path if e not in bad]
         set_rpath(root / path, keep, use_rpath_tag=bool(info.rpath) and not info.runpath, name=path)
     return dropped, list(dict.fromkeys(reach))
+
+
+def not_found(
+    e: LibrariesNotFound,
+    reach: Sequence[DroppedReach],
+    wheel: Path,
+    *,
+    names: Sequence[str],
+    elfs: Mapping[str, ElfInfo],
+) -> CheckFailed:
+    """auditwheel found no copy of a library anywhere but through an entry repair dropped (issue 41 S1): name the
+    file, the NEEDED name and the path, which the user must name if it belongs in the wheel. A library the wheel
+    itself carries, where no search path of the needing file reaches (hidet 0.6.1's libhidet_runtime.so, reached only
+    by a build-machine entry repair dropped): said so, with the entry to add, not as a library nobody provides."""
+    only = [r for r in reach if r.needed in e.missing]
+    if not only:
+        return _carried_unreached(e, wheel, names, elfs) or e
+    return CheckFailed(
+        f"{wheel.name}: "
+        + "; ".join(r.line() for r in only)
+        + ", through a search path entry into a folder outside the wheel that nobody named; repair does not copy "
+        "such a file into the wheel, and none was written. If it belongs in the wheel, name its folder "
+        "(--library-dir FOLDER, or LD_LIBRARY_PATH)",
+        ExitCode.INCONSISTENT_DEPENDENCIES,
+    )
+
+
+def _carried_unreached(
+    e: LibrariesNotFound, wheel: Path, names: Sequence[str], elfs: Mapping[str, ElfInfo]
+) -> CheckFailed | None:
+    """The failure for missing libraries that are all files of the wheel (by SONAME or file name), naming each
+    needing file, the member nearest it, and the `$ORIGIN` entry that reaches it; None when some missing library is
+    not carried."""
+    carriers: dict[str, list[str]] = {}
+    for n in names:
+        info = elfs.get(n)
+        for name in {posixpath.basename(n), info.soname if info is not None else None}:
+            if name in e.missing:
+                carriers.setdefault(name, []).append(n)
+    if set(carriers) != set(e.missing):
+        return None
+    lines = []
+    for name, members in carriers.items():
+        for path, info in elfs.items():
+            if name not in info.needed or path in members:
+                continue
+            here = install_dir(path) or "."
+            carrier = next((m for m in members if (install_dir(m) or ".") == here), members[0])
+            folder = install_dir(carrier) or "."
+            lines.append(
+                f"{path} needs {name}, which the wheel carries as {carrier}, but no entry of its search path reaches "
+                f"{folder}: add {entry_to_add(info, folder)} to its RUNPATH"
+            )
+    return CheckFailed(
+        f"{wheel.name}: "
+        + "; ".join(lines)
+        + " (auditwheel looks for each library where the loader would, so it can neither check nor keep what only the "
+        "package's own code loads first); none was written",
+        ExitCode.INCONSISTENT_DEPENDENCIES,
+    )
