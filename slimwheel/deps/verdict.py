@@ -182,13 +182,31 @@ def _copy_note(f: FileResolution, resolved: Resolved) -> str:
     return f"{said}; `slimwheel repair` replaces it with that wheel"
 
 
-def _folder_note(r: Resolution) -> str:
-    return (
-        f"{r.file} needs {r.soname}: its RPATH entry {r.entry} reaches a folder of Requires-Dist {r.requirement}, "
-        "but whether that requirement installs the library there is not known ("
-        + ("offline: the index would tell" if r.offline else "the index did not tell its files")
-        + ")"
-    )
+def _folder_notes(folders: Sequence[Resolution]) -> list[str]:
+    """One line per RPATH entry, requirement and set of files: libraries taken to be in a required project's folder,
+    which only the index could confirm (auto-gptq 0.7.1's five modules and torch 2.2's four libraries: one line, not
+    twenty). The index was not read (`check --offline`, and repair, which never reads it), or did not tell."""
+    grouped: dict[tuple[str, str, bool], tuple[list[str], list[str]]] = {}
+    for r in folders:
+        files, libs = grouped.setdefault((r.entry, str(r.requirement), r.offline), ([], []))
+        files.append(r.file)
+        libs.append(r.soname)
+    out = []
+    for (entry, req, offline), (files, libs) in grouped.items():
+        one = len(set(files)) == 1
+        names = list(dict.fromkeys(libs))
+        why = (
+            "the index was not read: `slimwheel check` without --offline reads it"
+            if offline
+            else "the index did not tell its files"
+        )
+        out.append(
+            f"{abbreviated(list(dict.fromkeys(files)))} {'needs' if one else 'need'} {', '.join(names)}: "
+            f"{'its' if one else 'their'} RPATH entry {entry} reaches a folder of Requires-Dist {req}, but whether "
+            f"that requirement installs {'the library' if len(names) == 1 else 'those libraries'} there is not known "
+            f"({why})"
+        )
+    return out
 
 
 def _chain_note(c: OpenedChain) -> str:
@@ -294,6 +312,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
     problems: list[str] = []
     notes: list[str] = []
     unknown: list[str] = []
+    folders: list[Resolution] = []
     if resolved.policy.note:
         notes.append(resolved.policy.note)
     notes += [f"Requires-Dist {r!r} cannot be parsed" for r in resolved.unparsable]
@@ -330,7 +349,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
             tally.provided(r)
         for r in f.needed:
             if r.how is How.FOLDER:
-                unknown.append(_folder_note(r))
+                folders.append(r)
             elif r.how is How.NOTHING and r.required_fault:
                 # a requirement that pins the wrong major is a fault of the wheel's metadata, optional part or not
                 problems.append(fault_text(r))
@@ -346,6 +365,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
             problems[before:] = [
                 f"{f.file} (alternative for CUDA {a.cuda}, one of {n} loaded per process): " + "; ".join(mine)
             ]
+    unknown += _folder_notes(folders)
     notes += _named_notes(tally.by_name)
     notes += _backend_notes(tally.backend_lacks, resolved.backends)
     notes += [

@@ -324,12 +324,17 @@ def test_check_accepts_a_library_in_an_rpath_folder_of_a_required_project(
     # offline (no index here) whether the folder holds it is not known: never a pass (41 S12), exit 19 of its own
     notes, failures = check_notes_and_failures(tmp_path / "fail", name, requires=requires, unknown="fail", **elf_kw)
     (failure,) = failures
-    assert failure.startswith("19 ") and "is not known (offline: the index would tell)" in failure, failure
+    assert (
+        failure.startswith("19 ")
+        and "is not known (the index was not read: `slimwheel check` without --offline reads it)" in failure
+    ), failure
     # a note where the user chose so (--unknown=note)
     notes, failures = check_notes_and_failures(tmp_path / "note", name, requires=requires, **elf_kw)
     assert failures == []
     assert any(
-        f"needs {BLAS}: its RPATH entry" in n and "scipy" in n.lower() and "offline: the index would tell" in n
+        f"needs {BLAS}: its RPATH entry" in n
+        and "scipy" in n.lower()
+        and "the index was not read: `slimwheel check` without --offline reads it" in n
         for n in notes
     ), notes
 
@@ -443,3 +448,28 @@ def test_offline_a_folder_not_named_like_a_requirement_is_said_to_be_unknown(tmp
     for requires, rpath in (((), "$ORIGIN/../../tvm_ffi/lib"), (("apache-tvm-ffi",), "$ORIGIN/../lib")):
         _, failures = check_notes_and_failures(tmp_path, "tl/lib/libtl.so", requires=requires, rpath=rpath)
         assert [f for f in failures if "needs" in f and "not in an RPATH folder of a required project" in f]
+
+
+def test_libraries_taken_to_be_in_one_required_folder_are_one_line() -> None:
+    """auto-gptq 0.7.1 repaired for torch 2.2 (older than the torch tables): five modules, four torch libraries each,
+    all through `$ORIGIN/../torch/lib`, were twenty "not known (offline: the index would tell)" lines, from a repair
+    run that was not offline. One line per entry and requirement, saying the index was not read."""
+    from slimwheel.deps import dependency_problems
+    from slimwheel.inspect.dynamic import ElfInfo
+
+    libs = ("libc10.so", "libtorch_cpu.so", "libtorch_python.so")
+    elfs = [
+        ElfInfo(
+            path=f"m{i}/_k.so", soname=None, needed=(*libs, "libc.so.6"), rpath=("$ORIGIN/../torch/lib",), runpath=()
+        )
+        for i in range(5)
+    ]
+    v = dependency_problems(
+        elfs, cuda_major=None, requires=["torch==2.2.*"], tags=["cp311-cp311-manylinux_2_28_x86_64"]
+    )
+    (line,) = v.unknown
+    assert line.startswith(
+        "m0/_k.so, m1/_k.so, m2/_k.so and 2 more need libc10.so, libtorch_cpu.so, libtorch_python.so:"
+    )
+    assert "their RPATH entry $ORIGIN/../torch/lib reaches a folder of Requires-Dist torch==2.2.*" in line
+    assert line.endswith("(the index was not read: `slimwheel check` without --offline reads it)")

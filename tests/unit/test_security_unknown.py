@@ -114,13 +114,13 @@ def test_repair_says_what_it_could_not_learn_and_writes_its_wheel(tmp_path: Path
     src = read_input(src_wheel, tmp_path / "unpacked", rewrite_record=False)
     # the output's verdict, as repair judges it before renaming it into place: not a failure, but said
     (why,) = _final_judgement(src_wheel, src_wheel, src)
-    assert f"needs {BLAS}" in why and "offline: the index would tell" in why
+    assert f"needs {BLAS}" in why and "the index was not read: `slimwheel check` without --offline reads it" in why
 
 
 def test_repair_prints_and_reports_what_it_could_not_learn(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    why = f"pkg/_ext.abi3.so needs {BLAS}: ... not known (offline: the index would tell)"
+    why = f"pkg/_ext.abi3.so needs {BLAS}: ... not known (the index was not read: `slimwheel check` without --offline reads it)"
     made = RepairResult(wheel=tmp_path / "pkg.whl", excluded=(), requires=(), bundled=(), unknown=(why,))
     monkeypatch.setattr("slimwheel.commands.repair.repair_wheel", lambda *a, **k: made)
     assert main(["repair", "-w", str(tmp_path), str(tmp_path / "in.whl")]) == 0
