@@ -96,6 +96,14 @@ WHEELS: tuple[tuple[str, str], ...] = (
     ("numba-cuda==0.30.4", "3.11"),
     ("libcugraph-cu12==26.10.0", "3.11"),
     ("libcuopt-cu12==26.10.0", "3.11"),
+    # 2026-12-06 sweep: wheels whose verdicts taught the rules something (own libraries loaded by path first, NVTX 2,
+    # Kepler code, a maintainer's CUDA requirement kept, PTX of CUDA 11.1)
+    ("dgl-cu111==0.6.1", "3.9"),
+    ("hidet==0.6.1", "3.11"),
+    ("bitblas==0.1.0.post1", "3.11"),
+    ("kvikio-cu12==26.10.0", "3.11"),
+    ("faiss-gpu-cu11==1.12.0", "3.9"),
+    ("auto-gptq==0.7.1", "3.11"),
 )
 # mlx-cuda 0.30 and open3d 0.20 ship manylinux_2_35 wheels only (this machine's glibc is 2.36)
 NEWER = ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64")
