@@ -115,6 +115,9 @@ class Resolution:
     optional: OptionalModule | None = None  # OPTIONAL: why the file is optional
     package: str = ""  # OPTIONAL: the nvidia-* wheel that would turn the part on, if the table knows it
     unread: tuple[str, ...] = ()  # a fault: the requirements whose own requirements the index could not tell
+    # Fault.UNPROVIDED/FOREIGN, or a CUDA library no requirement names: the index was not read (offline, and repair,
+    # which never reads it) and a requirement's own wheels, which only it tells, may install the library
+    unlearned: bool = False
     folder: str = ""  # Fault.UNREACHED: the site-packages folder the library is installed in
     carrier: str = ""  # IN_WHEEL: the member the loader finds; Fault.UNREACHED: the member no search path reaches
     preloaded_by: str = ""  # REQUIREMENT reached by no search path: the package's Python source that loads it first
@@ -566,7 +569,8 @@ def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | No
         # name that same nvidia-* wheel, which loads nothing when imported: a fault with the entry to add, online too.
         if r.fault is not Fault.UNREACHED and (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
             return via
-        return _unprovided(info, _replace(r, unread=_unread(ctx)), cands, ctx)
+        unlearned = r.fault is not Fault.UNREACHED and _unlearned(ctx)
+        return _unprovided(info, _replace(r, unread=_unread(ctx), unlearned=unlearned), cands, ctx)
     if provided := external_provider(info, ctx.reqs):
         # An RPATH entry into a required project's folder says where the file looks, not what is there:
         # pennylane-lightning-gpu 0.45's libcustatevec.so.1 was "found" in scipy_openblas32/lib. Where the index tells
@@ -609,7 +613,20 @@ def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | No
         return fault
     if torchext.is_torch_library(needed) and (via := _by_graph(info, needed, ctx, Use.NEEDED)) is not None:
         return via
-    return _unprovided(info, _replace(fault, unread=_unread(ctx)), [], ctx)
+    return _unprovided(info, _replace(fault, unread=_unread(ctx), unlearned=_unlearned(ctx)), [], ctx)
+
+
+# Projects whose files and own requirements slimwheel's tables know: the CUDA library table's wheels, the metapackage,
+# and torch (resources/torch-lib.json: what each release installs and loads; its other requirements are Python).
+_TABLE_PACKAGES = frozenset({lib.package for lib in cudalibs.RUNTIME_LIBS} | {cudalibs.TOOLKIT_PACKAGE, "torch"})
+
+
+def _unlearned(ctx: _Context) -> bool:
+    """The index was not read and the wheel requires a project the tables do not know: what that project's wheels
+    install, and what they require, only the index tells, so a library nothing else provides may come with them
+    (kvikio-cu12 26.10: librapids_logger.so through libkvikio-cu12's rapids-logger). Not known, then: never a pass,
+    and not a definite failure either (`check --unknown`)."""
+    return ctx.graph is None and any(p not in _TABLE_PACKAGES for p in ctx.reqs.always)
 
 
 def _opened_chains(

@@ -157,6 +157,11 @@ def fault_text(r: Resolution) -> str:
             f"{text}; torch {releases_text(t.providing)} from PyPI {t.how} and load it at `import torch`, but "
             f"Requires-Dist '{t.req}' also admits torch {releases_text(t.lacking)}, which do(es) not"
         )
+    if r.unlearned and r.fault is not Fault.FOREIGN:
+        text = (
+            f"{text}; whether a requirement's own wheels install it is not known: the index was not read "
+            "(`slimwheel check` without --offline reads it)"
+        )
     if r.unread:
         text = f"{text} (what {len(r.unread)} requirement(s) install could not be read from the index: " + (
             f"{abbreviated(r.unread, 2)})"
@@ -256,6 +261,7 @@ class _Tally:
     brought_by: dict[str, tuple[str, ...]] = field(default_factory=dict)
     by_name: dict[tuple[str, str], list[str]] = field(default_factory=dict)
     unaccounted: dict[str, dict[str, list[str]]] = field(default_factory=dict)
+    unlearned: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # as `unaccounted`, not known
     unsafe: dict[str, list[str]] = field(default_factory=dict)
     optional: dict[str, tuple[OptionalModule, list[tuple[str, str]]]] = field(default_factory=dict)
     failed: set[str] = field(default_factory=set)
@@ -300,7 +306,10 @@ class _Tally:
             self.failed.add(r.soname)
             text = fault_text(r)
             said = f"{r.file} needs {r.soname}: "
-            if alternative or not text.startswith(said):
+            if r.unlearned or r.unread:
+                # the index not read, or unable to tell a requirement's files: not known (`check --unknown`)
+                self.unlearned.setdefault(text[len(said) :], {}).setdefault(r.soname, []).append(r.file)
+            elif alternative or not text.startswith(said):
                 problems.append(text)  # an alternative's problems are joined per file by `word`
             else:
                 self.unaccounted.setdefault(text[len(said) :], {}).setdefault(r.soname, []).append(r.file)
@@ -375,6 +384,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
         for path, libs in tally.plugin_lacks.items()
     ]
     problems += _unaccounted_problems(tally.unaccounted)
+    unknown += _unaccounted_problems(tally.unlearned)
     problems += _torchless_problems(tally.torchless, tally.brought_by)
     problems += [f"{abbreviated(paths)}: unsafe RPATH/RUNPATH {said}" for said, paths in tally.unsafe.items()]
     problems += [

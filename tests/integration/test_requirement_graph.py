@@ -41,12 +41,16 @@ def test_rmm_gets_its_logger_through_librmm(tmp_path: Path) -> None:
     assert "rapids-logger" in logger and "installs rapids_logger/lib64/librapids_logger.so" in logger
     assert list((tmp_path / "index").glob("*.json")), "the wheel's facts are cached"
 
+    # offline, what librmm-cu12's wheels bring is not known: exit 19 (UNKNOWN), never 12, never a pass
     rc, v = check(wheel, tmp_path, "--offline")
-    assert rc == 12
+    assert rc == 19
     failures = [str(f["message"]) for f in v["failures"]]
     # one line: every module that needs it, and why nothing accounts for it
     (failure,) = failures
     assert " and 7 more need librapids_logger.so: not in the wheel, not a CUDA runtime library" in failure
+    assert "whether a requirement's own wheels install it is not known: the index was not read" in failure
+    rc, v = check(wheel, tmp_path, "--offline", "--unknown", "note")
+    assert rc == 0 and any("librapids_logger.so" in str(n) for n in v["notes"])
 
 
 def test_pylibraft_gets_cuda_libraries_through_libraft(tmp_path: Path) -> None:
