@@ -101,14 +101,18 @@ def _driver_lines(report: WheelReport) -> list[str]:
         lines.extend(f"  - {w}" for w in report.driver_why if "alternative" in w)
         return lines
     if report.driver_floor:
-        lines.append(
-            f"minimum driver: {report.driver_floor}"
-            + (
-                f" (SASS); {report.ptx_driver_floor} for GPUs that JIT-compile the PTX"
-                if report.ptx_driver_floor
-                else ""
+        sass = any(t.kind.value == "sass" for t in report.targets)
+        if report.ptx_driver_floor and not sass and report.ptx_driver_floor == report.driver_floor:
+            # PTX only (gpt4all 2.8.2): the one floor is the JIT's; "(SASS)" named code the wheel does not have
+            floor = f"{report.driver_floor} (its code is PTX only, JIT-compiled by the driver)"
+        elif report.ptx_driver_floor:
+            floor = (
+                f"{report.driver_floor}{' (SASS)' if sass else ''}; {report.ptx_driver_floor} for GPUs that "
+                "JIT-compile the PTX"
             )
-        )
+        else:
+            floor = report.driver_floor
+        lines.append(f"minimum driver: {floor}")
     lines.extend(f"  - {w}" for w in report.driver_why)
     return lines
 

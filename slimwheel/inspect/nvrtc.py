@@ -15,9 +15,12 @@ package (`EmbeddedSources.nvrtc_package`) and its loader should preload the libr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
 
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion, supported_archs
@@ -193,9 +196,21 @@ def runtime_compiler(libraries: Sequence[str]) -> str | None:
 
 
 def compiler_requirement(requires_dist: Sequence[str]) -> str | None:
-    """The first requirement that brings a runtime compiler (NVRTC, nvJitLink, CUDA Python), or None."""
+    """The first requirement that brings a runtime compiler (NVRTC, nvJitLink, CUDA Python), as said to people: with
+    the extra it holds under, if any (cuda-core 1.2.2 requires `cuda-bindings[all]==12.*` under its extra `cu12` and
+    `==13.*` under `cu13`, and nothing unconditionally); None when none does."""
     for req in requires_dist:
         name = req.split(";", 1)[0].strip().lower().replace("_", "-")
         if name.startswith(_COMPILER_PACKAGES):
-            return req.split(";", 1)[0].strip()
+            spec, _, marker = req.partition(";")
+            try:
+                extras = _EXTRA.findall(str(Requirement(req).marker or ""))
+            except InvalidRequirement:
+                extras = []
+            if extras:
+                return f"{spec.strip()} with its extra {' or '.join(extras)}"
+            return spec.strip() + (f" where {marker.strip()}" if marker.strip() else "")
     return None
+
+
+_EXTRA = re.compile(r"""extra\s*==\s*["']([^"']+)["']""")

@@ -279,3 +279,32 @@ def test_an_intent_that_shares_no_gpu_with_the_wheel_judges_its_files_for_none(t
         analysis, checkmod.policy_for(analysis.report, settings, require_arch=parse_cc_request("7.5"))
     )
     assert wide.ok and any("all 7 intended compute capabilities are served" in n for n in wide.notes), wide.notes
+
+
+def test_a_compiler_required_under_an_extra_is_said_with_the_extra() -> None:
+    """cuda-core 1.2.2 requires cuda-bindings[all]==12.* under its extra cu12 (and ==13.* under cu13), nothing
+    unconditionally: the note said "it requires cuda-bindings[all]==12.*", as if always."""
+    from slimwheel.inspect.nvrtc import compiler_requirement
+
+    reqs = ['cuda-bindings[all]==12.*; extra == "cu12"', 'cuda-bindings[all]==13.*; extra == "cu13"']
+    assert compiler_requirement(reqs) == "cuda-bindings[all]==12.* with its extra cu12"
+    assert compiler_requirement(["cuda-bindings>=12"]) == "cuda-bindings>=12"
+    assert compiler_requirement(['cuda-bindings>=12; python_version >= "3.10"']) == (
+        'cuda-bindings>=12 where python_version >= "3.10"'
+    )
+    assert compiler_requirement(["numpy"]) is None
+
+
+def test_a_ptx_only_wheel_s_driver_floor_is_not_called_sass(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """gpt4all 2.8.2 carries PTX only (52 ... 75): size-report said "minimum driver: 520.61.05 (SASS); 520.61.05 for
+    GPUs that JIT-compile the PTX"."""
+    w = _code_wheel(tmp_path, [_ptx(75)])
+    capsys.readouterr()
+    assert main(["size-report", str(w)]) == 0
+    out = capsys.readouterr().out
+    (line,) = [x for x in out.splitlines() if "minimum driver:" in x]
+    assert "(its code is PTX only, JIT-compiled by the driver)" in line and "SASS" not in line, line
+    w = _code_wheel(tmp_path / "both", [_sass(75), _ptx(75)])
+    assert main(["size-report", str(w)]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if "minimum driver:" in x]
+    assert "(SASS)" in line and "for GPUs that JIT-compile the PTX" in line, line
