@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 # ------------------------------------------------------------------------------------------- every library accounted
 
 
-def external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requirement] | None:
+def external_provider(info: ElfInfo, reqs: Requirements, needed: str = "") -> tuple[str, Requirement] | None:
     """(RPATH entry, requirement) when an `$ORIGIN/...` entry of the ELF's search path points into a top-level folder
     of site-packages named like a project the wheel requires (scipy_openblas32/lib <-> scipy-openblas32; cutensor/lib <->
     cutensor-cu13: `external.folder_of_project`).
@@ -36,16 +36,18 @@ def external_provider(info: ElfInfo, reqs: Requirements) -> tuple[str, Requireme
     first component, normalized as PEP 503 normalizes project names, must equal a required project's name. It cannot
     see projects whose import folder has another name (PyQt5-Qt5 installs PyQt5/Qt5): the wheel alone does not tell
     which folders those install, and guessing by prefix would accept torchvision's RPATH into torch/ without a torch
-    requirement."""
+    requirement. Of several such entries, the one into the folder of the project the library `needed` is named after
+    comes first (libraft 26.10 repaired with both: librapids_logger.so is rapids-logger's, not librmm-cu12's)."""
+    found: list[tuple[str, str, Requirement]] = []
     for entry in info.search_path:
         target = origin_target(entry, info.path) if entry else None
         if target is None or target == ".":
             continue
         top = target.split("/")[0]
-        for project, rs in reqs.always.items():
-            if folder_of_project(top, project):
-                return entry, rs[0]
-    return None
+        found += [(entry, p, rs[0]) for p, rs in reqs.always.items() if folder_of_project(top, p)]
+    named = [(entry, req) for entry, p, req in found if needed and library_of_project(needed, p)]
+    ranked = named or [(entry, req) for entry, _p, req in found]
+    return ranked[0] if ranked else None
 
 
 def foreign_folders(info: ElfInfo, tops: Collection[str]) -> tuple[str, ...]:

@@ -571,7 +571,7 @@ def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | No
             return via
         unlearned = r.fault is not Fault.UNREACHED and _unlearned(ctx)
         return _unprovided(info, _replace(r, unread=_unread(ctx), unlearned=unlearned), cands, ctx)
-    if provided := external_provider(info, ctx.reqs):
+    if provided := external_provider(info, ctx.reqs, needed):
         # An RPATH entry into a required project's folder says where the file looks, not what is there:
         # pennylane-lightning-gpu 0.45's libcustatevec.so.1 was "found" in scipy_openblas32/lib. Where the index tells
         # which requirement installs the library, that answers (and whether RPATH reaches it); where it was not read

@@ -488,3 +488,30 @@ def test_libraries_taken_to_be_in_one_required_folder_are_one_line() -> None:
     )
     assert "their RPATH entry $ORIGIN/../torch/lib reaches a folder of Requires-Dist torch==2.2.*" in line
     assert line.endswith("(the index was not read: `slimwheel check` without --offline reads it)")
+
+
+def test_of_two_required_folders_the_one_the_library_is_named_after_answers() -> None:
+    """libraft-cu12 26.10 repaired with --external for librmm.so and librapids_logger.so has RPATH entries into both
+    librmm/lib64 and rapids_logger/lib64: offline, librapids_logger.so was said to be in librmm-cu12's folder."""
+    from slimwheel.deps import dependency_problems
+    from slimwheel.inspect.dynamic import ElfInfo
+
+    rpath = ("$ORIGIN/../../librmm/lib64", "$ORIGIN/../../rapids_logger/lib64")
+    lib = ElfInfo(
+        path="libraft/lib64/libraft.so",
+        soname=None,
+        needed=("librmm.so", "librapids_logger.so", "libc.so.6"),
+        rpath=rpath,
+        runpath=(),
+    )
+    reqs = ["librmm-cu12==26.10.*", "rapids-logger==0.3.*"]
+    v = dependency_problems([lib], cuda_major=None, requires=reqs, tags=["py3-none-manylinux_2_28_x86_64"])
+    said = " | ".join(v.unknown)
+    assert (
+        "needs librmm.so: its RPATH entry $ORIGIN/../../librmm/lib64 reaches a folder of Requires-Dist librmm-cu12"
+        in said
+    )
+    assert (
+        "needs librapids_logger.so: its RPATH entry $ORIGIN/../../rapids_logger/lib64 reaches a folder of Requires-Dist "
+        "rapids-logger==0.3.*"
+    ) in said, said
