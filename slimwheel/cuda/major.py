@@ -1,7 +1,8 @@
 """Which CUDA major a wheel is for: the one rule that repair, the wheel report and check use.
 
 Best evidence first: a NEEDED SONAME that exists for one major only (libcudart.so.13), a `nvidia-*-cuNN`
-requirement, kernel sources embedded for a CUDA major's NVRTC, the PTX ISA's release.
+requirement, kernel sources embedded for a CUDA major's NVRTC, the PTX ISA's release, a library of one major that the
+wheel ships itself.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ def cuda_major(
     ptx_release: CudaVersion | None = None,
     embedded: Sequence[int] = (),
     carried: Collection[str] = (),
+    ships: Iterable[tuple[str, str | None]] = (),
 ) -> MajorEvidence:
     """`needed`: (file, its DT_NEEDED names) per ELF file; `embedded`: the CUDA majors of embedded NVRTC sources;
     `carried`: the names the wheel's own files answer to (`inspect.dynamic.carried_names`). A shared SONAME the
@@ -68,6 +70,12 @@ def cuda_major(
         return MajorEvidence(major=embedded[0], why=f"kernel sources embedded for the NVRTC of CUDA {embedded[0]}")
     if ptx_release is not None:
         return MajorEvidence(major=ptx_release.major, why=f"PTX ISA of CUDA {ptx_release}")
+    # Last: a library of one major that the wheel is (`ships`: (file, its SONAME)): NVIDIA's own wheels need no CUDA
+    # library and may have no PTX (nvidia-cuda-cupti-cu12 12.8's libcupti.so.12, nvidia-cuda-runtime-cu12's libcudart)
+    own = sorted((UNIQUE_SONAMES[so], path, so) for path, so in ships if so in UNIQUE_SONAMES)
+    if own and len({m for m, _p, _s in own}) == 1:
+        m, path, so = own[0]
+        return MajorEvidence(major=m, why=f"{path} is {so}, CUDA {m}'s")
     return MajorEvidence(
         major=None, why="no CUDA runtime library, nvidia-* requirement or PTX found", ambiguous=tuple(sorted(ambiguous))
     )

@@ -396,6 +396,7 @@ def assemble(
         meta.requires_dist,
         ptx_release,
         embedded=[r.cuda_major for e in elfs for r in e.nvrtc],
+        ships=[(e.name, e.soname) for e in elfs if e.name not in in_groups],
     )
     major, major_why = evidence.major, evidence.why
     alternatives = _alternatives(elfs, groups)

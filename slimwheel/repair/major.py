@@ -29,6 +29,7 @@ def major_for(
         [(i.path, i.needed) for i in elfs.values() if i.path not in alts],
         requires,
         carried=carried_names(elfs.values()),
+        ships=[(i.path, i.soname) for i in elfs.values() if i.path not in alts],
     )
     if evidence.major is None and cuda is None and alts:
         return max(alt_major(elfs[f], a) for f, a in alts.items())

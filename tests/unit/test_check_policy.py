@@ -527,3 +527,19 @@ def test_a_component_file_alone_or_of_a_plain_build_is_still_judged(tmp_path: Pa
     half = _module_blob([("sass", 90, "a")], [("sass", 75)])
     r = inspect_wheel(_libs(tmp_path / "h", ops=main_, half=half))
     assert CC(8, 0) in r.coverage.none
+
+
+def test_a_wheel_that_is_a_cuda_library_of_one_major_tells_its_major() -> None:
+    """nvidia-cuda-cupti-cu12 12.8.90 needs no CUDA library, requires nothing and has SASS only: "nothing in the wheel
+    tells its major", so its GPU coverage went unjudged. The wheel ships libcupti.so.12, CUDA 12's alone. Last in
+    order: what the wheel needs, requires or compiles decides first."""
+    from slimwheel.cuda.major import cuda_major
+    from slimwheel.cuda.versions import CudaVersion
+
+    ships = [("nvidia/cuda_cupti/lib/libcupti.so.12", "libcupti.so.12"), ("nvidia/cuda_cupti/lib/libx.so", None)]
+    e = cuda_major([("nvidia/cuda_cupti/lib/libcupti.so.12", ("libc.so.6",))], ships=ships)
+    assert e.major == 12 and e.why == "nvidia/cuda_cupti/lib/libcupti.so.12 is libcupti.so.12, CUDA 12's"
+    assert cuda_major([], ptx_release=CudaVersion(13, 0), ships=ships).major == 13  # the PTX decides first
+    assert cuda_major([], ships=[("a.so", "libcurand.so.10")]).major is None  # shared by 12 and 13: says nothing
+    both = [("a.so", "libcudart.so.12"), ("b.so", "libcudart.so.13")]
+    assert cuda_major([], ships=both).major is None  # two majors shipped: no answer from this rule
