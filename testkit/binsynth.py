@@ -201,6 +201,7 @@ def cubin(
     compat: bool = False,
     text: bytes | None = b"\x00" * 256,
     functions: Iterable[str] = (),
+    extra: Mapping[str, bytes] | None = None,
 ) -> bytes:
     """A standalone cubin as nvcc -cubin writes it, as far as readers look: an ELF for EM_CUDA (190) with the CUDA
     OS/ABI (0x41), the ABI version in e_ident[8] and the SM in e_flags (ABI 8: bits 8-15; ABI 7: bits 0-7 with the
@@ -212,6 +213,7 @@ def cubin(
     sections = {".nv.info": b"\x04\x2f\x08\x00" * 4}
     if text is not None:
         sections = {".text._Z6kernelv": text, **sections}
+    sections.update(extra or {})  # more sections: nvcc's .debug_frame
     if compat:
         sections[".nv.compat"] = bytes.fromhex(
             f"0202010002050500030701010203000002060100040b080009000000000000000209{int(arch_specific):02x}00"

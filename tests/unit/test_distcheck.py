@@ -17,7 +17,7 @@ from slimwheel.errors import ExitCode
 from slimwheel.inspect.elf import read_elf
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_wheel
-from testkit.binsynth import elf
+from testkit.binsynth import cubin, elf
 from testkit.wheelmaker import make_wheel
 
 MiB = 2**20
@@ -63,6 +63,16 @@ def test_debug_sections_and_a_large_symtab_are_found_per_file(tmp_path: Path) ->
     # a lower limit also flags the small table; the switch in `findings` is off by default
     assert "pkg/few_symbols.so" in {f.message.split(":")[0] for f in distcheck.debug_symbols(r, symtab_limit=100)}
     assert distcheck.findings(r) == () and len(distcheck.findings(r, debug=True)) == 3
+
+
+def test_a_standalone_cubin_s_debug_frame_is_not_a_host_file_left_unstripped(tmp_path: Path) -> None:
+    """flashinfer-cubin 0.6.13: 15,970 standalone cubins, each with nvcc's 544-byte .debug_frame, were 15,970
+    debug-symbols failures telling the user to run host `strip` on device code. A cubin is the compiler's to leave
+    debug info out of, as the cubins inside fatbins are; a host library with the same section still fails."""
+    frame = {".debug_frame": b"f" * 544}
+    files = {"pkg/cubins/k.cubin": cubin(100, extra=frame), "pkg/host.so": elf(sections={".text": b"\x90", **frame})}
+    r = inspect_wheel(wheel_with(tmp_path, files))
+    assert [f.message.split(":")[0] for f in distcheck.debug_symbols(r)] == ["pkg/host.so"]
 
 
 @settings(max_examples=40, deadline=None)
