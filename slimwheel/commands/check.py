@@ -126,9 +126,7 @@ def command(
         text = render.render_markdown(reports, verdicts)
     else:
         color = output is None and render.color_wanted(os.environ, tty=sys.stdout.isatty())
-        text = render.table_text(
-            lambda console: render.render_verdicts(verdicts, console, notes=not quiet), color=color
-        )
+        text = render.verdicts_text(verdicts, notes=not quiet, color=color)
     emit(text, output)
     over = None
     if release_total:

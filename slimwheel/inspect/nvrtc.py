@@ -20,8 +20,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from packaging.requirements import InvalidRequirement, Requirement
-
 from slimwheel.cuda.arch import CC
 from slimwheel.cuda.versions import CudaVersion, supported_archs
 from slimwheel.errors import BadInputError
@@ -202,6 +200,9 @@ def compiler_requirement(requires_dist: Sequence[str]) -> str | None:
     for req in requires_dist:
         name = req.split(";", 1)[0].strip().lower().replace("_", "-")
         if name.startswith(_COMPILER_PACKAGES):
+            # packaging's parser, only here: importing it costs size-report more start-up than reading a small wheel
+            from packaging.requirements import InvalidRequirement, Requirement
+
             spec, _, marker = req.partition(";")
             try:
                 extras = _EXTRA.findall(str(Requirement(req).marker or ""))
