@@ -617,15 +617,16 @@ def _needed_elsewhere(info: ElfInfo, needed: str, ctx: _Context, major: int | No
 
 
 # Projects whose files and own requirements slimwheel's tables know: the CUDA library table's wheels, the metapackage,
-# and torch (resources/torch-lib.json: what each release installs and loads; its other requirements are Python).
+# and torch, whose rules judge the releases resources/torch-lib.json was read from and leave newer ones unjudged
+# (`providers.torch_provider`): its requirement is decided there, not left unknown here.
 _TABLE_PACKAGES = frozenset({lib.package for lib in cudalibs.RUNTIME_LIBS} | {cudalibs.TOOLKIT_PACKAGE, "torch"})
 
 
 def _unlearned(ctx: _Context) -> bool:
-    """The index was not read and the wheel requires a project the tables do not know: what that project's wheels
-    install, and what they require, only the index tells, so a library nothing else provides may come with them
-    (kvikio-cu12 26.10: librapids_logger.so through libkvikio-cu12's rapids-logger). Not known, then: never a pass,
-    and not a definite failure either (`check --unknown`)."""
+    """The index was not read and the wheel requires a project the tables do not describe: what that
+    project's wheels install, and what they require, only the index tells, so a library nothing else provides may come
+    with them (kvikio-cu12 26.10: librapids_logger.so through libkvikio-cu12's rapids-logger). Not known, then: never
+    a pass, and not a definite failure either (`check --unknown`)."""
     return ctx.graph is None and any(p not in _TABLE_PACKAGES for p in ctx.reqs.always)
 
 
