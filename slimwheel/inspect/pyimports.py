@@ -232,18 +232,14 @@ class PythonImports:
         search, linear, under the same caps."""
         key = (package, names)
         if key not in self._preloading:
-            found, read = "", 0
-            with contextlib.closing(self._load()) as sources:
-                for file, text in sources:
-                    if text is None or file.split("/", 1)[0] != package:
-                        continue
-                    read += len(text)
-                    if read > MAX_SOURCES:
-                        break
-                    if _DLOPEN.search(text) and (any(n in text for n in names) or _BY_DISTRIBUTION.search(text)):
-                        found = file
-                        break
-            self._preloading[key] = found
+            self._preloading[key] = next(
+                (
+                    file
+                    for file, text in self._package_sources(package)
+                    if _DLOPEN.search(text) and (any(n in text for n in names) or _BY_DISTRIBUTION.search(text))
+                ),
+                "",
+            )
         return self._preloading[key]
 
     def loading_own(self, package: str, name: bytes) -> str:
@@ -255,22 +251,28 @@ class PythonImports:
         the code runs first is not proven. A byte search, linear, under the same caps."""
         key = (package, name)
         if key not in self._own:
-            naming, opens, read = "", False, 0
-            with contextlib.closing(self._load()) as sources:
-                for file, text in sources:
-                    if text is None or file.split("/", 1)[0] != package:
-                        continue
-                    read += len(text)
-                    if read > MAX_SOURCES:
-                        naming = ""
-                        break
-                    opens = opens or _DLOPEN.search(text) is not None
-                    if not naming and name in text:
-                        naming = file
-                    if naming and opens:
-                        break
+            naming, opens = "", False
+            for file, text in self._package_sources(package):
+                opens = opens or _DLOPEN.search(text) is not None
+                naming = naming or (file if name in text else "")
+                if naming and opens:
+                    break
             self._own[key] = naming if opens else ""
         return self._own[key]
+
+    def _package_sources(self, package: str) -> Iterator[tuple[str, bytes]]:
+        """The read Python sources of the top-level folder `package`, in the wheel's order, until MAX_SOURCES bytes of
+        them have been read: past the cap nothing more is given, so what the byte searches above did not find by then
+        they do not find (no evidence either way)."""
+        read = 0
+        with contextlib.closing(self._load()) as sources:
+            for file, text in sources:
+                if text is None or file.split("/", 1)[0] != package:
+                    continue
+                read += len(text)
+                if read > MAX_SOURCES:
+                    return
+                yield file, text
 
     def _pending(self) -> list[tuple[int, str, str, bytes]]:
         """The sources that hold the word `import`, as (rank, file, module, text), read once, unparsed; [] past a
