@@ -471,17 +471,19 @@ def _loaded_first(info: ElfInfo, soname: str, cands: list[cudalibs.RuntimeLib], 
         return loader
     top = info.path.split("/", 1)[0]
     # auditwheel's `<dist>.libs/` holds what the wheel's packages load, after their own Python code has run
-    packages = (
-        sorted(t for t in ctx.tops if not t.endswith((".libs", ".dist-info", ".data")))
-        if top.endswith(".libs")
-        else [top]
-    )
+    packages = _packages(ctx) if top.endswith(".libs") else [top]
     if ctx.imports is not None:
         for package in packages:
             if source := ctx.imports.preloading(package, (b"nvidia",)):
                 return source
     t = torch_provider(soname, cands, ctx.torch, ctx.machines)
     return "torch" if t is not None and t.enough(alternative=info.path in ctx.alts) else ""
+
+
+def _packages(ctx: _Context) -> list[str]:
+    """The wheel's top-level folders that may hold Python packages (not auditwheel's `.libs`, the metadata or `.data`):
+    whose code loads the files outside any package."""
+    return sorted(t for t in ctx.tops if not t.endswith((".libs", ".dist-info", ".data")))
 
 
 def _loaded_own(info: ElfInfo, needed: str, ctx: _Context) -> str:
@@ -493,11 +495,7 @@ def _loaded_own(info: ElfInfo, needed: str, ctx: _Context) -> str:
     if not carrier or ctx.imports is None:
         return ""
     top = info.path.split("/", 1)[0]
-    packages = (
-        sorted(t for t in ctx.tops if not t.endswith((".libs", ".dist-info", ".data")))
-        if top.endswith(".libs") or "/" not in info.path
-        else [top]
-    )
+    packages = _packages(ctx) if top.endswith(".libs") or "/" not in info.path else [top]
     name = posixpath.basename(carrier).encode()
     return next((source for p in packages if (source := ctx.imports.loading_own(p, name))), "")
 
