@@ -85,6 +85,8 @@ def pinned(lib: cudalibs.RuntimeLib, req: Requirement) -> bool:
         )
     if admits_past(req, lib):
         return False
+    # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
+    # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
     return lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major)
 
 
@@ -280,19 +282,14 @@ def cuda_library_fault(cands: Sequence[cudalibs.RuntimeLib], reqs: Requirements)
         req = requirement_on(lib, reqs)
         if req is None:
             continue
-        if str(canonicalize_name(req.name)) != lib.package:  # through cuda-toolkit or a wheel that requires it
-            if pinned(lib, req):
-                return None
-            if admits_past(req, lib) and admits_only_major(req, lib.cuda_major):  # cuda-toolkit==12.*: 12.9 on
-                return CudaFault(kind=CudaFaultKind.DROPPED, candidates=tuple(cands), lib=lib, requirement=req)
-            return CudaFault(kind=CudaFaultKind.UNPINNED_THROUGH, candidates=tuple(cands), lib=lib, requirement=req)
-        # The unsuffixed CUDA 13 wheels of cuRAND, cuFFT, cuSPARSE and cuSOLVER are versioned by their SONAME major
-        # (nvidia-curand 10.x), not by the CUDA release; for the others the two agree.
-        if admits_past(req, lib):
-            return CudaFault(kind=CudaFaultKind.DROPPED, candidates=tuple(cands), lib=lib, requirement=req)
-        if lib.package.endswith(f"-cu{lib.cuda_major}") or admits_only_major(req, lib.version_major):
+        if pinned(lib, req):  # itself, through cuda-toolkit, or through a wheel that requires it
             return None
-        return CudaFault(kind=CudaFaultKind.UNPINNED, candidates=tuple(cands), lib=lib, requirement=req)
+        through = str(canonicalize_name(req.name)) != lib.package
+        if admits_past(req, lib) and (not through or admits_only_major(req, lib.cuda_major)):
+            kind = CudaFaultKind.DROPPED  # pinned to the major, but admitting the release that dropped the library
+        else:
+            kind = CudaFaultKind.UNPINNED_THROUGH if through else CudaFaultKind.UNPINNED
+        return CudaFault(kind=kind, candidates=tuple(cands), lib=lib, requirement=req)
     cond = [r for lib in cands for r in reqs.conditional.get(str(canonicalize_name(lib.package)), [])]
     if cond:
         return CudaFault(kind=CudaFaultKind.CONDITIONAL, candidates=tuple(cands), conditional=cond[0])
