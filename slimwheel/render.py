@@ -101,7 +101,9 @@ def _driver_lines(report: WheelReport) -> list[str]:
         lines.extend(f"  - {w}" for w in report.driver_why if "alternative" in w)
         return lines
     if report.driver_floor:
-        sass = any(t.kind.value == "sass" for t in report.targets)
+        from slimwheel.cuda.arch import Kind
+
+        sass = any(t.kind is Kind.SASS for t in report.targets)
         if report.ptx_driver_floor and not sass and report.ptx_driver_floor == report.driver_floor:
             # PTX only (gpt4all 2.8.2): the one floor is the JIT's; "(SASS)" named code the wheel does not have
             floor = f"{report.driver_floor} (its code is PTX only, JIT-compiled by the driver)"
@@ -410,23 +412,29 @@ def verdicts_text(verdicts: Sequence[Verdict], *, notes: bool = True, color: boo
     a fifth of its run). Names and messages come from the wheel: escaped for the terminal (slimwheel.shown)."""
     lines = []
     for v in verdicts:
-        name = shown.terminal(v.wheel.rsplit("/", 1)[-1])
         head = styled("PASS", Style.GREEN, color=color) if v.ok else styled("FAIL", Style.RED, color=color)
-        lines.append(f"{head} {name}")
-        lines += [f"  - {f.kind} (exit {int(f.exit_code)}): {shown.terminal(f.message)}" for f in v.failures]
-        lines += [f"  - {shown.terminal(n)}" for n in (v.notes if notes else ())]
+        lines += [f"{head} {shown.terminal(_wheel_name(v))}", *_verdict_lines(v, notes=notes)]
     return "".join(f"{line}\n" for line in lines)
 
 
 def render_verdicts(verdicts: Sequence[Verdict], console: Console, *, notes: bool = True) -> None:
-    """`verdicts_text` on a rich console (slim's and variants' reports, drawn with rich tables around it)."""
-    text = verdicts_text(verdicts, notes=notes, color=False)
-    for line in text.splitlines():
-        if line.startswith(("PASS ", "FAIL ")):
-            word, rest = line.split(" ", 1)
-            console.print(f"[{'green' if word == 'PASS' else 'red'}]{word}[/] {shown.markup(rest)}", highlight=False)
-        else:
+    """`verdicts_text`'s lines on a rich console (slim's and variants' reports, drawn with rich tables around them)."""
+    for v in verdicts:
+        head = "[green]PASS[/green]" if v.ok else "[red]FAIL[/red]"
+        console.print(f"{head} {shown.markup(_wheel_name(v))}", highlight=False)
+        for line in _verdict_lines(v, notes=notes):
             console.print(line, highlight=False, markup=False, soft_wrap=True)
+
+
+def _wheel_name(v: Verdict) -> str:
+    return v.wheel.rsplit("/", 1)[-1]
+
+
+def _verdict_lines(v: Verdict, *, notes: bool) -> list[str]:
+    """The lines under a wheel's PASS/FAIL line: each failure with its exit code, then its notes (unless `notes` is
+    off), escaped for the terminal."""
+    failures = [f"  - {f.kind} (exit {int(f.exit_code)}): {shown.terminal(f.message)}" for f in v.failures]
+    return failures + [f"  - {shown.terminal(n)}" for n in (v.notes if notes else ())]
 
 
 def color_wanted(env: Mapping[str, str], *, tty: bool) -> bool:
