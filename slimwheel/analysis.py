@@ -9,18 +9,19 @@ verdict from each of them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from slimwheel.deps import Installs
     from slimwheel.inspect.elf import ElfReport
     from slimwheel.inspect.files import Buffer
     from slimwheel.inspect.pyimports import PythonImports
     from slimwheel.inspect.report import WheelReport
     from slimwheel.inspect.wheel import Member
-    from slimwheel.reqgraph import RequirementGraph
+    from slimwheel.reqgraph import Lookup, RequirementGraph
     from slimwheel.torchext import TorchUse
     from slimwheel.wheelfile import RecordProblem
 
@@ -150,10 +151,23 @@ class _Sources:
 
 def requirement_graph(report: WheelReport) -> RequirementGraph:
     """What the wheel's requirements install, and theirs, read from the index on first use (`reqgraph`)."""
+    return requirements_graph(report.requires_dist, report.tags)
+
+
+def requirements_graph(
+    requires: Sequence[str], tags: Sequence[str], index: Callable[[Installs], Lookup] | None = None
+) -> RequirementGraph:
+    """What `requires` (the Requires-Dist of a wheel with these tags) install, and theirs, walked on first question.
+    `index`: the lookup for the machines and Pythons the wheel installs on (default: the package index)."""
     from slimwheel.deps import Installs
-    from slimwheel.pypindex import IndexLookup  # urllib and html.parser only when the index is to be read
     from slimwheel.reqgraph import RequirementGraph
 
-    installs = Installs.from_tags(report.tags)
-    lookup = IndexLookup(machines=installs.machines, pythons=installs.pythons)
-    return RequirementGraph(report.requires_dist, installs.environments(), lookup)
+    installs = Installs.from_tags(tags)
+    return RequirementGraph(requires, installs.environments(), (index or index_lookup)(installs))
+
+
+def index_lookup(installs: Installs) -> Lookup:
+    """The package index's lookup for the machines and Pythons a wheel installs on."""
+    from slimwheel.pypindex import IndexLookup  # urllib and html.parser only when the index is to be read
+
+    return IndexLookup(machines=installs.machines, pythons=installs.pythons)

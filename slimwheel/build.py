@@ -354,7 +354,8 @@ def build_project(
     `build_dir`: CMake's build folder, kept for incremental rebuilds; default a fresh temporary one (a clean build
     that shares nothing with the project's own build-dir or a concurrent build).
     """
-    from slimwheel.check import verdict_to_json
+    from slimwheel.analysis import index_lookup
+    from slimwheel.check import may_read_index, verdict_to_json
     from slimwheel.external import parse_externals
     from slimwheel.inspect.report import report_to_json
     from slimwheel.repair import repair_wheel
@@ -405,6 +406,9 @@ def build_project(
                 # the build's own folders, which this run made: an RPATH entry into them (CMake's build tree) is the
                 # project's, and auditwheel bundles what it finds there
                 named_dirs=(Path(tmp_s), bdir),
+                # what the requirements install, read as the check phase reads it: a library a requirement's
+                # requirement installs is left to it, not bundled
+                index=index_lookup if may_read_index(e) else None,
                 strip=cfg.strip,
             )
             box["detail"] = f"{repaired.wheel.name}; requires {', '.join(repaired.requires) or 'nothing'}"

@@ -10,21 +10,15 @@ from pathlib import Path
 import click
 
 from slimwheel import config as cfgmod
-from slimwheel import deps, heap, shown, torchext
+from slimwheel import heap, shown, torchext
+from slimwheel.analysis import index_lookup
 from slimwheel.cli import quiet
 from slimwheel.commands._options import CUDA_VERSION, format_option, offline_option, read_index
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import ExitCode
 from slimwheel.external import parse_externals
 from slimwheel.repair import repair_wheel
-from slimwheel.reqgraph import Lookup
 from slimwheel.units import mib
-
-
-def _index_lookup(installs: deps.Installs) -> Lookup:
-    from slimwheel.pypindex import IndexLookup  # urllib and html.parser only when the index is to be read
-
-    return IndexLookup(machines=installs.machines, pythons=installs.pythons)
 
 
 @click.command("repair")
@@ -93,8 +87,9 @@ def _index_lookup(installs: deps.Installs) -> Lookup:
     "by default (exit 12).",
 )
 @offline_option(
-    "Do not read the package index for what the requirements' wheels ship (the copies they share with this "
-    "wheel are then unknown, and the result says so). Env: SLIMWHEEL_OFFLINE=1."
+    "Do not read the package index for what the requirements' wheels, and theirs, install (a library they install "
+    "is then not left to them but bundled, or refused where auditwheel finds none; the copies they share with this "
+    "wheel are unknown, and the result says so). Env: SLIMWHEEL_OFFLINE=1."
 )
 @click.option(
     "--sysroot",
@@ -166,7 +161,7 @@ def command(
         unvendor=unvendor,
         torch=torchext.parse_torch_option(torch_version) if torch_version else None,
         library_dirs=library_dirs,
-        index=_index_lookup if read_index(offline) else None,
+        index=index_lookup if read_index(offline) else None,
         split_shared=split_shared,
         strip=cfg.strip,
     )

@@ -27,6 +27,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
 from slimwheel import deps, fsutil, torchext, wheelfile
+from slimwheel.analysis import requirements_graph
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
 from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
@@ -34,7 +35,14 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
 from slimwheel.repair.major import major_for
-from slimwheel.repair.requires import RequirementPlan, exclusions, plan_requirements, runtime_needs, torch_externals
+from slimwheel.repair.requires import (
+    RequirementPlan,
+    exclusions,
+    plan_requirements,
+    provided_elsewhere,
+    runtime_needs,
+    torch_externals,
+)
 from slimwheel.repair.searchpath import (
     DroppedReach,
     drop_before_auditwheel,
@@ -50,6 +58,7 @@ from slimwheel.repair.unvendor import (
     copies_versions,
     without_copies,
 )
+from slimwheel.reqgraph import RequirementGraph
 from slimwheel.runtime.place import driver_floor, install_loader
 from slimwheel.strip import Stripped, strip_members
 from slimwheel.tools import LibrariesNotFound, run_auditwheel
@@ -128,22 +137,21 @@ def repair_wheel(
     `named_dirs`: other folders outside the wheel whose libraries may be bundled (`build`'s own build and install
     folders): an absolute RPATH entry at or under one is left for auditwheel; any other entry into a folder outside
     the wheel is dropped before auditwheel reads the file, and a library found only through one is refused (exit
-    12, naming the file, the NEEDED name and the path). `index`: the lookup of the requirements' wheels; unvendoring a copy that one
-    of them ships too (`unvendor.shared_copies`) is refused (exit 12) unless `split_shared`; None: not compared (the
-    result says so). `strip`: strip the ELF files the debug-symbols check fails (`slimwheel.strip`)."""
-    wheel = Path(wheel).absolute()
-    if not wheel.is_file():
-        raise BadInputError(f"{wheel}: no such file")
-    if plat is not None and not deps.known_platform(plat):
-        raise BadInputError(f"--plat {plat}: not a platform tag auditwheel knows (e.g. manylinux_2_28_x86_64)")
+    12, naming the file, the NEEDED name and the path). `index`: the lookup of the requirements' wheels (check's
+    requirement graph): what they, and theirs, install is not bundled, the output is judged with it, and a copy one
+    of them ships is not unvendored (exit 12) unless `split_shared`; None: offline. `strip`: strip the ELF files the
+    debug-symbols check fails (`slimwheel.strip`)."""
+    wheel = _checked_input(Path(wheel).absolute(), plat)
     phases: dict[str, float] = {}
     t0 = time.monotonic()
     # A temp sibling in the cache: a killed run's copy (4 GB for a big wheel) goes at the next repair (fsutil).
     work_root = fsutil.cache_dir() / "work" / "repair"
     with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
+        # what the requirements, and theirs, install (read once, on first question), as check reads it
+        graph = requirements_graph(src.requires, _tags(wheel.name), index) if index and src.requires else None
         src, copies, shared, unknown = without_copies(
-            src, tmp / "in", wheel, unvendor=unvendor, index=index, split_shared=split_shared
+            src, tmp / "in", wheel, unvendor=unvendor, graph=graph, split_shared=split_shared
         )
         if copies:
             versions = {**copies_versions(copies), **(versions or {})}
@@ -152,8 +160,8 @@ def repair_wheel(
         if src.torch is not None:
             externals = (*torch_externals(src.torch, src.requires, torch, major, wheel.name), *externals)
         needs = runtime_needs(src.elfs, major)
-        excludes = exclusions(needs, major, externals)
-        pre = _plan_from_rules(src, major, wheel)
+        pre = _plan_from_rules(src, major, wheel, graph)
+        excludes = exclusions(needs, major, externals, provided_elsewhere(pre))
         _refuse_paths(pre, wheel)
         pre_dropped, reach = drop_before_auditwheel(tmp / "in", src.elfs, (*library_dirs, *named_dirs))
         plan = plan_requirements(
@@ -170,7 +178,7 @@ def repair_wheel(
 
         t1 = time.monotonic()
         changed = bool(copies or stripped or pre_dropped)
-        repaired = _auditwheel(tmp, wheel, src, changed, excludes, plat, library_dirs, reach)
+        repaired = _auditwheel(tmp, wheel, src, changed, excludes, plat, library_dirs, reach, offline=graph is None)
         phases["auditwheel"] = time.monotonic() - t1
         log.info("auditwheel repair: %s (%.1f s)", repaired.name, phases["auditwheel"])
 
@@ -207,7 +215,10 @@ def repair_wheel(
             raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
         not_known: list[str] = []
         wheelfile.pack(
-            work, dist_info, target, verify=lambda written: not_known.extend(_final_judgement(written, wheel, src))
+            work,
+            dist_info,
+            target,
+            verify=lambda written: not_known.extend(_final_judgement(written, wheel, src, graph)),
         )
         phases["rewrite"] = time.monotonic() - t2
     for why in not_known:
@@ -244,14 +255,23 @@ def repair_wheel(
     )
 
 
+def _checked_input(wheel: Path, plat: str | None) -> Path:
+    if not wheel.is_file():
+        raise BadInputError(f"{wheel}: no such file")
+    if plat is not None and not deps.known_platform(plat):
+        raise BadInputError(f"--plat {plat}: not a platform tag auditwheel knows (e.g. manylinux_2_28_x86_64)")
+    return wheel
+
+
 def _tags(name: str) -> list[str]:
     return [str(t) for t in parse_wheel_filename(name)[3]]
 
 
-def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.Resolved:
+def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path, graph: RequirementGraph | None) -> deps.Resolved:
     """Who provides each library of the input (`deps.resolve`), for planning: which libraries the project's own extras
-    install and which only optional parts need (the package's Python sources say which extension modules are
-    optional). Planned from the resolution, not mined from a verdict's wording."""
+    install, which only optional parts need (the package's Python sources say which extension modules are optional)
+    and which the requirements install (`graph`: theirs too). Planned from the resolution, not mined from a verdict's
+    wording."""
     return deps.resolve(
         list(src.elfs.values()),
         cuda_major=major,
@@ -260,6 +280,7 @@ def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path) -> deps.R
         files=src.names,
         name=src.dist_name,
         imports=src.python,
+        graph=graph,
     )
 
 
@@ -285,9 +306,12 @@ def _auditwheel(
     plat: str | None,
     library_dirs: Sequence[Path],
     reach: Sequence[DroppedReach],
+    *,
+    offline: bool,
 ) -> Path:
     """auditwheel repair of a private copy of the input (packed from `tmp/in` when repair `changed` its files there):
-    its messages then never name a file the user may mistake for theirs. Returns the wheel it wrote."""
+    its messages then never name a file the user may mistake for theirs. Returns the wheel it wrote. `offline`: the
+    requirements' own requirements were not read, so a library one of them installs was not excluded."""
     aw_out = tmp / "auditwheel"
     aw_out.mkdir()
     copy = tmp / wheel.name
@@ -300,20 +324,27 @@ def _auditwheel(
             copy, aw_out, excludes=excludes, plat=plat, cwd=tmp, shown_as=wheel, library_dirs=library_dirs
         )
     except LibrariesNotFound as e:
-        raise not_found(e, reach, wheel, names=src.names, elfs=src.elfs) from None
+        failure = not_found(e, reach, wheel, names=src.names, elfs=src.elfs)
+        if offline and src.requires and failure is e:
+            raise CheckFailed(
+                f"{e.message}. Offline, what the requirements' own requirements install was not read: without "
+                "--offline repair reads the index, and leaves out a library a requirement installs",
+                e.exit_code,
+            ) from None
+        raise failure from None
 
 
-def _final_judgement(written: Path, wheel: Path, src: RepairInput) -> list[str]:
-    """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, as `slimwheel
-    check --offline` judges it): a wheel whose dependencies (torch's included) check would fail, or that check would
+def _final_judgement(written: Path, wheel: Path, src: RepairInput, graph: RequirementGraph | None = None) -> list[str]:
+    """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, with the
+    requirement graph check reads, `graph`; None: as `slimwheel check --offline` judges it): a wheel whose dependencies (torch's included) check would fail, or that check would
     refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's.
     Returns what the verdict could not learn (issue 41 item 4), for repair to say."""
     from slimwheel.analysis import WheelAnalysis
     from slimwheel.check import CheckPolicy, judge
 
     report = _readable_by_check(written, wheel)
-    analysis = WheelAnalysis(report=report, file=written, torch=src.torch, imports=src.python)
-    # Repair reads no index: what only the index can tell (a required project's folder taken to hold a library the
+    analysis = WheelAnalysis(report=report, file=written, torch=src.torch, imports=src.python, graph=graph)
+    # Offline (`graph` None), what only the index can tell (a required project's folder taken to hold a library the
     # user named with --external) is said, and left for check to judge, not a reason to write nothing.
     failures = [f for f in judge(analysis, CheckPolicy(unknown="fail")).failures if f.kind == "dependencies"]
     problems = [f.message for f in failures if f.exit_code is not ExitCode.UNKNOWN]

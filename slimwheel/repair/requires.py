@@ -42,10 +42,41 @@ def runtime_needs(elfs: Mapping[str, ElfInfo], major: int | None) -> RuntimeNeed
     return RuntimeNeeds(per_file=per_file, majors=majors, needed=needed)
 
 
-def exclusions(needs: RuntimeNeeds, major: int | None, externals: Sequence[ExternalLib]) -> tuple[str, ...]:
-    """auditwheel's --exclude patterns: every needed major's CUDA SONAMEs, then the external libraries'."""
+def exclusions(
+    needs: RuntimeNeeds, major: int | None, externals: Sequence[ExternalLib], elsewhere: Sequence[str] = ()
+) -> tuple[str, ...]:
+    """auditwheel's --exclude patterns: every needed major's CUDA SONAMEs, the external libraries', then those the
+    requirements install (`provided_elsewhere`)."""
     every: list[int | None] = list(needs.majors) or [major]
-    return tuple(dict.fromkeys([*(x for m in every for x in deps.exclusions(m)), *(e.pattern for e in externals)]))
+    return tuple(
+        dict.fromkeys(
+            [
+                *(x for m in every for x in deps.exclusions(m)),
+                *(e.pattern for e in externals),
+                *map(_literal, elsewhere),
+            ]
+        )
+    )
+
+
+# Who provides a library from another project's wheel: a requirement (its nvidia-* wheel, an extra's, one named
+# after the library, a requirement's requirement) or a required project's RPATH folder.
+_ELSEWHERE = frozenset({deps.How.REQUIREMENT, deps.How.EXTRA, deps.How.NAMED, deps.How.TRANSITIVE, deps.How.FOLDER})
+
+
+def provided_elsewhere(resolved: deps.Resolved) -> tuple[str, ...]:
+    """The libraries the resolution finds another project's wheel provides (`_ELSEWHERE`): auditwheel must not bundle
+    them, as check passes them. Bundled, they would be a second copy in a process that loads that wheel's (RAPIDS'
+    librmm, loaded by rmm's import), and where auditwheel cannot find one on this machine it refuses the wheel
+    (pylibraft-cu12 26.10's librapids_logger.so, which libraft-cu12 installs through rapids-logger)."""
+    return tuple(
+        dict.fromkeys(r.soname for r in resolved.libraries() if r.how in _ELSEWHERE and r.use is deps.Use.NEEDED)
+    )
+
+
+def _literal(soname: str) -> str:
+    """`soname` as an fnmatch pattern that matches only itself (auditwheel's --exclude takes patterns)."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in soname)
 
 
 @dataclass(frozen=True, kw_only=True)

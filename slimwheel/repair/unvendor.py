@@ -18,8 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from packaging.utils import parse_wheel_filename
-
 from slimwheel import deps
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.errors import BadInputError, CheckFailed, ExitCode
@@ -184,13 +182,11 @@ class SharedCopy:
 
 
 def shared_copies(
-    copies: Sequence[Unvendored], requires: Sequence[str], tags: Sequence[str], index: IndexFor
+    copies: Sequence[Unvendored], graph: RequirementGraph
 ) -> tuple[tuple[SharedCopy, ...], tuple[str, ...]]:
-    """The copies a requirement (or a requirement's requirement) ships too, and the requirements that could not be
-    read (whose copies are unknown). Unvendoring a shared copy splits it: the process then maps the requirement's
-    copy and the nvidia-* wheel's, two CUDA runtimes where there was one."""
-    installs = deps.Installs.from_tags(tags)
-    graph = RequirementGraph(requires, installs.environments(), index(installs))
+    """The copies a requirement (or a requirement's requirement: `graph`) ships too, and the requirements that could
+    not be read (whose copies are unknown). Unvendoring a shared copy splits it: the process then maps the
+    requirement's copy and the nvidia-* wheel's, two CUDA runtimes where there was one."""
     out = []
     for u in copies:
         if (p := graph.shared_copy(u.file)) is not None:
@@ -199,10 +195,10 @@ def shared_copies(
 
 
 def without_copies(
-    src: RepairInput, root: Path, wheel: Path, *, unvendor: bool, index: IndexFor | None, split_shared: bool
+    src: RepairInput, root: Path, wheel: Path, *, unvendor: bool, graph: RequirementGraph | None, split_shared: bool
 ) -> tuple[RepairInput, tuple[Unvendored, ...], tuple[SharedCopy, ...], tuple[str, ...]]:
     """The input with its copies of CUDA libraries removed (`unvendor`), the copies, those a requirement shares, and
-    the requirements whose copies are unknown."""
+    the requirements whose copies are unknown. `graph`: what the requirements install (None: offline)."""
     copies = find_copies(root, src)
     if not copies:
         return src, (), (), ()
@@ -213,13 +209,11 @@ def without_copies(
             "--keep-vendored replaces them with the nvidia-* wheels",
             ExitCode.INCONSISTENT_DEPENDENCIES,
         )
-    if index is None:
+    if graph is None:
         shared: tuple[SharedCopy, ...] = ()
         unknown: tuple[str, ...] = ("the requirements' wheels were not read (offline)",) if src.requires else ()
     else:
-        shared, unknown = shared_copies(
-            copies, src.requires, [str(t) for t in parse_wheel_filename(wheel.name)[3]], index
-        )
+        shared, unknown = shared_copies(copies, graph)
     if shared and not split_shared:
         raise CheckFailed(
             f"{wheel.name}: unvendoring would split a copy the process shares with a requirement: "

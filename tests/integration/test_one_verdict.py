@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import textwrap
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -77,8 +78,6 @@ def _synthesized(out: Path) -> list[Path]:
     # RECORD that does not match: a member changed after the build
     tampered = out / "tampered" / wheels[-1].name
     tampered.parent.mkdir()
-    import zipfile
-
     with zipfile.ZipFile(wheels[-1]) as src, zipfile.ZipFile(tampered, "w") as dst:
         for info in src.infolist():
             data = src.read(info)
@@ -169,3 +168,30 @@ def test_cupy_optional_nccl_passes_in_build_as_in_check(tmp_path: Path, monkeypa
     v = _assert_one(got)
     assert not [f for f in v["failures"] if f["kind"] == "dependencies"], v["failures"]
     assert any("nccl" in n and "optional part" in n for n in v["notes"])
+
+
+@pytest.mark.parametrize("wheel", [corpus.RMM, corpus.PYLIBRAFT], ids=lambda w: w.requirement.split("==")[0])
+def test_repair_writes_what_check_passes_reading_the_index(wheel: corpus.CorpusWheel, tmp_path: Path) -> None:
+    """RAPIDS' wheels need libraries their requirements' requirements install (librapids_logger.so through
+    librmm-cu12 -> rapids-logger). `check`, reading the index, passes them; `repair` reads the same graph, leaves those
+    libraries to the requirements (nothing bundled) and writes a wheel `check` passes too. It refused all six RAPIDS
+    wheels tried (rmm, pylibraft, pylibcudf, pylibcugraph, kvikio, ucxx) with "needs librapids_logger.so, which is
+    neither bundled, provided by an nvidia-* wheel, nor allowed". Reads PyPI (or the index pip is configured with)."""
+    path = corpus.ensure(wheel)
+    assert main(["-q", "check", str(path)]) == 0
+    out = tmp_path / "out"
+    assert main(["-q", "repair", "--format", "json", "-w", str(out), str(path)]) == 0
+    (written,) = out.glob("*.whl")
+    report = tmp_path / "check.json"
+    assert main(["-q", "check", "--format", "json", "-o", str(report), str(written)]) == 0
+    (v,) = json.loads(report.read_text(encoding="utf-8"))["verdicts"]
+    assert v["ok"] and v["failures"] == []
+    # nothing bundled (pylibraft carries its own libgomp copy already): the requirements' libraries are theirs
+    assert _bundled(written) == _bundled(path)
+
+
+def _bundled(wheel: Path) -> set[str]:
+    with zipfile.ZipFile(wheel) as z:
+        return {
+            n.split("/", 1)[1] for n in z.namelist() if n.split("/", 1)[0].endswith(".libs") and not n.endswith("/")
+        }

@@ -8,16 +8,21 @@ import os
 import subprocess
 import sys
 import zipfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from helpers.wheels_repair import build_extension, build_fake_lib, ext_suffix, make_wheel, stub_dir
+from packaging.requirements import Requirement
 
-from slimwheel.check import check_wheel, make_policy
+from slimwheel.analysis import analyze, requirements_graph
+from slimwheel.check import CheckPolicy, check_wheel, judge, make_policy
 from slimwheel.cli import main
+from slimwheel.errors import CheckFailed
 from slimwheel.inspect.dynamic import scan_elfs
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel
+from slimwheel.reqgraph import LookupFailed, WheelFacts, Why
 
 pytestmark = pytest.mark.integration
 
@@ -227,3 +232,49 @@ def test_a_library_the_wheel_carries_out_of_reach_is_said_so(tmp_path: Path) -> 
         "entry of its search path reaches carried/lib: add $ORIGIN/lib to its RUNPATH"
     ) in proc.stderr, proc.stderr
     assert "--external" not in proc.stderr and not list(out.glob("*.whl"))
+
+
+def test_a_library_a_requirements_requirement_installs_is_left_to_it(tmp_path: Path) -> None:
+    """pylibraft-cu12 26.10: its extensions need librapids_logger.so, which libraft-cu12 installs through its
+    requirement rapids-logger. check (reading the index) passes the wheel; repair left the library to auditwheel,
+    which found it nowhere and refused the wheel (and, where it found one on the machine, would have bundled a second
+    copy). Repair reads the same requirement graph: the library is excluded, the output gets the same verdict."""
+    lib = build_fake_lib(tmp_path / "libs" / "liblogger_like.so", "liblogger_like.so", tag="logger", version=1)
+    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[lib.parent], libs=["logger_like"])
+    files: dict[str, bytes | Path] = {"raftlike/__init__.py": b"", f"raftlike/_ext{ext_suffix()}": ext}
+    wheel = make_wheel(tmp_path / "dist", name="raftlike", version="0.1", files=files, requires=("libraft-like>=1",))
+    facts = {
+        "libraft-like": WheelFacts(
+            project="libraft-like",
+            version="1.0",
+            filename="libraft_like-1.0-py3-none-any.whl",
+            files=(),
+            requires=("logger-like>=0.3",),
+        ),
+        "logger-like": WheelFacts(
+            project="logger-like",
+            version="0.3.0",
+            filename="logger_like-0.3.0-py3-none-any.whl",
+            files=("logger_like/lib64/liblogger_like.so",),
+            requires=(),
+        ),
+    }
+
+    def one(req: Requirement) -> WheelFacts:
+        if req.name not in facts:
+            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
+        return facts[req.name]
+
+    res = repair_wheel(wheel, tmp_path / "out", index=lambda installs: one)
+    assert "liblogger_like.so" in res.excluded and res.bundled == ()
+    assert res.requires == () and res.unknown == ()
+    # the input and the output, judged by check with the same index: the same verdict, a pass
+    for w in (wheel, res.wheel):
+        a = analyze(w)
+        graph = requirements_graph(a.report.requires_dist, a.report.tags, lambda installs: one)
+        graded = judge(replace(a, graph=graph), CheckPolicy())
+        assert graded.ok, (w.name, graded.failures)
+    # offline, the requirements' requirements are not read: refused, and told what reading them would do
+    with pytest.raises(CheckFailed, match="without --offline repair reads the index") as e:
+        repair_wheel(wheel, tmp_path / "out2")
+    assert "liblogger_like.so" in e.value.message and not list((tmp_path / "out2").glob("*.whl"))

@@ -156,7 +156,7 @@ def test_copies_no_requirement_ships_are_compared_and_the_unknown_said(tmp_path:
     src = read_input(w, tmp_path / "in", rewrite_record=False)
     copies = find_copies(tmp_path / "in", src)
     index = _Index({"cumm-like": _facts("cumm-like", ("cumm_like.libs/libcudart-0badc0de.so.13.0.96",))})
-    shared, unknown = shared_copies(copies, src.requires, [TAG], lambda installs: index)
+    shared, unknown = shared_copies(copies, RequirementGraph(src.requires, ENVS, index))
     assert shared == () and unknown == ("gone: no wheel of gone",)
 
 
