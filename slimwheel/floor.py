@@ -150,6 +150,24 @@ def wheel_floor(elfs: Sequence[ElfReport]) -> Policy | None:
     return None
 
 
+def tag_policy(platform: str) -> Policy | None:
+    """The manylinux policy a platform tag names ("manylinux1_x86_64", "manylinux2014_aarch64",
+    "manylinux_2_28_x86_64"); None for any other tag (linux_*, musllinux_*, any) or one auditwheel does not know."""
+    name = re.sub(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$", "", platform.lower())
+    name = _aliases().get(name, name)
+    return next((p for p in policies() if p.name == name), None)
+
+
+def below_floor(platforms: Iterable[str], elfs: Sequence[ElfReport]) -> tuple[str, ...]:
+    """The manylinux platform tags among `platforms` that promise older systems than the files' symbol versions allow
+    (`wheel_floor`): pip installs the wheel on such a system and its import fails ("version `GLIBC_2.34' not
+    found"). auditwheel adds the tag of the floor but keeps such a tag (it replaces only linux_*)."""
+    have = wheel_floor(elfs)
+    if have is None:
+        return ()
+    return tuple(p for p in platforms if (tag := tag_policy(p)) is not None and tag.priority > have.priority)
+
+
 def floor_to_json(elfs: Sequence[ElfReport]) -> dict[str, Any]:
     f = wheel_floor(elfs)
     return {"floor": f.name if f else None}

@@ -346,6 +346,24 @@ def digest_tree(root: Path) -> dict[str, MemberDigest]:
 # ------------------------------------------------------------------------------------------------ METADATA requirements
 
 
+def without_platforms(wheel_name: str, wheel_text: str, platforms: Iterable[str]) -> tuple[str, str]:
+    """(file name, WHEEL text) of a wheel with the platform tags `platforms` dropped: from the name's compressed tag
+    set (`pkg-1.0-py3-none-manylinux1_x86_64.manylinux_2_34_x86_64.whl`) and from WHEEL's `Tag:` lines. A tag the
+    wheel would be left without is kept (the name stays valid; the caller drops only tags it has replaced)."""
+    drop = set(platforms)
+    stem, sep, ext = wheel_name.rpartition(".")
+    head, py, abi, plat = stem.rsplit("-", 3)
+    kept = [p for p in plat.split(".") if p not in drop]
+    if not kept:
+        return wheel_name, wheel_text
+    lines = [
+        line
+        for line in wheel_text.splitlines(keepends=True)
+        if not (line.startswith("Tag:") and line.split(":", 1)[1].strip().rsplit("-", 1)[-1] in drop)
+    ]
+    return f"{head}-{py}-{abi}-{'.'.join(kept)}{sep}{ext}", "".join(lines)
+
+
 def add_requires_dist(
     metadata: str, reqs: Mapping[str, str], *, path: str
 ) -> tuple[str, tuple[str, ...], tuple[str, ...]]:

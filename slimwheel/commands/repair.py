@@ -204,6 +204,7 @@ def command(
                     "stripped": [
                         {"file": s.member, "bytes_before": s.before, "bytes_after": s.after} for s in result.stripped
                     ],
+                    "tags_dropped": list(result.tags_dropped),
                     "phases_s": {k: round(v, 3) for k, v in result.phases.items()},
                 },
                 indent=2,
@@ -246,6 +247,11 @@ def command(
         _say(f"  external:   {e.pattern} from {e.requirement} (in {e.folder})")
     for d in result.rpath_dropped:
         _say(f"  dropped:    unsafe RPATH entry {d}")
+    if result.tags_dropped:
+        _say(
+            f"  dropped:    platform tag(s) {', '.join(result.tags_dropped)}: older than the files' symbol versions "
+            "allow (pip would install the wheel where its import fails)"
+        )
     if result.loader:
         _say(f"  loader:     {', '.join(result.loader)}")
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name, parse_wheel_filename
 
-from slimwheel import deps, fsutil, torchext, wheelfile
+from slimwheel import deps, floor, fsutil, torchext, wheelfile
 from slimwheel.analysis import requirements_graph
 from slimwheel.cuda.versions import CudaVersion
 from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
@@ -97,6 +97,9 @@ class RepairResult:
     # the wheel's own requirements on CUDA libraries' wheels, kept as the maintainer wrote them in place of the plan's
     # (faiss-gpu-cu11 1.12's `nvidia-cuda-runtime-cu11>=11.8.89` for `>=11.0,<12`)
     kept: tuple[str, ...] = ()
+    # platform tags of the input older than its files' symbol versions allow (`floor.below_floor`), which auditwheel
+    # keeps beside the tag it adds: dropped from the name and WHEEL
+    tags_dropped: tuple[str, ...] = ()
 
     @property
     def unvendored_bytes(self) -> tuple[int, int]:
@@ -210,9 +213,9 @@ def repair_wheel(
         requires, kept = _write_requirements(
             work / dist_info / "METADATA", f"{wheel.name}:{dist_info}/METADATA", plan, external
         )
-        target = Path(out_dir).absolute() / repaired.name
-        if target.resolve() == wheel.resolve():
-            raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
+        target, retagged = _target(
+            Path(out_dir).absolute(), repaired.name, work / dist_info / "WHEEL", aw_report, wheel
+        )
         not_known: list[str] = []
         wheelfile.pack(
             work,
@@ -252,7 +255,26 @@ def repair_wheel(
         optional=plan.optional,
         stripped=stripped,
         phases=phases,
+        tags_dropped=retagged,
     )
+
+
+def _target(
+    out_dir: Path, name: str, wheel_file: Path, report: WheelReport, wheel: Path
+) -> tuple[Path, tuple[str, ...]]:
+    """Where the output goes, and the platform tags dropped: auditwheel's name without the tags the files' symbol
+    versions do not allow (gpt4all 2.8.2, tagged manylinux1 and needing GLIBC_2.34, came out as
+    `manylinux1_x86_64.manylinux_2_34_x86_64`: pip on glibc 2.28 installed it and its import failed). WHEEL's `Tag:`
+    lines are rewritten to match, in place under the unpacked output."""
+    stale = floor.below_floor(name.removesuffix(".whl").rsplit("-", 1)[-1].split("."), report.elfs)
+    if stale:
+        name, text = wheelfile.without_platforms(name, wheel_file.read_text(encoding="utf-8"), stale)
+        fsutil.write_text_atomic(wheel_file, text)
+        log.info("%s: platform tags %s dropped: older than its files' symbol versions allow", wheel.name, stale)
+    target = out_dir / name
+    if target.resolve() == wheel.resolve():
+        raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
+    return target, stale
 
 
 def _checked_input(wheel: Path, plat: str | None) -> Path:

@@ -406,3 +406,60 @@ def test_a_library_on_the_users_ld_library_path_is_bundled(
     rc, out = repair(wheel, tmp_path / "out")
     assert rc == 0 and out is not None
     assert [n for n in read_members(out) if n.startswith("fakecuda.libs/libevil")]
+
+
+THREADED = r"""
+#include <pthread.h>
+static void *run(void *arg) { return arg; }
+int start_one(void) { pthread_t t; if (pthread_create(&t, 0, run, 0)) return -1; return pthread_join(t, 0); }
+"""
+
+
+def test_a_tag_older_than_the_files_allow_is_dropped(tmp_path: Path) -> None:
+    """gpt4all 2.8.2 is tagged manylinux1 and needs GLIBC_2.34; auditwheel adds manylinux_2_34 but keeps manylinux1
+    (it replaces only linux_*), and pip on an older glibc installed the repaired wheel by that tag, to fail at import.
+    A library built here (glibc 2.36: pthread_create@GLIBC_2.34) in a wheel tagged manylinux1: the output keeps only
+    the tag its files allow, in its name and WHEEL, and pip for a manylinux2014 machine finds no wheel to install."""
+    lib = build_extension(tmp_path / "libthreaded.so", "threaded", lib_dirs=[], libs=[], source=THREADED)
+    files: dict[str, bytes | Path] = {"threaded/__init__.py": b"", "threaded/libthreaded.so": lib}
+    wheel = make_wheel(tmp_path / "dist", name="threaded", version="0.1", files=files, tag="py3-none-manylinux1_x86_64")
+    out = tmp_path / "out"
+    assert main(["-q", "repair", "--offline", "-w", str(out), str(wheel)]) == 0
+    (written,) = out.glob("*.whl")
+    platforms = written.name.removesuffix(".whl").rsplit("-", 1)[1].split(".")
+    assert "manylinux1_x86_64" not in platforms and platforms, written.name
+    with zipfile.ZipFile(written) as z:
+        tags = [
+            line.split(":", 1)[1].strip()
+            for line in z.read("threaded-0.1.dist-info/WHEEL").decode().splitlines()
+            if line.startswith("Tag:")
+        ]
+    assert tags == [f"py3-none-{p}" for p in platforms]
+
+    def pip_takes(platform: str) -> bool:
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--no-index",
+                "--find-links",
+                str(out),
+                "--only-binary",
+                ":all:",
+                "--platform",
+                platform,
+                "--python-version",
+                "3.11",
+                "-d",
+                str(tmp_path / platform),
+                "threaded",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        return proc.returncode == 0
+
+    assert not pip_takes("manylinux2014_x86_64") and pip_takes("manylinux_2_34_x86_64")

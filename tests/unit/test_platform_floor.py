@@ -157,3 +157,39 @@ def test_a_looping_chain_is_refused() -> None:
     data = elf(needed=("libc.so.6",), imports={"libc.so.6": [("malloc", "GLIBC_2.2.5")]}, verneed=table)
     with pytest.raises(BadInputError, match="loops|outside"):
         read_elf(data, "loop.so")
+
+
+def _report(tmp_path: Path, imports: dict[str, list[tuple[str, str]]]) -> tuple[floor.Policy | None, list[str]]:
+    r = inspect_wheel(wheel(tmp_path, {"pkg/_ext.so": ext(imports)}))
+    have = floor.wheel_floor(r.elfs)
+    tags = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64"]
+    return have, [*floor.below_floor([*tags, "linux_x86_64", "musllinux_1_2_x86_64", "any"], r.elfs)]
+
+
+def test_tags_older_than_the_symbol_versions_allow_are_named(tmp_path: Path) -> None:
+    # GLIBC_2.29 and GLIBCXX_3.4.26 (Debian 11's glibc and GCC): auditwheel's policies put that at manylinux_2_31;
+    # every older manylinux tag promises too much, by its legacy alias or its PEP 600 name; tags of no manylinux
+    # policy are never named
+    have, stale = _report(tmp_path / "new", NEW)
+    assert have is not None and have.name == "manylinux_2_31"
+    assert stale == ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64"]
+    have, stale = _report(tmp_path / "old", OLD)  # GLIBC_2.14: manylinux2014 (2.17) holds it, manylinux2010 does not
+    assert have is not None and have.name == "manylinux_2_17"
+    assert stale == ["manylinux1_x86_64", "manylinux2010_x86_64"]
+    assert floor.tag_policy("manylinux2014_aarch64") == floor.tag_policy("manylinux_2_17_x86_64")
+    assert floor.tag_policy("musllinux_1_2_x86_64") is None and floor.tag_policy("manylinux_9_99_x86_64") is None
+
+
+def test_platform_tags_dropped_from_the_name_and_wheel_file() -> None:
+    from slimwheel.wheelfile import without_platforms
+
+    text = "Wheel-Version: 1.0\nTag: py3-none-manylinux1_x86_64\nTag: py3-none-manylinux_2_34_x86_64\nBuild: 1\n"
+    name, out = without_platforms(
+        "gpt4all-2.8.2-py3-none-manylinux1_x86_64.manylinux_2_34_x86_64.whl", text, ["manylinux1_x86_64"]
+    )
+    assert name == "gpt4all-2.8.2-py3-none-manylinux_2_34_x86_64.whl"
+    assert out == "Wheel-Version: 1.0\nTag: py3-none-manylinux_2_34_x86_64\nBuild: 1\n"
+    # a build tag stays; a wheel is never left without a platform tag
+    name, out = without_platforms("p-1.0-1-cp311-cp311-manylinux1_x86_64.whl", text, ["manylinux1_x86_64"])
+    assert (name, out) == ("p-1.0-1-cp311-cp311-manylinux1_x86_64.whl", text)
+
