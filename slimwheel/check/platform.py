@@ -7,6 +7,7 @@ from slimwheel.analysis import WheelAnalysis
 from slimwheel.check.policy import CheckPolicy, Failure, Findings
 from slimwheel.errors import ExitCode
 from slimwheel.inspect.report import WheelReport
+from slimwheel.shown import abbreviated
 
 
 def floor_failures(report: WheelReport, target: floor.Policy) -> tuple[list[Failure], str]:
@@ -22,8 +23,29 @@ def floor_failures(report: WheelReport, target: floor.Policy) -> tuple[list[Fail
     ], note
 
 
+def stale_tags_note(report: WheelReport) -> str | None:
+    """A note naming the wheel's manylinux tags that promise older systems than its files' symbol versions allow
+    (`floor.below_floor`), and the files that need more; None when every tag holds. Said without a `--manylinux`
+    target too: pip installs the wheel on such a system by that tag, and those files fail to load there (taichi 1.7.4,
+    tagged manylinux_2_27: "version `GLIBC_2.32' not found" on import). Those files may be parts a process never loads
+    (bitsandbytes' XPU libraries): the note names them."""
+    stale = floor.below_floor(dict.fromkeys(t.rsplit("-", 1)[-1] for t in report.tags), report.elfs)
+    oldest = max((p for t in stale if (p := floor.tag_policy(t)) is not None), key=lambda p: p.priority, default=None)
+    if oldest is None:
+        return None
+    have = floor.wheel_floor(report.elfs)
+    files = dict.fromkeys(o.file for o in floor.offenders(report.elfs, oldest))
+    return (
+        f"platform tag {', '.join(stale)} promises older systems than {abbreviated(files)} "
+        f"{'needs' if len(files) == 1 else 'need'} ({have.name if have else 'above every manylinux policy'}): pip "
+        f"installs the wheel there, and {'that file fails' if len(files) == 1 else 'those files fail'} to load "
+        "(`slimwheel repair` drops such tags)"
+    )
+
+
 def findings(analysis: WheelAnalysis, policy: CheckPolicy) -> Findings:
+    stale = stale_tags_note(analysis.report)
     if policy.manylinux is None:
-        return Findings()
+        return Findings(notes=(stale,) if stale else ())
     failures, note = floor_failures(analysis.report, policy.manylinux)
-    return Findings(failures=tuple(failures), notes=(note,))
+    return Findings(failures=tuple(failures), notes=(note, stale) if stale else (note,))

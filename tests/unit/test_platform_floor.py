@@ -193,3 +193,27 @@ def test_platform_tags_dropped_from_the_name_and_wheel_file() -> None:
     name, out = without_platforms("p-1.0-1-cp311-cp311-manylinux1_x86_64.whl", text, ["manylinux1_x86_64"])
     assert (name, out) == ("p-1.0-1-cp311-cp311-manylinux1_x86_64.whl", text)
 
+
+def test_check_notes_a_tag_the_files_cannot_keep_without_failing(tmp_path: Path) -> None:
+    stale = make_wheel(
+        tmp_path / "stale", name="pkg", files={"pkg/_ext.so": ext(NEW)}, tag="cp312-abi3-manylinux2014_x86_64"
+    )
+    r = inspect_wheel(stale)
+    v = check_wheel(r, make_policy(r, require_arch="none", dependencies=False))
+    assert v.ok and v.failures == ()
+    (note,) = [n for n in v.notes if n.startswith("platform tag")]
+    assert note.startswith(
+        "platform tag manylinux2014_x86_64 promises older systems than pkg/_ext.so needs (manylinux_2_31)"
+    )
+    assert "that file fails to load" in note
+    # with a target, the failures are the target's and the note is said beside them
+    v = check_wheel(r, make_policy(r, require_arch="none", dependencies=False, manylinux=floor.parse_target("2_28")))
+    assert {f.exit_code for f in v.failures} == {ExitCode.ABOVE_PLATFORM_FLOOR} and note in v.notes
+    # a tag at or above the floor, or no manylinux tag at all: nothing said
+    for tag in ("cp312-abi3-manylinux_2_31_x86_64", "cp312-abi3-linux_x86_64"):
+        fine = inspect_wheel(make_wheel(tmp_path / tag, name="pkg", files={"pkg/_ext.so": ext(NEW)}, tag=tag))
+        assert not [
+            n
+            for n in check_wheel(fine, make_policy(fine, require_arch="none", dependencies=False)).notes
+            if n.startswith("platform tag")
+        ]
