@@ -34,7 +34,7 @@ def stale_tags_note(report: WheelReport) -> str | None:
     if oldest is None:
         return None
     have = floor.wheel_floor(report.elfs)
-    files = dict.fromkeys(o.file for o in floor.offenders(report.elfs, oldest))
+    files = floor.files_above(report.elfs, oldest)
     return (
         f"platform tag {', '.join(stale)} promises older systems than {abbreviated(files)} "
         f"{'needs' if len(files) == 1 else 'need'} ({have.name if have else 'above every manylinux policy'}): pip "

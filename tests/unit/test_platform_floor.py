@@ -176,6 +176,11 @@ def test_tags_older_than_the_symbol_versions_allow_are_named(tmp_path: Path) -> 
     have, stale = _report(tmp_path / "old", OLD)  # GLIBC_2.14: manylinux2014 (2.17) holds it, manylinux2010 does not
     assert have is not None and have.name == "manylinux_2_17"
     assert stale == ["manylinux1_x86_64", "manylinux2010_x86_64"]
+    r = inspect_wheel(wheel(tmp_path / "both", {"pkg/_old.so": ext(OLD), "pkg/_new.so": ext(NEW), "pkg/x.so": ext({})}))
+    for p in floor.policies():  # the files over a policy: offenders' files, in the wheel's order
+        assert floor.files_above(r.elfs, p) == tuple(
+            e.name for e in r.elfs if {o.file for o in floor.offenders(r.elfs, p)} & {e.name}
+        )
     assert floor.tag_policy("manylinux2014_aarch64") == floor.tag_policy("manylinux_2_17_x86_64")
     assert floor.tag_policy("musllinux_1_2_x86_64") is None and floor.tag_policy("manylinux_9_99_x86_64") is None
 
