@@ -24,24 +24,30 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.requirements import Requirement
-from packaging.utils import canonicalize_name, parse_wheel_filename
+from packaging.utils import canonicalize_name
 
-from slimwheel import deps, floor, fsutil, torchext, wheelfile
+from slimwheel import deps, fsutil, torchext, wheelfile
 from slimwheel.analysis import requirements_graph
 from slimwheel.cuda.versions import CudaVersion
-from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ExitCode, ToolError
-from slimwheel.external import ExternalLib, check_can_tie, resolve_external, used_externals
-from slimwheel.inspect.dynamic import ElfInfo
-from slimwheel.inspect.report import WheelReport
-from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
+from slimwheel.errors import BadInputError, CheckFailed, ConfigError, ToolError
+from slimwheel.external import ExternalLib
 from slimwheel.repair.major import major_for
+from slimwheel.repair.output import (
+    externals_needed,
+    final_judgement,
+    output_target,
+    read_repaired,
+    write_requirements,
+)
 from slimwheel.repair.requires import (
-    RequirementPlan,
     exclusions,
+    plan_from_rules,
     plan_requirements,
     provided_elsewhere,
+    refuse_paths,
     runtime_needs,
     torch_externals,
+    wheel_tags,
 )
 from slimwheel.repair.searchpath import (
     DroppedReach,
@@ -58,7 +64,6 @@ from slimwheel.repair.unvendor import (
     copies_versions,
     without_copies,
 )
-from slimwheel.reqgraph import RequirementGraph
 from slimwheel.runtime.place import driver_floor, install_loader
 from slimwheel.strip import Stripped, strip_members
 from slimwheel.tools import LibrariesNotFound, run_auditwheel
@@ -152,7 +157,7 @@ def repair_wheel(
     with fsutil.temp_sibling(work_root, directory=True) as tmp, _named_for_user(tmp, wheel):
         src = read_input(wheel, tmp / "in", rewrite_record=rewrite_record)
         # what the requirements, and theirs, install (read once, on first question), as check reads it
-        graph = requirements_graph(src.requires, _tags(wheel.name), index) if index and src.requires else None
+        graph = requirements_graph(src.requires, wheel_tags(wheel.name), index) if index and src.requires else None
         src, copies, shared, unknown = without_copies(
             src, tmp / "in", wheel, unvendor=unvendor, graph=graph, split_shared=split_shared
         )
@@ -163,9 +168,9 @@ def repair_wheel(
         if src.torch is not None:
             externals = (*torch_externals(src.torch, src.requires, torch, major, wheel.name), *externals)
         needs = runtime_needs(src.elfs, major)
-        pre = _plan_from_rules(src, major, wheel, graph)
+        pre = plan_from_rules(src, major, wheel, graph)
         excludes = exclusions(needs, major, externals, provided_elsewhere(pre))
-        _refuse_paths(pre, wheel)
+        refuse_paths(pre, wheel)
         pre_dropped, reach = drop_before_auditwheel(tmp / "in", src.elfs, (*library_dirs, *named_dirs))
         plan = plan_requirements(
             needs,
@@ -190,10 +195,10 @@ def repair_wheel(
         names = unpack_as(repaired, work, shown_as=wheel)
         dist_info = wheelfile.dist_info_of(names, wheel)
         # auditwheel's output, read once: its ELF facts and, for the loader, its driver floor
-        aw_report = _read_repaired(repaired, work, names, wheel)
+        aw_report = read_repaired(repaired, work, names, wheel)
         after = elf_facts(aw_report)
         bundled = tuple(sorted(n for n in after if n not in set(src.names)))
-        external = _externals_needed(after, externals, wheel)
+        external = externals_needed(after, externals, wheel)
         fixed, dropped, after = fix_search_paths(work, after, src.elfs, needs.needed, external, needs.per_file)
         loader_files: list[str] = []
         # Libraries an extra installs may be absent (the project supports a system CUDA then): the loader, which
@@ -210,10 +215,10 @@ def repair_wheel(
                 driver=driver_floor(major, aw_report.driver_floor, "; ".join(aw_report.driver_why) or None),
                 wheel_name=wheel.name,
             )
-        requires, kept = _write_requirements(
+        requires, kept = write_requirements(
             work / dist_info / "METADATA", f"{wheel.name}:{dist_info}/METADATA", plan, external
         )
-        target, retagged = _target(
+        target, retagged = output_target(
             Path(out_dir).absolute(), repaired.name, work / dist_info / "WHEEL", aw_report, wheel
         )
         not_known: list[str] = []
@@ -221,7 +226,7 @@ def repair_wheel(
             work,
             dist_info,
             target,
-            verify=lambda written: not_known.extend(_final_judgement(written, wheel, src, graph)),
+            verify=lambda written: not_known.extend(final_judgement(written, wheel, src, graph)),
         )
         phases["rewrite"] = time.monotonic() - t2
     for why in not_known:
@@ -259,64 +264,12 @@ def repair_wheel(
     )
 
 
-def _target(
-    out_dir: Path, name: str, wheel_file: Path, report: WheelReport, wheel: Path
-) -> tuple[Path, tuple[str, ...]]:
-    """Where the output goes, and the platform tags dropped: auditwheel's name without the tags the files' symbol
-    versions do not allow (gpt4all 2.8.2, tagged manylinux1 and needing GLIBC_2.34, came out as
-    `manylinux1_x86_64.manylinux_2_34_x86_64`: pip on glibc 2.28 installed it and its import failed). WHEEL's `Tag:`
-    lines are rewritten to match, in place under the unpacked output."""
-    stale = floor.below_floor(name.removesuffix(".whl").rsplit("-", 1)[-1].split("."), report.elfs)
-    if stale:
-        name, text = wheelfile.without_platforms(name, wheel_file.read_text(encoding="utf-8"), stale)
-        fsutil.write_text_atomic(wheel_file, text)
-        log.info("%s: platform tags %s dropped: older than its files' symbol versions allow", wheel.name, stale)
-    target = out_dir / name
-    if target.resolve() == wheel.resolve():
-        raise BadInputError(f"{wheel}: the output would overwrite the input wheel; choose another -w folder")
-    return target, stale
-
-
 def _checked_input(wheel: Path, plat: str | None) -> Path:
     if not wheel.is_file():
         raise BadInputError(f"{wheel}: no such file")
     if plat is not None and not deps.known_platform(plat):
         raise BadInputError(f"--plat {plat}: not a platform tag auditwheel knows (e.g. manylinux_2_28_x86_64)")
     return wheel
-
-
-def _tags(name: str) -> list[str]:
-    return [str(t) for t in parse_wheel_filename(name)[3]]
-
-
-def _plan_from_rules(src: RepairInput, major: int | None, wheel: Path, graph: RequirementGraph | None) -> deps.Resolved:
-    """Who provides each library of the input (`deps.resolve`), for planning: which libraries the project's own extras
-    install, which only optional parts need (the package's Python sources say which extension modules are optional)
-    and which the requirements install (`graph`: theirs too). Planned from the resolution, not mined from a verdict's
-    wording."""
-    return deps.resolve(
-        list(src.elfs.values()),
-        cuda_major=major,
-        requires=src.requires,
-        tags=_tags(wheel.name),
-        files=src.names,
-        name=src.dist_name,
-        imports=src.python,
-        graph=graph,
-    )
-
-
-def _refuse_paths(pre: deps.Resolved, wheel: Path) -> None:
-    """A NEEDED entry with a '/' names a file by path (issue 41 S1): auditwheel reads it from this machine
-    (/tmp/x/libevil.so) and grafts it into the wheel, a library nobody named. Refused before auditwheel runs."""
-    paths = [r for r in pre.libraries() if r.fault is deps.Fault.PATH]
-    if paths:
-        raise CheckFailed(
-            f"{wheel.name}: "
-            + "; ".join(f"{r.file} needs {r.soname} by path" for r in paths)
-            + ": auditwheel would copy that file from this machine into the wheel; link the library by its SONAME",
-            ExitCode.INCONSISTENT_DEPENDENCIES,
-        )
 
 
 def _auditwheel(
@@ -356,59 +309,6 @@ def _auditwheel(
         raise failure from None
 
 
-def _final_judgement(written: Path, wheel: Path, src: RepairInput, graph: RequirementGraph | None = None) -> list[str]:
-    """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, with the
-    requirement graph check reads, `graph`; None: as `slimwheel check --offline` judges it): a wheel whose dependencies (torch's included) check would fail, or that check would
-    refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's.
-    Returns what the verdict could not learn (issue 41 item 4), for repair to say."""
-    from slimwheel.analysis import WheelAnalysis
-    from slimwheel.check import CheckPolicy, judge
-
-    report = _readable_by_check(written, wheel)
-    analysis = WheelAnalysis(report=report, file=written, torch=src.torch, imports=src.python, graph=graph)
-    # Offline (`graph` None), what only the index can tell (a required project's folder taken to hold a library the
-    # user named with --external) is said, and left for check to judge, not a reason to write nothing.
-    failures = [f for f in judge(analysis, CheckPolicy(unknown="fail")).failures if f.kind == "dependencies"]
-    problems = [f.message for f in failures if f.exit_code is not ExitCode.UNKNOWN]
-    if problems:
-        raise CheckFailed(
-            f"{wheel.name}: the repaired wheel would fail `slimwheel check`, so none was written: "
-            + "; ".join(problems),
-            ExitCode.INCONSISTENT_DEPENDENCIES,
-        )
-    return [f.message for f in failures if f.exit_code is ExitCode.UNKNOWN]
-
-
-def _externals_needed(
-    elfs: Mapping[str, ElfInfo], externals: Sequence[ExternalLib], wheel: Path
-) -> tuple[ExternalLib, ...]:
-    """The external libraries some ELF file needs, each with its folder resolved. Judged after auditwheel: a library
-    it bundled may be the one that needs the external library."""
-    used = used_externals(elfs.values(), externals)
-    for e in externals:
-        if e not in used:
-            log.info("external library %s: no ELF file in %s needs it; ignored", e.pattern, wheel.name)
-    external = tuple(resolve_external(e) for e in used)
-    for e in external:
-        if why := check_can_tie(e):
-            raise BadInputError(
-                f"{wheel.name}: {why}; the repaired wheel would fail check",
-                hint="give a folder inside that project's own folder: SONAME=REQUIREMENT@FOLDER",
-            )
-    return external
-
-
-def _write_requirements(
-    meta_path: Path, where: str, plan: RequirementPlan, external: Sequence[ExternalLib]
-) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """The plan's requirements and the external libraries' added to METADATA; returns (every requirement written,
-    the wheel's own requirements kept in place of the plan's)."""
-    meta_text, added, kept = wheelfile.add_requires_dist(meta_path.read_text(encoding="utf-8"), plan.reqs, path=where)
-    meta_text, external_reqs = wheelfile.merge_requires_dist(meta_text, [e.requirement for e in external], path=where)
-    meta_path.write_text(meta_text, encoding="utf-8")
-    return (*added, *external_reqs), kept
-
-
 @contextlib.contextmanager
 def _named_for_user(tmp: Path, wheel: Path) -> Iterator[None]:
     """Messages of the steps inside repair's work folder name the input, never the work folder: its unpacked copies
@@ -427,28 +327,3 @@ def _named_for_user(tmp: Path, wheel: Path) -> Iterator[None]:
         if text == e.message:
             raise
         raise (BadInputError if isinstance(e, ConfigError) else type(e))(text, hint=e.hint) from None
-
-
-def _read_repaired(repaired: Path, root: Path, names: list[str], wheel: Path) -> WheelReport:
-    """auditwheel's output unpacked under root, read by check's reader: what it refuses (a bundled library may carry
-    fatbins past check's limits), the repaired wheel, which holds the same files and the loader, would be too."""
-    try:
-        return inspect_unpacked(repaired, root, names)
-    except BadInputError as e:
-        raise _refused_by_check(e, repaired, wheel) from None
-
-
-def _refused_by_check(e: BadInputError, written: Path, wheel: Path) -> BadInputError:
-    return BadInputError(
-        f"{wheel.name}: the repaired wheel would be refused by `slimwheel check`, so none was written: "
-        + e.message.replace(str(written), "the repaired wheel")
-    )
-
-
-def _readable_by_check(written: Path, wheel: Path) -> WheelReport:
-    """The packed output read as `check` reads it (its limits: a bundled library may carry fatbins past them): a wheel
-    check refuses (exit 3) is never written."""
-    try:
-        return inspect_wheel(written)
-    except BadInputError as e:
-        raise _refused_by_check(e, written, wheel) from None

@@ -6,6 +6,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+
+from packaging.utils import parse_wheel_filename
 
 from slimwheel import deps, torchext
 from slimwheel.cuda import libs as cudalibs
@@ -14,6 +17,8 @@ from slimwheel.errors import BadInputError, CheckFailed, ExitCode
 from slimwheel.external import ExternalLib
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
 from slimwheel.repair.major import file_majors
+from slimwheel.repair.source import RepairInput
+from slimwheel.reqgraph import RequirementGraph
 
 log = logging.getLogger("slimwheel.repair")
 
@@ -160,3 +165,38 @@ def _torch_built(given: torchext.TorchBuild | None, major: int | None, wheel_nam
     if major is not None and (why := torchext.cuda_mismatch(built, major, where=wheel_name)):
         raise CheckFailed(why, ExitCode.INCONSISTENT_DEPENDENCIES)
     return built
+
+
+def wheel_tags(name: str) -> list[str]:
+    """The tags of a wheel's file name, as strings (`cp311-cp311-manylinux_2_28_x86_64`)."""
+    return [str(t) for t in parse_wheel_filename(name)[3]]
+
+
+def plan_from_rules(src: RepairInput, major: int | None, wheel: Path, graph: RequirementGraph | None) -> deps.Resolved:
+    """Who provides each library of the input (`deps.resolve`), for planning: which libraries the project's own extras
+    install, which only optional parts need (the package's Python sources say which extension modules are optional)
+    and which the requirements install (`graph`: theirs too). Planned from the resolution, not mined from a verdict's
+    wording."""
+    return deps.resolve(
+        list(src.elfs.values()),
+        cuda_major=major,
+        requires=src.requires,
+        tags=wheel_tags(wheel.name),
+        files=src.names,
+        name=src.dist_name,
+        imports=src.python,
+        graph=graph,
+    )
+
+
+def refuse_paths(pre: deps.Resolved, wheel: Path) -> None:
+    """A NEEDED entry with a '/' names a file by path (issue 41 S1): auditwheel reads it from this machine
+    (/tmp/x/libevil.so) and grafts it into the wheel, a library nobody named. Refused before auditwheel runs."""
+    paths = [r for r in pre.libraries() if r.fault is deps.Fault.PATH]
+    if paths:
+        raise CheckFailed(
+            f"{wheel.name}: "
+            + "; ".join(f"{r.file} needs {r.soname} by path" for r in paths)
+            + ": auditwheel would copy that file from this machine into the wheel; link the library by its SONAME",
+            ExitCode.INCONSISTENT_DEPENDENCIES,
+        )

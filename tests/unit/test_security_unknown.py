@@ -18,7 +18,8 @@ from slimwheel.cuda.arch import parse_require_arch
 from slimwheel.errors import ExitCode
 from slimwheel.postbuild.slim import slim
 from slimwheel.postbuild.variants import make_variants
-from slimwheel.repair import RepairResult, _final_judgement
+from slimwheel.repair import RepairResult
+from slimwheel.repair.output import final_judgement
 from slimwheel.repair.source import read_input
 from testkit.binsynth import elf, fatbin, fatbin_entry, pad8
 from testkit.wheelmaker import make_wheel
@@ -113,7 +114,7 @@ def test_repair_says_what_it_could_not_learn_and_writes_its_wheel(tmp_path: Path
     src_wheel = _wheel(tmp_path)
     src = read_input(src_wheel, tmp_path / "unpacked", rewrite_record=False)
     # the output's verdict, as repair judges it before renaming it into place: not a failure, but said
-    (why,) = _final_judgement(src_wheel, src_wheel, src)
+    (why,) = final_judgement(src_wheel, src_wheel, src)
     assert f"needs {BLAS}" in why and "the index was not read: `slimwheel check` without --offline reads it" in why
 
 
