@@ -1,8 +1,8 @@
 """Which CUDA major a wheel is for: the one rule that repair, the wheel report and check use.
 
 Best evidence first: a NEEDED SONAME that exists for one major only (libcudart.so.13), a `nvidia-*-cuNN`
-requirement, kernel sources embedded for a CUDA major's NVRTC, the PTX ISA's release, a library of one major that the
-wheel ships itself.
+requirement, kernel sources embedded for a CUDA major's NVRTC, the project's own name (`-cu12`, `-cu126`,
+`-cuda12x`), the PTX ISA's release, a library of one major that the wheel ships itself.
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ class MajorEvidence:
 
 
 _CU_SUFFIXED = re.compile(r"\s*nvidia[-_.][A-Za-z0-9._-]*[-_.]cu\d+\b", re.IGNORECASE)
+# A project name that says its CUDA major: nvidia-cufile-cu12, spconv-cu126, cupy-cuda12x, nvidia-dali-cuda130,
+# jax-cuda13-plugin; the two digits after cu/cuda are the major (CUDA 10 to 19), then at most one more digit or an x
+_NAMED_MAJOR = re.compile(r"[-_.]cu(?:da)?(1\d)[\dx]?(?=[-_.]|$)", re.IGNORECASE)
+
+
+def named_major(name: str) -> int | None:
+    """The CUDA major a project's name states (`_NAMED_MAJOR`), or None."""
+    found = {int(m.group(1)) for m in _NAMED_MAJOR.finditer(name)}
+    return found.pop() if len(found) == 1 else None
 
 
 def cuda_major(
@@ -38,11 +47,13 @@ def cuda_major(
     embedded: Sequence[int] = (),
     carried: Collection[str] = (),
     ships: Iterable[tuple[str, str | None]] = (),
+    name: str = "",
 ) -> MajorEvidence:
     """`needed`: (file, its DT_NEEDED names) per ELF file; `embedded`: the CUDA majors of embedded NVRTC sources;
     `carried`: the names the wheel's own files answer to (`inspect.dynamic.carried_names`). A shared SONAME the
     wheel carries is no ambiguity: nvidia-cudnn-cu13's libraries need each other's libcudnn_graph.so.9, which the
-    wheel brings, not CUDA 12 or 13."""
+    wheel brings, not CUDA 12 or 13. `name`: the project's name, which may state its major: above the PTX ISA, which
+    says only which toolkit wrote the PTX (nvidia-cufile-cu12 1.14.1.1 carries PTX ISA 7.1, CUDA 11.1's)."""
     majors: dict[int, list[str]] = {}
     ambiguous: set[str] = set()
     for path, names in needed:
@@ -68,6 +79,8 @@ def cuda_major(
             return MajorEvidence(major=int(match.group(1)), why=f"Requires-Dist {r}")
     if embedded:
         return MajorEvidence(major=embedded[0], why=f"kernel sources embedded for the NVRTC of CUDA {embedded[0]}")
+    if (named := named_major(name)) is not None:
+        return MajorEvidence(major=named, why=f"the project's name, {name}")
     if ptx_release is not None:
         return MajorEvidence(major=ptx_release.major, why=f"PTX ISA of CUDA {ptx_release}")
     # Last: a library of one major that the wheel is (`ships`: (file, its SONAME)): NVIDIA's own wheels need no CUDA

@@ -397,6 +397,7 @@ def assemble(
         ptx_release,
         embedded=[r.cuda_major for e in elfs for r in e.nvrtc],
         ships=[(e.name, e.soname) for e in elfs if e.name not in in_groups],
+        name=meta.name,
     )
     major, major_why = evidence.major, evidence.why
     alternatives = _alternatives(elfs, groups)

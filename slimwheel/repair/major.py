@@ -30,6 +30,7 @@ def major_for(
         requires,
         carried=carried_names(elfs.values()),
         ships=[(i.path, i.soname) for i in elfs.values() if i.path not in alts],
+        name=wheel_name.split("-", 1)[0],
     )
     if evidence.major is None and cuda is None and alts:
         return max(alt_major(elfs[f], a) for f, a in alts.items())

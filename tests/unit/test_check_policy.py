@@ -543,3 +543,31 @@ def test_a_wheel_that_is_a_cuda_library_of_one_major_tells_its_major() -> None:
     assert cuda_major([], ships=[("a.so", "libcurand.so.10")]).major is None  # shared by 12 and 13: says nothing
     both = [("a.so", "libcudart.so.12"), ("b.so", "libcudart.so.13")]
     assert cuda_major([], ships=both).major is None  # two majors shipped: no answer from this rule
+
+
+def test_a_project_name_that_states_its_major_decides_before_the_ptx() -> None:
+    """nvidia-cufile-cu12 1.14.1.1 carries PTX ISA 7.1 (CUDA 11.1's toolkit wrote it) and needs no CUDA library: it
+    was reported "CUDA 11". Its name says 12; what the files need or require still decides first."""
+    from slimwheel.cuda.major import cuda_major, named_major
+    from slimwheel.cuda.versions import CudaVersion
+
+    cases = {
+        "nvidia-cufile-cu12": 12,
+        "spconv-cu126": 12,
+        "mxnet-cu112": 11,
+        "cupy-cuda13x": 13,
+        "nvidia-dali-cuda130": 13,
+        "jax-cuda12-pjrt": 12,
+        "nvidia_cudnn_cu13": 13,
+        "cuda-bindings": None,
+        "cucim": None,
+        "mxnet-cu92": None,  # CUDA 9.2: no two-digit major after cu
+        "pkg-cu1234": None,
+        "both-cu12-cu13": None,  # two majors named: no answer
+    }
+    assert {name: named_major(name) for name in cases} == cases
+    e = cuda_major([], ptx_release=CudaVersion(11, 1), name="nvidia-cufile-cu12")
+    assert (e.major, e.why) == (12, "the project's name, nvidia-cufile-cu12")
+    assert cuda_major([("a.so", ("libcudart.so.13",))], name="pkg-cu12").major == 13  # what a file needs: first
+    assert cuda_major([], ["nvidia-cublas-cu13"], name="pkg-cu12").major == 13  # a requirement: before the name
+    assert cuda_major([], ptx_release=CudaVersion(11, 1), name="pkg").major == 11  # no name evidence: the PTX
