@@ -207,6 +207,11 @@ class Resolved:
         """The libraries an extra installs."""
         return frozenset(r.soname for r in self.by(How.EXTRA))
 
+    def from_requirements(self) -> frozenset[str]:
+        """The libraries a requirement's requirement installs (the index's graph: pylibraft-cu12's cuBLAS, through
+        libraft-cu12 -> cuda-toolkit[cublas])."""
+        return frozenset(r.soname for r in self.by(How.TRANSITIVE))
+
     def only_optional(self) -> tuple[str, ...]:
         """Libraries that nothing provides and only optional parts of the package need (CuPy's NCCL and cuTENSOR):
         repair leaves them unrequired, as the project does."""

@@ -172,16 +172,7 @@ def repair_wheel(
         excludes = exclusions(needs, major, externals, provided_elsewhere(pre))
         refuse_paths(pre, wheel)
         pre_dropped, reach = drop_before_auditwheel(tmp / "in", src.elfs, (*library_dirs, *named_dirs))
-        plan = plan_requirements(
-            needs,
-            from_extras=pre.from_extras(),
-            extras=pre.extras(),
-            optional=pre.only_optional(),
-            cuda=cuda,
-            versions=versions,
-            imports=src.imports,
-            wheel_name=wheel.name,
-        )
+        plan = plan_requirements(needs, pre, cuda=cuda, versions=versions, imports=src.imports, wheel_name=wheel.name)
         phases["read"] = time.monotonic() - t0
 
         t1 = time.monotonic()

@@ -94,25 +94,28 @@ class RequirementPlan:
 
 def plan_requirements(
     needs: RuntimeNeeds,
+    resolved: deps.Resolved,
     *,
-    from_extras: frozenset[str],
-    extras: Sequence[str],
-    optional: tuple[str, ...],
     cuda: CudaVersion | None,
     versions: Mapping[str, str] | None,
     imports: Mapping[str, frozenset[str]],
     wheel_name: str,
 ) -> RequirementPlan:
-    """The requirements of `needs`, given what the dependency rules found of the input: the libraries its own extras
-    install (`from_extras`, `extras`) and those only optional parts need (`optional`).
+    """The requirements of `needs`, planned from the input's resolution (`resolved`, `deps.resolve`): the libraries its
+    own extras install, those its requirements' requirements install (required again, a floor of repair's could
+    contradict the version they pin) and those only optional parts need.
 
     A project that installs its CUDA libraries through an extra (CuPy's `ctk`) keeps that choice: libraries the extra
     installs are not required again, and those no requirement installs are required under that extra. Libraries only
     optional parts need stay unrequired, as the project has them (CuPy 14.2 documents `pip install nvidia-nccl-cu13
     cutensor-cu13` as optional): requiring them would add NCCL's 300 MB to every install. Their RPATH to the nvidia-*
     folders stays, so that installing the package turns the part on."""
+    extras, optional, from_requirements = resolved.extras(), resolved.only_optional(), resolved.from_requirements()
     extra = extras[0] if len(extras) == 1 else None
-    to_require = [lib for lib in needs.needed if lib.soname not in from_extras and lib.soname not in optional]
+    installed = resolved.from_extras() | from_requirements
+    to_require = [lib for lib in needs.needed if lib.soname not in installed and lib.soname not in optional]
+    for soname in sorted(from_requirements & {lib.soname for lib in needs.needed}):
+        log.info("%s: %s is installed by a requirement's requirement; not required again", wheel_name, soname)
     for soname in optional:
         log.info("%s: %s is needed by optional parts only; not required", wheel_name, soname)
     floors = tuple(

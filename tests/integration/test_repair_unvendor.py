@@ -240,7 +240,10 @@ def test_a_library_a_requirements_requirement_installs_is_left_to_it(tmp_path: P
     which found it nowhere and refused the wheel (and, where it found one on the machine, would have bundled a second
     copy). Repair reads the same requirement graph: the library is excluded, the output gets the same verdict."""
     lib = build_fake_lib(tmp_path / "libs" / "liblogger_like.so", "liblogger_like.so", tag="logger", version=1)
-    ext = build_extension(tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[lib.parent], libs=["logger_like"])
+    stubs = stub_dir(tmp_path, {"libcublas.so.12": 12090})
+    ext = build_extension(
+        tmp_path / f"_ext{ext_suffix()}", "_ext", lib_dirs=[lib.parent, stubs], libs=["logger_like", "cublas"]
+    )
     files: dict[str, bytes | Path] = {"raftlike/__init__.py": b"", f"raftlike/_ext{ext_suffix()}": ext}
     wheel = make_wheel(tmp_path / "dist", name="raftlike", version="0.1", files=files, requires=("libraft-like>=1",))
     facts = {
@@ -249,7 +252,14 @@ def test_a_library_a_requirements_requirement_installs_is_left_to_it(tmp_path: P
             version="1.0",
             filename="libraft_like-1.0-py3-none-any.whl",
             files=(),
-            requires=("logger-like>=0.3",),
+            requires=("logger-like>=0.3", "nvidia-cublas-cu12==12.9.*"),
+        ),
+        "nvidia-cublas-cu12": WheelFacts(
+            project="nvidia-cublas-cu12",
+            version="12.9.1.4",
+            filename="nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl",
+            files=("nvidia/cublas/lib/libcublas.so.12",),
+            requires=(),
         ),
         "logger-like": WheelFacts(
             project="logger-like",
@@ -267,7 +277,8 @@ def test_a_library_a_requirements_requirement_installs_is_left_to_it(tmp_path: P
 
     res = repair_wheel(wheel, tmp_path / "out", index=lambda installs: one)
     assert "liblogger_like.so" in res.excluded and res.bundled == ()
-    assert res.requires == () and res.unknown == ()
+    # cuBLAS comes through libraft-like's own pin: not required again (a floor of repair's could contradict that pin)
+    assert res.requires == () and res.unknown == () and res.cuda_major == 12
     # the input and the output, judged by check with the same index: the same verdict, a pass
     for w in (wheel, res.wheel):
         a = analyze(w)
