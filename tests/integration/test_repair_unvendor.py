@@ -12,8 +12,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from helpers.fakeindex import FakeIndex, facts
 from helpers.wheels_repair import build_extension, build_fake_lib, ext_suffix, make_wheel, stub_dir
-from packaging.requirements import Requirement
 
 from slimwheel.analysis import analyze, requirements_graph
 from slimwheel.check import CheckPolicy, check_wheel, judge, make_policy
@@ -22,7 +22,6 @@ from slimwheel.errors import CheckFailed
 from slimwheel.inspect.dynamic import scan_elfs
 from slimwheel.inspect.scan import inspect_wheel
 from slimwheel.repair import repair_wheel
-from slimwheel.reqgraph import LookupFailed, WheelFacts, Why
 
 pytestmark = pytest.mark.integration
 
@@ -246,34 +245,13 @@ def test_a_library_a_requirements_requirement_installs_is_left_to_it(tmp_path: P
     )
     files: dict[str, bytes | Path] = {"raftlike/__init__.py": b"", f"raftlike/_ext{ext_suffix()}": ext}
     wheel = make_wheel(tmp_path / "dist", name="raftlike", version="0.1", files=files, requires=("libraft-like>=1",))
-    facts = {
-        "libraft-like": WheelFacts(
-            project="libraft-like",
-            version="1.0",
-            filename="libraft_like-1.0-py3-none-any.whl",
-            files=(),
-            requires=("logger-like>=0.3", "nvidia-cublas-cu12==12.9.*"),
-        ),
-        "nvidia-cublas-cu12": WheelFacts(
-            project="nvidia-cublas-cu12",
-            version="12.9.1.4",
-            filename="nvidia_cublas_cu12-12.9.1.4-py3-none-manylinux_2_27_x86_64.whl",
-            files=("nvidia/cublas/lib/libcublas.so.12",),
-            requires=(),
-        ),
-        "logger-like": WheelFacts(
-            project="logger-like",
-            version="0.3.0",
-            filename="logger_like-0.3.0-py3-none-any.whl",
-            files=("logger_like/lib64/liblogger_like.so",),
-            requires=(),
-        ),
-    }
-
-    def one(req: Requirement) -> WheelFacts:
-        if req.name not in facts:
-            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
-        return facts[req.name]
+    one = FakeIndex(
+        {
+            "libraft-like": facts("libraft-like", "1.0", (), ("logger-like>=0.3", "nvidia-cublas-cu12==12.9.*")),
+            "nvidia-cublas-cu12": facts("nvidia-cublas-cu12", "12.9.1.4", ("nvidia/cublas/lib/libcublas.so.12",)),
+            "logger-like": facts("logger-like", "0.3.0", ("logger_like/lib64/liblogger_like.so",)),
+        }
+    )
 
     res = repair_wheel(wheel, tmp_path / "out", index=lambda installs: one)
     assert "liblogger_like.so" in res.excluded and res.bundled == ()

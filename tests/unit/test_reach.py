@@ -111,33 +111,19 @@ def test_the_index_does_not_excuse_a_direct_requirement_no_search_path_reaches()
     nvidia-cuda-runtime-cu12 the wheel requires, which loads nothing at import, so the fault stands (it was a note
     saying the copy is found "when it is loaded before these files"). A library a requirement's requirement installs
     (RAPIDS' library wheels, which load theirs at import) is still such a note."""
-    from packaging.requirements import Requirement
+    from helpers.fakeindex import FakeIndex, facts
 
     from slimwheel.deps import Installs
-    from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, Why
+    from slimwheel.reqgraph import RequirementGraph
 
-    facts = {
-        "nvidia-cuda-runtime-cu12": WheelFacts(
-            project="nvidia-cuda-runtime-cu12",
-            version="12.9.79",
-            filename="nvidia_cuda_runtime_cu12-12.9.79-py3-none-manylinux_2_17_x86_64.whl",
-            files=("nvidia/cuda_runtime/lib/libcudart.so.12",),
-            requires=(),
-        ),
-        "libfoo": WheelFacts(
-            project="libfoo",
-            version="1.0",
-            filename="libfoo-1.0-py3-none-manylinux_2_17_x86_64.whl",
-            files=("libfoo/lib/libfoo.so",),
-            requires=(),
-        ),
-    }
-
-    def index(req: Requirement) -> WheelFacts:
-        if req.name not in facts:
-            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
-        return facts[req.name]
-
+    index = FakeIndex(
+        {
+            "nvidia-cuda-runtime-cu12": facts(
+                "nvidia-cuda-runtime-cu12", "12.9.79", ("nvidia/cuda_runtime/lib/libcudart.so.12",)
+            ),
+            "libfoo": facts("libfoo", "1.0", ("libfoo/lib/libfoo.so",)),
+        }
+    )
     envs = Installs.from_tags(TAGS).environments()
     nowhere = _info("pkg/_x.so", "libcudart.so.12", runpath=("$ORIGIN/lib",))
     graph = RequirementGraph([CU12], envs, index)

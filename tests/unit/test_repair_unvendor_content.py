@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pytest
-from packaging.requirements import Requirement
+from helpers.fakeindex import FakeIndex, facts
 
 from slimwheel.cli import main
 from slimwheel.cuda import libs as cudalibs
@@ -19,7 +19,7 @@ from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.repair import repair_wheel
 from slimwheel.repair.source import read_input
 from slimwheel.repair.unvendor import Unvendored, find_copies, shared_copies
-from slimwheel.reqgraph import LookupFailed, RequirementGraph, WheelFacts, Why
+from slimwheel.reqgraph import RequirementGraph
 from testkit.binsynth import elf
 from testkit.wheelmaker import make_wheel
 
@@ -104,22 +104,8 @@ def test_own_version_node_names_the_library() -> None:
 
 
 # spconv-cu126 2.3.8 and its requirement cumm-cu126 ship the same auditwheel copy of cudart (issue 37 item 5); the
-# same shape in CUDA 13, with the index a dict (tests/unit/test_reqgraph.py's way).
+# same shape in CUDA 13, with the index a dict (tests/helpers/fakeindex.py).
 SHARED = "libcudart-53d54daa.so.13.0.96"
-
-
-def _facts(name: str, files: tuple[str, ...], requires: tuple[str, ...] = ()) -> WheelFacts:
-    return WheelFacts(project=name, version="1.0", filename=f"{name}-1.0.whl", files=files, requires=requires)
-
-
-class _Index:
-    def __init__(self, index: dict[str, WheelFacts]) -> None:
-        self.index = index
-
-    def __call__(self, req: Requirement) -> WheelFacts:
-        if req.name not in self.index:
-            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
-        return self.index[req.name]
 
 
 def _spconv_like(tmp: Path, requires: tuple[str, ...] = ("cumm-like>=1",)) -> Path:
@@ -130,13 +116,15 @@ def _spconv_like(tmp: Path, requires: tuple[str, ...] = ("cumm-like>=1",)) -> Pa
 
 
 def test_graph_names_a_requirement_that_ships_the_same_hashed_copy() -> None:
-    index = _Index({"cumm-like": _facts("cumm-like", (f"cumm_like.libs/{SHARED}",), ("deeper>=1",))})
+    index = FakeIndex({"cumm-like": facts("cumm-like", "1.0", (f"cumm_like.libs/{SHARED}",), ("deeper>=1",))})
     g = RequirementGraph(["cumm-like>=1"], ENVS, index)
     p = g.shared_copy(f"spc.libs/{SHARED}")
     assert p is not None and (p.project, p.path) == ("cumm-like", f"cumm_like.libs/{SHARED}")
     assert g.shared_copy("spc.libs/libcudart-0badc0de.so.13.0.96") is None  # another content hash: another copy
     # a name without auditwheel's hash tells nothing of the bytes
-    plain = RequirementGraph(["cumm-like>=1"], ENVS, _Index({"cumm-like": _facts("cumm-like", ("x/libcudart.so.13",))}))
+    plain = RequirementGraph(
+        ["cumm-like>=1"], ENVS, FakeIndex({"cumm-like": facts("cumm-like", "1.0", ("x/libcudart.so.13",))})
+    )
     assert plain.shared_copy("spc/libcudart.so.13") is None
 
 
@@ -144,7 +132,7 @@ def test_unvendoring_a_shared_copy_is_refused_unless_asked(tmp_path: Path, monke
     calls: list[Path] = []
     monkeypatch.setattr("slimwheel.repair.run_auditwheel", lambda wheel, *a, **k: calls.append(wheel))
     w = _spconv_like(tmp_path)
-    index = _Index({"cumm-like": _facts("cumm-like", (f"cumm_like.libs/{SHARED}",))})
+    index = FakeIndex({"cumm-like": facts("cumm-like", "1.0", (f"cumm_like.libs/{SHARED}",))})
     with pytest.raises(CheckFailed, match=rf"spc.libs/{SHARED} is also cumm_like.libs/{SHARED} of cumm-like 1.0") as e:
         repair_wheel(w, tmp_path / "out", index=lambda installs: index)
     assert e.value.exit_code == ExitCode.INCONSISTENT_DEPENDENCIES and "--split-shared-copies" in e.value.message
@@ -155,7 +143,7 @@ def test_copies_no_requirement_ships_are_compared_and_the_unknown_said(tmp_path:
     w = _spconv_like(tmp_path, requires=("cumm-like>=1", "gone>=1"))
     src = read_input(w, tmp_path / "in", rewrite_record=False)
     copies = find_copies(tmp_path / "in", src)
-    index = _Index({"cumm-like": _facts("cumm-like", ("cumm_like.libs/libcudart-0badc0de.so.13.0.96",))})
+    index = FakeIndex({"cumm-like": facts("cumm-like", "1.0", ("cumm_like.libs/libcudart-0badc0de.so.13.0.96",))})
     shared, unknown = shared_copies(copies, RequirementGraph(src.requires, ENVS, index))
     assert shared == () and unknown == ("gone: no wheel of gone",)
 
@@ -219,7 +207,7 @@ def test_check_names_a_copy_by_its_soname_as_repair_does() -> None:
 
 
 def test_check_notes_a_copy_shared_with_a_requirement() -> None:
-    index = _Index({"cumm-like": _facts("cumm-like", (f"cumm_like.libs/{SHARED}",))})
+    index = FakeIndex({"cumm-like": facts("cumm-like", "1.0", (f"cumm_like.libs/{SHARED}",))})
     elfs = [_info(f"spc.libs/{SHARED}", SHARED, "libc.so.6"), _info("spc/_ext.so", None, SHARED, "libc.so.6")]
     graph = RequirementGraph(["cumm-like>=1"], ENVS, index)
     v = dependency_problems(elfs, cuda_major=13, requires=["cumm-like>=1"], tags=[TAG], graph=graph)

@@ -4,18 +4,14 @@ a dict here (a fake `Lookup`); tests/unit/test_pypindex.py reads a real one over
 from __future__ import annotations
 
 import pytest
-from packaging.requirements import Requirement
+from helpers.fakeindex import FakeIndex, facts
 
 from slimwheel.deps import Installs, dependency_problems
 from slimwheel.inspect.dynamic import ElfInfo
-from slimwheel.reqgraph import LookupFailed, RequirementGraph, Unread, WheelFacts, Why, install_path, is_library
+from slimwheel.reqgraph import RequirementGraph, Unread, Why, install_path, is_library
 
 TAGS = ("cp311-abi3-manylinux_2_28_x86_64",)
 ENVS = Installs.from_tags(TAGS).environments()
-
-
-def facts(name: str, version: str, files: tuple[str, ...] = (), requires: tuple[str, ...] = ()) -> WheelFacts:
-    return WheelFacts(project=name, version=version, filename=f"{name}-{version}.whl", files=files, requires=requires)
 
 
 # rmm-cu12 26.10's shape: the library of its name and the logger come through librmm-cu12.
@@ -41,20 +37,6 @@ INDEX = {
     "pytest": facts("pytest", "9.0", ("pytest/__init__.py",)),
     "windows-only": facts("windows-only", "1.0", ("w/libwin.so",)),
 }
-
-
-class FakeIndex:
-    def __init__(self, index: dict[str, WheelFacts], failing: frozenset[str] = frozenset()) -> None:
-        self.index, self.failing = index, failing
-        self.asked: list[str] = []
-
-    def __call__(self, req: Requirement) -> WheelFacts:
-        self.asked.append(req.name)
-        if req.name in self.failing:
-            raise LookupFailed("no route to the index", why=Why.UNREACHABLE)
-        if req.name not in self.index:
-            raise LookupFailed(f"no wheel of {req.name}", why=Why.NOT_FOUND)
-        return self.index[req.name]
 
 
 def test_a_requirements_requirement_provides_with_its_chain() -> None:
