@@ -30,6 +30,8 @@ _POLICY_ARCH = {
     "EM_ARM": "armv7l",
     "EM_RISCV": "riscv64",
 }
+# a platform tag's machine ("manylinux2014_x86_64"), which the policy's name leaves out
+_ARCH_SUFFIX = re.compile(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$")
 _SHOWN_SYMBOLS = 6  # symbols named per offending version; the rest are counted
 
 
@@ -96,29 +98,22 @@ def _aliases() -> dict[str, str]:
 
 def parse_target(spec: str) -> Policy:
     """The policy of a `--manylinux` value: "2_28", "manylinux_2_28", "manylinux_2_28_x86_64", "manylinux2014"."""
-    s = spec.strip().lower()
-    s = re.sub(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$", "", s)
-    if re.fullmatch(r"\d+_\d+", s):
-        s = f"manylinux_{s}"
-    s = _aliases().get(s, s)
-    for p in policies():
-        if p.name == s:
-            return p
+    s = _ARCH_SUFFIX.sub("", spec.strip().lower())
+    found = tag_policy(f"manylinux_{s}" if re.fullmatch(r"\d+_\d+", s) else s)
+    if found is not None:
+        return found
     known = ", ".join(p.name.removeprefix("manylinux_") for p in policies())
     raise BadInputError(f"--manylinux {spec!r}: not a manylinux policy auditwheel knows", hint=f"one of {known}")
 
 
 def _allowed(policy: Policy, arch: str, need: VersionNeed) -> tuple[bool, str]:
     """(allowed, newest allowed of its prefix) for one requirement; prefixes the policy does not list are free
-    (a library of the wheel's own, or one the dependency check judges)."""
-    prefix, _v = split_version(need.version)
-    table = policy.versions.get(arch, {})
-    if prefix not in table:
+    (a library of the wheel's own, or one the dependency check judges). The newest is named only for a refusal."""
+    if _admits(policy, arch, need.version):
         return True, ""
-    allowed = table[prefix]
-    numeric = [split_version(f"{prefix}_{v}")[1] for v in allowed if re.fullmatch(r"[\d.]+", v)]
-    newest = max(numeric, key=version_key) if numeric else ""
-    return split_version(need.version)[1] in allowed, newest
+    prefix, _v = split_version(need.version)
+    numeric = [v for v in policy.versions[arch][prefix] if re.fullmatch(r"[\d.]+", v)]
+    return False, max(numeric, key=version_key) if numeric else ""
 
 
 def arch_of(elfs: Iterable[ElfReport]) -> str | None:
@@ -174,18 +169,19 @@ def _admits(policy: Policy, arch: str, version: str) -> bool:
 def tag_policy(platform: str) -> Policy | None:
     """The manylinux policy a platform tag names ("manylinux1_x86_64", "manylinux2014_aarch64",
     "manylinux_2_28_x86_64"); None for any other tag (linux_*, musllinux_*, any) or one auditwheel does not know."""
-    name = re.sub(r"_(x86_64|aarch64|i686|ppc64le|s390x|armv7l|riscv64)$", "", platform.lower())
+    name = _ARCH_SUFFIX.sub("", platform.lower())
     name = _aliases().get(name, name)
     return next((p for p in policies() if p.name == name), None)
 
 
-def below_floor(platforms: Iterable[str], elfs: Sequence[ElfReport]) -> tuple[str, ...]:
-    """The manylinux platform tags among `platforms` that promise older systems than the files' symbol versions allow
-    (`wheel_floor`): pip installs the wheel on such a system and its import fails ("version `GLIBC_2.34' not
-    found"). auditwheel adds the tag of the floor but keeps such a tag (it replaces only linux_*)."""
-    have = wheel_floor(elfs)
+def below_floor(tags: Iterable[str], have: Policy | None) -> tuple[str, ...]:
+    """The manylinux platforms of the wheel tags `tags` ("py3-none-manylinux1_x86_64") that promise older systems
+    than the files' floor `have` (`wheel_floor`) allows: pip installs the wheel on such a system and its import fails
+    ("version `GLIBC_2.34' not found"). auditwheel adds the tag of the floor but keeps such a tag (it replaces only
+    linux_*)."""
     if have is None:
         return ()
+    platforms = dict.fromkeys(t.rsplit("-", 1)[-1] for t in tags)
     return tuple(p for p in platforms if (tag := tag_policy(p)) is not None and tag.priority > have.priority)
 
 

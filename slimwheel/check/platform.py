@@ -29,15 +29,17 @@ def stale_tags_note(report: WheelReport) -> str | None:
     target too: pip installs the wheel on such a system by that tag, and those files fail to load there (taichi 1.7.4,
     tagged manylinux_2_27: "version `GLIBC_2.32' not found" on import). Those files may be parts a process never loads
     (bitsandbytes' XPU libraries): the note names them."""
-    stale = floor.below_floor(dict.fromkeys(t.rsplit("-", 1)[-1] for t in report.tags), report.elfs)
+    have = floor.wheel_floor(report.elfs)
+    if have is None:  # above every policy, or no file of a known machine: no tag holds or none is judged
+        return None
+    stale = floor.below_floor(report.tags, have)
     oldest = max((p for t in stale if (p := floor.tag_policy(t)) is not None), key=lambda p: p.priority, default=None)
     if oldest is None:
         return None
-    have = floor.wheel_floor(report.elfs)
     files = floor.files_above(report.elfs, oldest)
     return (
         f"platform tag {', '.join(stale)} promises older systems than {abbreviated(files)} "
-        f"{'needs' if len(files) == 1 else 'need'} ({have.name if have else 'above every manylinux policy'}): pip "
+        f"{'needs' if len(files) == 1 else 'need'} ({have.name}): pip "
         f"installs the wheel there, and {'that file fails' if len(files) == 1 else 'those files fail'} to load "
         "(`slimwheel repair` drops such tags)"
     )

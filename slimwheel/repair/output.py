@@ -14,7 +14,7 @@ from slimwheel.external import ExternalLib, check_can_tie, resolve_external, use
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.inspect.report import WheelReport
 from slimwheel.inspect.scan import inspect_unpacked, inspect_wheel
-from slimwheel.repair.requires import RequirementPlan
+from slimwheel.repair.requires import RequirementPlan, wheel_tags
 from slimwheel.repair.source import RepairInput
 from slimwheel.reqgraph import RequirementGraph
 
@@ -28,7 +28,7 @@ def output_target(
     versions do not allow (gpt4all 2.8.2, tagged manylinux1 and needing GLIBC_2.34, came out as
     `manylinux1_x86_64.manylinux_2_34_x86_64`: pip on glibc 2.28 installed it and its import failed). WHEEL's `Tag:`
     lines are rewritten to match, in place under the unpacked output."""
-    stale = floor.below_floor(name.removesuffix(".whl").rsplit("-", 1)[-1].split("."), report.elfs)
+    stale = floor.below_floor(wheel_tags(name), floor.wheel_floor(report.elfs))
     if stale:
         name, text = wheelfile.without_platforms(name, wheel_file.read_text(encoding="utf-8"), stale)
         fsutil.write_text_atomic(wheel_file, text)

@@ -163,7 +163,8 @@ def _report(tmp_path: Path, imports: dict[str, list[tuple[str, str]]]) -> tuple[
     r = inspect_wheel(wheel(tmp_path, {"pkg/_ext.so": ext(imports)}))
     have = floor.wheel_floor(r.elfs)
     tags = ["manylinux1_x86_64", "manylinux2010_x86_64", "manylinux2014_x86_64", "manylinux_2_28_x86_64"]
-    return have, [*floor.below_floor([*tags, "linux_x86_64", "musllinux_1_2_x86_64", "any"], r.elfs)]
+    tags = [f"py3-none-{p}" for p in (*tags, "linux_x86_64", "musllinux_1_2_x86_64", "any")]
+    return have, [*floor.below_floor(tags, have)]
 
 
 def test_tags_older_than_the_symbol_versions_allow_are_named(tmp_path: Path) -> None:
