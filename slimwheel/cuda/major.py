@@ -75,8 +75,8 @@ def cuda_major(
             r = Requirement(text)
         except InvalidRequirement:
             continue
-        if match := re.fullmatch(r"nvidia-.*-cu(\d+)", r.name.lower()):
-            return MajorEvidence(major=int(match.group(1)), why=f"Requires-Dist {r}")
+        if r.name.lower().startswith("nvidia-") and (major := named_major(r.name)) is not None:
+            return MajorEvidence(major=major, why=f"Requires-Dist {r}")
     if embedded:
         return MajorEvidence(major=embedded[0], why=f"kernel sources embedded for the NVRTC of CUDA {embedded[0]}")
     if (named := named_major(name)) is not None:
