@@ -42,8 +42,9 @@ def output_target(
 def final_judgement(written: Path, wheel: Path, src: RepairInput, graph: RequirementGraph | None = None) -> list[str]:
     """The packed output, read once as `check` reads it, judged by the one verdict (`check.judge`, with the
     requirement graph check reads, `graph`; None: as `slimwheel check --offline` judges it): a wheel whose
-    dependencies (torch's included) check would fail, or that check would refuse, is never written. Size and coverage are the project's to judge (`build`, `check`), not repair's.
-    Returns what the verdict could not learn (issue 41 item 4), for repair to say."""
+    dependencies (torch's included) check would fail, or that check would refuse, is never written. Size and coverage
+    are the project's to judge (`build`, `check`), not repair's. Returns what the verdict could not learn (issue 41
+    item 4), for repair to say."""
     from slimwheel.analysis import WheelAnalysis
     from slimwheel.check import CheckPolicy, judge
 
