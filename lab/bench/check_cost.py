@@ -75,25 +75,108 @@ def work(wheel: Path) -> dict[str, int]:
         }
 
 
-def _seconds(cmd: list[str]) -> tuple[float, int]:
+def _seconds(cmd: list[str]) -> tuple[float, float, int]:
+    """Wall seconds, CPU seconds (user and system, every thread of the process) and exit status of one run."""
     t = time.perf_counter()
-    proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=cost.AS_INSTALLED)
-    return time.perf_counter() - t, proc.returncode
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=cost.AS_INSTALLED)
+    _pid, status, usage = os.wait4(proc.pid, 0)
+    took = time.perf_counter() - t
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return took, usage.ru_utime + usage.ru_stime, proc.returncode
+
+
+# Run in a fresh interpreter: run one command's CLI on a wheel, then print the modules it loaded (one per line).
+_MODULES = """
+import contextlib, io, sys
+from slimwheel.cli import main
+sys.argv = ["slimwheel", "-q", *sys.argv[1:]]
+with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):
+    main()
+sys.__stdout__.write("\\n".join(sorted(sys.modules)))
+"""
+
+# Run in a fresh interpreter: import the modules given on stdin's first line (size-report's), then time importing
+# those of its second line (the ones only check loads), in that order.
+_IMPORT = """
+import importlib, sys, time
+first, second = (line.split() for line in sys.stdin.read().split("\\n")[:2])
+for name in first:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+t = time.perf_counter()
+for name in second:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+print(time.perf_counter() - t)
+"""
+
+
+def _modules(args: list[str]) -> list[str]:
+    out = subprocess.run(
+        [sys.executable, "-c", _MODULES, *args], capture_output=True, text=True, check=True, env=cost.AS_INSTALLED
+    )
+    return out.stdout.split()
+
+
+def check_imports(wheel: Path, repeat: int) -> dict[str, Any]:
+    """What loading check's own code costs on this wheel: the modules a `check` run loads that a `size-report` run
+    of the same wheel does not, imported after size-report's (least of `repeat` fresh interpreters). Check must run
+    this code (its verdicts) and holds Python's lock while importing it, so no second core hides it."""
+    report = _modules(["size-report", "--format", "json", str(wheel)])
+    checked = _modules(["check", "--offline", "--format", "json", str(wheel)])
+    only = [m for m in checked if m not in set(report)]
+    stdin = " ".join(report) + "\n" + " ".join(only) + "\n"
+    times = [
+        float(
+            subprocess.run(
+                [sys.executable, "-c", _IMPORT],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                check=True,
+                env=cost.AS_INSTALLED,
+            ).stdout
+        )
+        for _ in range(repeat)
+    ]
+    return {"modules": len(only), "seconds": round(min(times), 4)}
+
+
+def sha256_rate() -> float:
+    """SHA-256 throughput of one core here, bytes per second (least time of 3 over 64 MiB): check must hash every
+    member's bytes to verify RECORD, and size-report hashes none."""
+    import hashlib
+
+    data = os.urandom(64 << 20)
+    best = min(_timed(lambda: hashlib.sha256(data).digest()) for _ in range(3))
+    return len(data) / best
+
+
+def _timed(f: Any) -> float:
+    t = time.perf_counter()
+    f()
+    return time.perf_counter() - t
 
 
 def measure(wheels: list[corpus.CorpusWheel], repeat: int) -> list[dict[str, Any]]:
     """Every wheel's times, `repeat` interleaved rounds after one untimed round (bytecode, page cache)."""
     paths = {w.requirement: corpus.ensure(w) for w in wheels}
     times: dict[str, dict[str, list[float]]] = {r: {"size_report": [], "check": []} for r in paths}
+    cpu: dict[str, dict[str, list[float]]] = {r: {"size_report": [], "check": []} for r in paths}
     exits: dict[str, dict[str, int]] = {r: {} for r in paths}
     for round_ in range(repeat + 1):
         for requirement, path in paths.items():
             cmds = list(commands(path).items())
             for what, cmd in cmds if round_ % 2 else reversed(cmds):
-                took, rc = _seconds(cmd)
+                took, used, rc = _seconds(cmd)
                 exits[requirement][what] = rc
                 if round_:
                     times[requirement][what].append(took)
+                    cpu[requirement][what].append(used)
         if round_:
             print(f"round {round_} of {repeat} done, load {os.getloadavg()[0]:.2f}", flush=True)
     rows = []
@@ -105,6 +188,8 @@ def measure(wheels: list[corpus.CorpusWheel], repeat: int) -> list[dict[str, Any
                 f"{exits[requirement]['check']}: a command failed, its time means nothing"
             )
         least = {k: min(v) for k, v in t.items()}
+        # the CPU time of the run whose wall time was least
+        cpu_least = {k: cpu[requirement][k][v.index(min(v))] for k, v in t.items()}
         median = {k: statistics.median(v) for k, v in t.items()}
         rows.append(
             {
@@ -118,6 +203,8 @@ def measure(wheels: list[corpus.CorpusWheel], repeat: int) -> list[dict[str, Any
                 "ratio_median": round(median["check"] / median["size_report"], 3),
                 "runs": {k: [round(x, 3) for x in v] for k, v in t.items()},
                 "check_only_work": work(path),
+                "cpu_s": {k: round(v, 3) for k, v in cpu_least.items()},
+                "check_imports": check_imports(path, repeat),
             }
         )
     return rows
@@ -126,30 +213,52 @@ def measure(wheels: list[corpus.CorpusWheel], repeat: int) -> list[dict[str, Any
 def markdown(doc: dict[str, Any]) -> str:
     """The table for docs/results.md, from a results file (never from a run)."""
     rows = doc["wheels"]
-    met = sum(r["ratio_min"] <= doc["goal"] for r in rows)
+    goal = doc["goal"]
+    met = sum(r["ratio_min"] <= goal for r in rows)
     load = doc["load_average_1_5_15"]
+    rate = doc.get("sha256_bytes_per_s")
+    # The goal leaves check (goal - 1) x size-report's least time for all it adds; its own modules' import alone
+    # (Python's lock held, nothing to overlap on a small wheel) is a part of what it adds.
+    over = [
+        r
+        for r in rows
+        if "check_imports" in r and r["check_imports"]["seconds"] > (goal - 1) * r["size_report_s"]["min"]
+    ]
     out = [
         f"Measured {doc['date']} on {doc['machine']} at {doc['commit']} by `{doc['command']}`: "
         f"{doc['repeat']} interleaved rounds, both commands with `--format json`, `check --offline`; load average "
         f"(1 min) {load['start'][0]:.2f} at the start, {load['end'][0]:.2f} at the end. Goal: check at most "
-        f"{doc['goal']}x size-report; met on {met} of {len(rows)} wheels (ratio of the least times).",
+        f"{goal}x size-report; met on {met} of {len(rows)} wheels (ratio of the least times).",
+    ]
+    if rate is not None:
+        out[-1] += (
+            f" SHA-256 here: {rate / 2**20:,.0f} MiB/s on one core. On {len(over)} of {len(rows)} wheels importing "
+            f"check's own modules alone takes longer than the {goal - 1:.1f}x of size-report's time the goal leaves "
+            "check for all it adds."
+        )
+    out += [
         "",
-        "| wheel | size | size-report (least / median) | check (least / median) | check / size-report (least) | "
-        "(median) | members only check inflates | bytes check hashes |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| wheel | size | size-report (least / median) | check (least / median) | check / size-report: least "
+        "(median) | CPU s: size-report / check | goal leaves check | check's own imports | SHA-256 of every "
+        "member (one core) | members only check inflates |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for r in rows:
         s, c = r["size_report_s"], r["check_s"]
         w = r.get("check_only_work")
-        extra = (
-            f"{w['only_check_members']:,} of {w['members']:,} ({w['only_check_bytes'] / 2**20:.1f} MiB) | "
-            f"{w['hashed_bytes'] / 2**20:.1f} MiB"
-            if w
-            else "- | -"
+        cpu = r.get("cpu_s")
+        imp = r.get("check_imports")
+        hashed = f"{w['hashed_bytes'] / 2**20:.1f} MiB: {w['hashed_bytes'] / rate:.2f} s" if w and rate else "-"
+        only = (
+            f"{w['only_check_members']:,} of {w['members']:,} ({w['only_check_bytes'] / 2**20:.1f} MiB)" if w else "-"
         )
         out.append(
             f"| {r['requirement']} | {r['bytes'] / 2**20:.1f} MiB | {s['min']:.2f} s / {s['median']:.2f} s | "
-            f"{c['min']:.2f} s / {c['median']:.2f} s | {r['ratio_min']:.2f} | {r['ratio_median']:.2f} | {extra} |"
+            f"{c['min']:.2f} s / {c['median']:.2f} s | {r['ratio_min']:.2f} ({r['ratio_median']:.2f}) | "
+            + (f"{cpu['size_report']:.2f} / {cpu['check']:.2f}" if cpu else "-")
+            + f" | {(goal - 1) * s['min'] * 1000:.0f} ms | "
+            + (f"{imp['seconds'] * 1000:.0f} ms ({imp['modules']} modules)" if imp else "-")
+            + f" | {hashed} | {only} |"
         )
     return "\n".join(out) + "\n"
 
@@ -168,6 +277,7 @@ def main() -> int:
     chosen = [w for w in corpus.CORPUS if not parts or any(p in w.requirement for p in parts)]
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    rate = sha256_rate()
     rows = measure(chosen, args.repeat)
     commit = subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
@@ -191,6 +301,7 @@ def main() -> int:
         },
         "repeat": args.repeat,
         "goal": GOAL,
+        "sha256_bytes_per_s": round(rate),
         "wheels": rows,
     }
     print(f"{'wheel':34} {'size-report':>12} {'check':>8} {'ratio':>6} {'median':>7}")
