@@ -300,10 +300,23 @@ _PY_MODULE_TAG = re.compile(r"\.(cpython-|abi3\.|pypy)")
 _TEMPLATE_PART = re.compile(r"%[sdu]")
 
 
+def _names_nothing(template: str) -> bool:
+    """Whether a printf template names no library in particular: its fixed text, less a leading "lib" and the
+    ".so" ending, has no letter or digit. OpenSSL's libcrypto carries "lib%s.so" (its engines' file names), which
+    would otherwise make every lib*.so of a wheel that bundles it (mooncake-transfer-engine 0.3.14) a plugin that
+    libcrypto opens, and the needs of such a file only a note."""
+    fixed = "".join(_TEMPLATE_PART.split(template)).removeprefix("lib")
+    fixed = fixed[: fixed.find(".so")] if ".so" in fixed else fixed
+    return not any(c.isalnum() for c in fixed)
+
+
 def _name_matches(name: str, base: str) -> bool:
     """Whether a name a file may open ("nvshmem_bootstrap_mpi.so", "nvshmem_transport_%s.so.%d") is the file name
-    `base`: itself, with a version after it (nvshmem_bootstrap_mpi.so.3), or the printf template filled in."""
+    `base`: itself, with a version after it (nvshmem_bootstrap_mpi.so.3), or the printf template filled in (a
+    template that names nothing in particular, "lib%s.so", matches no file)."""
     if "%" in name:
+        if _names_nothing(name):
+            return False
         parts = _TEMPLATE_PART.split(name)
         holes = _TEMPLATE_PART.findall(name)
         pattern = re.escape(parts[0]) + "".join(

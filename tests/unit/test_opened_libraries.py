@@ -3,6 +3,7 @@ libctranslate2 opens libcublas.so.12 and libnccl.so.2 so, and requires neither; 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -167,6 +168,23 @@ def test_no_plugin_when_a_file_needs_it_or_it_is_a_module_or_nobody_names_it() -
     # a template's holes match only the whole name: nvshmem_transport_ucx.so.7 yes, xnvshmem_transport_ucx.so.7 no
     odd = _file("pkg/xnvshmem_transport_ucx.so.7", ("libucs.so.0",))
     assert dependency_problems([HOST, odd], cuda_major=13, requires=[], tags=TAGS).problems
+
+
+def test_a_template_that_names_no_library_makes_no_plugin() -> None:
+    # mooncake-transfer-engine 0.3.14 bundles OpenSSL's libcrypto, whose .rodata holds "lib%s.so" (engine file
+    # names) and which imports dlopen: libmooncake_pg.so, needed by no file, was called a plugin libcrypto opens, and
+    # the libraries it needs and nothing installs became a note instead of a failure.
+    crypto = _file("pkg.libs/libcrypto-64b40125.so.1.1.1k", ("libc.so.6",), ("lib%s.so", "libcrypto.so.1.1"))
+    for generic in ("lib%s.so", "lib%s.so.%d", "%s.so", "lib%s%s.so"):
+        files = [dataclasses.replace(crypto, names=(generic,)), _file("pkg/libpg.so", ("libibverbs.so.1",))]
+        v = dependency_problems(files, cuda_major=13, requires=[], tags=TAGS)
+        assert any("libibverbs.so.1" in p for p in v.problems), generic
+        assert not any("is a plugin" in n for n in v.notes), generic
+    # a template with a name of its own still finds its plugins: libnccl-net-%s.so and lib%s_plugin.so
+    for named, base in (("libnccl-net-%s.so", "libnccl-net-ofi.so"), ("lib%s_plugin.so", "libtrt_plugin.so")):
+        files = [dataclasses.replace(crypto, names=(named,)), _file(f"pkg/{base}", ("libibverbs.so.1",))]
+        v = dependency_problems(files, cuda_major=13, requires=[], tags=TAGS)
+        assert v.problems == () and [n.split(":")[0] for n in v.notes] == [f"pkg/{base} is a plugin"], named
 
 
 def _gpu(sms: tuple[int, ...], *, undefined: Iterable[str] = (), extra: Mapping[str, bytes] = {}) -> bytes:
