@@ -32,7 +32,8 @@ SITE = "<site-packages>"
 # /opt's vendor trees. Nobody but root plants a library there; what such an entry risks is which copy of a CUDA
 # library the loader takes (nvidia-dali-cuda130 2.4.0 puts /usr/local/cuda/lib64 before its own $ORIGIN/../cu13/lib).
 _SYSTEM_TREES = ("/usr/lib", "/usr/lib64", "/usr/lib32", "/lib", "/lib64")
-_TOOLKIT = re.compile(r"/usr/local/cuda(-[0-9.]+)?(/.*)?|/opt/[^/]+(/.*)?")
+_CUDA_TOOLKIT = re.compile(r"/usr/local/cuda(-[0-9.]+)?(/.*)?")
+_TOOLKIT = re.compile(_CUDA_TOOLKIT.pattern + r"|/opt/[^/]+(/.*)?")
 
 
 def system_location(entry: str) -> bool:
@@ -124,12 +125,19 @@ def resolve_entry(entry: str, elf_path: str) -> SearchEntry:
             why="it leaves site-packages and the Python installation's library folder",
         )
     if entry.startswith("/") and system_location(entry):
+        # A CUDA toolkit's folder risks a second CUDA runtime; another root-owned folder (mooncake-transfer-engine's
+        # /usr/lib64/boost1.78) risks another build of whatever libraries the machine keeps there.
+        cuda = _CUDA_TOOLKIT.fullmatch(posixpath.normpath(entry)) is not None
         return SearchEntry(
             entry=entry,
             kind="system",
             target=entry,
             why="a system toolkit location (root-owned): where the user's machine has a CUDA toolkit or CUDA libraries "
-            "there, the loader takes those instead of the nvidia-* wheels' (a second CUDA runtime beside torch's)",
+            "there, the loader takes those instead of the nvidia-* wheels' (a second CUDA runtime beside torch's)"
+            if cuda
+            else "a system location (root-owned): where the user's machine keeps libraries there under the names "
+            "the file asks for (another build or version), the loader takes those instead of the wheel's own or "
+            "its requirements' (for CUDA libraries, a second CUDA runtime beside torch's)",
         )
     if entry.startswith("/"):
         return SearchEntry(

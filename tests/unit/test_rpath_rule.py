@@ -148,3 +148,21 @@ def test_a_system_toolkit_entry_shadows_what_the_file_opens_by_name(tmp_path: Pa
     plain = elf(needed=("libc.so.6",), runpath=runpath)
     msgs = [f.message for f in _verdict(tmp_path / "b", {"nvidia/dali/libdali_core.so": plain}).failures]
     assert len(msgs) == 1 and "before" not in msgs[0], msgs
+
+
+@pytest.mark.parametrize(
+    ("entry", "cuda"),
+    [
+        ("/usr/local/cuda/lib64", True),
+        ("/usr/local/cuda-12.4/targets/x86_64-linux/lib", True),
+        ("/usr/lib64/boost1.78", False),  # mooncake-transfer-engine-cuda13 0.3.14's libmooncake_pg_device.so
+        ("/usr/lib/x86_64-linux-gnu", False),
+        ("/opt/rocm/lib", False),
+    ],
+)
+def test_a_system_entry_is_worded_for_what_it_names(entry: str, cuda: bool) -> None:
+    # Every root-owned folder is judged alike; only a CUDA toolkit's is said to hold a toolkit (a boost folder was)
+    r = resolve_entry(entry, "pkg/_x.so")
+    assert r.kind == "system"
+    assert r.why.startswith("a system toolkit location (root-owned)") is cuda, r.why
+    assert ("CUDA toolkit" in r.why) is cuda, r.why
