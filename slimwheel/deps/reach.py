@@ -16,6 +16,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 
 from slimwheel.inspect.dynamic import ElfInfo
+from slimwheel.inspect.pyimports import extension_module
 from slimwheel.rpath import install_dir, norm_origin, resolve_entries
 
 # What `slimwheel repair` places in a package so the CUDA libraries are loaded, by absolute path, before its
@@ -104,3 +105,52 @@ def preloaded(info: ElfInfo, members: Iterable[str]) -> str:
         ),
         "",
     )
+
+
+def import_closure(
+    module: ElfInfo,
+    by_path: Mapping[str, ElfInfo],
+    members: Mapping[str, Sequence[str]],
+    inherited: Mapping[str, Reached] | None = None,
+) -> tuple[str, ...]:
+    """The wheel's files the loader loads with extension module `module` when Python imports it: its DT_NEEDED
+    entries the search paths reach (`reached_member`), and theirs, in load order (breadth first), the module first.
+    `by_path`: the wheel's ELF files by path; `members`: every file of the wheel by file name."""
+    order, seen = [module.path], {module.path}
+    for path in order:
+        info = by_path.get(path)
+        if info is None:
+            continue
+        for needed in info.needed:
+            member = reached_member(info, needed, members.get(needed, ()), inherited)
+            if member and member not in seen:
+                seen.add(member)
+                order.append(member)
+    return tuple(order)
+
+
+class ImportLoads:
+    """Which of the wheel's own libraries importing each of its extension modules loads (`import_closure`):
+    library name (file name and SONAME) -> the first module whose import loads it. Walked on the first question
+    (a file whose library no search path of its reaches), once per wheel."""
+
+    def __init__(
+        self, elfs: Sequence[ElfInfo], members: Mapping[str, tuple[str, ...]], inherited: dict[str, Reached]
+    ) -> None:
+        self.elfs, self.members, self.inherited = elfs, members, inherited
+        self.needed = frozenset(n for info in elfs for n in info.needed)
+        self._by_name: dict[str, str] | None = None
+
+    def by_name(self) -> dict[str, str]:
+        if self._by_name is None:
+            by_path = {info.path: info for info in self.elfs}
+            out: dict[str, str] = {}
+            for info in self.elfs:
+                if extension_module(info.path) is None:
+                    continue
+                for loaded in import_closure(info, by_path, self.members, self.inherited)[1:]:
+                    for name in (posixpath.basename(loaded), by_path[loaded].soname if loaded in by_path else None):
+                        if name:
+                            out.setdefault(name, info.path)
+            self._by_name = out
+        return self._by_name

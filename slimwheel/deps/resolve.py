@@ -43,6 +43,7 @@ from slimwheel.deps.providers import (
 )
 from slimwheel.deps.reach import (
     LOADER_FILE,
+    ImportLoads,
     Reached,
     entry_to_add,
     inherited_rpaths,
@@ -51,7 +52,7 @@ from slimwheel.deps.reach import (
     reaching,
 )
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
-from slimwheel.inspect.pyimports import OptionalModule, PythonImports
+from slimwheel.inspect.pyimports import OptionalModule, PythonImports, extension_module
 from slimwheel.reqgraph import Provider, RequirementGraph
 from slimwheel.rpath import SearchEntry, install_dir, resolve_entries
 
@@ -238,6 +239,7 @@ class _Context:
     backends: dict[str, str]
     imports: PythonImports | None
     graph: RequirementGraph | None
+    import_loads: ImportLoads
 
 
 def resolve(
@@ -260,13 +262,15 @@ def resolve(
     reqs = Requirements.of(requires, installs)
     torch = admitted_torch(reqs)
     all_files = tuple(files)
+    members = _by_name([*all_files, *(info.path for info in elfs)])
+    inherited = inherited_rpaths(elfs)
     ctx = _Context(
         reqs=reqs,
         policy=system_policy(platforms),
         inside=frozenset(carried_names(elfs) | {f.rsplit("/", 1)[-1] for f in all_files}),
-        members=_by_name([*all_files, *(info.path for info in elfs)]),
+        members=members,
         sonames={info.soname: info.path for info in reversed(elfs) if info.soname},
-        inherited=inherited_rpaths(elfs),
+        inherited=inherited,
         tops=frozenset(f.split("/", 1)[0] for f in all_files),
         alts=alt_model.alternatives(info.path for info in elfs),
         torch=torch,
@@ -276,6 +280,7 @@ def resolve(
         backends=alt_model.other_backends(info.path for info in elfs),
         imports=imports,
         graph=graph,
+        import_loads=ImportLoads(elfs, members, inherited),
     )
     contradictions = tuple(
         (project, tuple(rs))
@@ -505,6 +510,21 @@ def _loaded_own(info: ElfInfo, needed: str, ctx: _Context) -> str:
     return next((source for p in packages if (source := ctx.imports.loading_own(p, name))), "")
 
 
+def _loaded_by_import(info: ElfInfo, needed: str, ctx: _Context) -> str:
+    """The extension module whose import loads the wheel's own library `needed` before the file can be opened, the
+    loader then taking that copy by SONAME; "" where none does. Only for a shared library that no file of the wheel
+    needs and that is no extension module: the package opens it at run time (dlopen, ctypes), once it is imported.
+    nixl-cu12 1.5.1's plugins in nixl_cu12.libs/nixl need libnixl_common.so, which no search path of theirs reaches
+    and which `nixl_cu12._bindings` loads through libnixl.so from .nixl_cu12.mesonpy.libs; an executable beside
+    them (nixl_example) runs in a process of its own, where nothing is loaded first."""
+    base = posixpath.basename(info.path)
+    if ".so" not in base or extension_module(info.path) is not None:
+        return ""
+    if {base, info.soname or ""} & ctx.import_loads.needed:
+        return ""
+    return ctx.import_loads.by_name().get(needed, "")
+
+
 def _unprovided(info: ElfInfo, fault: Resolution, cands: list[cudalibs.RuntimeLib], ctx: _Context) -> Resolution:
     """A library nothing provides: a fault, unless the file is a part the package does without."""
     if info.path in ctx.plugin_of and info.path not in ctx.alts:
@@ -532,7 +552,7 @@ def _needed(info: ElfInfo, needed: str, ctx: _Context, major: int | None) -> Res
     if r is None or r.how is not How.NOTHING or r.required_fault or needed not in ctx.inside:
         return r
     carrier = next(iter(ctx.members.get(needed, ())), "") or ctx.sonames.get(needed, "")
-    if source := _loaded_own(info, needed, ctx):
+    if source := _loaded_own(info, needed, ctx) or _loaded_by_import(info, needed, ctx):
         return Resolution(
             file=info.path, soname=needed, use=Use.NEEDED, how=How.IN_WHEEL, carrier=carrier, preloaded_by=source
         )

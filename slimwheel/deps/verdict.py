@@ -412,13 +412,7 @@ def word(resolved: Resolved) -> DependencyVerdict:
         "libraries first (ctypes): they load only once it has run"
         for source, got in tally.preloaded.items()
     ]
-    notes += [
-        f"{abbreviated(list(dict.fromkeys(f for f, _ in got)))} need(s) {', '.join(dict.fromkeys(s for _, s in got))}, "
-        f"which the wheel carries where no search path of theirs reaches: found because the package loads its own "
-        f"library by path first (ctypes; {source} names it), and the loader then takes that copy by SONAME: they "
-        "load only once it has run"
-        for source, got in tally.own_preloaded.items()
-    ]
+    notes += [_own_preloaded_note(source, got) for source, got in tally.own_preloaded.items()]
     notes += _torch_notes(tally.from_torch)
     notes += _transitive_notes(tally.transitive, resolved.name)
     notes += _optional_notes(tally.optional)
@@ -482,6 +476,23 @@ def _optional_notes(optional: Mapping[str, tuple[OptionalModule, Sequence[tuple[
             f"{'them' if len(libs) > 1 else 'it'} that feature is off and the rest works{hint}"
         )
     return notes
+
+
+def _own_preloaded_note(source: str, got: Sequence[tuple[str, str]]) -> str:
+    """Files that find the wheel's own libraries only because the package loaded them first: by path from its Python
+    code (`source`, a .py file), or through the libraries an extension module needs (`source`, that module)."""
+    files = abbreviated(list(dict.fromkeys(f for f, _ in got)))
+    head = f"{files} need(s) {', '.join(dict.fromkeys(s for _, s in got))}, which the wheel carries where no search "
+    if source.endswith(".py"):
+        return (
+            head + "path of theirs reaches: found because the package loads its own library by path first (ctypes; "
+            f"{source} names it), and the loader then takes that copy by SONAME: they load only once it has run"
+        )
+    return (
+        head + f"path of theirs reaches: found because importing {source} loads those libraries first (it needs "
+        "them, directly or through another library), and the loader then takes that copy by SONAME: no file of "
+        "the wheel needs these files, so the package opens them at run time, and they load only once it is imported"
+    )
 
 
 def _named_notes(by_name: Mapping[tuple[str, str], Sequence[str]]) -> list[str]:

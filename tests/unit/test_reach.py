@@ -264,6 +264,55 @@ def test_the_package_loading_its_own_library_by_path_first_reaches_it() -> None:
             assert "the wheel carries it as dgl/libdgl.so" in v.problems[0]
 
 
+def test_what_importing_an_extension_module_loads_reaches_the_plugins_it_opens() -> None:
+    """nixl-cu12 1.5.1 (meson-python): `nixl_cu12/_bindings` loads libnixl.so from .nixl_cu12.mesonpy.libs, which
+    loads libnixl_common.so; the plugins in nixl_cu12.libs/nixl, opened at run time and needed by no file, need
+    libnixl_common.so and no search path of theirs reaches it: the loader takes the copy already loaded. An executable
+    beside them runs in a process of its own, and a library no module's import loads stays unreached."""
+    libs = ".pkg.mesonpy.libs"
+    module = ElfInfo(
+        path="pkg/_bindings.cpython-312-x86_64-linux-gnu.so",
+        soname=None,
+        needed=("libcore.so",),
+        rpath=(f"$ORIGIN/../{libs}",),
+        runpath=(),
+    )
+    core = ElfInfo(
+        path=f"{libs}/libcore.so", soname="libcore.so", needed=("libcommon.so",), rpath=("$ORIGIN",), runpath=()
+    )
+    common = ElfInfo(path=f"{libs}/libcommon.so", soname="libcommon.so", needed=(), rpath=(), runpath=())
+    utils = ElfInfo(path=f"{libs}/libutils.so", soname="libutils.so", needed=(), rpath=(), runpath=())
+    plugin = ElfInfo(
+        path="pkg.libs/plugins/libplugin_x.so", soname=None, needed=("libcommon.so",), rpath=(), runpath=("$ORIGIN",)
+    )
+    posix = ElfInfo(
+        path="pkg.libs/plugins/libplugin_posix.so", soname=None, needed=("libutils.so",), rpath=(), runpath=("$ORIGIN",)
+    )
+    tool = ElfInfo(path="pkg.scripts/tool", soname=None, needed=("libcommon.so",), rpath=(), runpath=("$ORIGIN",))
+    elfs = [module, core, common, utils, plugin, posix, tool]
+    v = dependency_problems(elfs, cuda_major=None, requires=[], tags=TAGS, files=[e.path for e in elfs])
+    unreached = sorted(p.split(" needs ")[0] for p in v.problems)
+    assert unreached == ["pkg.libs/plugins/libplugin_posix.so", "pkg.scripts/tool"], v.problems
+    (note,) = [n for n in v.notes if "libplugin_x.so" in n]
+    assert f"found because importing {module.path} loads those libraries first" in note, note
+    # a module that does not load it (no search path to libcore.so) excuses nothing
+    cut = ElfInfo(path=module.path, soname=None, needed=("libcore.so",), rpath=(), runpath=())
+    v = dependency_problems([cut, *elfs[1:]], cuda_major=None, requires=[], tags=TAGS, files=[e.path for e in elfs])
+    assert any(p.startswith("pkg.libs/plugins/libplugin_x.so needs libcommon.so") for p in v.problems), v.problems
+    # a file another file needs is loaded with that one, not opened after the import: not excused either
+    opener = ElfInfo(
+        path="pkg.libs/libopener.so",
+        soname="libopener.so",
+        needed=("libplugin_x.so",),
+        rpath=(),
+        runpath=("$ORIGIN/plugins",),
+    )
+    v = dependency_problems(
+        [*elfs, opener], cuda_major=None, requires=[], tags=TAGS, files=[*(e.path for e in elfs), opener.path]
+    )
+    assert any(p.startswith("pkg.libs/plugins/libplugin_x.so needs libcommon.so") for p in v.problems), v.problems
+
+
 def test_repair_refuses_a_needed_path_before_auditwheel_copies_it(tmp_path: Path) -> None:
     """41 S1: auditwheel grafted /tmp/x/libevil.so from the build machine into the released wheel. Repair refuses
     first (unit tests forbid subprocesses: auditwheel never ran)."""
