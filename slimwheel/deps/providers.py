@@ -16,6 +16,7 @@ from packaging.version import Version
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.deps.bounds import admits_only_major, admits_past, requirement_for
 from slimwheel.deps.installs import Installs, Requirements
+from slimwheel.deps.reach import abi_tagged
 from slimwheel.external import folder_of_project, library_of_project
 from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.rpath import origin_target
@@ -296,27 +297,36 @@ def cuda_library_fault(cands: Sequence[cudalibs.RuntimeLib], reqs: Requirements)
     return CudaFault(kind=CudaFaultKind.MISSING, candidates=tuple(cands))
 
 
-_PY_MODULE_TAG = re.compile(r"\.(cpython-|abi3\.|pypy)")
 _TEMPLATE_PART = re.compile(r"%[sdu]")
 
 
 def _names_nothing(template: str) -> bool:
     """Whether a printf template names no library in particular: its fixed text, less a leading "lib" and the
-    ".so" ending, has no letter or digit. OpenSSL's libcrypto carries "lib%s.so" (its engines' file names), which
-    would otherwise make every lib*.so of a wheel that bundles it (mooncake-transfer-engine 0.3.14) a plugin that
-    libcrypto opens, and the needs of such a file only a note."""
+    ".so" ending, has no letter or digit ("lib%s.so", "%s.so")."""
     fixed = "".join(_TEMPLATE_PART.split(template)).removeprefix("lib")
     fixed = fixed[: fixed.find(".so")] if ".so" in fixed else fixed
     return not any(c.isalnum() for c in fixed)
 
 
+# auditwheel's name for a library it grafts: libcrypto-64b40125.so.1.1.1k, libcudart.faf08d9a.so.13
+_GRAFTED = re.compile(r"[-.][0-9a-f]{8}\.so")
+
+
+def _opens_any(path: str) -> bool:
+    """Whether a file's template that names no library in particular ("lib%s.so") shows it opening the wheel's
+    plugins: only in one of the wheel's own shared libraries. cuda-quantum's libcudaq-common.so opens its backends,
+    lib/libnvqir-*.so, so; OpenSSL's libcrypto, which auditwheel grafted beside mooncake-transfer-engine 0.3.14's
+    libraries, carries the same template for its engines, and triton 3.9's ptxas-blackwell (a program) carries it
+    too: neither opens the wheel's libraries."""
+    base = path.rsplit("/", 1)[-1]
+    return ".so" in base and _GRAFTED.search(base) is None
+
+
 def _name_matches(name: str, base: str) -> bool:
     """Whether a name a file may open ("nvshmem_bootstrap_mpi.so", "nvshmem_transport_%s.so.%d") is the file name
     `base`: itself, with a version after it (nvshmem_bootstrap_mpi.so.3), or the printf template filled in (a
-    template that names nothing in particular, "lib%s.so", matches no file)."""
+    template that names nothing in particular matches any file of the form: see `_opens_any`)."""
     if "%" in name:
-        if _names_nothing(name):
-            return False
         parts = _TEMPLATE_PART.split(name)
         holes = _TEMPLATE_PART.findall(name)
         pattern = re.escape(parts[0]) + "".join(
@@ -334,12 +344,18 @@ def plugins(elfs: Sequence[ElfInfo]) -> dict[str, str]:
     out: dict[str, str] = {}
     for info in elfs:
         base = info.path.rsplit("/", 1)[-1]
-        if base in needed or (info.soname or "") in needed or _PY_MODULE_TAG.search(base):
+        if base in needed or (info.soname or "") in needed or abi_tagged(base):
             continue
         if not (base.startswith("lib") or re.search(r"\.so\.\d", base)):
             continue
         opener = next(
-            (q.path for q in elfs if q.path != info.path and any(_name_matches(n, base) for n in q.names)), None
+            (
+                q.path
+                for q in elfs
+                if q.path != info.path
+                and any(_name_matches(n, base) for n in q.names if not _names_nothing(n) or _opens_any(q.path))
+            ),
+            None,
         )
         if opener is not None:
             out[info.path] = opener

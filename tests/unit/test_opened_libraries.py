@@ -180,6 +180,16 @@ def test_a_template_that_names_no_library_makes_no_plugin() -> None:
         v = dependency_problems(files, cuda_major=13, requires=[], tags=TAGS)
         assert any("libibverbs.so.1" in p for p in v.problems), generic
         assert not any("is a plugin" in n for n in v.notes), generic
+    # in the wheel's own library it shows a plugin mechanism (cuda-quantum's libcudaq-common.so opens its backends,
+    # lib/libnvqir-*.so, by "lib%s.so"); in a program (triton's ptxas-blackwell) it shows none
+    for opener, plugin in (("lib/libcudaq-common.so", True), ("pkg/bin/ptxas-blackwell", False)):
+        files = [
+            dataclasses.replace(crypto, path=opener, names=("lib%s.so",)),
+            _file("lib/libnvqir-custatevec-fp32.so", ("libibverbs.so.1",)),
+        ]
+        v = dependency_problems(files, cuda_major=13, requires=[], tags=TAGS)
+        assert (v.problems == ()) is plugin, (opener, v.problems)
+        assert any(n.startswith("lib/libnvqir-custatevec-fp32.so is a plugin") for n in v.notes) is plugin, opener
     # a template with a name of its own still finds its plugins: libnccl-net-%s.so and lib%s_plugin.so
     for named, base in (("libnccl-net-%s.so", "libnccl-net-ofi.so"), ("lib%s_plugin.so", "libtrt_plugin.so")):
         files = [dataclasses.replace(crypto, names=(named,)), _file(f"pkg/{base}", ("libibverbs.so.1",))]
