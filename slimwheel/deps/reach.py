@@ -13,6 +13,7 @@ instead: what the package loads first (slimwheel's loader, `import torch`) reach
 from __future__ import annotations
 
 import posixpath
+import re
 from collections.abc import Iterable, Mapping, Sequence
 
 from slimwheel.inspect.dynamic import ElfInfo
@@ -23,6 +24,15 @@ from slimwheel.rpath import install_dir, norm_origin, resolve_entries
 # extensions (slimwheel.runtime.generate.LOADER_NAME; runtime is a higher layer, so its file name is repeated here and
 # tests/unit/test_reach.py holds the two equal).
 LOADER_FILE = "_slimwheel_loader.py"
+
+_ABI_TAG = re.compile(r"\.(cpython-|abi3\.|pypy)")
+
+
+def abi_tagged(name: str) -> bool:
+    """Whether a file name carries a Python ABI tag (x.cpython-312-x86_64-linux-gnu.so, x.abi3.so): an extension
+    module for sure. A plain x.so in a package folder may be one too (triton's _C/libtriton.so) or a library the
+    package opens with ctypes (dgl's libdgl.so)."""
+    return _ABI_TAG.search(name) is not None
 
 
 Reached = tuple[tuple[str, str], ...]  # (entry, the site-packages folder it lands in), in search order
@@ -146,10 +156,16 @@ class ImportLoads:
             by_path = {info.path: info for info in self.elfs}
             out: dict[str, str] = {}
             for info in self.elfs:
-                if extension_module(info.path) is None:
+                # A module for sure (a Python ABI tag in its name): a plain x.so in a package folder may be a
+                # library the package opens with ctypes (dgl's libdgl.so), loaded at no import
+                if extension_module(info.path) is None or not abi_tagged(posixpath.basename(info.path)):
                     continue
-                for loaded in import_closure(info, by_path, self.members, self.inherited)[1:]:
-                    for name in (posixpath.basename(loaded), by_path[loaded].soname if loaded in by_path else None):
+                # Python opens the module by path: a later DT_NEEDED finds it by its SONAME only; the libraries
+                # it loads were found by the names they are needed as, which a later one also finds
+                closure = import_closure(info, by_path, self.members, self.inherited)
+                for i, loaded in enumerate(closure):
+                    soname = by_path[loaded].soname if loaded in by_path else None
+                    for name in (soname, posixpath.basename(loaded) if i else None):
                         if name:
                             out.setdefault(name, info.path)
             self._by_name = out

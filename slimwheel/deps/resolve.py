@@ -45,6 +45,7 @@ from slimwheel.deps.reach import (
     LOADER_FILE,
     ImportLoads,
     Reached,
+    abi_tagged,
     entry_to_add,
     inherited_rpaths,
     preloaded,
@@ -52,7 +53,7 @@ from slimwheel.deps.reach import (
     reaching,
 )
 from slimwheel.inspect.dynamic import ElfInfo, carried_names
-from slimwheel.inspect.pyimports import OptionalModule, PythonImports, extension_module
+from slimwheel.inspect.pyimports import OptionalModule, PythonImports
 from slimwheel.reqgraph import Provider, RequirementGraph
 from slimwheel.rpath import SearchEntry, install_dir, resolve_entries
 
@@ -511,14 +512,13 @@ def _loaded_own(info: ElfInfo, needed: str, ctx: _Context) -> str:
 
 
 def _loaded_by_import(info: ElfInfo, needed: str, ctx: _Context) -> str:
-    """The extension module whose import loads the wheel's own library `needed` before the file can be opened, the
-    loader then taking that copy by SONAME; "" where none does. Only for a shared library that no file of the wheel
-    needs and that is no extension module: the package opens it at run time (dlopen, ctypes), once it is imported.
-    nixl-cu12 1.5.1's plugins in nixl_cu12.libs/nixl need libnixl_common.so, which no search path of theirs reaches
-    and which `nixl_cu12._bindings` loads through libnixl.so from .nixl_cu12.mesonpy.libs; an executable beside
-    them (nixl_example) runs in a process of its own, where nothing is loaded first."""
+    """The extension module whose import loads the wheel's own library `needed` first (`reach.ImportLoads`), the
+    loader then taking that copy by SONAME; "" where none does. Only for a shared library no file of the wheel needs,
+    with no Python ABI tag: the package opens it at run time (dlopen, ctypes), once imported. nixl-cu12 1.5.1's
+    plugins in nixl_cu12.libs/nixl need libnixl_common.so, which `_bindings` loads through libnixl.so; a program
+    beside them (nixl_example) runs in a process of its own, where nothing is loaded first."""
     base = posixpath.basename(info.path)
-    if ".so" not in base or extension_module(info.path) is not None:
+    if ".so" not in base or abi_tagged(base):
         return ""
     if {base, info.soname or ""} & ctx.import_loads.needed:
         return ""
