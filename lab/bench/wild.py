@@ -104,6 +104,15 @@ WHEELS: tuple[tuple[str, str], ...] = (
     ("kvikio-cu12==26.10.0", "3.11"),
     ("faiss-gpu-cu11==1.12.0", "3.9"),
     ("auto-gptq==0.7.1", "3.11"),
+    # 2026-12-07 sweep: meson-python's plugin folders (nixl), OpenSSL's "lib%s.so" template beside RDMA libraries
+    # (mooncake), FFmpeg brought by the user (torchcodec), TensorRT-RTX, CUTLASS's DSL, cuda.core, NVTX
+    ("nixl-cu12==1.5.1", "3.11"),
+    ("mooncake-transfer-engine-cuda13==0.3.14", "3.11"),
+    ("torchcodec==0.17.0", "3.11"),
+    ("tensorrt-rtx-cu13-libs==1.7.1.116", "3.11"),
+    ("nvidia-cutlass-dsl-libs-cu13==4.8.1", "3.11"),
+    ("cuda-core==1.2.2", "3.11"),
+    ("nvtx==0.2.16", "3.11"),
 )
 # mlx-cuda 0.30 and open3d 0.20 ship manylinux_2_35 wheels only (this machine's glibc is 2.36)
 NEWER = ("manylinux_2_35_x86_64", "manylinux_2_34_x86_64")
