@@ -28,6 +28,12 @@ LOADER_FILE = "_slimwheel_loader.py"
 _ABI_TAG = re.compile(r"\.(cpython-|abi3\.|pypy)")
 
 
+def imported_module(info: ElfInfo) -> bool:
+    """Whether the file is an extension module Python imports: a Python ABI tag in its name, or PyInit_<name>
+    defined (triton 3.9's _C/libtriton.so)."""
+    return abi_tagged(posixpath.basename(info.path)) or info.python_module
+
+
 def abi_tagged(name: str) -> bool:
     """Whether a file name carries a Python ABI tag (x.cpython-312-x86_64-linux-gnu.so, x.abi3.so): an extension
     module for sure. A plain x.so in a package folder may be one too (triton's _C/libtriton.so) or a library the
@@ -156,9 +162,9 @@ class ImportLoads:
             by_path = {info.path: info for info in self.elfs}
             out: dict[str, str] = {}
             for info in self.elfs:
-                # A module for sure (a Python ABI tag in its name): a plain x.so in a package folder may be a
-                # library the package opens with ctypes (dgl's libdgl.so), loaded at no import
-                if extension_module(info.path) is None or not abi_tagged(posixpath.basename(info.path)):
+                # A module: a Python ABI tag in its name, or PyInit_<name> defined; a plain x.so in a package
+                # folder that defines none is a library the package opens with ctypes (dgl's libdgl.so)
+                if extension_module(info.path) is None or not imported_module(info):
                     continue
                 # Python opens the module by path: a later DT_NEEDED finds it by its SONAME only; the libraries
                 # it loads were found by the names they are needed as, which a later one also finds

@@ -45,8 +45,8 @@ from slimwheel.deps.reach import (
     LOADER_FILE,
     ImportLoads,
     Reached,
-    abi_tagged,
     entry_to_add,
+    imported_module,
     inherited_rpaths,
     preloaded,
     reached_member,
@@ -514,11 +514,11 @@ def _loaded_own(info: ElfInfo, needed: str, ctx: _Context) -> str:
 def _loaded_by_import(info: ElfInfo, needed: str, ctx: _Context) -> str:
     """The extension module whose import loads the wheel's own library `needed` first (`reach.ImportLoads`), the
     loader then taking that copy by SONAME; "" where none does. Only for a shared library no file of the wheel needs,
-    with no Python ABI tag: the package opens it at run time (dlopen, ctypes), once imported. nixl-cu12 1.5.1's
+    that is no extension module: the package opens it at run time (dlopen, ctypes), once imported. nixl-cu12 1.5.1's
     plugins in nixl_cu12.libs/nixl need libnixl_common.so, which `_bindings` loads through libnixl.so; a program
     beside them (nixl_example) runs in a process of its own, where nothing is loaded first."""
     base = posixpath.basename(info.path)
-    if ".so" not in base or abi_tagged(base):
+    if ".so" not in base or imported_module(info):
         return ""
     if {base, info.soname or ""} & ctx.import_loads.needed:
         return ""

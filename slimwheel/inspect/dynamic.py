@@ -40,6 +40,8 @@ class ElfInfo:
     names: tuple[str, ...] = ()
     # It carries libstdc++ (linked statically) and exports it: see deps.cxx_runtime_problem.
     exports_cxx_runtime: bool = False
+    # It defines PyInit_<its name>: an extension module (ElfReport.python_module).
+    python_module: bool = False
 
     @property
     def search_path(self) -> tuple[str, ...]:
@@ -58,6 +60,7 @@ class ElfInfo:
             opens=elf.opens,
             names=elf.names,
             exports_cxx_runtime=elf.exports_cxx_runtime,
+            python_module=elf.python_module,
         )
 
 

@@ -155,6 +155,9 @@ class ElfReport:
     # names libonnxruntime_providers_tensorrt.so; NVSHMEM's host library names nvshmem_bootstrap_mpi.so and
     # nvshmem_transport_%s.so.%d. deps matches them against the wheel's own files to find its plugins.
     names: tuple[str, ...] = ()
+    # It defines PyInit_<its file name up to the first dot>: an extension module Python imports, whether its name
+    # carries an ABI tag or not (triton 3.9's _C/libtriton.so), not a library the package opens with ctypes.
+    python_module: bool = False
 
     @property
     def fatbin_bytes(self) -> int:
@@ -276,6 +279,8 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
     opens, names = _opened_libraries(data, elf, needed, soname)
     # libstdc++.so.6 itself (the one a process shares) defines it too; only another library carrying a copy counts.
     exports_cxx = not (soname or "").startswith("libstdc++.so") and defines(elf, CXX_RUNTIME_MARKER)
+    stem = name.rsplit("/", 1)[-1].split(".", 1)[0]
+    python_module = elf.kind == "shared" and stem.isidentifier() and defines(elf, "PyInit_" + stem)
     found.sort(key=lambda fb: fb.offset)
     found.extend(_wrapped_fatbins(data, name, wrappers, found, elf.sections, budget))
     found.sort(key=lambda fb: fb.offset)
@@ -302,6 +307,7 @@ def read_elf(data: Buffer, name: str, *, fatbins: bool = True) -> ElfReport:
         version_needs=version_needs(elf),
         opens=opens,
         names=names,
+        python_module=python_module,
     )
 
 

@@ -81,6 +81,8 @@ def defines(elf: ElfFile, symbol: str) -> bool:
         strings = elf.linked_table(sec)
         if strings.offset + strings.size > elf.n:
             raise elf.bad(f"malformed ELF file: the string table of {sec.name} lies outside the file")
+        if elf.buf.find(want, strings.offset, strings.offset + strings.size) < 0:
+            continue  # no symbol's name ends where that string would: one C search, not a walk of every symbol
         for i in range(sec.size // sym.size):
             fields = sym.unpack_from(elf.buf, sec.offset + i * sym.size)
             st_name, shndx = fields[0], (fields[3] if elf.lay.is64 else fields[5])

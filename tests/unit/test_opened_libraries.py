@@ -266,3 +266,18 @@ def test_names_of_one_library_for_several_majors_are_one_chain() -> None:
         [_info("libcudart.so.12", "libcudart.so.13")], cuda_major=None, requires=["nvidia-cuda-runtime-cu12"], tags=TAGS
     )
     assert not [n for n in one.notes if "libcudart" in n] and not one.problems
+
+
+def test_a_file_that_defines_pyinit_of_its_name_is_a_python_module() -> None:
+    # triton 3.9's _C/libtriton.so is imported as triton._C.libtriton (PyInit_libtriton) though its name has no ABI
+    # tag; dgl's libdgl.so, named alike, defines no PyInit and is opened with ctypes
+    for name, symbols, undefined, module in (
+        ("triton/_C/libtriton.so", ("PyInit_libtriton",), (), True),
+        ("pkg/_ext.cpython-312-x86_64-linux-gnu.so", ("PyInit__ext",), (), True),
+        ("dgl/libdgl.so", ("DGLInit",), (), False),
+        ("pkg/libuser.so", (), ("PyInit_libuser",), False),  # taken from elsewhere, not defined
+        ("pkg/libother.so", ("PyInit_libuser",), (), False),  # another module's name
+    ):
+        got = read_elf(elf(symbols=symbols, undefined=undefined, needed=("libc.so.6",)), name)
+        assert got.python_module is module, name
+        assert ElfInfo.from_report(got).python_module is module, name

@@ -299,14 +299,19 @@ def test_what_importing_an_extension_module_loads_reaches_the_plugins_it_opens()
     cut = ElfInfo(path=module.path, soname=None, needed=("libcore.so",), rpath=(), runpath=())
     v = dependency_problems([cut, *elfs[1:]], cuda_major=None, requires=[], tags=TAGS, files=[e.path for e in elfs])
     assert any(p.startswith("pkg.libs/plugins/libplugin_x.so needs libcommon.so") for p in v.problems), v.problems
-    # an extension module's own SONAME counts (Python opens it by path); a plain x.so in a package folder may be a
-    # library the package opens with ctypes, loaded at no import (dgl's libdgl.so): no module for this rule
-    for name, counts in (("_C/_ext.cpython-312-x86_64-linux-gnu.so", True), ("_C/libext.so", False)):
-        ext = ElfInfo(path=f"pkg/{name}", soname="libext.so", needed=(), rpath=(), runpath=())
+    # an extension module's own SONAME counts (Python opens it by path). A module has a Python ABI tag in its name or
+    # defines PyInit_<name> (triton 3.9's _C/libtriton.so, SONAME libtriton.so, which its plugins need); a plain x.so
+    # that defines none is a library the package opens with ctypes (dgl's libdgl.so), loaded at no import
+    for name, pyinit, counts in (
+        ("_C/_ext.cpython-312-x86_64-linux-gnu.so", False, True),
+        ("_C/libext.so", True, True),
+        ("_C/libext.so", False, False),
+    ):
+        ext = ElfInfo(path=f"pkg/{name}", soname="libext.so", needed=(), rpath=(), runpath=(), python_module=pyinit)
         user = ElfInfo(path="pkg/plugins/libuser.so", soname=None, needed=("libext.so",), rpath=(), runpath=())
         paths = [ext.path, user.path]
         v = dependency_problems([ext, user], cuda_major=None, requires=[], tags=TAGS, files=paths)
-        assert (v.problems == ()) is counts, (name, v.problems)
+        assert (v.problems == ()) is counts, (name, pyinit, v.problems)
         assert any(f"importing {ext.path} loads" in n for n in v.notes) is counts, v.notes
     # a file another file needs is loaded with that one, not opened after the import: not excused either
     opener = ElfInfo(
