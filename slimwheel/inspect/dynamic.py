@@ -83,14 +83,6 @@ def read_dynamic(path: Path, name: str) -> ElfInfo | None:
     return None if report is None else ElfInfo.from_report(report)
 
 
-def exports_symbol(path: Path, symbol: str, *, name: str | None = None) -> bool:
-    """Whether an ELF file defines `symbol` in its dynamic symbol table (an extension module defines
-    PyInit_<module>)."""
-    from slimwheel.inspect.elf import file_defines_symbol
-
-    return file_defines_symbol(path, symbol, name or str(path))
-
-
 def exported_symbols(path: Path) -> frozenset[str]:
     """The names an ELF file defines in its dynamic symbol table (what a library offers)."""
     from slimwheel.inspect.elf import file_dynamic_names

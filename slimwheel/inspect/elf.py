@@ -14,8 +14,8 @@ section headers, which the loader never reads; so a file with a dynamic segment 
 the same, or it is refused: zeroed section headers hid NEEDED, RPATH and device code while the loader loaded the
 planted library (issue 41, S2).
 
-Repair reads the same way: `read_elf_file(path, name, fatbins=False)` for an unpacked file's dynamic facts,
-`file_defines_symbol` for an extension module's PyInit_<module>.
+Repair reads the same way: `read_elf_file(path, name, fatbins=False)` for an unpacked file's dynamic facts, an
+extension module's PyInit_<module> among them (`ElfReport.python_module`).
 
 The parts: `elffile` (header, segments, sections, strings, the dynamic array in both views), `elfsyms` (dynamic
 symbols and symbol versions); here, the report of a file and where its device code lies.
@@ -99,9 +99,7 @@ __all__ = [
     "Section",
     "VersionDef",
     "VersionNeed",
-    "defines_symbol",
     "embedded_sources",
-    "file_defines_symbol",
     "file_dynamic_names",
     "file_version_definitions",
     "is_elf",
@@ -469,11 +467,6 @@ def _wrapped_fatbins(
     return out
 
 
-def defines_symbol(data: Buffer, symbol: str, name: str) -> bool:
-    """Whether ELF `data` defines `symbol` in its dynamic symbol table (an extension module defines PyInit_<module>)."""
-    return defines(ElfFile(data, name), symbol)
-
-
 def undefined_symbols(data: Buffer, name: str, keep: Callable[[str], bool]) -> frozenset[str]:
     """The dynamic symbols ELF `data` imports whose names `keep` accepts (slimwheel.torchext: torch's)."""
     return undefined(ElfFile(data, name), keep)
@@ -502,11 +495,6 @@ def file_version_definitions(path: Path, name: str) -> tuple[VersionDef, ...]:
         if buf[:4] != ELF_MAGIC:
             return ()
         return version_definitions(ElfFile(buf, name))
-
-
-def file_defines_symbol(path: Path, symbol: str, name: str) -> bool:
-    with mapped_file(path, name) as buf:
-        return defines_symbol(buf, symbol, name)
 
 
 def embedded_sources(data: bytes | memoryview, name: str) -> tuple[EmbeddedSources, ...]:

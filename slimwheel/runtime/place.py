@@ -18,7 +18,7 @@ from typing import TypedDict
 from slimwheel.cuda import libs as cudalibs
 from slimwheel.cuda.versions import MAJOR_DRIVER, RELEASE_DRIVER, driver_key
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.dynamic import ElfInfo, exports_symbol
+from slimwheel.inspect.dynamic import ElfInfo
 from slimwheel.rpath import deepen, install_dir
 from slimwheel.runtime import generate
 from slimwheel.tools import set_rpath
@@ -104,9 +104,8 @@ def install_loader(
     wheel_name: str,
 ) -> list[str]:
     """Write the loader (and shims) into the unpacked wheel at `work`; returns the files added or changed."""
-    plan = plan_loader(
-        list(names), elfs, lambda path, module: exports_symbol(work / path, f"PyInit_{module}", name=path)
-    )
+    # whether a shim candidate defines PyInit_<module>: read with the rest of its ELF facts (`ElfInfo.python_module`)
+    plan = plan_loader(list(names), elfs, lambda path, _module: elfs[path].python_module)
     ordered = cudalibs.load_order(list(needed))
     needed_sonames = {lib.soname for lib in needed}
     all_reqs = dict(reqs)

@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from slimwheel.errors import BadInputError
-from slimwheel.inspect.elf import defines_symbol, file_defines_symbol, read_elf, read_elf_file
+from slimwheel.inspect.elf import read_elf, read_elf_file
+from slimwheel.inspect.elffile import ElfFile
+from slimwheel.inspect.elfsyms import defines
 from testkit.binsynth import elf, fatbin, fatbin_entry
 
 FB = fatbin(
@@ -204,6 +206,9 @@ def test_the_last_search_path_tag_counts_as_for_the_loader() -> None:
 
 
 def test_defines_symbol_sees_defined_dynamic_symbols_only(tmp_path: Path) -> None:
+    def defines_symbol(data: bytes, symbol: str, name: str) -> bool:
+        return defines(ElfFile(data, name), symbol)
+
     data = elf(symbols=("PyInit__ext", "helper"))
     assert defines_symbol(data, "PyInit__ext", "m.so") and defines_symbol(data, "helper", "m.so")
     assert not defines_symbol(data, "PyInit__ex", "m.so") and not defines_symbol(data, "PyInit__extra", "m.so")
@@ -212,8 +217,10 @@ def test_defines_symbol_sees_defined_dynamic_symbols_only(tmp_path: Path) -> Non
     sym = undefined.find(struct.pack("<BBH", 0x12, 0, 1))  # the first defined symbol's info, other, shndx
     struct.pack_into("<H", undefined, sym + 2, 0)  # SHN_UNDEF: imported, not defined
     assert not defines_symbol(bytes(undefined), "PyInit__ext", "m.so")
-    (tmp_path / "m.so").write_bytes(data)
-    assert file_defines_symbol(tmp_path / "m.so", "PyInit__ext", "m.so")
+    # a file on disk, mapped: its PyInit_<module> is in its report
+    (tmp_path / "_ext.so").write_bytes(data)
+    report = read_elf_file(tmp_path / "_ext.so", "_ext.so")
+    assert report is not None and report.python_module
 
 
 def _tiny_elf(is64: bool, order: str, needed: tuple[str, ...], soname: str) -> bytes:
